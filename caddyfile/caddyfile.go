@@ -1,0 +1,241 @@
+// Package caddyfile parses the llm_gateway directive into the config types of
+// the handler and engines packages. It only parses: nothing here touches
+// runtime state, so `caddy adapt` and `caddy validate` are side-effect free.
+package caddyfile
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+	cf "github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/dustin/go-humanize"
+
+	"github.com/llmgateway/caddy-llm-gateway/engines"
+	"github.com/llmgateway/caddy-llm-gateway/handler"
+)
+
+// Parse sets up the handler from Caddyfile tokens. Syntax:
+//
+//	llm_gateway {
+//		keys <token...>                 # accepted bearer tokens; placeholders such as {env.GATEWAY_KEYS} allowed
+//		key <name> <token>              # a token named for logs and metrics
+//		max_body <size>                 # default 32MiB
+//		wake on|off                     # may a request start a stopped engine; default on
+//
+//		engine <name> {
+//			to <url>                    # required; http(s)://host[:port][/base]; {engine.port} with cmd
+//			models <name...>            # required; names and aliases clients ask for
+//			model_name <name>           # what the engine calls the model (body rewritten)
+//			api_key <key> [<header>]    # the engine's own key; default header Authorization: Bearer
+//			cmd <program> <args...>     # the gateway starts the engine on demand
+//			dir <path>
+//			env <KEY=VALUE|KEY VALUE>   # repeatable
+//			ready <path>                # readiness probe, default /health
+//			wake on|off                 # overrides the handler's
+//			group <name>                # engines of one group never run together
+//			start_timeout <duration>    # default 5m
+//			idle_timeout <duration>     # default 0 (never stop for idleness)
+//			stop_timeout <duration>     # default 10s
+//			dial_timeout <duration>     # default 10s
+//			header_timeout <duration>   # default 5m
+//			request_timeout <duration>  # default 0 (no bound)
+//		}
+//	}
+//
+// Every mistake is an error carrying the Caddyfile's file:line.
+func Parse(d *cf.Dispenser) (handler.Config, error) {
+	var cfg handler.Config
+	d.Next() // the directive's name
+	if d.NextArg() {
+		return cfg, d.ArgErr()
+	}
+	models := map[string]string{} // model → engine, to catch a model served twice
+	names := map[string]bool{}
+	for d.NextBlock(0) {
+		switch d.Val() {
+		case "keys":
+			args := d.RemainingArgs()
+			if len(args) == 0 {
+				return cfg, d.ArgErr()
+			}
+			for _, a := range args {
+				cfg.Keys = append(cfg.Keys, handler.Key{Value: a})
+			}
+		case "key":
+			args := d.RemainingArgs()
+			if len(args) != 2 {
+				return cfg, d.Errf("key takes a name and a token: key <name> <token>")
+			}
+			cfg.Keys = append(cfg.Keys, handler.Key{Name: args[0], Value: args[1]})
+		case "max_body":
+			var s string
+			if !d.AllArgs(&s) {
+				return cfg, d.ArgErr()
+			}
+			n, err := humanize.ParseBytes(s)
+			if err != nil || n == 0 {
+				return cfg, d.Errf("bad max_body %q: want a size such as 32MiB", s)
+			}
+			cfg.MaxBody = int64(n)
+		case "wake":
+			b, err := parseOnOff(d)
+			if err != nil {
+				return cfg, err
+			}
+			cfg.Wake = &b
+		case "engine":
+			file, line := d.File(), d.Line()
+			ec, err := parseEngine(d)
+			if err != nil {
+				return cfg, err
+			}
+			if names[ec.Name] {
+				return cfg, errAt(file, line, "engine %s is defined twice", ec.Name)
+			}
+			names[ec.Name] = true
+			for _, m := range ec.Models {
+				if other, ok := models[m]; ok {
+					return cfg, errAt(file, line, "model %s is served by both engine %s and engine %s", m, other, ec.Name)
+				}
+				models[m] = ec.Name
+			}
+			if err := ec.Validate(); err != nil {
+				return cfg, errAt(file, line, "%v", err)
+			}
+			cfg.Engines = append(cfg.Engines, ec)
+		default:
+			return cfg, d.Errf("unknown llm_gateway subdirective %q", d.Val())
+		}
+	}
+	if len(cfg.Engines) == 0 {
+		return cfg, d.Err("llm_gateway needs at least one engine block")
+	}
+	return cfg, nil
+}
+
+func parseEngine(d *cf.Dispenser) (engines.Config, error) {
+	var ec engines.Config
+	if !d.NextArg() {
+		return ec, d.Errf("engine needs a name: engine <name> { … }")
+	}
+	ec.Name = d.Val()
+	if d.NextArg() {
+		return ec, d.ArgErr()
+	}
+	nesting := d.Nesting()
+	for d.NextBlock(nesting) {
+		var err error
+		switch sub := d.Val(); sub {
+		case "to":
+			err = oneArg(d, &ec.To)
+		case "models":
+			ec.Models = d.RemainingArgs()
+			if len(ec.Models) == 0 {
+				err = d.ArgErr()
+			}
+		case "model_name":
+			err = oneArg(d, &ec.ModelName)
+		case "api_key":
+			args := d.RemainingArgs()
+			switch len(args) {
+			case 1:
+				ec.APIKey = args[0]
+			case 2:
+				ec.APIKey, ec.APIKeyHeader = args[0], args[1]
+			default:
+				err = d.Errf("api_key takes a key and optionally the header to send it in")
+			}
+		case "cmd":
+			ec.Cmd = d.RemainingArgs()
+			if len(ec.Cmd) == 0 {
+				err = d.ArgErr()
+			}
+		case "dir":
+			err = oneArg(d, &ec.Dir)
+		case "env":
+			args := d.RemainingArgs()
+			switch {
+			case len(args) == 1 && strings.Contains(args[0], "="):
+				ec.Env = append(ec.Env, args[0])
+			case len(args) == 2 && !strings.Contains(args[0], "="):
+				ec.Env = append(ec.Env, args[0]+"="+args[1])
+			default:
+				err = d.Errf("env takes KEY=VALUE or KEY VALUE")
+			}
+		case "ready":
+			err = oneArg(d, &ec.Ready)
+			if err == nil && !strings.HasPrefix(ec.Ready, "/") {
+				err = d.Errf("ready takes a path starting with '/', not %q", ec.Ready)
+			}
+		case "wake":
+			var b bool
+			b, err = parseOnOff(d)
+			ec.Wake = &b
+		case "group":
+			err = oneArg(d, &ec.Group)
+		case "start_timeout":
+			err = durationArg(d, &ec.StartTimeout)
+		case "idle_timeout":
+			err = durationArg(d, &ec.IdleTimeout)
+		case "stop_timeout":
+			err = durationArg(d, &ec.StopTimeout)
+		case "dial_timeout":
+			err = durationArg(d, &ec.DialTimeout)
+		case "header_timeout":
+			err = durationArg(d, &ec.HeaderTimeout)
+		case "request_timeout":
+			err = durationArg(d, &ec.RequestTimeout)
+		default:
+			err = d.Errf("unknown engine subdirective %q in engine %s", sub, ec.Name)
+		}
+		if err != nil {
+			return ec, err
+		}
+	}
+	return ec, nil
+}
+
+func oneArg(d *cf.Dispenser, dst *string) error {
+	if !d.AllArgs(dst) {
+		return d.ArgErr()
+	}
+	return nil
+}
+
+func durationArg(d *cf.Dispenser, dst *caddy.Duration) error {
+	name := d.Val()
+	var s string
+	if !d.AllArgs(&s) {
+		return d.ArgErr()
+	}
+	v, err := caddy.ParseDuration(s)
+	if err != nil {
+		return d.Errf("bad %s %q: %v", name, s, err)
+	}
+	if v < 0 {
+		return d.Errf("%s may not be negative", name)
+	}
+	*dst = caddy.Duration(v)
+	return nil
+}
+
+func parseOnOff(d *cf.Dispenser) (bool, error) {
+	name := d.Val()
+	var s string
+	if !d.AllArgs(&s) {
+		return false, d.ArgErr()
+	}
+	switch s {
+	case "on", "true":
+		return true, nil
+	case "off", "false":
+		return false, nil
+	}
+	return false, d.Errf("%s takes on or off, not %q", name, s)
+}
+
+// errAt is an error at a remembered position, worded as the dispenser's own.
+func errAt(file string, line int, format string, args ...any) error {
+	return fmt.Errorf("%s, at %s:%d", fmt.Sprintf(format, args...), file, line)
+}

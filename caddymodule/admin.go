@@ -1,0 +1,112 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/llmgateway/caddy-llm-gateway/engines"
+)
+
+func init() {
+	caddy.RegisterModule(adminAPI{})
+}
+
+// adminAPI serves the gateway's part of Caddy's admin endpoint:
+//
+//	GET  /llm_gateway/engines               every engine: state, ready, pid, port, leases, idle time, last lines
+//	GET  /llm_gateway/engines/<name>        one engine
+//	POST /llm_gateway/engines/<name>/start  start it and wait until ready
+//	POST /llm_gateway/engines/<name>/stop   stop it (?drain=true lets requests in flight finish)
+//
+// It never shows a key: engine statuses carry no credentials.
+type adminAPI struct{}
+
+// CaddyModule returns the Caddy module information.
+func (adminAPI) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "admin.api.llm_gateway",
+		New: func() caddy.Module { return new(adminAPI) },
+	}
+}
+
+// Routes returns the admin routes.
+func (adminAPI) Routes() []caddy.AdminRoute {
+	return []caddy.AdminRoute{{Pattern: "/llm_gateway/", Handler: caddy.AdminHandlerFunc(serveAdmin)}}
+}
+
+func serveAdmin(w http.ResponseWriter, r *http.Request) error {
+	rest := strings.Trim(strings.TrimPrefix(r.URL.Path, "/llm_gateway/"), "/")
+	parts := strings.Split(rest, "/")
+	if parts[0] != "engines" {
+		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("unknown llm_gateway admin path %s", r.URL.Path)}
+	}
+	switch {
+	case len(parts) == 1 && r.Method == http.MethodGet:
+		return writeAdminJSON(w, allStatuses())
+	case len(parts) == 2 && r.Method == http.MethodGet:
+		e, err := adminEngine(parts[1])
+		if err != nil {
+			return err
+		}
+		return writeAdminJSON(w, e.Status())
+	case len(parts) == 3 && r.Method == http.MethodPost:
+		e, err := adminEngine(parts[1])
+		if err != nil {
+			return err
+		}
+		switch parts[2] {
+		case "start":
+			if err := e.Start(r.Context()); err != nil {
+				return caddy.APIError{HTTPStatus: http.StatusServiceUnavailable, Err: err}
+			}
+		case "stop":
+			if err := e.Stop(r.Context(), r.URL.Query().Get("drain") == "true"); err != nil {
+				return caddy.APIError{HTTPStatus: http.StatusConflict, Err: err}
+			}
+		default:
+			return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("unknown engine action %q: use start or stop", parts[2])}
+		}
+		return writeAdminJSON(w, e.Status())
+	}
+	return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("%s %s is not supported", r.Method, r.URL.Path)}
+}
+
+func adminEngine(name string) (*engines.Engine, error) {
+	e := lookupEngine(name)
+	if e == nil {
+		return nil, caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("no engine named %q in the running config", name)}
+	}
+	return e, nil
+}
+
+func allStatuses() []engines.Status {
+	liveMu.Lock()
+	names := make([]string, 0, len(liveEngines))
+	for n := range liveEngines {
+		names = append(names, n)
+	}
+	liveMu.Unlock()
+	slices.Sort(names)
+	out := make([]engines.Status, 0, len(names))
+	for _, n := range names {
+		if e := lookupEngine(n); e != nil {
+			out = append(out, e.Status())
+		}
+	}
+	return out
+}
+
+func writeAdminJSON(w http.ResponseWriter, v any) error {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// Interface guards
+var _ caddy.AdminRouter = (*adminAPI)(nil)

@@ -1,0 +1,186 @@
+// Package caddymodule is the Caddy glue of llm_gateway: module and directive
+// registration, provisioning (placeholders, transports, the usage pool that
+// keeps engines alive across reloads), the admin API and the demo engine
+// subcommand.
+package caddymodule
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+
+	gwcaddyfile "github.com/llmgateway/caddy-llm-gateway/caddyfile"
+	"github.com/llmgateway/caddy-llm-gateway/engines"
+	"github.com/llmgateway/caddy-llm-gateway/handler"
+)
+
+func init() {
+	caddy.RegisterModule(Gateway{})
+	httpcaddyfile.RegisterHandlerDirective("llm_gateway", parseCaddyfile)
+	// no `order` line needed in users' Caddyfiles
+	httpcaddyfile.RegisterDirectiveOrder("llm_gateway", httpcaddyfile.Before, "reverse_proxy")
+}
+
+// Gateway is the `llm_gateway` HTTP handler: an OpenAI-compatible front door
+// that routes requests by model to engines it may start on demand.
+type Gateway struct {
+	handler.Config
+
+	gw      *handler.Gateway
+	engines []*engines.Engine
+	poolKey []string
+	logger  *zap.Logger
+}
+
+// CaddyModule returns the Caddy module information.
+func (Gateway) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.handlers.llm_gateway",
+		New: func() caddy.Module { return new(Gateway) },
+	}
+}
+
+// Provision resolves placeholders and builds (or finds, across a reload) each
+// engine's runtime. It never starts a process: `caddy validate` runs it.
+func (g *Gateway) Provision(ctx caddy.Context) error {
+	g.logger = ctx.Logger()
+	repl := caddy.NewReplacer()
+	cfg := g.Config
+
+	cfg.Keys = nil
+	for _, k := range g.Keys {
+		cfg.Keys = append(cfg.Keys, handler.Key{Name: k.Name, Value: repl.ReplaceKnown(k.Value, "")})
+	}
+	if len(g.Keys) > 0 && len(handler.SplitKeys(cfg.Keys)) == 0 {
+		// fail closed: configured keys that resolve to nothing (an unset
+		// environment variable) must not open the gateway to everyone
+		return fmt.Errorf("llm_gateway: keys are configured but resolve to no token; is the environment variable they name set?")
+	}
+	if len(g.Keys) == 0 {
+		g.logger.Warn("llm_gateway has no keys: anyone who can reach this site can use its engines")
+	}
+
+	cfg.Engines = make([]engines.Config, len(g.Engines))
+	for i, ec := range g.Engines {
+		cfg.Engines[i] = resolveEngine(repl, ec)
+	}
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("llm_gateway: %v", err)
+	}
+	for _, ec := range cfg.Engines {
+		e, key, err := loadEngine(ctx, ec)
+		if err != nil {
+			return fmt.Errorf("llm_gateway: engine %s: %v", ec.Name, err)
+		}
+		g.engines = append(g.engines, e)
+		g.poolKey = append(g.poolKey, key)
+	}
+	gw, err := handler.New(cfg, g.engines, g.logger)
+	if err != nil {
+		return fmt.Errorf("llm_gateway: %v", err)
+	}
+	g.gw = gw
+	registerForAdmin(g.engines)
+	return nil
+}
+
+// resolveEngine replaces known placeholders ({env.*}, …) in the fields that
+// may hold them; {engine.port} is not known to Caddy and stays for the
+// engine to fill in at each start.
+func resolveEngine(repl *caddy.Replacer, ec engines.Config) engines.Config {
+	r := func(s string) string {
+		return strings.ReplaceAll(repl.ReplaceKnown(s, ""), ExecutablePlaceholder, executable())
+	}
+	ec.To, ec.APIKey, ec.Dir = r(ec.To), r(ec.APIKey), r(ec.Dir)
+	ec.Cmd = mapStrings(ec.Cmd, r)
+	ec.Env = mapStrings(ec.Env, r)
+	return ec
+}
+
+func mapStrings(in []string, f func(string) string) []string {
+	if in == nil {
+		return nil
+	}
+	out := make([]string, len(in))
+	for i, s := range in {
+		out[i] = f(s)
+	}
+	return out
+}
+
+// ExecutablePlaceholder in an engine's cmd, env or dir is the path of the
+// running Caddy binary, so that an engine can be the binary itself (the
+// quickstart runs `{gateway.executable} llm-demo-engine`).
+const ExecutablePlaceholder = "{gateway.executable}"
+
+func executable() string {
+	p, err := os.Executable()
+	if err != nil {
+		return os.Args[0]
+	}
+	return p
+}
+
+// Validate is a no-op: everything is checked in Provision, which has the
+// resolved placeholders.
+func (g *Gateway) Validate() error { return nil }
+
+// Cleanup lets go of this config's engines; an engine that the next config
+// still uses keeps running, the others are drained and stopped.
+func (g *Gateway) Cleanup() error {
+	unregisterForAdmin(g.engines)
+	for _, key := range g.poolKey {
+		_, _ = enginePool.Delete(key)
+	}
+	return nil
+}
+
+// ServeHTTP implements caddyhttp.MiddlewareHandler.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	res, handled := g.gw.ServeHTTP(w, r)
+	if !handled {
+		return next.ServeHTTP(w, r)
+	}
+	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
+		repl.Set("http.llm_gateway.engine", res.Engine)
+		repl.Set("http.llm_gateway.model", res.ModelAsked)
+		repl.Set("http.llm_gateway.model_sent", res.ModelSent)
+		repl.Set("http.llm_gateway.attempts", strconv.Itoa(res.Attempts))
+		repl.Set("http.llm_gateway.key_name", res.KeyName)
+	}
+	return nil
+}
+
+// UnmarshalCaddyfile sets up the handler from Caddyfile tokens; the syntax is
+// documented on caddyfile.Parse.
+func (g *Gateway) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	cfg, err := gwcaddyfile.Parse(d)
+	if err != nil {
+		return err
+	}
+	g.Config = cfg
+	return nil
+}
+
+func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	g := new(Gateway)
+	err := g.UnmarshalCaddyfile(h.Dispenser)
+	return g, err
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner           = (*Gateway)(nil)
+	_ caddy.Validator             = (*Gateway)(nil)
+	_ caddy.CleanerUpper          = (*Gateway)(nil)
+	_ caddyhttp.MiddlewareHandler = (*Gateway)(nil)
+	_ caddyfile.Unmarshaler       = (*Gateway)(nil)
+)

@@ -1,0 +1,177 @@
+// Package engines owns one upstream's life: where it is, whether it is ready,
+// and, for an engine with a command, its process: start on demand, readiness
+// probing, leases, idle drain and exclusive groups.
+package engines
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+)
+
+// PortPlaceholder in Cmd, Env and To is replaced by a free loopback port
+// picked each time the engine starts. (Not {port}: the Caddyfile adapter turns
+// that into {http.request.port} before a directive ever sees it.)
+const PortPlaceholder = "{engine.port}"
+
+// Config describes one engine: an upstream serving one or more models, which
+// the gateway may also start and stop when it has a command.
+type Config struct {
+	// Name of the engine, unique in its handler. Shown in errors, logs,
+	// the X-LLM-Engine response header and as owned_by in /v1/models.
+	Name string `json:"name"`
+
+	// To is the engine's base URL (http or https), e.g.
+	// "http://127.0.0.1:{engine.port}" or "https://api.openai.com". The
+	// request path is appended to it. Required.
+	To string `json:"to"`
+
+	// Models are the names clients may ask for. At least one is required.
+	Models []string `json:"models,omitempty"`
+
+	// ModelName is what the engine itself calls the model: the body's
+	// "model" is rewritten to it. Default: the body is left alone.
+	ModelName string `json:"model_name,omitempty"`
+
+	// APIKey is sent to the engine instead of the caller's credentials
+	// (which never leave the gateway). Placeholders such as {env.KEY} are
+	// resolved at provision time. Default: no key is sent.
+	APIKey string `json:"api_key,omitempty"`
+
+	// APIKeyHeader is the header that carries APIKey. Default:
+	// "Authorization" with the value "Bearer <key>"; any other header
+	// carries the bare key.
+	APIKeyHeader string `json:"api_key_header,omitempty"`
+
+	// Cmd is the command that runs the engine; without it the engine is
+	// remote and never started by the gateway. Default: none.
+	Cmd []string `json:"cmd,omitempty"`
+
+	// Dir is the working directory of Cmd. Default: Caddy's.
+	Dir string `json:"dir,omitempty"`
+
+	// Env holds extra KEY=VALUE variables for Cmd, on top of Caddy's own
+	// environment. Default: none.
+	Env []string `json:"env,omitempty"`
+
+	// Ready is the readiness path probed with GET; any 2xx is ready.
+	// Default: /health.
+	Ready string `json:"ready,omitempty"`
+
+	// Wake overrides the handler's wake policy for this engine: whether a
+	// request may start it. Default: the handler's (on).
+	Wake *bool `json:"wake,omitempty"`
+
+	// StartTimeout bounds a start from spawning to ready. Default: 5m.
+	StartTimeout caddy.Duration `json:"start_timeout,omitempty"`
+
+	// IdleTimeout stops a started engine that has held no lease for this
+	// long; 0 keeps it running. Default: 0 (never).
+	IdleTimeout caddy.Duration `json:"idle_timeout,omitempty"`
+
+	// StopTimeout is the time between SIGTERM to the engine's process
+	// group and SIGKILL. Default: 10s.
+	StopTimeout caddy.Duration `json:"stop_timeout,omitempty"`
+
+	// Group makes engines exclusive: engines of one group never run at the
+	// same time (one GPU). Default: none.
+	Group string `json:"group,omitempty"`
+
+	// DialTimeout bounds connecting to the engine. Default: 10s.
+	DialTimeout caddy.Duration `json:"dial_timeout,omitempty"`
+
+	// HeaderTimeout bounds the wait for response headers once the request
+	// is sent. A non-streaming llama-server answers only when generation
+	// ends, so the default is generous. Default: 5m.
+	HeaderTimeout caddy.Duration `json:"header_timeout,omitempty"`
+
+	// RequestTimeout bounds one whole attempt, body included; 0 is no
+	// bound, so a long generation is never cut by a default. Default: 0.
+	RequestTimeout caddy.Duration `json:"request_timeout,omitempty"`
+}
+
+// Defaults.
+const (
+	DefaultReady         = "/health"
+	DefaultStartTimeout  = 5 * time.Minute
+	DefaultStopTimeout   = 10 * time.Second
+	DefaultDialTimeout   = 10 * time.Second
+	DefaultHeaderTimeout = 5 * time.Minute
+)
+
+// WithDefaults returns c with every unset field set to its default.
+func (c Config) WithDefaults() Config {
+	if c.Ready == "" {
+		c.Ready = DefaultReady
+	}
+	if c.StartTimeout == 0 {
+		c.StartTimeout = caddy.Duration(DefaultStartTimeout)
+	}
+	if c.StopTimeout == 0 {
+		c.StopTimeout = caddy.Duration(DefaultStopTimeout)
+	}
+	if c.DialTimeout == 0 {
+		c.DialTimeout = caddy.Duration(DefaultDialTimeout)
+	}
+	if c.HeaderTimeout == 0 {
+		c.HeaderTimeout = caddy.Duration(DefaultHeaderTimeout)
+	}
+	return c
+}
+
+// Managed reports whether the gateway runs this engine's process.
+func (c Config) Managed() bool { return len(c.Cmd) > 0 }
+
+// Validate checks one engine's definition on its own; cross-engine rules
+// (unique names and models) are the handler's.
+func (c Config) Validate() error {
+	if c.Name == "" {
+		return fmt.Errorf("an engine needs a name")
+	}
+	if strings.ContainsAny(c.Name, "/ \t") {
+		return fmt.Errorf("engine %s: a name may not contain '/' or spaces", c.Name)
+	}
+	if c.To == "" {
+		return fmt.Errorf("engine %s: missing 'to' (the engine's base URL)", c.Name)
+	}
+	u, err := url.Parse(strings.ReplaceAll(c.To, PortPlaceholder, "1"))
+	if err != nil {
+		return fmt.Errorf("engine %s: bad 'to' URL: %v", c.Name, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("engine %s: 'to' must be an http:// or https:// URL, not %q", c.Name, c.To)
+	}
+	if u.Host == "" {
+		return fmt.Errorf("engine %s: 'to' has no host: %q", c.Name, c.To)
+	}
+	if len(c.Models) == 0 {
+		return fmt.Errorf("engine %s: missing 'models' (the names clients ask for)", c.Name)
+	}
+	usesPort := strings.Contains(c.To, PortPlaceholder) || strings.Contains(strings.Join(c.Cmd, " "), PortPlaceholder)
+	if usesPort && !c.Managed() {
+		return fmt.Errorf("engine %s: %s needs 'cmd': only an engine the gateway starts gets a picked port", c.Name, PortPlaceholder)
+	}
+	if !strings.HasPrefix(c.Ready, "/") && c.Ready != "" {
+		return fmt.Errorf("engine %s: 'ready' must be a path starting with '/'", c.Name)
+	}
+	for _, kv := range c.Env {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			return fmt.Errorf("engine %s: env %q is not KEY=VALUE", c.Name, kv)
+		}
+	}
+	for _, d := range []struct {
+		name string
+		v    caddy.Duration
+	}{
+		{"start_timeout", c.StartTimeout}, {"idle_timeout", c.IdleTimeout}, {"stop_timeout", c.StopTimeout},
+		{"dial_timeout", c.DialTimeout}, {"header_timeout", c.HeaderTimeout}, {"request_timeout", c.RequestTimeout},
+	} {
+		if d.v < 0 {
+			return fmt.Errorf("engine %s: %s may not be negative", c.Name, d.name)
+		}
+	}
+	return nil
+}

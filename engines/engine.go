@@ -1,0 +1,615 @@
+package engines
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// State is where an engine is in its life.
+//
+//	stopped ──Acquire/Start──▶ starting ──ready──▶ ready ──idle/group/stop──▶ draining ──▶ stopped
+//	   ▲                          │ fails                 │ crash
+//	   └──────────────────────────┴───────────────────────┘
+//
+// A remote engine (no command) is always ready: the gateway does not own it.
+type State int
+
+// The states.
+const (
+	Stopped State = iota
+	Starting
+	Ready
+	Draining
+)
+
+func (s State) String() string {
+	switch s {
+	case Starting:
+		return "starting"
+	case Ready:
+		return "ready"
+	case Draining:
+		return "draining"
+	}
+	return "stopped"
+}
+
+// Probe timing: a request is served within one probe interval of the engine
+// turning ready.
+const (
+	firstProbeInterval = 5 * time.Millisecond
+	maxProbeInterval   = 50 * time.Millisecond
+	probeTimeout       = 2 * time.Second
+)
+
+// Crash-loop back-off: a start that follows failed starts or quick crashes
+// waits a little longer each time, so a broken engine is not respawned in a
+// tight loop by a stream of requests.
+const (
+	firstRestartDelay = 250 * time.Millisecond
+	maxRestartDelay   = 30 * time.Second
+	stableUptime      = time.Minute // a crash after this long resets the back-off
+)
+
+// drainBound is how long a drain waits for leases when the engine sets no
+// request_timeout to bound its requests by.
+const drainBound = 10 * time.Minute
+
+// ErrNotRunning is returned by Acquire for a stopped engine that may not be woken.
+var ErrNotRunning = errors.New("engine is not running")
+
+// ErrClosed is returned once the engine has been torn down.
+var ErrClosed = errors.New("engine is shut down")
+
+// StartError is a failed start: why, and what the process printed last.
+type StartError struct {
+	Engine    string
+	Reason    string
+	LastLines []string
+}
+
+func (e *StartError) Error() string {
+	msg := fmt.Sprintf("engine %s failed to start: %s", e.Engine, e.Reason)
+	if len(e.LastLines) > 0 {
+		msg += "; last output: " + strings.Join(e.LastLines, " | ")
+	}
+	return msg
+}
+
+// Engine is one upstream at runtime. Engines with a command outlive config
+// reloads (the caddy module keeps them in a usage pool keyed by definition),
+// so nothing here refers to a particular config generation.
+type Engine struct {
+	cfg   Config
+	rt    http.RoundTripper
+	log   *zap.Logger
+	lines lineBuffer
+	group *group
+	now   func() time.Time
+
+	life   context.Context // ends when the engine is torn down
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // start and watch goroutines
+
+	mu        sync.Mutex
+	state     State
+	changed   chan struct{} // closed and replaced on every state change
+	leases    int
+	base      *url.URL // where to send requests while ready
+	port      int
+	proc      *process
+	startSeq  uint64 // counts starts, so a waiter knows which one it waited for
+	lastErr   error  // why start number startSeq failed, if it did
+	readyAt   time.Time
+	lastUsed  time.Time
+	failures  int // consecutive failed starts and quick crashes
+	idleTimer *time.Timer
+	idleGen   uint64
+	closed    bool
+}
+
+// New makes an engine. It starts nothing: Provision (and so `caddy validate`)
+// may call it freely. rt carries readiness probes; log receives the engine's
+// output.
+func New(cfg Config, rt http.RoundTripper, log *zap.Logger) (*Engine, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	e := &Engine{cfg: cfg, rt: rt, log: log, now: time.Now, changed: make(chan struct{})}
+	e.life, e.cancel = context.WithCancel(context.Background())
+	if !cfg.Managed() {
+		u, err := url.Parse(cfg.To)
+		if err != nil {
+			return nil, err
+		}
+		e.base, e.state = u, Ready
+	}
+	if cfg.Group != "" {
+		e.group = joinGroup(cfg.Group, e)
+	}
+	return e, nil
+}
+
+// Name is the engine's configured name.
+func (e *Engine) Name() string { return e.cfg.Name }
+
+// Config is the engine's definition, defaults filled in.
+func (e *Engine) Config() Config { return e.cfg }
+
+// Transport carries requests to this engine.
+func (e *Engine) Transport() http.RoundTripper { return e.rt }
+
+// Lease is a request's hold on a ready engine: while any lease is held the
+// engine is never stopped for idleness or swapped out of its group.
+type Lease struct {
+	e    *Engine
+	base *url.URL
+	once sync.Once
+}
+
+// Base is the URL to send the leased request to.
+func (l *Lease) Base() *url.URL { return l.base }
+
+// Release gives the lease back; calling it again does nothing.
+func (l *Lease) Release() { l.once.Do(l.e.release) }
+
+// broadcast wakes everyone waiting for a change. Call with mu held.
+func (e *Engine) broadcast() {
+	close(e.changed)
+	e.changed = make(chan struct{})
+}
+
+// wait releases mu until the next change or ctx's end, and takes it again.
+func (e *Engine) wait(ctx context.Context) error {
+	ch := e.changed
+	e.mu.Unlock()
+	defer e.mu.Lock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Acquire returns a lease on the engine once it is ready. A stopped engine is
+// started when wake allows it; concurrent callers share one start. A caller
+// whose ctx ends stops waiting without affecting the start. If the start it
+// waited for fails, Acquire returns that start's *StartError; the next call
+// tries a fresh start.
+func (e *Engine) Acquire(ctx context.Context, wake bool) (*Lease, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var waitedFor uint64
+	for {
+		if e.closed {
+			return nil, ErrClosed
+		}
+		switch e.state {
+		case Ready:
+			e.leases++
+			if e.idleTimer != nil {
+				e.idleGen++ // a pending idle stop is now stale
+				e.idleTimer.Stop()
+			}
+			return &Lease{e: e, base: e.base}, nil
+		case Stopped:
+			if waitedFor != 0 && waitedFor == e.startSeq && e.lastErr != nil {
+				return nil, e.lastErr
+			}
+			if !wake {
+				return nil, ErrNotRunning
+			}
+			e.beginStart()
+			waitedFor = e.startSeq
+		case Starting:
+			if waitedFor == 0 {
+				waitedFor = e.startSeq
+			}
+		}
+		if err := e.wait(ctx); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func (e *Engine) release() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.leases--
+	if e.leases > 0 {
+		return
+	}
+	e.lastUsed = e.now()
+	if e.state == Draining {
+		e.broadcast() // the drain is waiting for this
+		return
+	}
+	e.armIdle()
+}
+
+// armIdle schedules an idle stop. Call with mu held, no leases, state Ready.
+func (e *Engine) armIdle() {
+	d := time.Duration(e.cfg.IdleTimeout)
+	if !e.cfg.Managed() || d <= 0 || e.state != Ready {
+		return
+	}
+	e.idleGen++
+	gen := e.idleGen
+	if e.idleTimer != nil {
+		e.idleTimer.Stop()
+	}
+	e.idleTimer = time.AfterFunc(d, func() { e.idleFired(gen) })
+}
+
+func (e *Engine) idleFired(gen uint64) {
+	e.mu.Lock()
+	// a lease taken since the timer was armed made it stale; checking under
+	// mu means an arriving request either got its lease first (and keeps the
+	// engine) or finds it draining and waits for the stop, then restarts it
+	if gen != e.idleGen || e.leases > 0 || e.state != Ready || e.closed {
+		e.mu.Unlock()
+		return
+	}
+	e.state = Draining
+	e.broadcast()
+	e.mu.Unlock()
+	e.log.Info("stopping idle engine", zap.Duration("idle_timeout", time.Duration(e.cfg.IdleTimeout)))
+	e.finishStop(false)
+}
+
+// beginStart moves a stopped engine to starting. Call with mu held.
+func (e *Engine) beginStart() {
+	e.state = Starting
+	e.startSeq++
+	e.lastErr = nil
+	seq := e.startSeq
+	delay := time.Duration(0)
+	if e.failures > 0 {
+		delay = firstRestartDelay << (e.failures - 1)
+		if delay > maxRestartDelay || delay <= 0 {
+			delay = maxRestartDelay
+		}
+	}
+	e.broadcast()
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		e.run(seq, delay)
+	}()
+}
+
+// run is one start: take the group, evict its other engines, spawn, probe.
+func (e *Engine) run(seq uint64, delay time.Duration) {
+	if e.group != nil {
+		if err := e.group.lock(e.life); err != nil {
+			e.startFailed(seq, nil, "the engine was shut down while waiting for its group")
+			return
+		}
+		defer e.group.unlock()
+		e.group.evictOthers(e)
+	}
+	if delay > 0 {
+		e.log.Info("delaying restart after failures", zap.Duration("delay", delay), zap.Int("failures", e.failures))
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-e.life.Done():
+			t.Stop()
+			e.startFailed(seq, nil, "the engine was shut down while starting")
+			return
+		}
+	}
+
+	port, err := freePort()
+	if err != nil {
+		e.startFailed(seq, nil, "picking a port: "+err.Error())
+		return
+	}
+	ps := strconv.Itoa(port)
+	argv := make([]string, len(e.cfg.Cmd))
+	for i, a := range e.cfg.Cmd {
+		argv[i] = strings.ReplaceAll(a, PortPlaceholder, ps)
+	}
+	env := make([]string, len(e.cfg.Env))
+	for i, kv := range e.cfg.Env {
+		env[i] = strings.ReplaceAll(kv, PortPlaceholder, ps)
+	}
+	base, err := url.Parse(strings.ReplaceAll(e.cfg.To, PortPlaceholder, ps))
+	if err != nil {
+		e.startFailed(seq, nil, "bad 'to': "+err.Error())
+		return
+	}
+
+	began := e.now()
+	e.log.Info("starting engine", zap.Strings("cmd", argv), zap.Int("port", port))
+	proc, err := spawn(argv, e.cfg.Dir, env, &e.lines, e.log)
+	if err != nil {
+		e.startFailed(seq, nil, err.Error())
+		return
+	}
+	if reason := e.awaitReady(proc, base); reason != "" {
+		proc.stop(time.Duration(e.cfg.StopTimeout))
+		e.startFailed(seq, proc, reason)
+		return
+	}
+
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		proc.stop(time.Duration(e.cfg.StopTimeout))
+		return
+	}
+	e.state, e.proc, e.base, e.port = Ready, proc, base, port
+	e.readyAt = e.now()
+	e.broadcast()
+	if e.leases == 0 {
+		e.armIdle()
+	}
+	e.mu.Unlock()
+	e.log.Info("engine ready", zap.Int("pid", proc.pid()), zap.Duration("start_duration", e.now().Sub(began)))
+
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		e.watch(proc)
+	}()
+}
+
+// awaitReady probes base+Ready with a short back-off until a 2xx, the process
+// exits, the start times out, or the engine is torn down. It returns why the
+// engine is not ready, or "" when it is.
+func (e *Engine) awaitReady(proc *process, base *url.URL) string {
+	timeout := time.Duration(e.cfg.StartTimeout)
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	probeURL := base.JoinPath(e.cfg.Ready)
+	probeURL.RawQuery = ""
+	interval := firstProbeInterval
+	tick := time.NewTimer(0)
+	defer tick.Stop()
+	for {
+		select {
+		case <-proc.done:
+			return "the process " + proc.exitReason() + " before it was ready"
+		case <-deadline.C:
+			return fmt.Sprintf("not ready within start_timeout %s", timeout)
+		case <-e.life.Done():
+			return "the engine was shut down while starting"
+		case <-tick.C:
+		}
+		if e.probe(e.life, probeURL.String()) {
+			return ""
+		}
+		tick.Reset(interval)
+		if interval *= 2; interval > maxProbeInterval {
+			interval = maxProbeInterval
+		}
+	}
+}
+
+// probe reports whether GET url answers 2xx.
+func (e *Engine) probe(ctx context.Context, u string) bool {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return false
+	}
+	resp, err := e.rt.RoundTrip(req)
+	if err != nil {
+		return false
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	return resp.StatusCode >= 200 && resp.StatusCode < 300
+}
+
+// Probe asks the engine's readiness path now, whatever its state. For a
+// managed engine that is not running it reports false without starting it.
+func (e *Engine) Probe(ctx context.Context) bool {
+	e.mu.Lock()
+	base, state := e.base, e.state
+	e.mu.Unlock()
+	if base == nil || (e.cfg.Managed() && state != Ready) {
+		return false
+	}
+	u := base.JoinPath(e.cfg.Ready)
+	u.RawQuery = ""
+	return e.probe(ctx, u.String())
+}
+
+func (e *Engine) startFailed(seq uint64, proc *process, reason string) {
+	var last []string
+	if proc != nil {
+		last = e.lines.last(5)
+	}
+	err := &StartError{Engine: e.cfg.Name, Reason: reason, LastLines: last}
+	e.log.Error("engine failed to start", zap.String("reason", reason), zap.Strings("last_lines", last))
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if seq == e.startSeq {
+		e.state, e.lastErr = Stopped, err
+		e.failures++
+		e.broadcast()
+	}
+}
+
+// watch notices a ready engine's process ending on its own.
+func (e *Engine) watch(proc *process) {
+	<-proc.done
+	e.mu.Lock()
+	if e.proc != proc || e.state != Ready {
+		e.mu.Unlock()
+		return // a stop we asked for
+	}
+	e.state, e.proc, e.base = Stopped, nil, nil
+	if e.now().Sub(e.readyAt) < stableUptime {
+		e.failures++
+	} else {
+		e.failures = 0
+	}
+	e.broadcast()
+	e.mu.Unlock()
+	e.log.Error("engine exited unexpectedly", zap.String("reason", proc.exitReason()), zap.Strings("last_lines", e.lines.last(5)))
+}
+
+// Start starts the engine if it is stopped and waits until it is ready,
+// whatever the wake policy (the admin API's start).
+func (e *Engine) Start(ctx context.Context) error {
+	l, err := e.Acquire(ctx, true)
+	if err != nil {
+		return err
+	}
+	l.Release()
+	return nil
+}
+
+// Stop stops a running engine. With drain, it first lets the requests that
+// hold leases finish (bounded); new requests wait for the stop and then start
+// the engine again. A remote engine cannot be stopped.
+func (e *Engine) Stop(ctx context.Context, drain bool) error {
+	if !e.cfg.Managed() {
+		return fmt.Errorf("engine %s is remote: the gateway does not run it", e.cfg.Name)
+	}
+	e.mu.Lock()
+	for e.state == Starting || e.state == Draining {
+		if err := e.wait(ctx); err != nil {
+			e.mu.Unlock()
+			return err
+		}
+	}
+	if e.state != Ready {
+		e.mu.Unlock()
+		return nil
+	}
+	e.state = Draining
+	e.broadcast()
+	e.mu.Unlock()
+	e.finishStop(drain)
+	return nil
+}
+
+// finishStop ends a draining engine: waits for its leases when asked (bounded
+// by its request budget plus stop_timeout), then stops its process.
+func (e *Engine) finishStop(drain bool) {
+	e.mu.Lock()
+	if drain && e.leases > 0 {
+		bound := time.Duration(e.cfg.RequestTimeout)
+		if bound <= 0 {
+			bound = drainBound
+		}
+		ctx, cancel := context.WithTimeout(e.life, bound+time.Duration(e.cfg.StopTimeout))
+		for e.leases > 0 && e.wait(ctx) == nil {
+		}
+		cancel()
+	}
+	proc := e.proc
+	e.mu.Unlock()
+	if proc != nil {
+		proc.stop(time.Duration(e.cfg.StopTimeout))
+		e.log.Info("engine stopped", zap.Int("pid", proc.pid()))
+	}
+	e.mu.Lock()
+	e.state, e.proc, e.base, e.port = Stopped, nil, nil, 0
+	e.failures = 0
+	e.broadcast()
+	e.mu.Unlock()
+}
+
+// Destruct tears the engine down: an engine being started is abandoned, a
+// running one is drained briefly and stopped, and every goroutine it owns has
+// returned when Destruct does. It implements caddy.Destructor for the usage
+// pool that keeps engines across reloads.
+func (e *Engine) Destruct() error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	if e.idleTimer != nil {
+		e.idleTimer.Stop()
+	}
+	running := e.state == Ready && e.cfg.Managed()
+	if running {
+		e.state = Draining
+	}
+	e.broadcast()
+	e.mu.Unlock()
+	if running {
+		e.finishStop(false)
+	}
+	e.cancel()
+	e.wg.Wait()
+	if e.group != nil {
+		e.group.leave(e)
+	}
+	return nil
+}
+
+// Status is a snapshot of an engine for the admin API and /v1/models.
+type Status struct {
+	Name      string   `json:"name"`
+	Models    []string `json:"models"`
+	Managed   bool     `json:"managed"`
+	State     string   `json:"state"`
+	Ready     bool     `json:"ready"`
+	PID       int      `json:"pid,omitempty"`
+	Port      int      `json:"port,omitempty"`
+	Leases    int      `json:"leases"`
+	IdleSecs  float64  `json:"idle_seconds,omitempty"`
+	Group     string   `json:"group,omitempty"`
+	LastError string   `json:"last_error,omitempty"`
+	LastLines []string `json:"last_lines,omitempty"`
+}
+
+// Status reports the engine's state now.
+func (e *Engine) Status() Status {
+	e.mu.Lock()
+	s := Status{
+		Name: e.cfg.Name, Models: e.cfg.Models, Managed: e.cfg.Managed(), Group: e.cfg.Group,
+		State: e.state.String(), Ready: e.state == Ready, Port: e.port, Leases: e.leases,
+	}
+	if e.proc != nil {
+		s.PID = e.proc.pid()
+	}
+	if e.state == Ready && e.leases == 0 && !e.lastUsed.IsZero() {
+		s.IdleSecs = e.now().Sub(e.lastUsed).Seconds()
+	}
+	if e.lastErr != nil {
+		s.LastError = e.lastErr.Error()
+	}
+	e.mu.Unlock()
+	s.LastLines = e.lines.last(keptLines)
+	return s
+}
+
+// State is the engine's state now.
+func (e *Engine) State() State {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.state
+}
+
+// freePort asks the kernel for a free loopback port.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

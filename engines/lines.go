@@ -1,0 +1,79 @@
+package engines
+
+import (
+	"bufio"
+	"io"
+	"sync"
+
+	"go.uber.org/zap"
+)
+
+// keptLines is how many of an engine's last output lines are kept for errors
+// and the admin API.
+const keptLines = 100
+
+// maxLineBytes cuts very long output lines (a progress bar without newlines)
+// so that one line cannot hold unbounded memory.
+const maxLineBytes = 4096
+
+// lineBuffer keeps the last lines an engine printed, across restarts, so a
+// start that fails can say why.
+type lineBuffer struct {
+	mu    sync.Mutex
+	lines []string // ring of at most keptLines
+	next  int
+	full  bool
+}
+
+func (b *lineBuffer) add(line string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.lines == nil {
+		b.lines = make([]string, keptLines)
+	}
+	b.lines[b.next] = line
+	b.next = (b.next + 1) % keptLines
+	if b.next == 0 {
+		b.full = true
+	}
+}
+
+// last returns up to n of the most recent lines, oldest first.
+func (b *lineBuffer) last(n int) []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	count := b.next
+	if b.full {
+		count = keptLines
+	}
+	if n > count {
+		n = count
+	}
+	out := make([]string, 0, n)
+	for i := count - n; i < count; i++ {
+		idx := i
+		if b.full {
+			idx = (b.next + i) % keptLines
+		}
+		out = append(out, b.lines[idx])
+	}
+	return out
+}
+
+// pump copies r line by line into the buffer and the engine's logger until r
+// ends; the caller owns the goroutine it runs in.
+func (b *lineBuffer) pump(r io.Reader, log *zap.Logger, stream string) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 4096), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if len(line) > maxLineBytes {
+			line = line[:maxLineBytes] + "…"
+		}
+		b.add(line)
+		log.Info(line, zap.String("stream", stream))
+	}
+	// a line longer than the scanner's limit ends scanning; drain the rest
+	// so the engine never blocks on a full pipe
+	_, _ = io.Copy(io.Discard, r)
+}

@@ -1,0 +1,494 @@
+package handler
+
+import (
+	"errors"
+	"fmt"
+	"unicode/utf8"
+)
+
+// The gateway reads a handful of top-level members of a request body (model,
+// stream, fallbacks, session keys) and edits one or two of them; the rest is
+// forwarded byte for byte. Decoding a whole chat transcript to read one string
+// would cost an allocation per JSON node, so the body is walked once by a small
+// validating scanner that records where each interesting member sits.
+//
+// Only top-level members count: a "model" inside "messages" or "tools" is part
+// of a nested value, which the scanner skips without looking at its keys.
+
+// maxNesting bounds how deep the scanner follows nested arrays and objects,
+// as encoding/json does, so a hostile body cannot exhaust the stack.
+const maxNesting = 10000
+
+// span is a half-open byte range [start, end) of a body. The zero span is
+// "absent": no member ever starts at offset 0, where the '{' is.
+type span struct{ start, end int }
+
+func (s span) ok() bool { return s.end > s.start }
+
+// member records one top-level member: the key's first byte (its opening
+// quote), the value's span, and the commas around it, so that the member can
+// be removed while the object stays valid JSON.
+type member struct {
+	key       int
+	value     span
+	prevComma int // offset of the ',' before the key, -1 if first
+	nextComma int // offset of the ',' after the value, -1 if last
+}
+
+func (m member) ok() bool { return m.value.ok() }
+
+// bodyFields are the top-level members the gateway looks at.
+type bodyFields struct {
+	model          member
+	stream         member
+	fallbacks      member
+	user           member
+	promptCacheKey member
+}
+
+// errBadJSON wraps every scanning failure so callers can answer 400.
+var errBadJSON = errors.New("malformed JSON")
+
+type syntaxError struct {
+	off int
+	msg string
+}
+
+func (e *syntaxError) Error() string {
+	return fmt.Sprintf("malformed JSON at byte %d: %s", e.off, e.msg)
+}
+
+func (e *syntaxError) Unwrap() error { return errBadJSON }
+
+// scanBody validates b as one JSON object and returns where its interesting
+// top-level members are. It does not allocate on valid input.
+func scanBody(b []byte) (bodyFields, error) {
+	var f bodyFields
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return f, &syntaxError{i, "the body must be a JSON object"}
+	}
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return f, expectEnd(b, i+1)
+	}
+	prevComma := -1
+	for {
+		if i >= len(b) || b[i] != '"' {
+			return f, &syntaxError{i, "expected a member name"}
+		}
+		keyStart := i
+		keyEnd, err := skipString(b, i)
+		if err != nil {
+			return f, err
+		}
+		i = skipSpace(b, keyEnd)
+		if i >= len(b) || b[i] != ':' {
+			return f, &syntaxError{i, "expected ':' after a member name"}
+		}
+		i = skipSpace(b, i+1)
+		valStart := i
+		valEnd, err := skipValue(b, i, 1)
+		if err != nil {
+			return f, err
+		}
+		m := member{key: keyStart, value: span{valStart, valEnd}, prevComma: prevComma, nextComma: -1}
+		i = skipSpace(b, valEnd)
+		if i < len(b) && b[i] == ',' {
+			m.nextComma = i
+		}
+		if slot := f.slot(b[keyStart+1 : keyEnd-1]); slot != nil {
+			*slot = m // a repeated member: the last one wins, as in encoding/json
+		}
+		if i >= len(b) {
+			return f, &syntaxError{i, "unexpected end of input in an object"}
+		}
+		switch b[i] {
+		case ',':
+			prevComma = i
+			i = skipSpace(b, i+1)
+		case '}':
+			return f, expectEnd(b, i+1)
+		default:
+			return f, &syntaxError{i, "expected ',' or '}'"}
+		}
+	}
+}
+
+// slot returns where a member with this raw (still escaped) name is kept, or
+// nil when the gateway does not care about it. A name written with escapes
+// ("mod\u0065l") is compared decoded, because that is how upstreams read it.
+func (f *bodyFields) slot(rawName []byte) *member {
+	name := rawName
+	var buf [32]byte
+	for _, c := range rawName {
+		if c == '\\' {
+			dec, ok := appendUnquoted(buf[:0], rawName)
+			if !ok {
+				return nil
+			}
+			name = dec
+			break
+		}
+	}
+	switch string(name) {
+	case "model":
+		return &f.model
+	case "stream":
+		return &f.stream
+	case "fallbacks":
+		return &f.fallbacks
+	case "user":
+		return &f.user
+	case "prompt_cache_key":
+		return &f.promptCacheKey
+	}
+	return nil
+}
+
+func expectEnd(b []byte, i int) error {
+	if i = skipSpace(b, i); i != len(b) {
+		return &syntaxError{i, "unexpected data after the top-level object"}
+	}
+	return nil
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) {
+		switch b[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// skipValue returns the offset just past the JSON value starting at i.
+func skipValue(b []byte, i, depth int) (int, error) {
+	if i >= len(b) {
+		return i, &syntaxError{i, "expected a value"}
+	}
+	switch c := b[i]; {
+	case c == '"':
+		return skipString(b, i)
+	case c == '{' || c == '[':
+		if depth > maxNesting {
+			return i, &syntaxError{i, "nested too deeply"}
+		}
+		return skipComposite(b, i, depth)
+	case c == 't':
+		return skipLiteral(b, i, "true")
+	case c == 'f':
+		return skipLiteral(b, i, "false")
+	case c == 'n':
+		return skipLiteral(b, i, "null")
+	case c == '-' || (c >= '0' && c <= '9'):
+		return skipNumber(b, i)
+	}
+	return i, &syntaxError{i, "expected a value"}
+}
+
+func skipComposite(b []byte, i, depth int) (int, error) {
+	isObject := b[i] == '{'
+	closer := byte(']')
+	if isObject {
+		closer = '}'
+	}
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == closer {
+		return i + 1, nil
+	}
+	for {
+		var err error
+		if isObject {
+			if i >= len(b) || b[i] != '"' {
+				return i, &syntaxError{i, "expected a member name"}
+			}
+			if i, err = skipString(b, i); err != nil {
+				return i, err
+			}
+			i = skipSpace(b, i)
+			if i >= len(b) || b[i] != ':' {
+				return i, &syntaxError{i, "expected ':' after a member name"}
+			}
+			i = skipSpace(b, i+1)
+		}
+		if i, err = skipValue(b, i, depth+1); err != nil {
+			return i, err
+		}
+		i = skipSpace(b, i)
+		if i >= len(b) {
+			return i, &syntaxError{i, "unexpected end of input"}
+		}
+		switch b[i] {
+		case ',':
+			i = skipSpace(b, i+1)
+		case closer:
+			return i + 1, nil
+		default:
+			return i, &syntaxError{i, "expected ',' or a closing bracket"}
+		}
+	}
+}
+
+// skipString returns the offset just past the string whose quote is at i. It
+// checks escapes and UTF-8 as encoding/json does (invalid UTF-8 is accepted by
+// encoding/json and replaced; we accept it too and leave it to the upstream).
+func skipString(b []byte, i int) (int, error) {
+	start := i
+	i++
+	for i < len(b) {
+		c := b[i]
+		switch {
+		case c == '"':
+			return i + 1, nil
+		case c == '\\':
+			if i+1 >= len(b) {
+				return i, &syntaxError{i, "unterminated string"}
+			}
+			switch b[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				if i+6 > len(b) || !isHex4(b[i+2:i+6]) {
+					return i, &syntaxError{i, "bad \\u escape"}
+				}
+				i += 6
+			default:
+				return i, &syntaxError{i, "bad escape"}
+			}
+		case c < 0x20:
+			return i, &syntaxError{i, "control character in a string"}
+		default:
+			i++
+		}
+	}
+	return start, &syntaxError{start, "unterminated string"}
+}
+
+func isHex4(b []byte) bool {
+	for _, c := range b {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
+			return false
+		}
+	}
+	return true
+}
+
+func skipLiteral(b []byte, i int, lit string) (int, error) {
+	if len(b)-i < len(lit) || string(b[i:i+len(lit)]) != lit {
+		return i, &syntaxError{i, "bad literal"}
+	}
+	return i + len(lit), nil
+}
+
+// skipNumber follows the JSON number grammar exactly.
+func skipNumber(b []byte, i int) (int, error) {
+	start := i
+	if b[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case i < len(b) && b[i] >= '1' && b[i] <= '9':
+		i = skipDigits(b, i)
+	default:
+		return start, &syntaxError{start, "bad number"}
+	}
+	if i < len(b) && b[i] == '.' {
+		j := skipDigits(b, i+1)
+		if j == i+1 {
+			return start, &syntaxError{start, "bad number"}
+		}
+		i = j
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		j := skipDigits(b, i)
+		if j == i {
+			return start, &syntaxError{start, "bad number"}
+		}
+		i = j
+	}
+	return i, nil
+}
+
+func skipDigits(b []byte, i int) int {
+	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+		i++
+	}
+	return i
+}
+
+// stringValue returns the decoded value of a member that holds a JSON string,
+// and false when the member is absent or not a string. The common case, a
+// string without escapes, returns a sub-slice of b without copying.
+func stringValue(b []byte, m member) ([]byte, bool) {
+	if !m.ok() || b[m.value.start] != '"' {
+		return nil, false
+	}
+	raw := b[m.value.start+1 : m.value.end-1]
+	for _, c := range raw {
+		if c == '\\' {
+			return appendUnquoted(nil, raw)
+		}
+	}
+	return raw, true
+}
+
+// appendUnquoted decodes the inside of a JSON string that skipString accepted.
+func appendUnquoted(dst, raw []byte) ([]byte, bool) {
+	for i := 0; i < len(raw); {
+		c := raw[i]
+		if c != '\\' {
+			dst = append(dst, c)
+			i++
+			continue
+		}
+		switch raw[i+1] {
+		case 'b':
+			dst = append(dst, '\b')
+		case 'f':
+			dst = append(dst, '\f')
+		case 'n':
+			dst = append(dst, '\n')
+		case 'r':
+			dst = append(dst, '\r')
+		case 't':
+			dst = append(dst, '\t')
+		case 'u':
+			r := rune(hex4(raw[i+2 : i+6]))
+			i += 6
+			if utf16IsHighSurrogate(r) && i+6 <= len(raw) && raw[i] == '\\' && raw[i+1] == 'u' {
+				if lo := rune(hex4(raw[i+2 : i+6])); lo >= 0xDC00 && lo < 0xE000 {
+					r = (r-0xD800)<<10 + (lo - 0xDC00) + 0x10000
+					i += 6
+				}
+			}
+			if r >= 0xD800 && r < 0xE000 {
+				r = utf8.RuneError
+			}
+			dst = utf8.AppendRune(dst, r)
+			continue
+		default: // '"', '\\', '/'
+			dst = append(dst, raw[i+1])
+		}
+		i += 2
+	}
+	return dst, true
+}
+
+func utf16IsHighSurrogate(r rune) bool { return r >= 0xD800 && r < 0xDC00 }
+
+func hex4(b []byte) int {
+	n := 0
+	for _, c := range b {
+		n <<= 4
+		switch {
+		case c >= '0' && c <= '9':
+			n |= int(c - '0')
+		case c >= 'a' && c <= 'f':
+			n |= int(c-'a') + 10
+		default:
+			n |= int(c-'A') + 10
+		}
+	}
+	return n
+}
+
+// isTrue reports whether the member holds the literal true.
+func isTrue(b []byte, m member) bool {
+	return m.ok() && string(b[m.value.start:m.value.end]) == "true"
+}
+
+// edit replaces b[start:end] with repl.
+type edit struct {
+	start, end int
+	repl       []byte
+}
+
+// replaceValue is the edit that sets a member's value to a JSON string.
+func replaceValue(m member, s string) edit {
+	return edit{m.value.start, m.value.end, appendJSONString(nil, s)}
+}
+
+// removeMember is the edit that deletes a member and one adjacent comma, so
+// the object stays valid whichever position the member had.
+func removeMember(m member) edit {
+	switch {
+	case m.prevComma >= 0:
+		return edit{m.prevComma, m.value.end, nil}
+	case m.nextComma >= 0:
+		return edit{m.key, m.nextComma + 1, nil}
+	default:
+		return edit{m.key, m.value.end, nil}
+	}
+}
+
+// applyEdits returns b with the edits applied; edits must not overlap. With no
+// edits it returns b itself.
+func applyEdits(b []byte, edits ...edit) []byte {
+	if len(edits) == 0 {
+		return b
+	}
+	// a handful of edits at most: insertion sort keeps this allocation-free
+	for i := 1; i < len(edits); i++ {
+		for j := i; j > 0 && edits[j].start < edits[j-1].start; j-- {
+			edits[j], edits[j-1] = edits[j-1], edits[j]
+		}
+	}
+	n := len(b)
+	for _, e := range edits {
+		n += len(e.repl) - (e.end - e.start)
+	}
+	out := make([]byte, 0, n)
+	prev := 0
+	for _, e := range edits {
+		out = append(out, b[prev:e.start]...)
+		out = append(out, e.repl...)
+		prev = e.end
+	}
+	return append(out, b[prev:]...)
+}
+
+// appendJSONString appends s as a JSON string literal. Invalid UTF-8 becomes
+// U+FFFD, as encoding/json does.
+func appendJSONString(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\':
+				dst = append(dst, '\\', c)
+			case c == '\n':
+				dst = append(dst, '\\', 'n')
+			case c == '\r':
+				dst = append(dst, '\\', 'r')
+			case c == '\t':
+				dst = append(dst, '\\', 't')
+			case c < 0x20:
+				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
+			default:
+				dst = append(dst, c)
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, `\ufffd`...)
+		} else {
+			dst = append(dst, s[i:i+size]...)
+		}
+		i += size
+	}
+	return append(dst, '"')
+}

@@ -1,0 +1,73 @@
+package handler
+
+import (
+	"net/http"
+	"strconv"
+)
+
+// Error is an answer the gateway makes itself, shaped as OpenAI's errors are
+// so that every SDK surfaces its message:
+//
+//	{"error":{"message":"…","type":"…","code":"…"}}
+type Error struct {
+	Status  int
+	Type    string
+	Code    string
+	Message string
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// The error types OpenAI's SDKs know, plus ours for upstream trouble.
+const (
+	typeInvalidRequest = "invalid_request_error"
+	typeAuthentication = "authentication_error"
+	typeUpstream       = "upstream_error"
+	typeUnavailable    = "service_unavailable"
+	typeTimeout        = "timeout_error"
+)
+
+func errBadRequest(code, msg string) *Error {
+	return &Error{http.StatusBadRequest, typeInvalidRequest, code, msg}
+}
+
+// JSON returns the error's OpenAI-shaped body.
+func (e *Error) JSON() []byte {
+	b := make([]byte, 0, 64+len(e.Message))
+	b = append(b, `{"error":{"message":`...)
+	b = appendJSONString(b, e.Message)
+	b = append(b, `,"type":`...)
+	b = appendJSONString(b, e.Type)
+	b = append(b, `,"code":`...)
+	b = appendJSONString(b, e.Code)
+	return append(b, "}}\n"...)
+}
+
+// write sends the error as the whole response.
+func (e *Error) write(w http.ResponseWriter) {
+	body := e.JSON()
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	h.Set("X-Content-Type-Options", "nosniff")
+	if e.Status == http.StatusUnauthorized {
+		h.Set("WWW-Authenticate", `Bearer realm="llm_gateway"`)
+	}
+	w.WriteHeader(e.Status)
+	_, _ = w.Write(body)
+}
+
+// sseEvent is the error as one SSE event, for a stream whose headers already
+// went out: the client's SDK raises it instead of seeing a tidy end.
+func (e *Error) sseEvent() []byte {
+	b := make([]byte, 0, 96+len(e.Message))
+	b = append(b, `data: {"error":{"message":`...)
+	b = appendJSONString(b, e.Message)
+	b = append(b, `,"type":`...)
+	b = appendJSONString(b, e.Type)
+	b = append(b, `,"code":`...)
+	b = appendJSONString(b, e.Code)
+	b = append(b, `,"status":`...)
+	b = strconv.AppendInt(b, int64(e.Status), 10)
+	return append(b, "}}\n\n"...)
+}

@@ -1,0 +1,268 @@
+// Package handler is one request's path through the gateway: read the body,
+// pick a plan of candidates, attempt them in order, stream the answer, and
+// make an OpenAI-shaped error when there is none.
+package handler
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/llmgateway/caddy-llm-gateway/engines"
+)
+
+// DefaultMaxBody is the largest request body accepted by default.
+const DefaultMaxBody = 32 << 20
+
+// Config is the handler's configuration: what `llm_gateway { … }` parses to
+// and what the module's JSON holds.
+type Config struct {
+	// Keys are the bearer tokens callers must present (Authorization:
+	// Bearer, X-Api-Key or Api-Key). Default: none, and then no gateway
+	// authentication (a warning is logged on a public bind).
+	Keys []Key `json:"keys,omitempty"`
+
+	// MaxBody is the largest request body in bytes; a larger one is
+	// answered 413. Default: 32 MiB.
+	MaxBody int64 `json:"max_body,omitempty"`
+
+	// Wake says whether a request may start a stopped engine; an engine's
+	// own wake overrides it. Default: true.
+	Wake *bool `json:"wake,omitempty"`
+
+	// Engines are the upstreams, each serving one or more models.
+	Engines []engines.Config `json:"engines,omitempty"`
+}
+
+// Validate checks the rules that span engines: unique names, each model
+// served once. Errors name the engines involved.
+func (c Config) Validate() error {
+	if c.MaxBody < 0 {
+		return fmt.Errorf("max_body may not be negative")
+	}
+	if len(c.Engines) == 0 {
+		return fmt.Errorf("llm_gateway needs at least one engine")
+	}
+	names := map[string]bool{}
+	models := map[string]string{}
+	for _, e := range c.Engines {
+		if err := e.Validate(); err != nil {
+			return err
+		}
+		if names[e.Name] {
+			return fmt.Errorf("engine %s is defined twice", e.Name)
+		}
+		names[e.Name] = true
+		for _, m := range e.Models {
+			if other, ok := models[m]; ok {
+				return fmt.Errorf("model %s is served by both engine %s and engine %s", m, other, e.Name)
+			}
+			models[m] = e.Name
+		}
+	}
+	return nil
+}
+
+// route is how requests reach one engine.
+type route struct {
+	eng  *engines.Engine
+	cfg  engines.Config // with defaults
+	wake bool
+}
+
+// Gateway serves requests for one handler instance. It holds no engine
+// itself: engines are given to it (the caddy module keeps them across
+// reloads).
+type Gateway struct {
+	log     *zap.Logger
+	keys    *keyring
+	maxBody int64
+	routes  []*route          // in config order
+	byModel map[string]*route // every model name and alias
+}
+
+// New builds a gateway for cfg over the given engines, which must include
+// one per cfg.Engines entry, by name.
+func New(cfg Config, engs []*engines.Engine, log *zap.Logger) (*Gateway, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	g := &Gateway{
+		log:     log,
+		keys:    newKeyring(SplitKeys(cfg.Keys)),
+		maxBody: cfg.MaxBody,
+		byModel: map[string]*route{},
+	}
+	if g.maxBody == 0 {
+		g.maxBody = DefaultMaxBody
+	}
+	byName := map[string]*engines.Engine{}
+	for _, e := range engs {
+		byName[e.Name()] = e
+	}
+	wakeAll := cfg.Wake == nil || *cfg.Wake
+	for _, ec := range cfg.Engines {
+		e := byName[ec.Name]
+		if e == nil {
+			return nil, fmt.Errorf("engine %s has no runtime", ec.Name)
+		}
+		rt := &route{eng: e, cfg: e.Config(), wake: wakeAll}
+		if ec.Wake != nil {
+			rt.wake = *ec.Wake
+		}
+		g.routes = append(g.routes, rt)
+		for _, m := range ec.Models {
+			g.byModel[m] = rt
+		}
+	}
+	return g, nil
+}
+
+// Result says what happened to a request, for the caddy module's
+// placeholders and access logs.
+type Result struct {
+	Engine     string // the engine that answered, "" if none did
+	ModelAsked string // the body's model
+	ModelSent  string // what the answering engine was sent
+	Attempts   int    // upstream attempts made
+	KeyName    string // the name of the caller's key, if named
+}
+
+// ServeHTTP serves the request if it is the gateway's (a path under /v1/)
+// and reports false otherwise, leaving the response untouched for the next
+// handler.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) (Result, bool) {
+	var res Result
+	p := r.URL.Path
+	if p != "/v1" && !strings.HasPrefix(p, "/v1/") {
+		return res, false
+	}
+	keyName, ok := g.keys.check(r)
+	if !ok {
+		(&Error{http.StatusUnauthorized, typeAuthentication, "invalid_api_key",
+			"missing or invalid gateway key: send it as 'Authorization: Bearer <key>'"}).write(w)
+		return res, true
+	}
+	res.KeyName = keyName
+	switch {
+	case p == "/v1/models" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
+		g.serveModels(w, r)
+	case strings.HasPrefix(p, "/v1/models/") && (r.Method == http.MethodGet || r.Method == http.MethodHead):
+		g.serveModel(w, r, strings.TrimPrefix(p, "/v1/models/"))
+	case r.Method == http.MethodPost:
+		g.serveRouted(w, r, &res)
+	default:
+		w.Header().Set("Allow", "POST")
+		(&Error{http.StatusMethodNotAllowed, typeInvalidRequest, "method_not_allowed",
+			fmt.Sprintf("%s %s is not served: the gateway routes POST requests with a JSON body under /v1/ and GET /v1/models", r.Method, p)}).write(w)
+	}
+	return res, true
+}
+
+// request is one routed request's state, shared by its attempts.
+type request struct {
+	r      *http.Request
+	body   []byte
+	fields bodyFields
+	model  string
+	stream bool
+}
+
+func (g *Gateway) serveRouted(w http.ResponseWriter, r *http.Request, res *Result) {
+	req, gerr := g.readRequest(r)
+	if gerr != nil {
+		gerr.write(w)
+		return
+	}
+	res.ModelAsked = req.model
+	rt := g.byModel[req.model]
+	if rt == nil {
+		g.unknownModel(req.model).write(w)
+		return
+	}
+	g.run(w, req, g.plan(req, rt), res)
+}
+
+// readRequest reads and scans the body, once, bounded by max_body.
+func (g *Gateway) readRequest(r *http.Request) (*request, *Error) {
+	if r.ContentLength > g.maxBody {
+		return nil, g.tooLarge()
+	}
+	body, err := readBody(r.Body, r.ContentLength, g.maxBody)
+	if err != nil {
+		if errors.Is(err, errTooLarge) {
+			return nil, g.tooLarge()
+		}
+		return nil, errBadRequest("body_read_error", "reading the request body: "+err.Error())
+	}
+	fields, err := scanBody(body)
+	if err != nil {
+		return nil, errBadRequest("invalid_json", "the request body is not valid JSON: "+err.Error())
+	}
+	model, ok := stringValue(body, fields.model)
+	if !ok || len(model) == 0 {
+		return nil, errBadRequest("missing_model", `the request body has no "model": name one of GET /v1/models`)
+	}
+	return &request{r: r, body: body, fields: fields, model: string(model), stream: isTrue(body, fields.stream)}, nil
+}
+
+var errTooLarge = errors.New("body too large")
+
+// readBody reads at most limit bytes; one more is errTooLarge. A known
+// Content-Length is read into one exact allocation.
+func readBody(rc io.Reader, length, limit int64) ([]byte, error) {
+	if length >= 0 {
+		buf := make([]byte, length)
+		if _, err := io.ReadFull(rc, buf); err != nil {
+			return nil, err
+		}
+		return buf, nil
+	}
+	buf := make([]byte, 0, 4096)
+	for {
+		if int64(len(buf)) > limit {
+			return nil, errTooLarge
+		}
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := rc.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			if int64(len(buf)) > limit {
+				return nil, errTooLarge
+			}
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+func (g *Gateway) tooLarge() *Error {
+	return &Error{http.StatusRequestEntityTooLarge, typeInvalidRequest, "request_too_large",
+		"the request body is larger than the gateway's max_body of " + strconv.FormatInt(g.maxBody, 10) + " bytes"}
+}
+
+func (g *Gateway) unknownModel(model string) *Error {
+	return &Error{http.StatusNotFound, typeInvalidRequest, "model_not_found",
+		fmt.Sprintf("the model %q is not served here; served models: %s", model, strings.Join(g.modelNames(), ", "))}
+}
+
+// modelNames lists every model name and alias, in config order.
+func (g *Gateway) modelNames() []string {
+	var names []string
+	for _, rt := range g.routes {
+		names = append(names, rt.cfg.Models...)
+	}
+	return names
+}
