@@ -1,0 +1,204 @@
+package caddymodule
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/caddytest"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	_ "github.com/caddyserver/caddy/v2/modules/standard"
+
+	demoengine "github.com/llmgateway/caddy-llm-gateway/examples/demo-engine"
+)
+
+// The test binary doubles as the engine binary: with LLMGW_TEST_ENGINE=1 in
+// its environment (set by the engine's `env` line) it runs the demo engine
+// with its arguments instead of the tests, so engine tests start real
+// processes without building anything else.
+func TestMain(m *testing.M) {
+	if os.Getenv("LLMGW_TEST_ENGINE") == "1" {
+		if err := demoengine.Run(os.Args[1:]); err != nil {
+			fmt.Fprintln(os.Stderr, "demo engine:", err)
+			os.Exit(2)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+const (
+	gwAddr   = "127.0.0.1:19080"
+	gwURL    = "http://" + gwAddr
+	adminURL = "http://localhost:2999"
+)
+
+// engineCmd is the cmd/env lines of an engine that runs the demo engine in
+// this test binary, with extra demo-engine flags.
+func engineCmd(flags string) string {
+	return "cmd {gateway.executable} --port {engine.port} " + flags + "\n\t\t\tenv LLMGW_TEST_ENGINE=1\n\t\t\tto http://127.0.0.1:{engine.port}"
+}
+
+// startGateway loads a config into the in-process Caddy: site holds the
+// llm_gateway block's insides. It returns the path of the log file Caddy
+// writes for this config.
+func startGateway(t *testing.T, site string) string {
+	t.Helper()
+	logFile := filepath.Join(t.TempDir(), "caddy.log")
+	cfg := fmt.Sprintf(`{
+	skip_install_trust
+	admin localhost:2999
+	http_port 19081
+	https_port 19443
+	grace_period 1ns
+	log {
+		output file %s
+		level DEBUG
+	}
+}
+http://%s {
+	llm_gateway {
+%s
+	}
+}
+`, logFile, gwAddr, site)
+	initRaw(t, cfg)
+	return logFile
+}
+
+// initRaw loads a whole Caddyfile into the in-process Caddy.
+func initRaw(t *testing.T, cfg string) {
+	t.Helper()
+	tc := caddytest.NewTester(t)
+	tc.InitServer(cfg, "caddyfile")
+	if t.Failed() {
+		t.FailNow()
+	}
+}
+
+func sdk(key string, opts ...option.RequestOption) *openai.Client {
+	base := []option.RequestOption{
+		option.WithBaseURL(gwURL + "/v1/"),
+		option.WithAPIKey(key),
+		option.WithMaxRetries(0),
+		option.WithRequestTimeout(30 * time.Second),
+	}
+	c := openai.NewClient(append(base, opts...)...)
+	return &c
+}
+
+func chatParams(model, msg string) openai.ChatCompletionNewParams {
+	return openai.ChatCompletionNewParams{
+		Model:    model,
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(msg)},
+	}
+}
+
+// apiError asserts err is an OpenAI API error with the status and returns it.
+func apiError(t *testing.T, err error, status int) *openai.Error {
+	t.Helper()
+	var e *openai.Error
+	if !errors.As(err, &e) {
+		t.Fatalf("want an API error with status %d, got %v", status, err)
+	}
+	if e.StatusCode != status {
+		t.Fatalf("want status %d, got %d: %s", status, e.StatusCode, e.Message)
+	}
+	return e
+}
+
+// recorder is an upstream on 127.0.0.1 that records what it was sent and
+// answers with respond.
+type recorder struct {
+	*httptest.Server
+	mu       sync.Mutex
+	requests []recorded
+}
+
+type recorded struct {
+	header http.Header
+	body   []byte
+	path   string
+}
+
+func newRecorder(t *testing.T, respond http.HandlerFunc) *recorder {
+	t.Helper()
+	rec := &recorder{}
+	rec.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		rec.mu.Lock()
+		rec.requests = append(rec.requests, recorded{r.Header.Clone(), body, r.URL.Path})
+		rec.mu.Unlock()
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		respond(w, r)
+	}))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Listener = ln
+	rec.Start()
+	t.Cleanup(rec.Close)
+	return rec
+}
+
+func (r *recorder) all() []recorded {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]recorded(nil), r.requests...)
+}
+
+// okChat answers a minimal chat completion.
+func okChat(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	io.WriteString(w, `{"id":"c1","object":"chat.completion","created":1,"model":"up","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"ok"}}]}`)
+}
+
+// post sends a raw request to the gateway.
+func post(t *testing.T, path, body string, header ...string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, gwURL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	return do(t, req)
+}
+
+func do(t *testing.T, req *http.Request) (*http.Response, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
