@@ -31,6 +31,13 @@ import (
 // processes without building anything else.
 func TestMain(m *testing.M) {
 	if os.Getenv("LLMGW_TEST_ENGINE") == "1" {
+		// a test that counts starts names a file each start appends to
+		if f := os.Getenv("LLMGW_TEST_STARTS"); f != "" {
+			if fh, err := os.OpenFile(f, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600); err == nil {
+				fmt.Fprintln(fh, os.Getpid())
+				fh.Close()
+			}
+		}
 		if err := demoengine.Run(os.Args[1:]); err != nil {
 			fmt.Fprintln(os.Stderr, "demo engine:", err)
 			os.Exit(2)

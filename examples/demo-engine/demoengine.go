@@ -111,9 +111,14 @@ func Serve(o Options) error {
 		return err
 	case sig := <-sigs:
 		fmt.Printf("demo engine: %v, shutting down\n", sig)
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		// net/http counts a connection that never sent a request as busy
+		// for 5 s; a model server that is being stopped should not wait
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 		defer cancel()
-		return srv.Shutdown(ctx)
+		if err := srv.Shutdown(ctx); err != nil {
+			return srv.Close()
+		}
+		return nil
 	}
 }
 

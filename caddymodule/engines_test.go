@@ -1,0 +1,442 @@
+package caddymodule
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/llmgateway/caddy-llm-gateway/engines"
+)
+
+// status asks the admin API for one engine.
+func status(t *testing.T, name string) engines.Status {
+	t.Helper()
+	resp, body := do(t, mustReq(http.MethodGet, adminURL+"/llm_gateway/engines/"+name))
+	if resp.StatusCode != 200 {
+		t.Fatalf("admin status of %s: %d %s", name, resp.StatusCode, body)
+	}
+	var s engines.Status
+	if err := json.Unmarshal([]byte(body), &s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// awaitState polls the admin API until the engine is in state.
+func awaitState(t *testing.T, name, state string) engines.Status {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		s := status(t, name)
+		if s.State == state {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("engine %s stayed %s, want %s", name, s.State, state)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// alive reports whether a process with that pid exists (and is no zombie).
+func alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	// the state is the field after the parenthesised command name
+	s := string(b)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
+		return s[i+2] != 'Z'
+	}
+	return true
+}
+
+// startsFile names a file each engine start appends its pid to.
+func startsFile(t *testing.T) string {
+	f := filepath.Join(t.TempDir(), "starts")
+	t.Setenv("LLMGW_TEST_STARTS", f)
+	return f
+}
+
+func countStarts(t *testing.T, f string) int {
+	b, err := os.ReadFile(f)
+	if os.IsNotExist(err) {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(strings.Fields(string(b)))
+}
+
+func TestColdEngineStartsOnceForAThousandConcurrentRequests(t *testing.T) {
+	starts := startsFile(t)
+	startGateway(t, `
+		engine cold {
+			`+engineCmd("--load-time 300ms --chunk-delay 0s")+`
+			models cold
+		}`)
+	const n = 1000
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: n}}
+	var wg sync.WaitGroup
+	codes := make(chan int, n)
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := client.Post(gwURL+"/v1/chat/completions", "application/json",
+				strings.NewReader(`{"model":"cold","messages":[{"role":"user","content":"hi"}]}`))
+			if err != nil {
+				codes <- -1
+				return
+			}
+			resp.Body.Close()
+			codes <- resp.StatusCode
+		}()
+	}
+	wg.Wait()
+	close(codes)
+	bad := map[int]int{}
+	for c := range codes {
+		if c != 200 {
+			bad[c]++
+		}
+	}
+	if len(bad) > 0 {
+		t.Fatalf("non-200 answers: %v", bad)
+	}
+	if got := countStarts(t, starts); got != 1 {
+		t.Fatalf("%d engine processes started for %d concurrent cold requests, want 1", got, n)
+	}
+}
+
+func TestFailedStartAnswers503WithReasonAndLastLinesThenRetries(t *testing.T) {
+	starts := startsFile(t)
+	startGateway(t, `
+		engine broken {
+			`+engineCmd("--load-time 100ms --exit-during-load")+`
+			models broken
+		}
+		engine missing {
+			cmd /nonexistent/llama-server --port {engine.port}
+			to http://127.0.0.1:{engine.port}
+			models missing
+		}`)
+	resp, body := post(t, "/v1/chat/completions", `{"model":"broken"}`)
+	if resp.StatusCode != 503 {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	for _, want := range []string{"engine broken failed to start", "exited with status 3", "failed to load model (simulated)"} {
+		if !strings.Contains(body, want) {
+			t.Fatalf("the 503 does not say %q: %s", want, body)
+		}
+	}
+	// no wedged failed state: the next request tries a fresh start
+	resp, _ = post(t, "/v1/chat/completions", `{"model":"broken"}`)
+	if resp.StatusCode != 503 || countStarts(t, starts) != 2 {
+		t.Fatalf("second request: %d, %d starts", resp.StatusCode, countStarts(t, starts))
+	}
+
+	resp, body = post(t, "/v1/chat/completions", `{"model":"missing"}`)
+	if resp.StatusCode != 503 || !strings.Contains(body, "engine missing failed to start") || !strings.Contains(body, "no such file") {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+}
+
+func TestIdleEngineStopsAndTheNextRequestStartsItAgain(t *testing.T) {
+	startGateway(t, `
+		engine idler {
+			`+engineCmd("")+`
+			models idler
+			idle_timeout 300ms
+		}`)
+	if resp, body := post(t, "/v1/chat/completions", `{"model":"idler"}`); resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	first := status(t, "idler").PID
+	awaitState(t, "idler", "stopped")
+	if alive(first) {
+		t.Fatalf("idle engine's process %d still runs", first)
+	}
+	if resp, body := post(t, "/v1/chat/completions", `{"model":"idler"}`); resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	if second := status(t, "idler").PID; second == first || second == 0 {
+		t.Fatalf("pid after restart %d, before %d", second, first)
+	}
+}
+
+func TestLeaseKeepsEngineUpPastIdleTimeout(t *testing.T) {
+	startGateway(t, `
+		engine slow {
+			`+engineCmd("--words-per-chunk 1 --chunk-delay 40ms")+`
+			models slow
+			idle_timeout 100ms
+		}`)
+	// a ~1 s stream on an engine with a 100 ms idle timeout
+	stream := sdk("").Chat.Completions.NewStreaming(context.Background(), chatParams("slow", "hi"))
+	var text strings.Builder
+	for stream.Next() {
+		if c := stream.Current(); len(c.Choices) > 0 {
+			text.WriteString(c.Choices[0].Delta.Content)
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(text.String(), "as a real model server would.") {
+		t.Fatalf("stream cut short: %q", text.String())
+	}
+	awaitState(t, "slow", "stopped")
+}
+
+func TestRequestsArrivingAtTheIdleBoundaryNeverFail(t *testing.T) {
+	startGateway(t, `
+		engine edge {
+			`+engineCmd("--chunk-delay 0s")+`
+			models edge
+			idle_timeout 15ms
+		}`)
+	// requests spaced around the idle timeout: each one either keeps the
+	// engine or waits for its stop and starts it again; none may fail
+	for i := range 60 {
+		resp, body := post(t, "/v1/chat/completions", `{"model":"edge"}`)
+		if resp.StatusCode != 200 {
+			t.Fatalf("request %d: %d %s", i, resp.StatusCode, body)
+		}
+		time.Sleep(time.Duration(i%7) * 4 * time.Millisecond) // spread around the 15 ms boundary
+	}
+}
+
+func TestGroupSwapWaitsForLeasesAndNeverRunsBothEngines(t *testing.T) {
+	startGateway(t, `
+		engine a {
+			`+engineCmd("--model a --words-per-chunk 1 --chunk-delay 20ms")+`
+			models a
+			group gpu0
+		}
+		engine b {
+			`+engineCmd("--model b --chunk-delay 0s")+`
+			models b
+			group gpu0
+		}`)
+	if resp, body := post(t, "/v1/chat/completions", `{"model":"a"}`); resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	pidA := status(t, "a").PID
+
+	// a long stream on a is in flight when b is asked for
+	streamDone := make(chan string)
+	streamStarted := make(chan struct{})
+	go func() {
+		stream := sdk("").Chat.Completions.NewStreaming(context.Background(), chatParams("a", "long"))
+		var text strings.Builder
+		first := true
+		for stream.Next() {
+			if first {
+				close(streamStarted)
+				first = false
+			}
+			if c := stream.Current(); len(c.Choices) > 0 {
+				text.WriteString(c.Choices[0].Delta.Content)
+			}
+		}
+		if err := stream.Err(); err != nil {
+			text.WriteString(" ERROR " + err.Error())
+		}
+		streamDone <- text.String()
+	}()
+	<-streamStarted
+	resp, body := post(t, "/v1/chat/completions", `{"model":"b"}`)
+	if resp.StatusCode != 200 || !strings.Contains(body, "model b") {
+		t.Fatalf("b: %d %s", resp.StatusCode, body)
+	}
+	select {
+	case text := <-streamDone:
+		if !strings.HasSuffix(text, "as a real model server would.") {
+			t.Fatalf("the stream on a was cut by the swap: %q", text)
+		}
+	default:
+		t.Fatal("b answered before a's in-flight stream had finished")
+	}
+	if alive(pidA) {
+		t.Fatalf("a (pid %d) still runs next to b", pidA)
+	}
+	if s := status(t, "a"); s.State != "stopped" {
+		t.Fatalf("a is %s", s.State)
+	}
+	// and back: a request for a swaps b out
+	if resp, body := post(t, "/v1/chat/completions", `{"model":"a"}`); resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	if s := status(t, "b"); s.State != "stopped" {
+		t.Fatalf("b is %s after a came back", s.State)
+	}
+}
+
+func TestReloadKeepsAnUnchangedEngineAndReplacesAChangedOne(t *testing.T) {
+	site := func(extra, flags string) string {
+		return `
+		engine keep {
+			` + engineCmd("--model keep") + `
+			models keep
+		}
+		engine change {
+			` + engineCmd(flags) + `
+			models change
+		}` + extra
+	}
+	startGateway(t, site("", "--model v1"))
+	for _, m := range []string{"keep", "change"} {
+		if resp, body := post(t, "/v1/chat/completions", `{"model":"`+m+`"}`); resp.StatusCode != 200 {
+			t.Fatalf("%d %s", resp.StatusCode, body)
+		}
+	}
+	keepPID, changePID := status(t, "keep").PID, status(t, "change").PID
+
+	startGateway(t, site("", "--model v2"))
+	if got := status(t, "keep"); got.PID != keepPID || got.State != "ready" {
+		t.Fatalf("reload replaced an unchanged engine: pid %d → %d (%s)", keepPID, got.PID, got.State)
+	}
+	if alive(changePID) {
+		t.Fatalf("the changed engine's old process %d still runs", changePID)
+	}
+	resp, body := post(t, "/v1/chat/completions", `{"model":"change"}`)
+	if resp.StatusCode != 200 || !strings.Contains(body, "model v2") {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+
+	// a config without the gateway is what Caddy's stop does to it: every
+	// engine it started is stopped, no child is left
+	keepPID, changePID = status(t, "keep").PID, status(t, "change").PID
+	initRaw(t, `{
+	skip_install_trust
+	admin localhost:2999
+	http_port 19081
+}
+http://`+gwAddr+` {
+	respond "no gateway"
+}`)
+	for _, pid := range []int{keepPID, changePID} {
+		if alive(pid) {
+			t.Fatalf("engine process %d outlived the config that started it", pid)
+		}
+	}
+}
+
+func TestWakeOffRefusesWithTheAdminCallAndAdminStartsAndStops(t *testing.T) {
+	startGateway(t, `
+		wake off
+		engine sleeper {
+			`+engineCmd("")+`
+			models sleeper
+		}`)
+	resp, body := post(t, "/v1/chat/completions", `{"model":"sleeper"}`)
+	if resp.StatusCode != 503 || !strings.Contains(body, "engine sleeper is not running") ||
+		!strings.Contains(body, "POST /llm_gateway/engines/sleeper/start") {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	page, err := sdk("").Models.List(context.Background())
+	if err != nil || len(page.Data) != 0 {
+		t.Fatalf("with wake off a stopped engine is not listed: %v %+v", err, page)
+	}
+
+	resp, body = do(t, mustReq(http.MethodPost, adminURL+"/llm_gateway/engines/sleeper/start"))
+	if resp.StatusCode != 200 || !strings.Contains(body, `"state": "ready"`) {
+		t.Fatalf("admin start: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := post(t, "/v1/chat/completions", `{"model":"sleeper"}`); resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	page, err = sdk("").Models.List(context.Background())
+	if err != nil || len(page.Data) != 1 || !strings.Contains(page.Data[0].RawJSON(), `"loaded"`) {
+		t.Fatalf("running engine listed as loaded: %v %+v", err, page.Data)
+	}
+	s := status(t, "sleeper")
+	if len(s.LastLines) == 0 || !strings.Contains(strings.Join(s.LastLines, "\n"), "listening on") {
+		t.Fatalf("admin status lacks the engine's output: %+v", s)
+	}
+
+	resp, body = do(t, mustReq(http.MethodPost, adminURL+"/llm_gateway/engines/sleeper/stop?drain=true"))
+	if resp.StatusCode != 200 || !strings.Contains(body, `"state": "stopped"`) || alive(s.PID) {
+		t.Fatalf("admin stop: %d %s", resp.StatusCode, body)
+	}
+	resp, body = do(t, mustReq(http.MethodGet, adminURL+"/llm_gateway/engines"))
+	if resp.StatusCode != 200 || !strings.Contains(body, `"name": "sleeper"`) {
+		t.Fatalf("admin list: %d %s", resp.StatusCode, body)
+	}
+}
+
+func TestEngineCrashMidStreamIsAnErrorAndTheEngineComesBack(t *testing.T) {
+	starts := startsFile(t)
+	startGateway(t, `
+		engine crashy {
+			`+engineCmd("--exit-after-chunks 2 --chunk-delay 1ms")+`
+			models crashy
+		}`)
+	stream := sdk("").Chat.Completions.NewStreaming(context.Background(), chatParams("crashy", "hi"))
+	n := 0
+	for stream.Next() {
+		n++
+	}
+	err := stream.Err()
+	if err == nil || !strings.Contains(err.Error(), "crashy") {
+		t.Fatalf("a stream cut by a crash after %d events ended without an error naming the engine: %v", n, err)
+	}
+	awaitState(t, "crashy", "stopped")
+	// the next request starts it again (this one is not streamed, so it
+	// completes before the engine's crash-after-chunks trips)
+	resp, body := post(t, "/v1/chat/completions", `{"model":"crashy"}`)
+	if resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	if got := countStarts(t, starts); got != 2 {
+		t.Fatalf("%d starts, want 2", got)
+	}
+}
+
+func TestEngineWithSIGTERMIgnoredIsKilledAfterStopTimeout(t *testing.T) {
+	startGateway(t, `
+		engine stubborn {
+			`+engineCmd("--ignore-sigterm")+`
+			models stubborn
+			stop_timeout 200ms
+		}`)
+	if resp, body := post(t, "/v1/chat/completions", `{"model":"stubborn"}`); resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	pid := status(t, "stubborn").PID
+	start := time.Now()
+	resp, body := do(t, mustReq(http.MethodPost, adminURL+"/llm_gateway/engines/stubborn/stop"))
+	if resp.StatusCode != 200 || alive(pid) {
+		t.Fatalf("stop: %d %s, alive %v", resp.StatusCode, body, alive(pid))
+	}
+	if took := time.Since(start); took < 200*time.Millisecond || took > 5*time.Second {
+		t.Fatalf("stop took %s with stop_timeout 200ms", took)
+	}
+}
+
+func TestSlowLoadingEngineIsServedOnceReady(t *testing.T) {
+	startGateway(t, `
+		engine loader {
+			`+engineCmd("--load-time 400ms")+`
+			models loader
+			start_timeout 10s
+		}`)
+	start := time.Now()
+	_, err := sdk("").Chat.Completions.New(context.Background(), chatParams("loader", "hi"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took < 400*time.Millisecond {
+		t.Fatalf("served after %s, before the engine finished loading", took)
+	}
+}
