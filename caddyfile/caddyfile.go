@@ -5,6 +5,7 @@ package caddyfile
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
@@ -22,6 +23,7 @@ import (
 //		key <name> <token>              # a token named for logs and metrics
 //		max_body <size>                 # default 32MiB
 //		wake on|off                     # may a request start a stopped engine; default on
+//		keepalive <duration>            # SSE comment interval while a stream waits; default 3s
 //
 //		engine <name> {
 //			to <url>                    # required; http(s)://host[:port][/base]; {engine.port} with cmd
@@ -40,6 +42,15 @@ import (
 //			dial_timeout <duration>     # default 10s
 //			header_timeout <duration>   # default 5m
 //			request_timeout <duration>  # default 0 (no bound)
+//			first_token_timeout <d>     # default 0 (off): first content event of a stream
+//			stream_idle_timeout <d>     # default 60s: gap between events
+//			fallback <engine>           # slow start, open breaker, failure go there
+//			fallback_after <duration>   # default 10s
+//			fallback_model <name>       # what the fallback calls the model
+//			context_fallback <engine>[/<model>]  # where context-too-long 400s go
+//			retries <n>                 # default 1: same engine, transient failures
+//			retry_after_max <duration>  # default 5s
+//			breaker <failures> [<cool-down>]  # default 5 30s
 //		}
 //	}
 //
@@ -52,6 +63,11 @@ func Parse(d *cf.Dispenser) (handler.Config, error) {
 	}
 	models := map[string]string{} // model → engine, to catch a model served twice
 	names := map[string]bool{}
+	type pos struct {
+		file string
+		line int
+	}
+	where := map[string]pos{}
 	for d.NextBlock(0) {
 		switch d.Val() {
 		case "keys":
@@ -84,6 +100,10 @@ func Parse(d *cf.Dispenser) (handler.Config, error) {
 				return cfg, err
 			}
 			cfg.Wake = &b
+		case "keepalive":
+			if err := durationArg(d, &cfg.KeepAlive); err != nil {
+				return cfg, err
+			}
 		case "engine":
 			file, line := d.File(), d.Line()
 			ec, err := parseEngine(d)
@@ -94,6 +114,7 @@ func Parse(d *cf.Dispenser) (handler.Config, error) {
 				return cfg, errAt(file, line, "engine %s is defined twice", ec.Name)
 			}
 			names[ec.Name] = true
+			where[ec.Name] = pos{file, line}
 			for _, m := range ec.Models {
 				if other, ok := models[m]; ok {
 					return cfg, errAt(file, line, "model %s is served by both engine %s and engine %s", m, other, ec.Name)
@@ -110,6 +131,16 @@ func Parse(d *cf.Dispenser) (handler.Config, error) {
 	}
 	if len(cfg.Engines) == 0 {
 		return cfg, d.Err("llm_gateway needs at least one engine block")
+	}
+	byName := map[string]engines.Config{}
+	for _, ec := range cfg.Engines {
+		byName[ec.Name] = ec
+	}
+	for _, ec := range cfg.Engines {
+		if err := handler.ValidateFallbacks(ec, byName); err != nil {
+			p := where[ec.Name]
+			return cfg, errAt(p.file, p.line, "%v", err)
+		}
 	}
 	return cfg, nil
 }
@@ -186,6 +217,49 @@ func parseEngine(d *cf.Dispenser) (engines.Config, error) {
 			err = durationArg(d, &ec.HeaderTimeout)
 		case "request_timeout":
 			err = durationArg(d, &ec.RequestTimeout)
+		case "first_token_timeout":
+			err = durationArg(d, &ec.FirstTokenTimeout)
+		case "stream_idle_timeout":
+			err = durationArg(d, &ec.StreamIdleTimeout)
+		case "fallback":
+			err = oneArg(d, &ec.Fallback)
+		case "fallback_after":
+			err = durationArg(d, &ec.FallbackAfter)
+		case "fallback_model":
+			err = oneArg(d, &ec.FallbackModel)
+		case "context_fallback":
+			err = oneArg(d, &ec.ContextFallback)
+		case "retries":
+			var s string
+			if err = oneArg(d, &s); err == nil {
+				n, convErr := strconv.Atoi(s)
+				if convErr != nil || n < 0 {
+					err = d.Errf("retries takes a count of 0 or more, not %q", s)
+				}
+				ec.Retries = &n
+			}
+		case "retry_after_max":
+			err = durationArg(d, &ec.RetryAfterMax)
+		case "breaker":
+			args := d.RemainingArgs()
+			if len(args) < 1 || len(args) > 2 {
+				err = d.Errf("breaker takes a failure count and optionally a cool-down: breaker 5 30s")
+				break
+			}
+			n, convErr := strconv.Atoi(args[0])
+			if convErr != nil || n < 1 {
+				err = d.Errf("breaker takes a failure count of 1 or more, not %q", args[0])
+				break
+			}
+			ec.BreakerFailures = n
+			if len(args) == 2 {
+				v, perr := caddy.ParseDuration(args[1])
+				if perr != nil || v <= 0 {
+					err = d.Errf("bad breaker cool-down %q", args[1])
+					break
+				}
+				ec.BreakerCooldown = caddy.Duration(v)
+			}
 		default:
 			err = d.Errf("unknown engine subdirective %q in engine %s", sub, ec.Name)
 		}

@@ -174,10 +174,12 @@ func TestUpstreamErrorPassesThroughUntouched(t *testing.T) {
 		w.WriteHeader(http.StatusTooManyRequests)
 		io.WriteString(w, upstreamBody)
 	})
+	// with a single attempt the answer is the upstream's, byte for byte
 	startGateway(t, fmt.Sprintf(`
 		engine up {
 			to %s
 			models m
+			retries 0
 		}`, up.URL))
 	resp, body := post(t, "/v1/chat/completions", `{"model":"m"}`)
 	if resp.StatusCode != 429 || body != upstreamBody || resp.Header.Get("X-Ratelimit-Remaining-Requests") != "0" {

@@ -91,6 +91,49 @@ type Config struct {
 	// RequestTimeout bounds one whole attempt, body included; 0 is no
 	// bound, so a long generation is never cut by a default. Default: 0.
 	RequestTimeout caddy.Duration `json:"request_timeout,omitempty"`
+
+	// FirstTokenTimeout bounds the wait for the first content event of a
+	// stream once its headers arrived; 0 is off. Default: 0.
+	FirstTokenTimeout caddy.Duration `json:"first_token_timeout,omitempty"`
+
+	// StreamIdleTimeout bounds the gap between two events of a stream.
+	// Default: 60s.
+	StreamIdleTimeout caddy.Duration `json:"stream_idle_timeout,omitempty"`
+
+	// Fallback names another engine of the same handler that serves this
+	// engine's requests while it is slow to start (FallbackAfter), while
+	// its breaker is open, and after it failed. The fallback is never
+	// started, leased or drained by the gateway. Default: none.
+	Fallback string `json:"fallback,omitempty"`
+
+	// FallbackAfter is how long a request waits for this engine to come
+	// up before it may go to the fallback. Default: 10s.
+	FallbackAfter caddy.Duration `json:"fallback_after,omitempty"`
+
+	// FallbackModel is what the fallback calls the model: the body's model
+	// is rewritten to it on the switch. Default: the body is left alone.
+	FallbackModel string `json:"fallback_model,omitempty"`
+
+	// ContextFallback is ENGINE or ENGINE/MODEL: where a 400 saying the
+	// context is too long goes. Default: none (the 400 is returned).
+	ContextFallback string `json:"context_fallback,omitempty"`
+
+	// Retries is how many more times a transient failure (closed before
+	// headers, 429, 500, 502, 503, 504) is tried on this engine, with
+	// jittered exponential back-off. Default: 1.
+	Retries *int `json:"retries,omitempty"`
+
+	// RetryAfterMax is the longest Retry-After that is waited out; a
+	// longer one goes to the fallback at once. Default: 5s.
+	RetryAfterMax caddy.Duration `json:"retry_after_max,omitempty"`
+
+	// BreakerFailures is how many consecutive failures open the engine's
+	// circuit breaker. Default: 5.
+	BreakerFailures int `json:"breaker_failures,omitempty"`
+
+	// BreakerCooldown is how long an open breaker keeps requests away
+	// before one trial request is let through. Default: 30s.
+	BreakerCooldown caddy.Duration `json:"breaker_cooldown,omitempty"`
 }
 
 // Defaults.
@@ -100,6 +143,12 @@ const (
 	DefaultStopTimeout   = 10 * time.Second
 	DefaultDialTimeout   = 10 * time.Second
 	DefaultHeaderTimeout = 5 * time.Minute
+	DefaultStreamIdle    = 60 * time.Second
+	DefaultFallbackAfter = 10 * time.Second
+	DefaultRetries       = 1
+	DefaultRetryAfterMax = 5 * time.Second
+	DefaultBreakerFails  = 5
+	DefaultBreakerCool   = 30 * time.Second
 )
 
 // WithDefaults returns c with every unset field set to its default.
@@ -118,6 +167,25 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.HeaderTimeout == 0 {
 		c.HeaderTimeout = caddy.Duration(DefaultHeaderTimeout)
+	}
+	if c.StreamIdleTimeout == 0 {
+		c.StreamIdleTimeout = caddy.Duration(DefaultStreamIdle)
+	}
+	if c.FallbackAfter == 0 {
+		c.FallbackAfter = caddy.Duration(DefaultFallbackAfter)
+	}
+	if c.Retries == nil {
+		n := DefaultRetries
+		c.Retries = &n
+	}
+	if c.RetryAfterMax == 0 {
+		c.RetryAfterMax = caddy.Duration(DefaultRetryAfterMax)
+	}
+	if c.BreakerFailures == 0 {
+		c.BreakerFailures = DefaultBreakerFails
+	}
+	if c.BreakerCooldown == 0 {
+		c.BreakerCooldown = caddy.Duration(DefaultBreakerCool)
 	}
 	return c
 }
@@ -157,6 +225,15 @@ func (c Config) Validate() error {
 	if !strings.HasPrefix(c.Ready, "/") && c.Ready != "" {
 		return fmt.Errorf("engine %s: 'ready' must be a path starting with '/'", c.Name)
 	}
+	if c.Retries != nil && *c.Retries < 0 {
+		return fmt.Errorf("engine %s: retries may not be negative", c.Name)
+	}
+	if c.BreakerFailures < 0 {
+		return fmt.Errorf("engine %s: breaker failures may not be negative", c.Name)
+	}
+	if c.Fallback == c.Name && c.Name != "" {
+		return fmt.Errorf("engine %s: fallback %s is the engine itself", c.Name, c.Fallback)
+	}
 	for _, kv := range c.Env {
 		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
 			return fmt.Errorf("engine %s: env %q is not KEY=VALUE", c.Name, kv)
@@ -168,6 +245,8 @@ func (c Config) Validate() error {
 	}{
 		{"start_timeout", c.StartTimeout}, {"idle_timeout", c.IdleTimeout}, {"stop_timeout", c.StopTimeout},
 		{"dial_timeout", c.DialTimeout}, {"header_timeout", c.HeaderTimeout}, {"request_timeout", c.RequestTimeout},
+		{"first_token_timeout", c.FirstTokenTimeout}, {"stream_idle_timeout", c.StreamIdleTimeout},
+		{"fallback_after", c.FallbackAfter}, {"retry_after_max", c.RetryAfterMax}, {"breaker cool-down", c.BreakerCooldown},
 	} {
 		if d.v < 0 {
 			return fmt.Errorf("engine %s: %s may not be negative", c.Name, d.name)

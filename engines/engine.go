@@ -97,6 +97,7 @@ type Engine struct {
 	lines lineBuffer
 	group *group
 	now   func() time.Time
+	brk   *Breaker
 
 	life   context.Context // ends when the engine is torn down
 	cancel context.CancelFunc
@@ -128,6 +129,7 @@ func New(cfg Config, rt http.RoundTripper, log *zap.Logger) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{cfg: cfg, rt: rt, log: log, now: time.Now, changed: make(chan struct{})}
+	e.brk = NewBreaker(cfg.BreakerFailures, time.Duration(cfg.BreakerCooldown), nil)
 	e.life, e.cancel = context.WithCancel(context.Background())
 	if !cfg.Managed() {
 		u, err := url.Parse(cfg.To)
@@ -150,6 +152,37 @@ func (e *Engine) Config() Config { return e.cfg }
 
 // Transport carries requests to this engine.
 func (e *Engine) Transport() http.RoundTripper { return e.rt }
+
+// Breaker guards the engine: consecutive failures open it.
+func (e *Engine) Breaker() *Breaker { return e.brk }
+
+// TryAcquire returns a lease at once if the engine is ready, nil otherwise.
+// It never waits and never starts anything: the fast path of a request.
+func (e *Engine) TryAcquire() *Lease {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.state != Ready || e.closed {
+		return nil
+	}
+	e.leases++
+	if e.idleTimer != nil {
+		e.idleGen++
+		e.idleTimer.Stop()
+	}
+	return &Lease{e: e, base: e.base}
+}
+
+// Peek returns where the engine answers if it is ready, without a lease:
+// for serving as another engine's fallback, which the gateway never starts,
+// leases or drains.
+func (e *Engine) Peek() *url.URL {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.state != Ready || e.closed {
+		return nil
+	}
+	return e.base
+}
 
 // Lease is a request's hold on a ready engine: while any lease is held the
 // engine is never stopped for idleness or swapped out of its group.
@@ -572,6 +605,7 @@ type Status struct {
 	Leases    int      `json:"leases"`
 	IdleSecs  float64  `json:"idle_seconds,omitempty"`
 	Group     string   `json:"group,omitempty"`
+	Breaker   string   `json:"breaker"`
 	LastError string   `json:"last_error,omitempty"`
 	LastLines []string `json:"last_lines,omitempty"`
 }
@@ -582,6 +616,7 @@ func (e *Engine) Status() Status {
 	s := Status{
 		Name: e.cfg.Name, Models: e.cfg.Models, Managed: e.cfg.Managed(), Group: e.cfg.Group,
 		State: e.state.String(), Ready: e.state == Ready, Port: e.port, Leases: e.leases,
+		Breaker: e.brk.State().String(),
 	}
 	if e.proc != nil {
 		s.PID = e.proc.pid()

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,33 +18,31 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 )
 
-// candidate is one way to serve a request: an engine and the model to send it.
-type candidate struct {
-	rt    *route
-	model string // the body's model is rewritten to this; "" leaves it alone
-}
-
-// plan is the ordered list of candidates a request may be served by.
-// Later issues add fallbacks, pool members and body fallbacks here; the loop
-// that walks it does not change.
-func (g *Gateway) plan(req *request, rt *route) []candidate {
-	return []candidate{{rt: rt, model: rt.cfg.ModelName}}
-}
-
-// outcome is the verdict on one attempt, decided in one place (classify).
+// outcome is the verdict on one attempt, decided in one place (classify and
+// the first-token read) and acted on by the loop.
 type outcome int
 
 const (
-	outcomeGood       outcome = iota // a response to give the client
-	outcomeConnect                   // could not connect (refused, unreachable, TLS)
-	outcomeDNS                       // the engine's host did not resolve
-	outcomeClosed                    // connected, closed before response headers
-	outcomeTimeout                   // header or request budget ran out
-	outcomeStatus                    // the engine answered an error status
-	outcomeStart                     // the engine could not be started
-	outcomeNotRunning                // stopped, and wake is off
-	outcomeCanceled                  // the client went away
+	outcomeGood        outcome = iota // an answer to commit
+	outcomeConnect                    // could not connect (refused, unreachable, TLS)
+	outcomeDNS                        // the engine's host did not resolve
+	outcomeClosed                     // connected, then hung up before an answer
+	outcomeTimeout                    // a time budget ran out before any content
+	outcomeStatus                     // the engine answered an error status
+	outcomeStreamError                // the stream's first event was an error
+	outcomeStart                      // the engine could not be started
+	outcomeNotRunning                 // stopped, and the gateway may not start it
+	outcomeOpen                       // the engine's breaker is open
+	outcomeSlow                       // still starting after fallback_after: switched
+	outcomeCanceled                   // the client went away
 )
+
+// maxErrorBody bounds how much of an upstream's error body is kept to pass
+// on when the request moves to another candidate.
+const maxErrorBody = 1 << 20
+
+// maxHeld bounds the events held back before the first content event.
+const maxHeld = 64 << 10
 
 // attempt is one try of one candidate: its lease, its response, and how to
 // let go of both.
@@ -52,11 +51,17 @@ type attempt struct {
 	outcome outcome
 	resp    *http.Response
 	err     error
-	timeout error  // which budget ran out: errHeaderTimeout or errRequestTimeout
+	timeout error  // which budget ran out
 	sent    string // the model sent upstream
+	trial   bool   // the breaker's trial request
 	lease   *engines.Lease
+	ctx     context.Context
 	cancel  context.CancelCauseFunc
-	started time.Time
+	timer   *time.Timer // first-token and stream-idle budgets
+	events  *sseReader  // an event stream's reader, after the held events
+	held    []byte      // events read before the first content event
+	errBody []byte      // an error answer's body, kept to pass on
+	waited  time.Duration
 }
 
 // label is the attempt as listed in errors: engine=503, engine=connect, …
@@ -73,16 +78,25 @@ func (a *attempt) label() string {
 		return name + "=closed"
 	case outcomeTimeout:
 		return name + "=timeout"
+	case outcomeStreamError:
+		return name + "=stream-error"
 	case outcomeStart:
 		return name + "=start"
 	case outcomeNotRunning:
 		return name + "=stopped"
+	case outcomeOpen:
+		return name + "=open"
+	case outcomeSlow:
+		return name + "=slow"
 	}
 	return name + "=canceled"
 }
 
 // close releases everything the attempt holds. Safe to call twice.
 func (a *attempt) close() {
+	if a.timer != nil {
+		a.timer.Stop()
+	}
 	if a.resp != nil {
 		a.resp.Body.Close()
 	}
@@ -95,34 +109,66 @@ func (a *attempt) close() {
 }
 
 var (
-	errHeaderTimeout  = errors.New("header_timeout")
-	errRequestTimeout = errors.New("request_timeout")
+	errHeaderTimeout     = errors.New("header_timeout")
+	errRequestTimeout    = errors.New("request_timeout")
+	errFirstTokenTimeout = errors.New("first_token_timeout")
+	errStreamIdleTimeout = errors.New("stream_idle_timeout")
 )
 
-// try makes one attempt: lease the engine (starting it if allowed), send the
-// request through the engine's transport, and classify what came back.
-// Nothing is written to the client here.
-func (g *Gateway) try(req *request, c candidate) *attempt {
-	a := &attempt{c: c, started: time.Now()}
+// try makes one attempt of c: check its breaker, get a base URL (leasing and
+// starting the engine when c.acquire, waiting at most fallback_after when a
+// fallback could take over), send the request through the engine's
+// transport, and for an event stream read up to the first content event.
+// Nothing but SSE comments reaches the client here.
+func (g *Gateway) try(rp *reply, req *request, c candidate, fallback *route) *attempt {
+	a := &attempt{c: c}
+	brk := c.rt.eng.Breaker()
+	ok, trial := brk.Allow()
+	if !ok {
+		a.outcome = outcomeOpen
+		return a
+	}
+	a.trial = trial
+	g.send(rp, req, a, fallback)
+	switch a.outcome {
+	case outcomeGood:
+		brk.Success()
+	case outcomeConnect, outcomeDNS, outcomeClosed, outcomeTimeout, outcomeStreamError, outcomeStart:
+		brk.Failure()
+	case outcomeStatus:
+		switch a.resp.StatusCode {
+		case 500, 502, 503, 504:
+			brk.Failure()
+		case 400, 422:
+			brk.Success() // the engine is fine; the request is not
+		default:
+			brk.Abandon(trial)
+		}
+	default:
+		brk.Abandon(trial)
+	}
+	return a
+}
+
+func (g *Gateway) send(rp *reply, req *request, a *attempt, fallback *route) {
+	c := a.c
 	cfg := &c.rt.cfg
 	ctx := req.r.Context()
 
-	lease, err := c.rt.eng.Acquire(ctx, c.rt.wake)
-	if err != nil {
-		a.err = err
-		switch {
-		case ctx.Err() != nil:
-			a.outcome = outcomeCanceled
-		case errors.Is(err, engines.ErrNotRunning):
-			a.outcome = outcomeNotRunning
-		default:
-			a.outcome = outcomeStart
+	var base *url.URL
+	if c.acquire {
+		if !g.lease(rp, req, a, fallback) {
+			return
 		}
-		return a
+		base = a.lease.Base()
+	} else if base = c.rt.eng.Peek(); base == nil {
+		a.outcome = outcomeNotRunning
+		a.err = fmt.Errorf("fallback engine %s is not running (the gateway never starts a fallback)", cfg.Name)
+		return
 	}
-	a.lease = lease
 
 	ctx, a.cancel = context.WithCancelCause(ctx)
+	a.ctx = ctx
 	if d := time.Duration(cfg.RequestTimeout); d > 0 {
 		t := time.AfterFunc(d, func() { a.cancel(errRequestTimeout) })
 		context.AfterFunc(ctx, func() { t.Stop() })
@@ -134,29 +180,100 @@ func (g *Gateway) try(req *request, c candidate) *attempt {
 		body = applyEdits(req.body, replaceValue(req.fields.model, c.model))
 		a.sent = c.model
 	}
-	up := newUpstreamRequest(ctx, req.r, lease.Base(), cfg, body)
+	up := newUpstreamRequest(ctx, req.r, base, cfg, body)
 
-	headerTimer := time.AfterFunc(time.Duration(cfg.HeaderTimeout), func() { a.cancel(errHeaderTimeout) })
+	a.timer = time.AfterFunc(time.Duration(cfg.HeaderTimeout), func() { a.cancel(errHeaderTimeout) })
 	resp, err := c.rt.eng.Transport().RoundTrip(up)
-	headerTimer.Stop()
+	a.timer.Stop()
 	a.resp, a.err = resp, err
 	a.outcome = classify(ctx, resp, err)
+	switch a.outcome {
+	case outcomeGood:
+		if isEventStream(resp.Header.Get("Content-Type")) {
+			g.awaitFirstContent(a)
+		}
+	case outcomeStatus:
+		a.errBody, _ = io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+		resp.Body.Close()
+	default:
+		if resp != nil {
+			resp.Body.Close()
+			a.resp = nil
+		}
+	}
 	if a.outcome == outcomeTimeout {
 		a.timeout = context.Cause(ctx)
 	}
-	if a.outcome != outcomeGood && a.outcome != outcomeStatus && resp != nil {
-		resp.Body.Close()
-		a.resp = nil
-	}
-	return a
 }
 
-// classify is the one place that decides what an attempt's result means.
-func classify(ctx context.Context, resp *http.Response, err error) outcome {
-	if cause := context.Cause(ctx); cause != nil && cause != context.Canceled {
-		if cause == errHeaderTimeout || cause == errRequestTimeout {
-			return outcomeTimeout
+// nextEvent reads the next event of the attempt's stream, within
+// stream_idle_timeout of the previous one.
+func (a *attempt) nextEvent(idle time.Duration) ([]byte, error) {
+	if !a.events.buffered() {
+		a.timer.Reset(idle)
+		defer a.timer.Stop()
+	}
+	return a.events.next()
+}
+
+// awaitFirstContent reads a fresh event stream up to its first content
+// event, holding back comments and role-only chunks (bounded), so that a
+// stream that fails before saying anything can still go elsewhere. This is
+// what makes the commit point "first content", not "first byte".
+func (g *Gateway) awaitFirstContent(a *attempt) {
+	cfg := &a.c.rt.cfg
+	a.events = newSSEReader(a.resp.Body)
+	a.timer = time.AfterFunc(time.Hour, func() { a.cancel(errStreamIdleTimeout) })
+	a.timer.Stop()
+	if d := time.Duration(cfg.FirstTokenTimeout); d > 0 {
+		t := time.AfterFunc(d, func() { a.cancel(errFirstTokenTimeout) })
+		defer t.Stop()
+	}
+	for {
+		ev, err := a.nextEvent(time.Duration(cfg.StreamIdleTimeout))
+		if err != nil {
+			if err == io.EOF {
+				return // an empty stream that ended cleanly: an answer, commit it
+			}
+			a.fail(err)
+			return
 		}
+		switch classifyEvent(ev, true) {
+		case eventMalformed:
+			g.droppedEvent(a)
+			continue
+		case eventError:
+			a.outcome, a.err = outcomeStreamError, errors.New(strings.TrimSpace(string(ev)))
+			a.errBody = append([]byte(nil), ev...)
+			return
+		case eventComment, eventPreamble:
+			a.held = append(a.held, ev...)
+			if len(a.held) < maxHeld {
+				continue
+			}
+		}
+		a.held = append(a.held, ev...)
+		return // content, [DONE], or enough held: commit
+	}
+}
+
+// fail classifies a stream that broke before its first content.
+func (a *attempt) fail(err error) {
+	a.err = err
+	switch cause := context.Cause(a.ctx); {
+	case cause == errFirstTokenTimeout || cause == errStreamIdleTimeout || cause == errRequestTimeout:
+		a.outcome, a.timeout = outcomeTimeout, cause
+	case a.ctx.Err() != nil && cause == context.Canceled:
+		a.outcome = outcomeCanceled
+	default:
+		a.outcome = outcomeClosed
+	}
+}
+
+// classify is the one place that decides what a round trip's result means.
+func classify(ctx context.Context, resp *http.Response, err error) outcome {
+	if cause := context.Cause(ctx); cause == errHeaderTimeout || cause == errRequestTimeout {
+		return outcomeTimeout
 	}
 	if err != nil {
 		if ctx.Err() != nil {
@@ -199,17 +316,60 @@ func isTimeout(err error) bool {
 	return errors.As(err, &t) && t.Timeout()
 }
 
-// retryable reports whether another candidate may be tried after a: the
-// engine was unreachable, hung up, timed out, could not start, or answered a
-// status that says "try elsewhere". 400/422 are the caller's to fix and are
-// never retried.
-func (a *attempt) retryable() bool {
+// movesOn reports whether the next candidate may be tried after a: the
+// engine was unreachable, hung up, timed out, could not start, is guarded
+// by its breaker, or answered a status that says "try elsewhere" (auth,
+// model not found, rate limit, server errors). A 400 or 422 is the caller's
+// to fix and goes back untouched (a context-too-long 400 has its own route).
+func (a *attempt) movesOn() bool {
 	switch a.outcome {
-	case outcomeConnect, outcomeDNS, outcomeClosed, outcomeTimeout, outcomeStart, outcomeNotRunning:
-		return true
+	case outcomeGood, outcomeCanceled:
+		return false
 	case outcomeStatus:
 		switch a.resp.StatusCode {
 		case 401, 403, 404, 408, 429, 500, 502, 503, 504:
+			return true
+		}
+		return false
+	}
+	return true
+}
+
+// retryable reports whether a may be retried on the same engine: a
+// transient failure (closed before headers, 429, 500, 502, 503, 504), with
+// a Retry-After no longer than the engine's retry_after_max. A silent
+// engine (timeouts) is not retried: that only multiplies the wait.
+func (a *attempt) retryable() bool {
+	switch a.outcome {
+	case outcomeClosed:
+		return true
+	case outcomeStatus:
+		switch a.resp.StatusCode {
+		case 429, 500, 502, 503, 504:
+			return a.retryAfter() <= time.Duration(a.c.rt.cfg.RetryAfterMax)
+		}
+	}
+	return false
+}
+
+func (a *attempt) retryAfter() time.Duration {
+	if a.resp == nil {
+		return 0
+	}
+	return retryAfter(a.resp.Header, time.Now())
+}
+
+// contextTooLong reports whether a is a 400 saying the prompt does not fit
+// the model's context: OpenAI's code, or the wording of llama.cpp, vLLM and
+// others.
+func (a *attempt) contextTooLong() bool {
+	if a.outcome != outcomeStatus || a.resp.StatusCode != 400 {
+		return false
+	}
+	body := strings.ToLower(string(a.errBody))
+	for _, s := range []string{"context_length_exceeded", "maximum context length", "context length",
+		"context window", "exceeds the available context", "prompt is too long", "too many tokens"} {
+		if strings.Contains(body, s) {
 			return true
 		}
 	}
@@ -217,7 +377,7 @@ func (a *attempt) retryable() bool {
 }
 
 // failureError is the error made for a failed attempt that has no upstream
-// response to pass on.
+// answer to pass on.
 func (a *attempt) failureError() *Error {
 	name := a.c.rt.cfg.Name
 	switch a.outcome {
@@ -231,19 +391,42 @@ func (a *attempt) failureError() *Error {
 		return &Error{http.StatusBadGateway, typeUpstream, "upstream_closed",
 			fmt.Sprintf("engine %s closed the connection before answering: %s", name, rootCause(a.err))}
 	case outcomeTimeout:
-		budget, d := "header_timeout", a.c.rt.cfg.HeaderTimeout
-		if a.timeout == errRequestTimeout {
-			budget, d = "request_timeout", a.c.rt.cfg.RequestTimeout
-		}
 		return &Error{http.StatusGatewayTimeout, typeTimeout, "upstream_timeout",
-			fmt.Sprintf("engine %s did not answer within its %s of %s", name, budget, time.Duration(d))}
+			fmt.Sprintf("engine %s did not answer within its %s of %s", name, a.timeout, a.budget())}
+	case outcomeStreamError:
+		return &Error{http.StatusBadGateway, typeUpstream, "upstream_stream_error",
+			fmt.Sprintf("engine %s answered with an error event: %s", name, a.err)}
 	case outcomeStart:
 		return &Error{http.StatusServiceUnavailable, typeUnavailable, "engine_start_failed", a.err.Error()}
 	case outcomeNotRunning:
-		return &Error{http.StatusServiceUnavailable, typeUnavailable, "engine_not_running",
-			fmt.Sprintf("engine %s is not running and wake is off for it; start it with POST /llm_gateway/engines/%s/start on Caddy's admin API", name, name)}
+		msg := fmt.Sprintf("engine %s is not running and wake is off for it; start it with POST /llm_gateway/engines/%s/start on Caddy's admin API", name, name)
+		if !a.c.acquire {
+			msg = a.err.Error()
+		}
+		return &Error{http.StatusServiceUnavailable, typeUnavailable, "engine_not_running", msg}
+	case outcomeOpen:
+		return &Error{http.StatusServiceUnavailable, typeUnavailable, "engine_circuit_open",
+			fmt.Sprintf("engine %s failed %d times in a row; its breaker keeps requests away for another %s",
+				name, a.c.rt.cfg.BreakerFailures, a.c.rt.eng.Breaker().RetryIn().Round(time.Second))}
+	case outcomeSlow:
+		return &Error{http.StatusServiceUnavailable, typeUnavailable, "engine_starting",
+			fmt.Sprintf("engine %s was still starting after %s", name, a.waited.Round(time.Millisecond))}
 	}
 	return &Error{499, typeInvalidRequest, "client_closed_request", "the client went away"}
+}
+
+// budget is the length of the budget that ran out.
+func (a *attempt) budget() time.Duration {
+	cfg := &a.c.rt.cfg
+	switch a.timeout {
+	case errRequestTimeout:
+		return time.Duration(cfg.RequestTimeout)
+	case errFirstTokenTimeout:
+		return time.Duration(cfg.FirstTokenTimeout)
+	case errStreamIdleTimeout:
+		return time.Duration(cfg.StreamIdleTimeout)
+	}
+	return time.Duration(cfg.HeaderTimeout)
 }
 
 // rootCause strips the layers Go's net/http and Caddy wrap around a network

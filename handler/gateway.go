@@ -10,7 +10,10 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
@@ -35,6 +38,11 @@ type Config struct {
 	// own wake overrides it. Default: true.
 	Wake *bool `json:"wake,omitempty"`
 
+	// KeepAlive is the interval of SSE comments sent to a streaming
+	// request while it waits (for an engine to start, or between retries)
+	// after its preamble went out. Default: 3s.
+	KeepAlive caddy.Duration `json:"keepalive,omitempty"`
+
 	// Engines are the upstreams, each serving one or more models.
 	Engines []engines.Config `json:"engines,omitempty"`
 }
@@ -50,7 +58,14 @@ func (c Config) Validate() error {
 	}
 	names := map[string]bool{}
 	models := map[string]string{}
+	byName := map[string]engines.Config{}
 	for _, e := range c.Engines {
+		byName[e.Name] = e
+	}
+	for _, e := range c.Engines {
+		if err := ValidateFallbacks(e, byName); err != nil {
+			return err
+		}
 		if err := e.Validate(); err != nil {
 			return err
 		}
@@ -68,20 +83,53 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// ValidateFallbacks checks an engine's fallback and context_fallback against
+// the other engines of its handler: the fallback must be one of them, not the
+// engine itself, and have no fallback of its own (no chains).
+func ValidateFallbacks(e engines.Config, byName map[string]engines.Config) error {
+	if e.Fallback != "" {
+		fb, ok := byName[e.Fallback]
+		switch {
+		case e.Fallback == e.Name:
+			return fmt.Errorf("engine %s: its fallback %s is the engine itself", e.Name, e.Fallback)
+		case !ok:
+			return fmt.Errorf("engine %s: its fallback %s is not an engine of this handler", e.Name, e.Fallback)
+		case fb.Fallback != "":
+			return fmt.Errorf("engine %s: its fallback %s has a fallback of its own (%s); fallbacks do not chain", e.Name, e.Fallback, fb.Fallback)
+		}
+	}
+	if e.ContextFallback != "" {
+		name, _, _ := strings.Cut(e.ContextFallback, "/")
+		if _, ok := byName[name]; !ok {
+			return fmt.Errorf("engine %s: its context_fallback %s is not an engine of this handler", e.Name, name)
+		}
+		if name == e.Name {
+			return fmt.Errorf("engine %s: its context_fallback %s is the engine itself", e.Name, name)
+		}
+	}
+	return nil
+}
+
 // route is how requests reach one engine.
 type route struct {
-	eng  *engines.Engine
-	cfg  engines.Config // with defaults
-	wake bool
+	eng             *engines.Engine
+	cfg             engines.Config // with defaults
+	wake            bool
+	fallback        *route
+	contextFallback *route
+	contextModel    string
+	plan            []candidate
 }
 
 // Gateway serves requests for one handler instance. It holds no engine
 // itself: engines are given to it (the caddy module keeps them across
 // reloads).
 type Gateway struct {
-	log     *zap.Logger
-	keys    *keyring
-	maxBody int64
+	log       *zap.Logger
+	keys      *keyring
+	maxBody   int64
+	keepAlive time.Duration
+	dropped   atomic.Int64 // malformed events dropped
 	routes  []*route          // in config order
 	byModel map[string]*route // every model name and alias
 }
@@ -104,6 +152,10 @@ func New(cfg Config, engs []*engines.Engine, log *zap.Logger) (*Gateway, error) 
 	if g.maxBody == 0 {
 		g.maxBody = DefaultMaxBody
 	}
+	g.keepAlive = time.Duration(cfg.KeepAlive)
+	if g.keepAlive <= 0 {
+		g.keepAlive = DefaultKeepAlive
+	}
 	byName := map[string]*engines.Engine{}
 	for _, e := range engs {
 		byName[e.Name()] = e
@@ -123,6 +175,18 @@ func New(cfg Config, engs []*engines.Engine, log *zap.Logger) (*Gateway, error) 
 			g.byModel[m] = rt
 		}
 	}
+	byRoute := map[string]*route{}
+	for _, rt := range g.routes {
+		byRoute[rt.cfg.Name] = rt
+	}
+	for _, rt := range g.routes {
+		rt.fallback = byRoute[rt.cfg.Fallback]
+		if rt.cfg.ContextFallback != "" {
+			name, model, _ := strings.Cut(rt.cfg.ContextFallback, "/")
+			rt.contextFallback, rt.contextModel = byRoute[name], model
+		}
+		rt.plan = buildPlan(rt)
+	}
 	return g, nil
 }
 
@@ -134,6 +198,7 @@ type Result struct {
 	ModelSent  string // what the answering engine was sent
 	Attempts   int    // upstream attempts made
 	KeyName    string // the name of the caller's key, if named
+	Fallback   string // the fallback that answered, if one did
 }
 
 // ServeHTTP serves the request if it is the gateway's (a path under /v1/)
@@ -188,7 +253,7 @@ func (g *Gateway) serveRouted(w http.ResponseWriter, r *http.Request, res *Resul
 		g.unknownModel(req.model).write(w)
 		return
 	}
-	g.run(w, req, g.plan(req, rt), res)
+	g.run(w, req, rt.plan, res)
 }
 
 // readRequest reads and scans the body, once, bounded by max_body.

@@ -1,88 +1,275 @@
 package handler
 
 import (
+	"encoding/json"
 	"errors"
 	"io"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
 
-// run walks the plan: each candidate is tried until one gives an answer worth
-// committing. Nothing reaches the client before commit; after it, nothing
-// switches.
+// run walks the plan. Each candidate is tried, and retried on transient
+// failures, until one gives an answer worth committing; a failure that
+// says "try elsewhere" moves on to the next candidate. Nothing but SSE
+// comments reaches the client before commit; after it, nothing switches.
 func (g *Gateway) run(w http.ResponseWriter, req *request, plan []candidate, res *Result) {
+	rp := &reply{w: w, rc: http.NewResponseController(w), stream: req.stream, keepAlive: g.keepAlive, start: time.Now()}
 	var failed []*attempt
 	defer func() {
 		for _, a := range failed {
 			a.close()
 		}
 	}()
-	for i, c := range plan {
-		a := g.try(req, c)
-		res.Attempts++
-		last := i == len(plan)-1
-		if a.outcome == outcomeGood || (a.outcome == outcomeStatus && (last || !a.retryable())) {
-			res.Engine, res.ModelSent = c.rt.cfg.Name, a.sent
-			g.commit(w, req, a)
-			return
+	for i := 0; i < len(plan); i++ {
+		c := plan[i]
+		var fallback *route
+		if i+1 < len(plan) && plan[i+1].role == roleFallback {
+			fallback = plan[i+1].rt
 		}
-		if ce := g.log.Check(zapcore.DebugLevel, "attempt failed"); ce != nil {
-			ce.Write(zap.String("attempt", a.label()), zap.Error(a.err))
+		for retry := 0; ; retry++ {
+			a := g.try(rp, req, c, fallback)
+			if a.resp != nil || a.outcome == outcomeClosed || a.outcome == outcomeConnect || a.outcome == outcomeDNS || a.outcome == outcomeTimeout {
+				res.Attempts++
+			}
+			if a.outcome == outcomeGood {
+				res.Engine, res.ModelSent = c.rt.cfg.Name, a.sent
+				if c.role != rolePrimary {
+					res.Fallback = c.rt.cfg.Name
+				}
+				g.commit(rp, a)
+				return
+			}
+			if ce := g.log.Check(zapcore.DebugLevel, "attempt failed"); ce != nil {
+				ce.Write(zap.String("attempt", a.label()), zap.Error(a.err))
+			}
+			failed = append(failed, a)
+			if a.outcome == outcomeCanceled {
+				return // nobody is listening
+			}
+			if retry >= *c.rt.cfg.Retries || !a.retryable() {
+				break
+			}
+			wait := max(backoff(retry), a.retryAfter())
+			if !rp.pause(req.r.Context(), wait) {
+				return
+			}
 		}
-		failed = append(failed, a)
-		if a.outcome == outcomeCanceled || !a.retryable() {
+		last := failed[len(failed)-1]
+		if last.contextTooLong() {
+			plan = withContextFallback(plan, i)
+			if i+1 < len(plan) && plan[i+1].role == roleContext {
+				g.log.Info("context too long: request goes to the context fallback",
+					zap.String("engine", c.rt.cfg.Name), zap.String("fallback", plan[i+1].rt.cfg.Name))
+				continue
+			}
+		}
+		if !last.movesOn() {
+			break
+		}
+		if i+1 < len(plan) && plan[i+1].role == roleFallback {
+			g.log.Info("engine failed: request goes to its fallback", zap.String("engine", c.rt.cfg.Name),
+				zap.String("fallback", plan[i+1].rt.cfg.Name), zap.String("failure", last.label()))
+		}
+	}
+	g.fail(rp, failed)
+}
+
+// fail answers when no candidate gave an answer: with the first upstream
+// error (the primary's, normally) as it was sent, or the first failure as an
+// error of ours, with every attempt listed when there were several.
+func (g *Gateway) fail(rp *reply, failed []*attempt) {
+	first := failed[0]
+	for _, a := range failed {
+		if a.outcome == outcomeStatus {
+			first = a
 			break
 		}
 	}
-	g.fail(w, failed)
-}
-
-// fail answers with the first attempt's failure: the primary's upstream error
-// as it was sent when there is one, else an error of ours, listing every
-// attempt when there were several.
-func (g *Gateway) fail(w http.ResponseWriter, failed []*attempt) {
-	first := failed[0]
-	if first.outcome == outcomeCanceled {
-		return // nobody is listening
+	var labels []string
+	if len(failed) > 1 {
+		for _, a := range failed {
+			labels = append(labels, a.label())
+		}
+	}
+	if first.outcome == outcomeStatus {
+		g.passUpstreamError(rp, first, labels)
+		return
 	}
 	e := first.failureError()
-	if len(failed) > 1 {
-		labels := make([]string, len(failed))
-		for i, a := range failed {
-			labels[i] = a.label()
-		}
+	if labels != nil {
 		e.Message += " (attempts: " + strings.Join(labels, ", ") + ")"
 	}
-	e.write(w)
+	if rp.preamble {
+		_, _ = rp.w.Write(e.sseEvent())
+		_ = rp.rc.Flush()
+		return
+	}
+	if labels != nil {
+		rp.w.Header().Set("X-LLM-Attempts", strings.Join(labels, ", "))
+	}
+	e.write(rp.w)
 }
 
-// commit gives the attempt's response to the client. This is the commit
-// point: the first byte of the response leaves the gateway here, and from
-// now on the request is this engine's, whatever happens.
-func (g *Gateway) commit(w http.ResponseWriter, req *request, a *attempt) {
+// passUpstreamError sends an upstream's error answer: status, headers and
+// body as the upstream sent them, except that the attempts, when there were
+// several, are added to the error's message.
+func (g *Gateway) passUpstreamError(rp *reply, a *attempt, labels []string) {
+	body := a.errBody
+	if labels != nil {
+		body = withAttempts(body, strings.Join(labels, ", "))
+	}
+	if rp.preamble {
+		e := &Error{a.resp.StatusCode, typeUpstream, "upstream_error", upstreamMessage(body)}
+		_, _ = rp.w.Write(e.sseEvent())
+		_ = rp.rc.Flush()
+		return
+	}
+	h := rp.w.Header()
+	copyHeader(h, a.resp.Header)
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	h.Set("X-LLM-Engine", a.c.rt.cfg.Name)
+	if labels != nil {
+		h.Set("X-LLM-Attempts", strings.Join(labels, ", "))
+	}
+	rp.w.WriteHeader(a.resp.StatusCode)
+	_, _ = rp.w.Write(body)
+}
+
+// withAttempts adds the attempt list to an OpenAI-shaped error's message.
+// A body of another shape is left alone (the X-LLM-Attempts header has it).
+func withAttempts(body []byte, attempts string) []byte {
+	var doc map[string]any
+	if json.Unmarshal(body, &doc) != nil {
+		return body
+	}
+	note := " (attempts: " + attempts + ")"
+	switch e := doc["error"].(type) {
+	case map[string]any:
+		msg, _ := e["message"].(string)
+		e["message"] = msg + note
+	case string:
+		doc["error"] = e + note
+	default:
+		return body
+	}
+	out, err := json.Marshal(doc)
+	if err != nil {
+		return body
+	}
+	return out
+}
+
+// upstreamMessage is the message of an upstream's error body, or the body.
+func upstreamMessage(body []byte) string {
+	var doc struct {
+		Error json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(body, &doc) == nil && len(doc.Error) > 0 {
+		var e struct{ Message string }
+		if json.Unmarshal(doc.Error, &e) == nil && e.Message != "" {
+			return e.Message
+		}
+		var s string
+		if json.Unmarshal(doc.Error, &s) == nil {
+			return s
+		}
+	}
+	s := strings.TrimSpace(string(body))
+	if len(s) > 1000 {
+		s = s[:1000] + "…"
+	}
+	return s
+}
+
+// commit gives the attempt's answer to the client. This is the commit
+// point: the first content leaves the gateway here, and from now on the
+// request is this engine's, whatever happens.
+func (g *Gateway) commit(rp *reply, a *attempt) {
 	defer a.close()
 	resp := a.resp
-	h := w.Header()
-	copyHeader(h, resp.Header)
-	h.Set("X-LLM-Engine", a.c.rt.cfg.Name)
-	sse := isEventStream(resp.Header.Get("Content-Type"))
-	if sse {
-		// an event stream is delivered event by event: no length, and no
-		// buffering in proxies in front of us
-		h.Del("Content-Length")
-		h.Set("Cache-Control", "no-cache")
-		h.Set("X-Accel-Buffering", "no")
+	name := a.c.rt.cfg.Name
+	if rp.preamble {
+		// the status and headers went out with the preamble: body only
+		if a.c.role != rolePrimary {
+			rp.comment("fallback " + name)
+		}
+	} else {
+		h := rp.w.Header()
+		copyHeader(h, resp.Header)
+		h.Set("X-LLM-Engine", name)
+		if a.c.role != rolePrimary {
+			h.Set("X-LLM-Fallback", name)
+		}
+		if a.events != nil {
+			// an event stream is delivered event by event: no length,
+			// and no buffering in proxies in front of us
+			h.Del("Content-Length")
+			h.Set("Cache-Control", "no-cache")
+			h.Set("X-Accel-Buffering", "no")
+		}
+		rp.w.WriteHeader(resp.StatusCode)
 	}
-	w.WriteHeader(resp.StatusCode)
+	if a.events == nil {
+		if err := copyBody(rp.w, resp.Body, rp.preamble); err != nil {
+			g.cut(rp, a, err)
+		}
+		return
+	}
+	if _, err := rp.w.Write(a.held); err != nil {
+		g.cut(rp, a, errClientGone)
+	}
+	a.held = nil
+	g.relay(rp, a)
+}
 
-	if err := copyBody(w, resp.Body, sse); err != nil {
-		g.cut(w, a, sse, err)
+// relay passes the rest of an event stream on, event by event: each event
+// is flushed as soon as no further one is already buffered, a data line
+// that is not JSON is dropped, and a stream that ends without its last
+// event complete, or stalls past stream_idle_timeout, is cut honestly.
+func (g *Gateway) relay(rp *reply, a *attempt) {
+	idle := time.Duration(a.c.rt.cfg.StreamIdleTimeout)
+	for {
+		if !a.events.buffered() {
+			if err := rp.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+				g.cut(rp, a, errClientGone)
+			}
+		}
+		ev, err := a.nextEvent(idle)
+		if err == io.EOF {
+			// a clean end, [DONE] or not: finish at once
+			_ = rp.rc.Flush()
+			return
+		}
+		if err != nil {
+			a.fail(err)
+			g.cut(rp, a, err)
+		}
+		kind := classifyEvent(ev, false)
+		if kind == eventMalformed {
+			g.droppedEvent(a)
+			continue
+		}
+		if _, err := rp.w.Write(ev); err != nil {
+			g.cut(rp, a, errClientGone)
+		}
+		if kind == eventDone {
+			_ = rp.rc.Flush()
+			return
+		}
 	}
+}
+
+// droppedEvent counts a data event that was not JSON.
+func (g *Gateway) droppedEvent(a *attempt) {
+	g.dropped.Add(1)
+	g.log.Warn("dropped a malformed event", zap.String("engine", a.c.rt.cfg.Name))
 }
 
 // errClientGone marks a copy that ended because the client stopped reading.
@@ -91,16 +278,21 @@ var errClientGone = errors.New("client went away")
 // cut ends a response whose upstream failed after commit. The client must
 // see an error, never a tidy end that looks complete: a stream gets one
 // in-band error event first, and the connection is aborted either way.
-func (g *Gateway) cut(w http.ResponseWriter, a *attempt, sse bool, err error) {
-	if errors.Is(err, errClientGone) || a.lease == nil {
+func (g *Gateway) cut(rp *reply, a *attempt, err error) {
+	if errors.Is(err, errClientGone) {
 		panic(http.ErrAbortHandler)
 	}
+	a.c.rt.eng.Breaker().Failure()
 	g.log.Warn("upstream failed mid-response", zap.String("engine", a.c.rt.cfg.Name), zap.Error(err))
-	if sse {
+	if a.events != nil || rp.preamble {
+		reason := rootCause(err)
+		if a.outcome == outcomeTimeout {
+			reason = "no event within its " + a.timeout.Error() + " of " + a.budget().String()
+		}
 		e := &Error{http.StatusBadGateway, typeUpstream, "upstream_stream_cut",
-			"engine " + a.c.rt.cfg.Name + " cut the stream: " + rootCause(err)}
-		_, _ = w.Write(e.sseEvent())
-		_ = http.NewResponseController(w).Flush()
+			"engine " + a.c.rt.cfg.Name + " cut the stream: " + reason}
+		_, _ = rp.w.Write(e.sseEvent())
+		_ = rp.rc.Flush()
 	}
 	a.close()
 	panic(http.ErrAbortHandler)
@@ -108,10 +300,9 @@ func (g *Gateway) cut(w http.ResponseWriter, a *attempt, sse bool, err error) {
 
 var copyBufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
-// copyBody copies the upstream body to the client. An event stream is
-// flushed after every read, so each event leaves as soon as it arrives;
-// other bodies are flushed once at the end. A read error is the upstream's,
-// a write error becomes errClientGone.
+// copyBody copies a body that is not an event stream; flushEach flushes
+// every read (a stream whose preamble went out). A read error is the
+// upstream's, a write error becomes errClientGone.
 func copyBody(w http.ResponseWriter, body io.Reader, flushEach bool) error {
 	bp := copyBufPool.Get().(*[]byte)
 	defer copyBufPool.Put(bp)
@@ -124,15 +315,10 @@ func copyBody(w http.ResponseWriter, body io.Reader, flushEach bool) error {
 				return errClientGone
 			}
 			if flushEach {
-				if err := rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
-					return errClientGone
-				}
+				_ = rc.Flush()
 			}
 		}
 		if rerr == io.EOF {
-			if !flushEach {
-				_ = rc.Flush()
-			}
 			return nil
 		}
 		if rerr != nil {
@@ -144,6 +330,9 @@ func copyBody(w http.ResponseWriter, body io.Reader, flushEach bool) error {
 func isEventStream(ct string) bool {
 	if ct == "" {
 		return false
+	}
+	if strings.HasPrefix(ct, "text/event-stream") && (len(ct) == len("text/event-stream") || ct[len("text/event-stream")] == ';') {
+		return true
 	}
 	mt, _, err := mime.ParseMediaType(ct)
 	return err == nil && mt == "text/event-stream"

@@ -1,0 +1,44 @@
+package handler
+
+import (
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Back-off between attempts on the same engine: exponential from
+// retryBase, with full jitter in [d/2, d), capped at retryCap. One attempt
+// per step: a failing upstream is never hammered in a tight loop.
+const (
+	retryBase = 250 * time.Millisecond
+	retryCap  = 5 * time.Second
+)
+
+// backoff is the wait before retry number n (0 for the first retry).
+func backoff(n int) time.Duration {
+	d := retryBase << min(n, 10)
+	if d > retryCap || d <= 0 {
+		d = retryCap
+	}
+	return d/2 + rand.N(d/2)
+}
+
+// retryAfter parses a Retry-After header: delay-seconds or an HTTP date
+// (RFC 9110 §10.2.3). It returns 0 when there is none or it is unreadable.
+func retryAfter(h http.Header, now time.Time) time.Duration {
+	v := h.Get("Retry-After")
+	if v == "" {
+		return 0
+	}
+	if secs, err := strconv.Atoi(v); err == nil {
+		if secs < 0 {
+			return 0
+		}
+		return time.Duration(secs) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(0, t.Sub(now))
+	}
+	return 0
+}
