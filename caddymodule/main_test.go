@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddytest"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -162,10 +163,17 @@ func newRecorder(t *testing.T, respond http.HandlerFunc) *recorder {
 	return rec
 }
 
+// all returns the requests it was sent, without readiness probes.
 func (r *recorder) all() []recorded {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]recorded(nil), r.requests...)
+	var out []recorded
+	for _, req := range r.requests {
+		if req.path != "/health" {
+			out = append(out, req)
+		}
+	}
+	return out
 }
 
 // okChat answers a minimal chat completion.
@@ -208,4 +216,9 @@ func readFile(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// adaptCaddyfile adapts a Caddyfile named "Caddyfile" to JSON.
+func adaptCaddyfile(body []byte) ([]byte, []caddyconfig.Warning, error) {
+	return caddyconfig.GetAdapter("caddyfile").Adapt(body, map[string]any{"filename": "Caddyfile"})
 }

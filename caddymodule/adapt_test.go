@@ -1,0 +1,147 @@
+package caddymodule
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	_ "github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile" // registers the caddyfile adapter
+)
+
+var updateGoldens = flag.Bool("update", false, "rewrite testdata/adapt/*.json from examples/*/Caddyfile")
+
+// examples are the Caddyfiles shipped in examples/, by example name.
+func examples(t *testing.T) map[string]string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join("..", "examples", "*", "Caddyfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatal("no examples/*/Caddyfile")
+	}
+	byName := map[string]string{}
+	for _, f := range files {
+		byName[filepath.Base(filepath.Dir(f))] = f
+	}
+	return byName
+}
+
+// adapt turns a Caddyfile into indented JSON config, as `caddy adapt` does,
+// and fails on any warning.
+func adapt(t *testing.T, file string) []byte {
+	t.Helper()
+	body, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, warnings, err := caddyconfig.GetAdapter("caddyfile").Adapt(body, map[string]any{"filename": file})
+	if err != nil {
+		t.Fatalf("adapting %s: %v", file, err)
+	}
+	for _, w := range warnings {
+		t.Errorf("adapting %s: warning: %s", file, w.String())
+	}
+	var indented bytes.Buffer
+	if err := json.Indent(&indented, out, "", "\t"); err != nil {
+		t.Fatal(err)
+	}
+	indented.WriteByte('\n')
+	return indented.Bytes()
+}
+
+func TestExamplesAdaptToTheirGoldenJSON(t *testing.T) {
+	for name, file := range examples(t) {
+		t.Run(name, func(t *testing.T) {
+			got := adapt(t, file)
+			golden := filepath.Join("testdata", "adapt", name+".json")
+			if *updateGoldens {
+				if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(golden, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (go test -run TestExamplesAdaptToTheirGoldenJSON -update writes it)", err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("%s adapts to\n%s\nwant (%s)\n%s\n(go test -update rewrites the golden file)", file, got, golden, want)
+			}
+		})
+	}
+}
+
+// TestAdaptedHandlerRoundTripsThroughGateway proves the module's JSON loses
+// nothing: every llm_gateway handler the adapter writes, read into a Gateway
+// and written back, is the same JSON.
+func TestAdaptedHandlerRoundTripsThroughGateway(t *testing.T) {
+	for name, file := range examples(t) {
+		t.Run(name, func(t *testing.T) {
+			handlers := findHandlers(decodeJSON(t, adapt(t, file)), "llm_gateway")
+			if len(handlers) == 0 {
+				t.Fatalf("%s adapts to no llm_gateway handler", file)
+			}
+			for _, h := range handlers {
+				delete(h, "handler") // the module's name, which Caddy adds
+				original, err := json.Marshal(h)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var g Gateway
+				dec := json.NewDecoder(bytes.NewReader(original))
+				dec.DisallowUnknownFields()
+				if err := dec.Decode(&g); err != nil {
+					t.Fatalf("reading the handler into a Gateway: %v\n%s", err, original)
+				}
+				again, err := json.Marshal(&g)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(decodeJSON(t, again), any(h)) {
+					t.Errorf("the handler changed on the round trip:\n%s\nbecame\n%s", original, again)
+				}
+			}
+		})
+	}
+}
+
+// decodeJSON decodes b generically, numbers kept as written.
+func decodeJSON(t *testing.T, b []byte) any {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		t.Fatalf("%v\n%s", err, b)
+	}
+	return v
+}
+
+// findHandlers returns every object in v whose "handler" is name, however
+// deep the routes that hold it are nested.
+func findHandlers(v any, name string) []map[string]any {
+	var found []map[string]any
+	switch v := v.(type) {
+	case map[string]any:
+		if v["handler"] == name {
+			return append(found, v)
+		}
+		for _, child := range v {
+			found = append(found, findHandlers(child, name)...)
+		}
+	case []any:
+		for _, child := range v {
+			found = append(found, findHandlers(child, name)...)
+		}
+	}
+	return found
+}
