@@ -88,7 +88,8 @@ func scanBody(b []byte) (bodyFields, error) {
 		}
 		i = skipSpace(b, i+1)
 		valStart := i
-		valEnd, err := skipValue(b, i, 1)
+		// depth counts the top-level object as 1, as encoding/json's limit does
+		valEnd, err := skipValue(b, i, 2)
 		if err != nil {
 			return f, err
 		}
@@ -415,7 +416,7 @@ type edit struct {
 
 // replaceValue is the edit that sets a member's value to a JSON string.
 func replaceValue(m member, s string) edit {
-	return edit{m.value.start, m.value.end, appendJSONString(nil, s)}
+	return edit{m.value.start, m.value.end, appendJSONString(make([]byte, 0, len(s)+2), s)}
 }
 
 // removeMember is the edit that deletes a member and one adjacent comma, so

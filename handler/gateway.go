@@ -129,9 +129,9 @@ type Gateway struct {
 	keys      *keyring
 	maxBody   int64
 	keepAlive time.Duration
-	dropped   atomic.Int64 // malformed events dropped
-	routes  []*route          // in config order
-	byModel map[string]*route // every model name and alias
+	dropped   atomic.Int64      // malformed events dropped
+	routes    []*route          // in config order
+	byModel   map[string]*route // every model name and alias
 }
 
 // New builds a gateway for cfg over the given engines, which must include

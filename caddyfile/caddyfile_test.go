@@ -1,0 +1,593 @@
+package caddyfile
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	cf "github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+
+	"github.com/llmgateway/caddy-llm-gateway/engines"
+	"github.com/llmgateway/caddy-llm-gateway/handler"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+// remote is an engine block that satisfies Validate, for cases about
+// something else.
+const remote = `
+	engine openai {
+		to https://api.openai.com
+		models gpt-4o
+	}`
+
+func parse(t *testing.T, input string) handler.Config {
+	t.Helper()
+	cfg, err := Parse(cf.NewTestDispenser(input))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, input)
+	}
+	return cfg
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func dur(d time.Duration) caddy.Duration { return caddy.Duration(d) }
+
+func TestParseEverySubdirective(t *testing.T) {
+	openai := engines.Config{Name: "openai", To: "https://api.openai.com", Models: []string{"gpt-4o"}}
+	for _, tc := range []struct {
+		name  string
+		input string
+		want  handler.Config
+	}{
+		{"one remote engine", `llm_gateway {` + remote + `
+}`, handler.Config{Engines: []engines.Config{openai}}},
+		{"keys", `llm_gateway {
+	keys {env.GATEWAY_KEYS} sk-one
+	keys sk-two` + remote + `
+}`, handler.Config{
+			Keys:    []handler.Key{{Value: "{env.GATEWAY_KEYS}"}, {Value: "sk-one"}, {Value: "sk-two"}},
+			Engines: []engines.Config{openai},
+		}},
+		{"named key among keys", `llm_gateway {
+	keys sk-one
+	key alice {env.ALICE_KEY}` + remote + `
+}`, handler.Config{
+			Keys:    []handler.Key{{Value: "sk-one"}, {Name: "alice", Value: "{env.ALICE_KEY}"}},
+			Engines: []engines.Config{openai},
+		}},
+		{"max_body in IEC units", `llm_gateway {
+	max_body 1MiB` + remote + `
+}`, handler.Config{MaxBody: 1 << 20, Engines: []engines.Config{openai}}},
+		{"max_body in SI units", `llm_gateway {
+	max_body 10MB` + remote + `
+}`, handler.Config{MaxBody: 10_000_000, Engines: []engines.Config{openai}}},
+		{"max_body in bytes", `llm_gateway {
+	max_body 4096` + remote + `
+}`, handler.Config{MaxBody: 4096, Engines: []engines.Config{openai}}},
+		{"wake off", `llm_gateway {
+	wake off` + remote + `
+}`, handler.Config{Wake: ptr(false), Engines: []engines.Config{openai}}},
+		{"wake true", `llm_gateway {
+	wake true` + remote + `
+}`, handler.Config{Wake: ptr(true), Engines: []engines.Config{openai}}},
+		{"keepalive", `llm_gateway {
+	keepalive 500ms` + remote + `
+}`, handler.Config{KeepAlive: dur(500 * time.Millisecond), Engines: []engines.Config{openai}}},
+		{"an engine with every subdirective", `llm_gateway {
+	engine llama {
+		to http://127.0.0.1:{engine.port}/base
+		models llama-3.1-8b llama
+		model_name Meta-Llama-3.1-8B-Instruct-Q4_K_M
+		api_key {env.LLAMA_KEY}
+		cmd /usr/local/bin/llama-server -m "/srv/models/llama 3.1.gguf" --port {engine.port}
+		dir /srv/models
+		env CUDA_VISIBLE_DEVICES=0
+		env LLAMA_ARG_CTX_SIZE 8192
+		env EMPTY=
+		ready /v1/models
+		wake off
+		group gpu0
+		start_timeout 2m
+		idle_timeout 10m
+		stop_timeout 5s
+		dial_timeout 1s
+		header_timeout 90s
+		request_timeout 1h30m
+		first_token_timeout 45s
+		stream_idle_timeout 2m
+		fallback openai
+		fallback_after 3s
+		fallback_model gpt-4o-mini
+		context_fallback openai/gpt-4.1
+		retries 3
+		retry_after_max 20s
+		breaker 4 45s
+	}` + remote + `
+}`, handler.Config{Engines: []engines.Config{{
+			Name:           "llama",
+			To:             "http://127.0.0.1:{engine.port}/base",
+			Models:         []string{"llama-3.1-8b", "llama"},
+			ModelName:      "Meta-Llama-3.1-8B-Instruct-Q4_K_M",
+			APIKey:         "{env.LLAMA_KEY}",
+			Cmd:            []string{"/usr/local/bin/llama-server", "-m", "/srv/models/llama 3.1.gguf", "--port", "{engine.port}"},
+			Dir:            "/srv/models",
+			Env:            []string{"CUDA_VISIBLE_DEVICES=0", "LLAMA_ARG_CTX_SIZE=8192", "EMPTY="},
+			Ready:          "/v1/models",
+			Wake:           ptr(false),
+			Group:          "gpu0",
+			StartTimeout:   dur(2 * time.Minute),
+			IdleTimeout:    dur(10 * time.Minute),
+			StopTimeout:    dur(5 * time.Second),
+			DialTimeout:    dur(time.Second),
+			HeaderTimeout:  dur(90 * time.Second),
+			RequestTimeout: dur(90 * time.Minute),
+
+			FirstTokenTimeout: dur(45 * time.Second),
+			StreamIdleTimeout: dur(2 * time.Minute),
+			Fallback:          "openai",
+			FallbackAfter:     dur(3 * time.Second),
+			FallbackModel:     "gpt-4o-mini",
+			ContextFallback:   "openai/gpt-4.1",
+			Retries:           ptr(3),
+			RetryAfterMax:     dur(20 * time.Second),
+			BreakerFailures:   4,
+			BreakerCooldown:   dur(45 * time.Second),
+		}, openai}}},
+		{"no retries, a breaker without a cool-down", `llm_gateway {
+	engine openai {
+		to https://api.openai.com
+		models gpt-4o
+		retries 0
+		breaker 1
+	}
+}`, handler.Config{Engines: []engines.Config{{
+			Name: "openai", To: "https://api.openai.com", Models: []string{"gpt-4o"}, Retries: ptr(0), BreakerFailures: 1,
+		}}}},
+		{"context_fallback to an engine without a model", `llm_gateway {
+	engine small {
+		to http://10.0.0.1:8000
+		models small
+		context_fallback big
+	}
+	engine big {
+		to http://10.0.0.2:8000
+		models big
+	}
+}`, handler.Config{Engines: []engines.Config{
+			{Name: "small", To: "http://10.0.0.1:8000", Models: []string{"small"}, ContextFallback: "big"},
+			{Name: "big", To: "http://10.0.0.2:8000", Models: []string{"big"}},
+		}}},
+		{"api_key in its own header", `llm_gateway {
+	engine anthropic {
+		to https://api.anthropic.com
+		models claude
+		api_key {env.ANTHROPIC_API_KEY} x-api-key
+	}
+}`, handler.Config{Engines: []engines.Config{{
+			Name: "anthropic", To: "https://api.anthropic.com", Models: []string{"claude"},
+			APIKey: "{env.ANTHROPIC_API_KEY}", APIKeyHeader: "x-api-key",
+		}}}},
+		{"wake on for one engine", `llm_gateway {
+	wake off
+	engine openai {
+		to https://api.openai.com
+		models gpt-4o
+		wake on
+	}
+}`, handler.Config{Wake: ptr(false), Engines: []engines.Config{{
+			Name: "openai", To: "https://api.openai.com", Models: []string{"gpt-4o"}, Wake: ptr(true),
+		}}}},
+		{"durations in days", `llm_gateway {
+	engine openai {
+		to https://api.openai.com
+		models gpt-4o
+		idle_timeout 1d
+		request_timeout 0
+	}
+}`, handler.Config{Engines: []engines.Config{{
+			Name: "openai", To: "https://api.openai.com", Models: []string{"gpt-4o"}, IdleTimeout: dur(24 * time.Hour),
+		}}}},
+		{"engines keep their order", `llm_gateway {
+	engine b {
+		to http://10.0.0.2:8000
+		models m2
+	}
+	engine a {
+		to http://10.0.0.1:8000
+		models m1
+	}
+}`, handler.Config{Engines: []engines.Config{
+			{Name: "b", To: "http://10.0.0.2:8000", Models: []string{"m2"}},
+			{Name: "a", To: "http://10.0.0.1:8000", Models: []string{"m1"}},
+		}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := parse(t, tc.input)
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("got  %s\nwant %s", asJSON(t, got), asJSON(t, tc.want))
+			}
+		})
+	}
+}
+
+func asJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.MarshalIndent(v, "", "\t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestParseErrorsNameTheProblemAndTheLine(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		input string
+		msg   string
+		line  int
+	}{
+		{"an argument after the directive", `llm_gateway on {` + remote + `
+}`, "wrong argument count", 1},
+		{"unknown subdirective", `llm_gateway {
+	keys sk-one
+	max_bodies 1MiB` + remote + `
+}`, `unknown llm_gateway subdirective "max_bodies"`, 3},
+		{"unknown engine subdirective", `llm_gateway {
+	engine openai {
+		to https://api.openai.com
+		models gpt-4o
+		idle 5m
+	}
+}`, `unknown engine subdirective "idle" in engine openai`, 5},
+		{"an engine subdirective at handler level", `llm_gateway {
+	models gpt-4o` + remote + `
+}`, `unknown llm_gateway subdirective "models"`, 2},
+		{"a handler subdirective in an engine", `llm_gateway {
+	engine openai {
+		to https://api.openai.com
+		models gpt-4o
+		max_body 1MiB
+	}
+}`, `unknown engine subdirective "max_body" in engine openai`, 5},
+		{"engine without a name", `llm_gateway {
+	engine {
+		to https://api.openai.com
+	}
+}`, "engine needs a name", 2},
+		{"engine with two names", `llm_gateway {
+	engine open ai {
+		to https://api.openai.com
+		models gpt-4o
+	}
+}`, "wrong argument count", 2},
+		{"engine name with a slash", `llm_gateway {
+	engine open/ai {
+		to https://api.openai.com
+		models gpt-4o
+	}
+}`, "may not contain '/'", 2},
+		{"missing to", `llm_gateway {
+	keys sk-one
+
+	engine openai {
+		models gpt-4o
+	}
+}`, "engine openai: missing 'to'", 4},
+		{"to without a URL", `llm_gateway {
+	engine openai {
+		to
+		models gpt-4o
+	}
+}`, "wrong argument count", 3},
+		{"to not http", `llm_gateway {
+	engine openai {
+		to ftp://api.openai.com
+		models gpt-4o
+	}
+}`, "'to' must be an http:// or https:// URL", 2},
+		{"to without a host", `llm_gateway {
+	engine openai {
+		to http:///v1
+		models gpt-4o
+	}
+}`, "'to' has no host", 2},
+		{"missing models", `llm_gateway {
+	engine openai {
+		to https://api.openai.com
+	}
+}`, "engine openai: missing 'models'", 2},
+		{"models without a name", `llm_gateway {
+	engine openai {
+		to https://api.openai.com
+		models
+	}
+}`, "wrong argument count", 4},
+		{"a model served by two engines", `llm_gateway {
+	engine openai {
+		to https://api.openai.com
+		models gpt-4o gpt-4o-mini
+	}
+	engine azure {
+		to https://example.openai.azure.com
+		models o3 gpt-4o-mini
+	}
+}`, "model gpt-4o-mini is served by both engine openai and engine azure", 6},
+		{"an engine defined twice", `llm_gateway {
+	engine openai {
+		to https://api.openai.com
+		models gpt-4o
+	}
+
+	engine openai {
+		to https://api.openai.com
+		models o3
+	}
+}`, "engine openai is defined twice", 7},
+		{"a bad duration", `llm_gateway {
+	engine openai {
+		to https://api.openai.com
+		models gpt-4o
+		header_timeout soon
+	}
+}`, `bad header_timeout "soon"`, 5},
+		{"a duration without a unit", `llm_gateway {
+	engine openai {
+		to https://api.openai.com
+		models gpt-4o
+		start_timeout 300
+	}
+}`, `bad start_timeout "300"`, 5},
+		{"a duration in two words", `llm_gateway {
+	engine openai {
+		to https://api.openai.com
+		models gpt-4o
+		idle_timeout 5 minutes
+	}
+}`, "wrong argument count", 5},
+		{"a negative duration", `llm_gateway {
+	engine openai {
+		to https://api.openai.com
+		models gpt-4o
+		stop_timeout -1s
+	}
+}`, "stop_timeout may not be negative", 5},
+		{"a bad max_body", `llm_gateway {
+	max_body lots` + remote + `
+}`, `bad max_body "lots"`, 2},
+		{"a zero max_body", `llm_gateway {
+	max_body 0` + remote + `
+}`, `bad max_body "0"`, 2},
+		{"a negative max_body", `llm_gateway {
+	max_body -1MiB` + remote + `
+}`, `bad max_body "-1MiB"`, 2},
+		{"max_body without a size", `llm_gateway {
+	max_body` + remote + `
+}`, "wrong argument count", 2},
+		{"wake with a bad value", `llm_gateway {
+	wake sometimes` + remote + `
+}`, `wake takes on or off, not "sometimes"`, 2},
+		{"engine wake with a bad value", `llm_gateway {
+	engine openai {
+		to https://api.openai.com
+		models gpt-4o
+		wake yes
+	}
+}`, `wake takes on or off, not "yes"`, 5},
+		{"env without a value", `llm_gateway {
+	engine llama {
+		cmd llama-server --port {engine.port}
+		to http://127.0.0.1:{engine.port}
+		models llama
+		env CUDA_VISIBLE_DEVICES
+	}
+}`, "env takes KEY=VALUE or KEY VALUE", 6},
+		{"env with too many words", `llm_gateway {
+	engine llama {
+		cmd llama-server --port {engine.port}
+		to http://127.0.0.1:{engine.port}
+		models llama
+		env A=1 B=2
+	}
+}`, "env takes KEY=VALUE or KEY VALUE", 6},
+		{"env without a key", `llm_gateway {
+	engine llama {
+		cmd llama-server --port {engine.port}
+		to http://127.0.0.1:{engine.port}
+		models llama
+		env =1
+	}
+}`, `engine llama: env "=1" is not KEY=VALUE`, 2},
+		{"ready without a leading slash", `llm_gateway {
+	engine llama {
+		cmd llama-server --port {engine.port}
+		to http://127.0.0.1:{engine.port}
+		models llama
+		ready health
+	}
+}`, `ready takes a path starting with '/', not "health"`, 6},
+		{"{engine.port} without cmd", `llm_gateway {
+	engine llama {
+		to http://127.0.0.1:{engine.port}
+		models llama
+	}
+}`, "engine llama: {engine.port} needs 'cmd'", 2},
+		{"cmd without a program", `llm_gateway {
+	engine llama {
+		cmd
+		to http://127.0.0.1:8080
+		models llama
+	}
+}`, "wrong argument count", 3},
+		{"api_key with three words", `llm_gateway {
+	engine openai {
+		to https://api.openai.com
+		models gpt-4o
+		api_key sk-1 Authorization Bearer
+	}
+}`, "api_key takes a key and optionally the header", 5},
+		{"a bad keepalive", `llm_gateway {
+	keepalive often` + remote + `
+}`, `bad keepalive "often"`, 2},
+		{"retries not a number", `llm_gateway {
+	engine openai {
+		to https://api.openai.com
+		models gpt-4o
+		retries many
+	}
+}`, `retries takes a count of 0 or more, not "many"`, 5},
+		{"negative retries", `llm_gateway {
+	engine openai {
+		to https://api.openai.com
+		models gpt-4o
+		retries -1
+	}
+}`, `retries takes a count of 0 or more, not "-1"`, 5},
+		{"a breaker that never opens", `llm_gateway {
+	engine openai {
+		to https://api.openai.com
+		models gpt-4o
+		breaker 0
+	}
+}`, `breaker takes a failure count of 1 or more, not "0"`, 5},
+		{"a breaker with a bad cool-down", `llm_gateway {
+	engine openai {
+		to https://api.openai.com
+		models gpt-4o
+		breaker 5 -30s
+	}
+}`, `bad breaker cool-down "-30s"`, 5},
+		{"a breaker with three words", `llm_gateway {
+	engine openai {
+		to https://api.openai.com
+		models gpt-4o
+		breaker 5 30s 1m
+	}
+}`, "breaker takes a failure count and optionally a cool-down", 5},
+		{"a negative fallback_after", `llm_gateway {
+	engine openai {
+		to https://api.openai.com
+		models gpt-4o
+		fallback_after -5s
+	}
+}`, "fallback_after may not be negative", 5},
+		{"fallback to itself", `llm_gateway {
+	engine openai {
+		to https://api.openai.com
+		models gpt-4o
+		fallback openai
+	}
+}`, "fallback openai is the engine itself", 2},
+		{"fallback to an unknown engine", `llm_gateway {` + remote + `
+	engine local {
+		cmd llama-server --port {engine.port}
+		to http://127.0.0.1:{engine.port}
+		models llama
+		fallback opanai
+	}
+}`, "engine local: its fallback opanai is not an engine of this handler", 6},
+		{"fallbacks that chain", `llm_gateway {
+	engine a {
+		to http://10.0.0.1:8000
+		models a
+		fallback b
+	}
+	engine b {
+		to http://10.0.0.2:8000
+		models b
+		fallback c
+	}
+	engine c {
+		to http://10.0.0.3:8000
+		models c
+	}
+}`, "engine a: its fallback b has a fallback of its own (c); fallbacks do not chain", 2},
+		{"context_fallback to an unknown engine", `llm_gateway {
+	engine small {
+		to http://10.0.0.1:8000
+		models small
+		context_fallback huge/gpt-4.1
+	}
+}`, "engine small: its context_fallback huge is not an engine of this handler", 2},
+		{"context_fallback to itself", `llm_gateway {
+	engine small {
+		to http://10.0.0.1:8000
+		models small small-long
+		context_fallback small/small-long
+	}
+}`, "engine small: its context_fallback small is the engine itself", 2},
+		{"no engines at all", `llm_gateway {
+	keys sk-one
+	max_body 1MiB
+}`, "llm_gateway needs at least one engine block", 4},
+		{"no block at all", `llm_gateway`, "llm_gateway needs at least one engine block", 1},
+		{"keys without a token", `llm_gateway {
+	keys` + remote + `
+}`, "wrong argument count", 2},
+		{"key with a name only", `llm_gateway {
+	key alice` + remote + `
+}`, "key takes a name and a token: key <name> <token>", 2},
+		{"key with three words", `llm_gateway {
+	key alice sk-alice extra` + remote + `
+}`, "key takes a name and a token: key <name> <token>", 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse(cf.NewTestDispenser(tc.input))
+			if err == nil {
+				t.Fatalf("no error for\n%s", tc.input)
+			}
+			// the line closes the message, so "Testfile:1" cannot pass for "Testfile:12"
+			at := fmt.Sprintf(", at Testfile:%d", tc.line)
+			if !strings.Contains(err.Error(), tc.msg) || !strings.HasSuffix(err.Error(), at) {
+				t.Errorf("got %q\nwant it to say %q and end with %q", err, tc.msg, at)
+			}
+		})
+	}
+}
+
+// goldenSeparator splits a testdata/*.caddyfile into the llm_gateway block
+// and the handler.Config it parses to, as JSON.
+const goldenSeparator = "\n----------\n"
+
+// TestParseGolden parses each testdata/*.caddyfile and compares the config
+// with the JSON below its separator. With -update it rewrites that JSON.
+func TestParseGolden(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "*.caddyfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatal("no testdata/*.caddyfile")
+	}
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			content, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			input, wantJSON, ok := strings.Cut(string(content), goldenSeparator)
+			if !ok && !*update {
+				t.Fatalf("no %q line between the Caddyfile and its JSON", strings.TrimSpace(goldenSeparator))
+			}
+			got := append(asJSON(t, parse(t, input)), '\n')
+			if *update {
+				if err := os.WriteFile(file, []byte(input+goldenSeparator+string(got)), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if !bytes.Equal(got, []byte(wantJSON)) {
+				t.Errorf("%s parses to\n%s\nwant\n%s\n(go test -update rewrites the golden file)", file, got, wantJSON)
+			}
+		})
+	}
+}
