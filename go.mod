@@ -7,6 +7,7 @@ require (
 	github.com/dustin/go-humanize v1.1.0
 	github.com/openai/openai-go/v3 v3.98.0
 	github.com/spf13/cobra v1.10.2
+	go.uber.org/goleak v1.3.0
 	go.uber.org/zap v1.28.0
 )
 

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+)
+
+var (
+	completionBody = []byte(`{"model":"bench","messages":[{"role":"user","content":"hi"}]}`)
+	streamBody     = []byte(`{"model":"bench","messages":[{"role":"user","content":"hi"}],"stream":true}`)
+	doneEvent      = []byte("data: [DONE]\n\n")
+)
+
+const chatPath = "/v1/chat/completions"
+
+// newClient is a keep-alive HTTP/1.1 client for up to conns connections to
+// one target. Callers close its idle connections when a run ends, so no run
+// inherits another's connections.
+func newClient(conns int) (*http.Client, *http.Transport) {
+	tr := &http.Transport{
+		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:          conns + 16,
+		MaxIdleConnsPerHost:   conns + 16,
+		IdleConnTimeout:       30 * time.Second,
+		ResponseHeaderTimeout: 30 * time.Second,
+		DisableCompression:    true,
+	}
+	return &http.Client{Transport: tr, Timeout: 60 * time.Second}, tr
+}
+
+func post(ctx context.Context, c *http.Client, url string, body []byte, chunkDelay time.Duration) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+chatPath, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if chunkDelay > 0 {
+		req.Header.Set("X-Bench-Chunk-Delay", chunkDelay.String())
+	}
+	return c.Do(req)
+}
+
+// completeOnce sends one non-streaming completion and reads the whole answer.
+func completeOnce(ctx context.Context, c *http.Client, url string) error {
+	resp, err := post(ctx, c, url, completionBody, 0)
+	if err != nil {
+		return err
+	}
+	n, err := io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK || n == 0 {
+		return fmt.Errorf("status %d, %d bytes", resp.StatusCode, n)
+	}
+	return nil
+}
+
+// streamResult is one SSE stream as the client saw it.
+type streamResult struct {
+	ttfb   time.Duration // request start to the first body byte (the first event)
+	total  time.Duration // request start to the end of data: [DONE]
+	chunks int           // chat.completion.chunk events received, [DONE] not counted
+	err    error
+}
+
+// maxStreamReads bounds the read loop of one stream (50 events need a few dozen).
+const maxStreamReads = 100_000
+
+// streamOnce sends one "stream":true completion and reads it to the end.
+// opened, when set, is called at the first body byte.
+func streamOnce(ctx context.Context, c *http.Client, url string, chunkDelay time.Duration, opened func()) streamResult {
+	start := time.Now()
+	resp, err := post(ctx, c, url, streamBody, chunkDelay)
+	if err != nil {
+		return streamResult{err: err}
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+		return streamResult{err: fmt.Errorf("status %d", resp.StatusCode)}
+	}
+	var r streamResult
+	var buf [16 << 10]byte
+	var tail []byte // the last bytes seen, to find events split across reads
+	events := 0
+	for range maxStreamReads {
+		n, err := resp.Body.Read(buf[:])
+		if n > 0 {
+			if r.ttfb == 0 {
+				r.ttfb = time.Since(start)
+				if opened != nil {
+					opened()
+				}
+			}
+			b := buf[:n]
+			if len(tail) > 0 && tail[len(tail)-1] == '\n' && b[0] == '\n' {
+				events++
+			}
+			events += bytes.Count(b, []byte("\n\n"))
+			tail = append(tail, b...)
+			if len(tail) > 64 {
+				tail = append(tail[:0], tail[len(tail)-64:]...)
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			r.err = err
+			break
+		}
+	}
+	r.total = time.Since(start)
+	switch {
+	case r.err != nil:
+	case !bytes.HasSuffix(tail, doneEvent):
+		r.err = errors.New("stream ended without data: [DONE]")
+	default:
+		r.chunks = events - 1
+	}
+	return r
+}

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Benchmark llm_gateway against Caddy's stock reverse_proxy, then measure the
+# gateway's cold start. One command from anywhere in the checkout:
+#
+#   bench/run.sh                        # full run, about 3 minutes
+#   ROUNDS=1 DURATION=1s bench/run.sh   # quick smoke run
+#
+# Environment: ROUNDS (5), DURATION (3s per timed run), RATE (500 req/s),
+# OPEN_STREAMS (1000), COLD_STARTS (20), PHASES (all), SKIP_COLDSTART=1.
+# Everything is built into bench/out/ (gitignored); all traffic stays on
+# 127.0.0.1. The Go programs start the fake upstream and Caddy on free ports
+# and stop them on exit, failure or Ctrl-C; the trap below is a second net.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+out=bench/out
+mkdir -p "$out"
+
+ROUNDS=${ROUNDS:-5}
+DURATION=${DURATION:-3s}
+RATE=${RATE:-500}
+OPEN_STREAMS=${OPEN_STREAMS:-1000}
+COLD_STARTS=${COLD_STARTS:-20}
+PHASES=${PHASES:-throughput,latency,stream,cpu,memory}
+
+# 1000 open streams are 1000 client sockets here, 2000 in Caddy and 1000 in
+# the upstream: raise the soft limit toward the hard one
+want=8192
+hard=$(ulimit -Hn)
+if [[ $hard != unlimited && $hard -lt $want ]]; then want=$hard; fi
+if [[ $(ulimit -Sn) != unlimited && $(ulimit -Sn) -lt $want ]]; then ulimit -Sn "$want"; fi
+if [[ $(ulimit -Sn) != unlimited && $(ulimit -Sn) -lt $((OPEN_STREAMS * 2 + 256)) ]]; then
+	echo "run.sh: ulimit -n is $(ulimit -Sn), too low for OPEN_STREAMS=$OPEN_STREAMS" >&2
+	exit 1
+fi
+
+echo "building into $out/ ..." >&2
+go build -o "$out/caddy" ./cmd/caddy
+go build -o "$out/fakeupstream" ./bench/fakeupstream
+go build -o "$out/load" ./bench/load
+go build -o "$out/coldstart" ./bench/coldstart
+
+child=""
+cleanup() {
+	if [[ -n $child ]] && kill -0 "$child" 2>/dev/null; then
+		kill -TERM "$child" 2>/dev/null || true
+		wait "$child" 2>/dev/null || true
+	fi
+}
+trap cleanup EXIT
+trap 'cleanup; exit 130' INT TERM
+
+# run one program in the background and wait for it, so the traps run
+# promptly on Ctrl-C (the program also sees the SIGINT and stops its children)
+runChild() {
+	"$@" &
+	child=$!
+	local rc=0
+	wait "$child" || rc=$?
+	child=""
+	return "$rc"
+}
+
+runChild "$out/load" -caddy "$out/caddy" -upstream "$out/fakeupstream" -out "$out" \
+	-rounds "$ROUNDS" -duration "$DURATION" -rate "$RATE" -open-streams "$OPEN_STREAMS" -phases "$PHASES"
+
+if [[ ${SKIP_COLDSTART:-0} != 1 ]]; then
+	runChild "$out/coldstart" -caddy "$out/caddy" -out "$out" -n "$COLD_STARTS"
+fi

@@ -1,0 +1,190 @@
+package engines
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/goleak"
+	"go.uber.org/zap"
+
+	demoengine "github.com/llmgateway/caddy-llm-gateway/examples/demo-engine"
+)
+
+// The test binary is also the engine: with LLMGW_TEST_ENGINE=1 it runs the
+// demo engine with its arguments.
+func TestMain(m *testing.M) {
+	if os.Getenv("LLMGW_TEST_ENGINE") == "1" {
+		if err := demoengine.Run(os.Args[1:]); err != nil {
+			fmt.Fprintln(os.Stderr, "demo engine:", err)
+			os.Exit(2)
+		}
+		os.Exit(0)
+	}
+	goleak.VerifyTestMain(m)
+}
+
+func testEngine(t *testing.T, name string, mutate func(*Config), flags ...string) *Engine {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{
+		Name:   name,
+		Cmd:    append([]string{self, "--port", PortPlaceholder}, flags...),
+		Env:    []string{"LLMGW_TEST_ENGINE=1"},
+		To:     "http://127.0.0.1:" + PortPlaceholder,
+		Models: []string{name},
+	}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	tr := &http.Transport{}
+	e, err := New(cfg, tr, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		e.Destruct()
+		tr.CloseIdleConnections()
+	})
+	return e
+}
+
+// get sends a chat completion through a lease.
+func get(l *Lease) error {
+	req, _ := http.NewRequest(http.MethodPost, l.Base().JoinPath("/v1/chat/completions").String(),
+		strings.NewReader(`{"model":"x","messages":[]}`))
+	resp, err := direct.RoundTrip(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return fmt.Errorf("status %d", resp.StatusCode)
+	}
+	return nil
+}
+
+func TestLeasesRaceTheIdleTimerWithoutEverLosingARequest(t *testing.T) {
+	// hammer the boundary: an idle timeout of a few milliseconds and
+	// requests arriving around it from several goroutines; every lease
+	// must point at a live engine
+	e := testEngine(t, "hammer", func(c *Config) { c.IdleTimeout = caddy.Duration(3 * time.Millisecond) }, "--chunk-delay", "0s")
+	var wg sync.WaitGroup
+	var failures atomic.Int32
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 25 {
+				l, err := e.Acquire(context.Background(), true)
+				if err != nil {
+					t.Errorf("acquire: %v", err)
+					failures.Add(1)
+					return
+				}
+				if err := get(l); err != nil {
+					t.Errorf("goroutine %d request %d on a leased engine: %v", g, i, err)
+					failures.Add(1)
+				}
+				l.Release()
+				time.Sleep(time.Duration((g+i)%5) * time.Millisecond)
+			}
+		}()
+	}
+	wg.Wait()
+	if failures.Load() > 0 {
+		t.Fatalf("%d requests failed", failures.Load())
+	}
+}
+
+func TestClientThatGivesUpDoesNotCancelTheStart(t *testing.T) {
+	e := testEngine(t, "patient", nil, "--load-time", "300ms")
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := e.Acquire(ctx, true); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("want the caller's deadline, got %v", err)
+	}
+	if s := e.State(); s != Starting {
+		t.Fatalf("state %s after the only waiter left", s)
+	}
+	l, err := e.Acquire(context.Background(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	if s := e.Status(); s.Leases != 1 || s.PID == 0 {
+		t.Fatalf("%+v", s)
+	}
+}
+
+func TestWakeOffNeverStarts(t *testing.T) {
+	e := testEngine(t, "asleep", nil)
+	if _, err := e.Acquire(context.Background(), false); !errors.Is(err, ErrNotRunning) {
+		t.Fatalf("got %v", err)
+	}
+	if e.State() != Stopped {
+		t.Fatal("started with wake off")
+	}
+}
+
+func TestStartTimeoutKillsTheProcessAndSaysSo(t *testing.T) {
+	e := testEngine(t, "slowpoke", func(c *Config) { c.StartTimeout = caddy.Duration(200 * time.Millisecond) }, "--load-time", "10s")
+	_, err := e.Acquire(context.Background(), true)
+	var se *StartError
+	if !errors.As(err, &se) || !strings.Contains(se.Reason, "not ready within start_timeout 200ms") {
+		t.Fatalf("got %v", err)
+	}
+	if !strings.Contains(err.Error(), "listening on") {
+		t.Fatalf("the error lacks the engine's last lines: %v", err)
+	}
+}
+
+func TestGroupMembersNeverRunTogether(t *testing.T) {
+	group := func(c *Config) { c.Group = "test-gpu" }
+	a := testEngine(t, "ga", group)
+	b := testEngine(t, "gb", group)
+	for i := range 3 {
+		for _, e := range []*Engine{a, b} {
+			l, err := e.Acquire(context.Background(), true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			other := a
+			if e == a {
+				other = b
+			}
+			if s := other.State(); s != Stopped {
+				t.Fatalf("round %d: %s runs while %s is %s", i, e.Name(), other.Name(), s)
+			}
+			l.Release()
+		}
+	}
+}
+
+func TestLineBufferKeepsTheLastLines(t *testing.T) {
+	var b lineBuffer
+	for i := range 250 {
+		b.add(fmt.Sprint(i))
+	}
+	got := b.last(3)
+	if strings.Join(got, ",") != "247,248,249" {
+		t.Fatalf("%v", got)
+	}
+	if all := b.last(1000); len(all) != keptLines || all[0] != "150" {
+		t.Fatalf("%d lines, first %s", len(all), all[0])
+	}
+}
+
+// direct keeps no idle connections, so the leak check sees no client goroutines.
+var direct = &http.Transport{DisableKeepAlives: true}
