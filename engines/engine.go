@@ -49,7 +49,7 @@ func (s State) String() string {
 // turning ready.
 const (
 	firstProbeInterval = 5 * time.Millisecond
-	maxProbeInterval   = 50 * time.Millisecond
+	maxProbeInterval   = 20 * time.Millisecond
 	probeTimeout       = 2 * time.Second
 )
 

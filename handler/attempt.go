@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -57,10 +58,14 @@ type attempt struct {
 	lease   *engines.Lease
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
-	timer   *time.Timer // first-token and stream-idle budgets
-	events  *sseReader  // an event stream's reader, after the held events
-	held    []byte      // events read before the first content event
-	errBody []byte      // an error answer's body, kept to pass on
+	timer   *time.Timer // the header budget
+	idleT   atomic.Pointer[time.Timer]
+	idle    time.Duration
+	last    atomic.Int64 // when the last event arrived, in ns since t0
+	t0      time.Time
+	events  *sseReader // an event stream's reader, after the held events
+	held    []byte     // events read before the first content event
+	errBody []byte     // an error answer's body, kept to pass on
 	waited  time.Duration
 }
 
@@ -96,6 +101,9 @@ func (a *attempt) label() string {
 func (a *attempt) close() {
 	if a.timer != nil {
 		a.timer.Stop()
+	}
+	if t := a.idleT.Load(); t != nil {
+		t.Stop()
 	}
 	if a.resp != nil {
 		a.resp.Body.Close()
@@ -206,14 +214,32 @@ func (g *Gateway) send(rp *reply, req *request, a *attempt, fallback *route) {
 	}
 }
 
-// nextEvent reads the next event of the attempt's stream, within
-// stream_idle_timeout of the previous one.
-func (a *attempt) nextEvent(idle time.Duration) ([]byte, error) {
-	if !a.events.buffered() {
-		a.timer.Reset(idle)
-		defer a.timer.Stop()
+// nextEvent reads the next event of the attempt's stream. The idle budget
+// is kept lazily: reading an event only stores the time, and the timer,
+// when it fires, re-arms itself for the rest of the gap, so a busy stream
+// costs no timer operation per event.
+func (a *attempt) nextEvent() ([]byte, error) {
+	ev, err := a.events.next()
+	a.last.Store(int64(time.Since(a.t0)))
+	return ev, err
+}
+
+// startIdleTimer arms the stream-idle budget.
+func (a *attempt) startIdleTimer() {
+	a.idle = time.Duration(a.c.rt.cfg.StreamIdleTimeout)
+	a.t0 = time.Now()
+	a.idleT.Store(time.AfterFunc(a.idle, a.idleCheck))
+}
+
+func (a *attempt) idleCheck() {
+	gap := time.Since(a.t0) - time.Duration(a.last.Load())
+	if gap >= a.idle {
+		a.cancel(errStreamIdleTimeout)
+		return
 	}
-	return a.events.next()
+	if t := a.idleT.Load(); t != nil {
+		t.Reset(a.idle - gap)
+	}
 }
 
 // awaitFirstContent reads a fresh event stream up to its first content
@@ -223,14 +249,13 @@ func (a *attempt) nextEvent(idle time.Duration) ([]byte, error) {
 func (g *Gateway) awaitFirstContent(a *attempt) {
 	cfg := &a.c.rt.cfg
 	a.events = newSSEReader(a.resp.Body)
-	a.timer = time.AfterFunc(time.Hour, func() { a.cancel(errStreamIdleTimeout) })
-	a.timer.Stop()
+	a.startIdleTimer()
 	if d := time.Duration(cfg.FirstTokenTimeout); d > 0 {
 		t := time.AfterFunc(d, func() { a.cancel(errFirstTokenTimeout) })
 		defer t.Stop()
 	}
 	for {
-		ev, err := a.nextEvent(time.Duration(cfg.StreamIdleTimeout))
+		ev, err := a.nextEvent()
 		if err != nil {
 			if err == io.EOF {
 				return // an empty stream that ended cleanly: an answer, commit it

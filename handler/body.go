@@ -241,8 +241,14 @@ func skipString(b []byte, i int) (int, error) {
 	start := i
 	i++
 	for i < len(b) {
-		c := b[i]
-		switch {
+		// the common bytes of a string in one tight loop
+		for i < len(b) && plainStringByte[b[i]] {
+			i++
+		}
+		if i >= len(b) {
+			break
+		}
+		switch c := b[i]; {
 		case c == '"':
 			return i + 1, nil
 		case c == '\\':
@@ -260,14 +266,21 @@ func skipString(b []byte, i int) (int, error) {
 			default:
 				return i, &syntaxError{i, "bad escape"}
 			}
-		case c < 0x20:
+		default: // c < 0x20
 			return i, &syntaxError{i, "control character in a string"}
-		default:
-			i++
 		}
 	}
 	return start, &syntaxError{start, "unterminated string"}
 }
+
+// plainStringByte marks the bytes that may stand in a JSON string as they
+// are: everything but '"', '\\' and control characters.
+var plainStringByte = func() (t [256]bool) {
+	for c := 0x20; c < 256; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 func isHex4(b []byte) bool {
 	for _, c := range b {

@@ -229,41 +229,69 @@ func (g *Gateway) commit(rp *reply, a *attempt) {
 	g.relay(rp, a)
 }
 
-// relay passes the rest of an event stream on, event by event: each event
-// is flushed as soon as no further one is already buffered, a data line
+// relay passes the rest of an event stream on, event by event: a data line
 // that is not JSON is dropped, and a stream that ends without its last
 // event complete, or stalls past stream_idle_timeout, is cut honestly.
+//
+// Events are not copied: consecutive events lie side by side in the
+// reader's buffer, so the batch of events one read brought is written with
+// one Write and one Flush, just before the next read would block, as
+// reverse_proxy writes its copy buffer.
 func (g *Gateway) relay(rp *reply, a *attempt) {
-	idle := time.Duration(a.c.rt.cfg.StreamIdleTimeout)
-	for {
-		if !a.events.buffered() {
+	var batch []byte // events read and not yet written: a span of the reader's buffer
+	send := func(flush bool) {
+		if len(batch) > 0 {
+			if _, err := rp.w.Write(batch); err != nil {
+				g.cut(rp, a, errClientGone)
+			}
+			batch = nil
+		}
+		if flush {
 			if err := rp.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
 				g.cut(rp, a, errClientGone)
 			}
 		}
-		ev, err := a.nextEvent(idle)
+	}
+	for {
+		if !a.events.buffered() {
+			send(true) // the next read may block: everything read so far goes out now
+		}
+		ev, err := a.nextEvent()
 		if err == io.EOF {
 			// a clean end, [DONE] or not: finish at once
-			_ = rp.rc.Flush()
+			send(true)
 			return
 		}
 		if err != nil {
+			send(false)
 			a.fail(err)
 			g.cut(rp, a, err)
 		}
 		kind := classifyEvent(ev, false)
 		if kind == eventMalformed {
+			send(false)
 			g.droppedEvent(a)
 			continue
 		}
-		if _, err := rp.w.Write(ev); err != nil {
-			g.cut(rp, a, errClientGone)
-		}
+		batch = extend(batch, ev)
 		if kind == eventDone {
-			_ = rp.rc.Flush()
+			send(true)
 			return
 		}
 	}
+}
+
+// extend appends ev to batch without copying when ev follows batch in the
+// same buffer, which is how consecutive events come out of an sseReader.
+func extend(batch, ev []byte) []byte {
+	n := len(batch)
+	if n == 0 {
+		return ev
+	}
+	if cap(batch) >= n+len(ev) && len(ev) > 0 && &batch[:n+1][n] == &ev[0] {
+		return batch[:n+len(ev)]
+	}
+	return append(batch[:n:n], ev...) // not adjacent: copy (never happens with one reader)
 }
 
 // droppedEvent counts a data event that was not JSON.
