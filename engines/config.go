@@ -205,15 +205,19 @@ func (c Config) Validate() error {
 	if c.To == "" {
 		return fmt.Errorf("engine %s: missing 'to' (the engine's base URL)", c.Name)
 	}
-	u, err := url.Parse(strings.ReplaceAll(c.To, PortPlaceholder, "1"))
-	if err != nil {
-		return fmt.Errorf("engine %s: bad 'to' URL: %v", c.Name, err)
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return fmt.Errorf("engine %s: 'to' must be an http:// or https:// URL, not %q", c.Name, c.To)
-	}
-	if u.Host == "" {
-		return fmt.Errorf("engine %s: 'to' has no host: %q", c.Name, c.To)
+	// a placeholder such as {env.CPU_ENGINE} is checked once resolved, at
+	// provision; {engine.port} stands for a port here
+	if to := strings.ReplaceAll(c.To, PortPlaceholder, "1"); !strings.Contains(to, "{") {
+		u, err := url.Parse(to)
+		if err != nil {
+			return fmt.Errorf("engine %s: bad 'to' URL: %v", c.Name, err)
+		}
+		if u.Scheme != "http" && u.Scheme != "https" {
+			return fmt.Errorf("engine %s: 'to' must be an http:// or https:// URL, not %q", c.Name, c.To)
+		}
+		if u.Host == "" {
+			return fmt.Errorf("engine %s: 'to' has no host: %q", c.Name, c.To)
+		}
 	}
 	if len(c.Models) == 0 {
 		return fmt.Errorf("engine %s: missing 'models' (the names clients ask for)", c.Name)
