@@ -24,6 +24,8 @@ import (
 //		max_body <size>                 # default 32MiB
 //		wake on|off                     # may a request start a stopped engine; default on
 //		keepalive <duration>            # SSE comment interval while a stream waits; default 3s
+//		body_fallbacks on|off           # may a body name "fallbacks"; default on
+//		annotate_response on|off        # extra_fields in non-streaming JSON answers; default off
 //
 //		engine <name> {
 //			to <url>                    # required; http(s)://host[:port][/base]; {engine.port} with cmd
@@ -104,6 +106,18 @@ func Parse(d *cf.Dispenser) (handler.Config, error) {
 			if err := durationArg(d, &cfg.KeepAlive); err != nil {
 				return cfg, err
 			}
+		case "body_fallbacks":
+			b, err := parseOnOff(d)
+			if err != nil {
+				return cfg, err
+			}
+			cfg.BodyFallbacks = &b
+		case "annotate_response":
+			b, err := parseOnOff(d)
+			if err != nil {
+				return cfg, err
+			}
+			cfg.AnnotateResponse = b
 		case "engine":
 			file, line := d.File(), d.Line()
 			ec, err := parseEngine(d)

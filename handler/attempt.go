@@ -67,6 +67,7 @@ type attempt struct {
 	held    []byte     // events read before the first content event
 	errBody []byte     // an error answer's body, kept to pass on
 	waited  time.Duration
+	index   int // the candidate's position in the plan
 }
 
 // label is the attempt as listed in errors: engine=503, engine=connect, …

@@ -43,6 +43,15 @@ type Config struct {
 	// after its preamble went out. Default: 3s.
 	KeepAlive caddy.Duration `json:"keepalive,omitempty"`
 
+	// BodyFallbacks says whether a request may name its own fallbacks in
+	// a "fallbacks" body field. Off, the field is still stripped, and a
+	// request carrying it is refused. Default: true.
+	BodyFallbacks *bool `json:"body_fallbacks,omitempty"`
+
+	// AnnotateResponse adds "extra_fields" (provider, model, latency_ms,
+	// fallback_index) to non-streaming JSON answers. Default: false.
+	AnnotateResponse bool `json:"annotate_response,omitempty"`
+
 	// Engines are the upstreams, each serving one or more models.
 	Engines []engines.Config `json:"engines,omitempty"`
 }
@@ -132,6 +141,10 @@ type Gateway struct {
 	dropped   atomic.Int64      // malformed events dropped
 	routes    []*route          // in config order
 	byModel   map[string]*route // every model name and alias
+	byName    map[string]*route // every engine
+	annotate  bool
+
+	allowBodyFallbacks bool
 }
 
 // New builds a gateway for cfg over the given engines, which must include
@@ -152,6 +165,8 @@ func New(cfg Config, engs []*engines.Engine, log *zap.Logger) (*Gateway, error) 
 	if g.maxBody == 0 {
 		g.maxBody = DefaultMaxBody
 	}
+	g.allowBodyFallbacks = cfg.BodyFallbacks == nil || *cfg.BodyFallbacks
+	g.annotate = cfg.AnnotateResponse
 	g.keepAlive = time.Duration(cfg.KeepAlive)
 	if g.keepAlive <= 0 {
 		g.keepAlive = DefaultKeepAlive
@@ -179,6 +194,7 @@ func New(cfg Config, engs []*engines.Engine, log *zap.Logger) (*Gateway, error) 
 	for _, rt := range g.routes {
 		byRoute[rt.cfg.Name] = rt
 	}
+	g.byName = byRoute
 	for _, rt := range g.routes {
 		rt.fallback = byRoute[rt.cfg.Fallback]
 		if rt.cfg.ContextFallback != "" {
@@ -234,11 +250,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) (Result, boo
 
 // request is one routed request's state, shared by its attempts.
 type request struct {
-	r      *http.Request
-	body   []byte
-	fields bodyFields
-	model  string
-	stream bool
+	r         *http.Request
+	body      []byte // as sent upstream: gateway-only fields removed
+	fields    bodyFields
+	model     string
+	stream    bool
+	fallbacks []byte // the raw "fallbacks" value, if the body had one
 }
 
 func (g *Gateway) serveRouted(w http.ResponseWriter, r *http.Request, res *Result) {
@@ -253,7 +270,12 @@ func (g *Gateway) serveRouted(w http.ResponseWriter, r *http.Request, res *Resul
 		g.unknownModel(req.model).write(w)
 		return
 	}
-	g.run(w, req, rt.plan, res)
+	plan, perr := g.planFor(req, rt)
+	if perr != nil {
+		perr.write(w)
+		return
+	}
+	g.run(w, req, plan, res)
 }
 
 // readRequest reads and scans the body, once, bounded by max_body.
@@ -272,11 +294,17 @@ func (g *Gateway) readRequest(r *http.Request) (*request, *Error) {
 	if err != nil {
 		return nil, errBadRequest("invalid_json", "the request body is not valid JSON: "+err.Error())
 	}
+	var fallbacks []byte
+	if fields.fallbacks.ok() {
+		if body, fields, fallbacks, err = stripFallbacks(body, fields); err != nil {
+			return nil, errBadRequest("invalid_json", err.Error())
+		}
+	}
 	model, ok := stringValue(body, fields.model)
 	if !ok || len(model) == 0 {
 		return nil, errBadRequest("missing_model", `the request body has no "model": name one of GET /v1/models`)
 	}
-	return &request{r: r, body: body, fields: fields, model: string(model), stream: isTrue(body, fields.stream)}, nil
+	return &request{r: r, body: body, fields: fields, model: string(model), stream: isTrue(body, fields.stream), fallbacks: fallbacks}, nil
 }
 
 var errTooLarge = errors.New("body too large")

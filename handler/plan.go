@@ -7,6 +7,7 @@ const (
 	rolePrimary  role = iota // the engine serving the model
 	roleFallback             // the primary's `fallback`: slow start, open breaker, failure
 	roleContext              // the `context_fallback` of a context-too-long 400
+	roleBody                 // an item of the request's "fallbacks"
 )
 
 func (r role) String() string {
@@ -15,6 +16,8 @@ func (r role) String() string {
 		return "fallback"
 	case roleContext:
 		return "context"
+	case roleBody:
+		return "body"
 	}
 	return "primary"
 }

@@ -43,6 +43,7 @@ func (g *Gateway) run(w http.ResponseWriter, req *request, plan []candidate, res
 				if c.role != rolePrimary {
 					res.Fallback = c.rt.cfg.Name
 				}
+				a.index = i
 				g.commit(rp, a)
 				return
 			}
@@ -203,6 +204,9 @@ func (g *Gateway) commit(rp *reply, a *attempt) {
 	} else {
 		h := rp.w.Header()
 		copyHeader(h, resp.Header)
+		if g.annotate && a.events == nil && resp.StatusCode == http.StatusOK && isJSON(resp.Header) {
+			h.Del("Content-Length") // the annotated body is longer
+		}
 		h.Set("X-LLM-Engine", name)
 		if a.c.role != rolePrimary {
 			h.Set("X-LLM-Fallback", name)
@@ -217,6 +221,10 @@ func (g *Gateway) commit(rp *reply, a *attempt) {
 		rp.w.WriteHeader(resp.StatusCode)
 	}
 	if a.events == nil {
+		if g.annotate && !rp.preamble && resp.StatusCode == http.StatusOK && isJSON(resp.Header) {
+			g.writeAnnotated(rp, a)
+			return
+		}
 		if err := copyBody(rp.w, resp.Body, rp.preamble); err != nil {
 			g.cut(rp, a, err)
 		}
@@ -227,6 +235,29 @@ func (g *Gateway) commit(rp *reply, a *attempt) {
 	}
 	a.held = nil
 	g.relay(rp, a)
+}
+
+// maxAnnotated bounds the answer read whole to be annotated; a larger one
+// is passed on as it is.
+const maxAnnotated = 8 << 20
+
+// writeAnnotated sends a non-streaming JSON answer with "extra_fields".
+func (g *Gateway) writeAnnotated(rp *reply, a *attempt) {
+	body, err := io.ReadAll(io.LimitReader(a.resp.Body, maxAnnotated+1))
+	if err != nil {
+		g.cut(rp, a, err)
+	}
+	if len(body) <= maxAnnotated {
+		body = annotate(body, a.c.rt.cfg.Name, a.sent, time.Since(rp.start).Milliseconds(), a.index)
+	}
+	if _, err := rp.w.Write(body); err != nil {
+		g.cut(rp, a, errClientGone)
+	}
+	if len(body) > maxAnnotated {
+		if err := copyBody(rp.w, a.resp.Body, false); err != nil {
+			g.cut(rp, a, err)
+		}
+	}
 }
 
 // relay passes the rest of an event stream on, event by event: a data line

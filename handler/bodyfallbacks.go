@@ -1,0 +1,138 @@
+package handler
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+)
+
+// A client may name its own fallback chain in the body, as Bifrost and
+// LiteLLM users do: "fallbacks": ["engine/model", "engine", …]. Only
+// engines of this handler may be named, never an address: no request can
+// make the gateway call something its config does not name. The field is
+// gateway-only and never reaches an upstream (strict providers reject
+// unknown fields).
+
+// stripFallbacks removes every top-level "fallbacks" member from the body
+// and returns the new body, its fields, and the raw value of the (last)
+// member that was there, if any.
+func stripFallbacks(body []byte, fields bodyFields) ([]byte, bodyFields, []byte, error) {
+	var raw []byte
+	for fields.fallbacks.ok() {
+		if raw == nil {
+			v := fields.fallbacks.value
+			raw = append([]byte(nil), body[v.start:v.end]...)
+		}
+		body = applyEdits(body, removeMember(fields.fallbacks))
+		var err error
+		if fields, err = scanBody(body); err != nil {
+			return nil, fields, nil, err // cannot happen: removal keeps JSON valid
+		}
+	}
+	return body, fields, raw, nil
+}
+
+// bodyFallbacks turns the field's value into candidates, or a 400 naming
+// the offending item.
+func (g *Gateway) bodyFallbacks(raw []byte) ([]candidate, *Error) {
+	var items []json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return nil, errBadRequest("invalid_fallbacks", `"fallbacks" must be an array of "engine" or "engine/model" strings`)
+	}
+	out := make([]candidate, 0, len(items))
+	for i, it := range items {
+		var s string
+		if err := json.Unmarshal(it, &s); err != nil {
+			return nil, errBadRequest("invalid_fallbacks", fmt.Sprintf(`"fallbacks" item %d (%s) is not a string: use "engine" or "engine/model"`, i, it))
+		}
+		c, err := g.bodyCandidate(s)
+		if err != nil {
+			return nil, errBadRequest("invalid_fallbacks", fmt.Sprintf(`"fallbacks" item %d (%q): %s`, i, s, err))
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// bodyCandidate resolves one item: ENGINE or ENGINE/MODEL (the model may
+// itself contain slashes, as in openrouter/meta-llama/llama-3).
+func (g *Gateway) bodyCandidate(item string) (candidate, error) {
+	if strings.Contains(item, "://") || strings.HasPrefix(item, "//") {
+		return candidate{}, fmt.Errorf("an address is not allowed; name an engine of this gateway (%s)", strings.Join(g.engineNames(), ", "))
+	}
+	name, model, hasModel := strings.Cut(item, "/")
+	if name == "" || (hasModel && model == "") || strings.TrimSpace(item) != item {
+		return candidate{}, fmt.Errorf(`malformed: use "engine" or "engine/model"`)
+	}
+	rt := g.byName[name]
+	if rt == nil {
+		return candidate{}, fmt.Errorf("no engine %s here; engines: %s", name, strings.Join(g.engineNames(), ", "))
+	}
+	if !hasModel {
+		model = rt.cfg.ModelName
+		if model == "" {
+			model = rt.cfg.Models[0]
+		}
+	}
+	return candidate{rt: rt, model: model, role: roleBody, acquire: true}, nil
+}
+
+func (g *Gateway) engineNames() []string {
+	names := make([]string, len(g.routes))
+	for i, rt := range g.routes {
+		names[i] = rt.cfg.Name
+	}
+	return names
+}
+
+// planFor is the route's plan, followed by the body's fallbacks.
+func (g *Gateway) planFor(req *request, rt *route) ([]candidate, *Error) {
+	if req.fallbacks == nil {
+		return rt.plan, nil
+	}
+	if !g.allowBodyFallbacks {
+		return nil, errBadRequest("fallbacks_disabled", `"fallbacks" in the request body are disabled on this gateway (body_fallbacks off); remove the field`)
+	}
+	extra, err := g.bodyFallbacks(req.fallbacks)
+	if err != nil {
+		return nil, err
+	}
+	plan := make([]candidate, 0, len(rt.plan)+len(extra))
+	return append(append(plan, rt.plan...), extra...), nil
+}
+
+// annotate adds "extra_fields" to a non-streaming JSON answer (opt-in with
+// annotate_response): which engine answered, with which model, how long it
+// took, and which candidate of the plan it was (0: the primary).
+func annotate(body []byte, provider, model string, latencyMS int64, index int) []byte {
+	if _, err := scanBody(body); err != nil {
+		return body // not a JSON object: leave it as it is
+	}
+	end := len(body) - 1
+	for body[end] != '}' {
+		end--
+	}
+	b := make([]byte, 0, len(body)+128)
+	b = append(b, body[:end]...)
+	// a comma unless the object is empty
+	i := end - 1
+	for i > 0 && (body[i] == ' ' || body[i] == '\n' || body[i] == '\r' || body[i] == '\t') {
+		i--
+	}
+	if body[i] != '{' {
+		b = append(b, ',')
+	}
+	b = append(b, `"extra_fields":{"provider":`...)
+	b = appendJSONString(b, provider)
+	b = append(b, `,"model":`...)
+	b = appendJSONString(b, model)
+	b = append(b, fmt.Sprintf(`,"latency_ms":%d,"fallback_index":%d}`, latencyMS, index)...)
+	return append(b, body[end:]...)
+}
+
+// isJSON reports whether a response's Content-Type is JSON.
+func isJSON(h http.Header) bool {
+	ct := h.Get("Content-Type")
+	return strings.HasPrefix(ct, "application/json")
+}
