@@ -27,6 +27,13 @@ import (
 //		body_fallbacks on|off           # may a body name "fallbacks"; default on
 //		annotate_response on|off        # extra_fields in non-streaming JSON answers; default off
 //
+//		pool <name> {                   # "model": "<name>" (a pool named auto: also "model": "auto")
+//			member <engine>[/<model>]   # repeatable
+//			sticky header <name> | sticky body user|prompt_cache_key
+//			failover <attempts> [<duration>]  # default: every member, 60s
+//			breaker <failures> [<cool-down>]  # per member; default 5 30s
+//		}
+//
 //		engine <name> {
 //			to <url>                    # required; http(s)://host[:port][/base]; {engine.port} with cmd
 //			models <name...>            # required; names and aliases clients ask for
@@ -118,6 +125,14 @@ func Parse(d *cf.Dispenser) (handler.Config, error) {
 				return cfg, err
 			}
 			cfg.AnnotateResponse = b
+		case "pool":
+			file, line := d.File(), d.Line()
+			pc, err := parsePool(d)
+			if err != nil {
+				return cfg, err
+			}
+			where["pool "+pc.Name] = pos{file, line}
+			cfg.Pools = append(cfg.Pools, pc)
 		case "engine":
 			file, line := d.File(), d.Line()
 			ec, err := parseEngine(d)
@@ -156,7 +171,102 @@ func Parse(d *cf.Dispenser) (handler.Config, error) {
 			return cfg, errAt(p.file, p.line, "%v", err)
 		}
 	}
+	if len(cfg.Pools) > 0 {
+		// the handler's own check covers pools against engines and models
+		if err := cfg.Validate(); err != nil {
+			p := where["pool "+cfg.Pools[0].Name]
+			for _, pc := range cfg.Pools {
+				if strings.Contains(err.Error(), "pool "+pc.Name+" ") || strings.Contains(err.Error(), "pool "+pc.Name+":") {
+					p = where["pool "+pc.Name]
+				}
+			}
+			return cfg, errAt(p.file, p.line, "%v", err)
+		}
+	}
 	return cfg, nil
+}
+
+func parsePool(d *cf.Dispenser) (handler.PoolConfig, error) {
+	var pc handler.PoolConfig
+	if !d.NextArg() {
+		return pc, d.Errf("pool needs a name: pool <name> { member … }")
+	}
+	pc.Name = d.Val()
+	if d.NextArg() {
+		return pc, d.ArgErr()
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		switch sub := d.Val(); sub {
+		case "member":
+			var m string
+			if err := oneArg(d, &m); err != nil {
+				return pc, err
+			}
+			pc.Members = append(pc.Members, m)
+		case "sticky":
+			args := d.RemainingArgs()
+			if len(args) != 2 || (args[0] != "header" && args[0] != "body") {
+				return pc, d.Errf("sticky takes header <name> or body user|prompt_cache_key")
+			}
+			if args[0] == "header" {
+				pc.StickyHeader = args[1]
+			} else if args[1] != "user" && args[1] != "prompt_cache_key" {
+				return pc, d.Errf("sticky body takes user or prompt_cache_key, not %q", args[1])
+			} else {
+				pc.StickyBody = args[1]
+			}
+		case "failover":
+			args := d.RemainingArgs()
+			if len(args) < 1 || len(args) > 2 {
+				return pc, d.Errf("failover takes an attempt count and optionally a time: failover 3 60s")
+			}
+			n, err := strconv.Atoi(args[0])
+			if err != nil || n < 1 {
+				return pc, d.Errf("failover takes an attempt count of 1 or more, not %q", args[0])
+			}
+			pc.FailoverAttempts = n
+			if len(args) == 2 {
+				v, err := caddy.ParseDuration(args[1])
+				if err != nil || v <= 0 {
+					return pc, d.Errf("bad failover time %q", args[1])
+				}
+				pc.FailoverTime = caddy.Duration(v)
+			}
+		case "breaker":
+			n, cool, err := parseBreaker(d)
+			if err != nil {
+				return pc, err
+			}
+			pc.BreakerFailures, pc.BreakerCooldown = n, cool
+		default:
+			return pc, d.Errf("unknown pool subdirective %q in pool %s", sub, pc.Name)
+		}
+	}
+	if len(pc.Members) == 0 {
+		return pc, d.Errf("pool %s has no members", pc.Name)
+	}
+	return pc, nil
+}
+
+// parseBreaker parses `breaker <failures> [<cool-down>]`.
+func parseBreaker(d *cf.Dispenser) (int, caddy.Duration, error) {
+	args := d.RemainingArgs()
+	if len(args) < 1 || len(args) > 2 {
+		return 0, 0, d.Errf("breaker takes a failure count and optionally a cool-down: breaker 5 30s")
+	}
+	n, err := strconv.Atoi(args[0])
+	if err != nil || n < 1 {
+		return 0, 0, d.Errf("breaker takes a failure count of 1 or more, not %q", args[0])
+	}
+	var cool caddy.Duration
+	if len(args) == 2 {
+		v, err := caddy.ParseDuration(args[1])
+		if err != nil || v <= 0 {
+			return 0, 0, d.Errf("bad breaker cool-down %q", args[1])
+		}
+		cool = caddy.Duration(v)
+	}
+	return n, cool, nil
 }
 
 func parseEngine(d *cf.Dispenser) (engines.Config, error) {
@@ -255,25 +365,7 @@ func parseEngine(d *cf.Dispenser) (engines.Config, error) {
 		case "retry_after_max":
 			err = durationArg(d, &ec.RetryAfterMax)
 		case "breaker":
-			args := d.RemainingArgs()
-			if len(args) < 1 || len(args) > 2 {
-				err = d.Errf("breaker takes a failure count and optionally a cool-down: breaker 5 30s")
-				break
-			}
-			n, convErr := strconv.Atoi(args[0])
-			if convErr != nil || n < 1 {
-				err = d.Errf("breaker takes a failure count of 1 or more, not %q", args[0])
-				break
-			}
-			ec.BreakerFailures = n
-			if len(args) == 2 {
-				v, perr := caddy.ParseDuration(args[1])
-				if perr != nil || v <= 0 {
-					err = d.Errf("bad breaker cool-down %q", args[1])
-					break
-				}
-				ec.BreakerCooldown = caddy.Duration(v)
-			}
+			ec.BreakerFailures, ec.BreakerCooldown, err = parseBreaker(d)
 		default:
 			err = d.Errf("unknown engine subdirective %q in engine %s", sub, ec.Name)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
+	"github.com/llmgateway/caddy-llm-gateway/handler"
 )
 
 func init() {
@@ -22,6 +23,8 @@ func init() {
 //	GET  /llm_gateway/engines/<name>        one engine
 //	POST /llm_gateway/engines/<name>/start  start it and wait until ready
 //	POST /llm_gateway/engines/<name>/stop   stop it (?drain=true lets requests in flight finish)
+//	GET  /llm_gateway/pools                 every pool and its members' breaker state
+//	GET  /llm_gateway/pools/<name>/probe    a tiny completion through each member: 200 if all pass, 503 if not
 //
 // It never shows a key: engine statuses carry no credentials.
 type adminAPI struct{}
@@ -42,6 +45,9 @@ func (adminAPI) Routes() []caddy.AdminRoute {
 func serveAdmin(w http.ResponseWriter, r *http.Request) error {
 	rest := strings.Trim(strings.TrimPrefix(r.URL.Path, "/llm_gateway/"), "/")
 	parts := strings.Split(rest, "/")
+	if parts[0] == "pools" {
+		return servePoolsAdmin(w, r, parts[1:])
+	}
 	if parts[0] != "engines" {
 		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("unknown llm_gateway admin path %s", r.URL.Path)}
 	}
@@ -76,6 +82,53 @@ func serveAdmin(w http.ResponseWriter, r *http.Request) error {
 	return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("%s %s is not supported", r.Method, r.URL.Path)}
 }
 
+func servePoolsAdmin(w http.ResponseWriter, r *http.Request, parts []string) error {
+	if r.Method != http.MethodGet {
+		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("%s %s is not supported", r.Method, r.URL.Path)}
+	}
+	switch {
+	case len(parts) == 0 || parts[0] == "":
+		liveMu.Lock()
+		gws := append([]*handler.Gateway(nil), liveGateways...)
+		liveMu.Unlock()
+		var out []handler.PoolStatus
+		seen := map[string]bool{}
+		for i := len(gws) - 1; i >= 0; i-- {
+			for _, p := range gws[i].Pools() {
+				if !seen[p.Name] {
+					seen[p.Name] = true
+					out = append(out, p)
+				}
+			}
+		}
+		return writeAdminJSON(w, out)
+	case len(parts) == 2 && parts[1] == "probe":
+		g := gatewayWithPool(parts[0])
+		if g == nil {
+			return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("no pool named %q in the running config", parts[0])}
+		}
+		results, err := g.ProbePool(r.Context(), parts[0])
+		if err != nil {
+			return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: err}
+		}
+		status := http.StatusOK
+		if !allPass(results) {
+			status = http.StatusServiceUnavailable
+		}
+		return writeAdminJSONStatus(w, status, results)
+	}
+	return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("unknown pools path %s", r.URL.Path)}
+}
+
+func allPass(results []handler.ProbeResult) bool {
+	for _, r := range results {
+		if !r.Pass {
+			return false
+		}
+	}
+	return true
+}
+
 func adminEngine(name string) (*engines.Engine, error) {
 	e := lookupEngine(name)
 	if e == nil {
@@ -102,7 +155,12 @@ func allStatuses() []engines.Status {
 }
 
 func writeAdminJSON(w http.ResponseWriter, v any) error {
+	return writeAdminJSONStatus(w, http.StatusOK, v)
+}
+
+func writeAdminJSONStatus(w http.ResponseWriter, status int, v any) error {
 	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)

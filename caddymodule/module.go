@@ -89,6 +89,7 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 	}
 	g.gw = gw
 	registerForAdmin(g.engines)
+	registerGateway(gw)
 	return nil
 }
 
@@ -137,6 +138,9 @@ func (g *Gateway) Validate() error { return nil }
 // still uses keeps running, the others are drained and stopped.
 func (g *Gateway) Cleanup() error {
 	unregisterForAdmin(g.engines)
+	if g.gw != nil {
+		unregisterGateway(g.gw)
+	}
 	for _, key := range g.poolKey {
 		_, _ = enginePool.Delete(key)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
+	"github.com/llmgateway/caddy-llm-gateway/handler"
 )
 
 // enginePool keeps engine runtimes (and their processes) across config
@@ -95,6 +96,39 @@ func unregisterForAdmin(es []*engines.Engine) {
 			liveEngines[e.Name()] = list
 		}
 	}
+}
+
+// liveGateways are the handlers of the configs currently provisioned, for
+// the admin API's pools.
+var liveGateways []*handler.Gateway
+
+func registerGateway(g *handler.Gateway) {
+	liveMu.Lock()
+	defer liveMu.Unlock()
+	liveGateways = append(liveGateways, g)
+}
+
+func unregisterGateway(g *handler.Gateway) {
+	liveMu.Lock()
+	defer liveMu.Unlock()
+	for i, x := range liveGateways {
+		if x == g {
+			liveGateways = append(liveGateways[:i:i], liveGateways[i+1:]...)
+			return
+		}
+	}
+}
+
+// gatewayWithPool returns the newest live gateway that has the pool.
+func gatewayWithPool(name string) *handler.Gateway {
+	liveMu.Lock()
+	defer liveMu.Unlock()
+	for i := len(liveGateways) - 1; i >= 0; i-- {
+		if liveGateways[i].HasPool(name) {
+			return liveGateways[i]
+		}
+	}
+	return nil
 }
 
 // lookupEngine returns the newest live engine of that name.

@@ -105,6 +105,20 @@ func (b *Breaker) Abandon(trial bool) {
 	}
 }
 
+// Ready reports, without changing anything, whether Allow would let a
+// request through now: closed, or open with the cool-down over.
+func (b *Breaker) Ready() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch b.state {
+	case BreakerClosed:
+		return true
+	case BreakerOpen:
+		return b.now().Sub(b.openedAt) >= b.cooldown
+	}
+	return false
+}
+
 // State is the breaker's state now; an open breaker whose cool-down has
 // passed still reads open until a request tries it.
 func (b *Breaker) State() BreakerState {

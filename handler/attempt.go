@@ -72,7 +72,7 @@ type attempt struct {
 
 // label is the attempt as listed in errors: engine=503, engine=connect, …
 func (a *attempt) label() string {
-	name := a.c.rt.cfg.Name
+	name := a.c.name()
 	switch a.outcome {
 	case outcomeStatus, outcomeGood:
 		return name + "=" + strconv.Itoa(a.resp.StatusCode)
@@ -131,7 +131,7 @@ var (
 // Nothing but SSE comments reaches the client here.
 func (g *Gateway) try(rp *reply, req *request, c candidate, fallback *route) *attempt {
 	a := &attempt{c: c}
-	brk := c.rt.eng.Breaker()
+	brk := c.breaker()
 	ok, trial := brk.Allow()
 	if !ok {
 		a.outcome = outcomeOpen
@@ -320,6 +320,11 @@ func classifyError(err error) outcome {
 	}
 	var dialErr reverseproxy.DialError
 	if errors.As(err, &dialErr) {
+		// Caddy's DialError hides the *net.DNSError it wraps (it has no
+		// Unwrap); a failed lookup still says so in its text
+		if strings.Contains(dialErr.Error(), "lookup ") {
+			return outcomeDNS
+		}
 		return outcomeConnect
 	}
 	var opErr *net.OpError
@@ -433,7 +438,7 @@ func (a *attempt) failureError() *Error {
 	case outcomeOpen:
 		return &Error{http.StatusServiceUnavailable, typeUnavailable, "engine_circuit_open",
 			fmt.Sprintf("engine %s failed %d times in a row; its breaker keeps requests away for another %s",
-				name, a.c.rt.cfg.BreakerFailures, a.c.rt.eng.Breaker().RetryIn().Round(time.Second))}
+				name, a.c.rt.cfg.BreakerFailures, a.c.breaker().RetryIn().Round(time.Second))}
 	case outcomeSlow:
 		return &Error{http.StatusServiceUnavailable, typeUnavailable, "engine_starting",
 			fmt.Sprintf("engine %s was still starting after %s", name, a.waited.Round(time.Millisecond))}

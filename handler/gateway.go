@@ -54,6 +54,10 @@ type Config struct {
 
 	// Engines are the upstreams, each serving one or more models.
 	Engines []engines.Config `json:"engines,omitempty"`
+
+	// Pools are model names served by whichever member is healthy; the
+	// pool named "auto" (else the first) is what "model": "auto" asks for.
+	Pools []PoolConfig `json:"pools,omitempty"`
 }
 
 // Validate checks the rules that span engines: unique names, each model
@@ -88,6 +92,22 @@ func (c Config) Validate() error {
 			}
 			models[m] = e.Name
 		}
+	}
+	for i, p := range c.Pools {
+		if err := p.validate(names); err != nil {
+			return err
+		}
+		if e, ok := models[p.Name]; ok {
+			return fmt.Errorf("pool %s has the name of a model of engine %s", p.Name, e)
+		}
+		for _, q := range c.Pools[:i] {
+			if q.Name == p.Name {
+				return fmt.Errorf("pool %s is defined twice", p.Name)
+			}
+		}
+	}
+	if e, ok := models[DefaultPool]; ok && len(c.Pools) > 0 {
+		return fmt.Errorf("engine %s serves a model named %s, which is the default pool's sentinel", e, DefaultPool)
 	}
 	return nil
 }
@@ -142,6 +162,8 @@ type Gateway struct {
 	routes    []*route          // in config order
 	byModel   map[string]*route // every model name and alias
 	byName    map[string]*route // every engine
+	pools     map[string]*pool  // by name, and "auto" for the default pool
+	poolList  []*pool
 	annotate  bool
 
 	allowBodyFallbacks bool
@@ -203,6 +225,15 @@ func New(cfg Config, engs []*engines.Engine, log *zap.Logger) (*Gateway, error) 
 		}
 		rt.plan = buildPlan(rt)
 	}
+	g.pools = map[string]*pool{}
+	for _, pc := range cfg.Pools {
+		p := newPool(pc, byRoute)
+		g.pools[pc.Name] = p
+		g.poolList = append(g.poolList, p)
+	}
+	if len(g.poolList) > 0 && g.pools[DefaultPool] == nil {
+		g.pools[DefaultPool] = g.poolList[0]
+	}
 	return g, nil
 }
 
@@ -256,6 +287,13 @@ type request struct {
 	model     string
 	stream    bool
 	fallbacks []byte // the raw "fallbacks" value, if the body had one
+	budget    *failoverBudget
+}
+
+// failoverBudget bounds a pool request's attempts across members.
+type failoverBudget struct {
+	attempts int
+	deadline time.Time
 }
 
 func (g *Gateway) serveRouted(w http.ResponseWriter, r *http.Request, res *Result) {
@@ -265,6 +303,10 @@ func (g *Gateway) serveRouted(w http.ResponseWriter, r *http.Request, res *Resul
 		return
 	}
 	res.ModelAsked = req.model
+	if p := g.pools[req.model]; p != nil {
+		g.servePool(w, req, p, res)
+		return
+	}
 	rt := g.byModel[req.model]
 	if rt == nil {
 		g.unknownModel(req.model).write(w)
@@ -274,6 +316,25 @@ func (g *Gateway) serveRouted(w http.ResponseWriter, r *http.Request, res *Resul
 	if perr != nil {
 		perr.write(w)
 		return
+	}
+	g.run(w, req, plan, res)
+}
+
+// servePool serves a request for a pool (or "auto") with its members.
+func (g *Gateway) servePool(w http.ResponseWriter, req *request, p *pool, res *Result) {
+	plan := p.plan(req)
+	if len(plan) == 0 {
+		p.unavailable().write(w)
+		return
+	}
+	req.budget = &failoverBudget{attempts: p.attempts, deadline: time.Now().Add(p.budget)}
+	if req.fallbacks != nil {
+		extra, err := g.planFor(req, &route{})
+		if err != nil {
+			err.write(w)
+			return
+		}
+		plan = append(plan, extra...)
 	}
 	g.run(w, req, plan, res)
 }
@@ -351,11 +412,12 @@ func (g *Gateway) unknownModel(model string) *Error {
 		fmt.Sprintf("the model %q is not served here; served models: %s", model, strings.Join(g.modelNames(), ", "))}
 }
 
-// modelNames lists every model name and alias, in config order.
+// modelNames lists every model name and alias, then the pools, in config
+// order.
 func (g *Gateway) modelNames() []string {
 	var names []string
 	for _, rt := range g.routes {
 		names = append(names, rt.cfg.Models...)
 	}
-	return names
+	return append(names, g.poolIDs()...)
 }

@@ -52,12 +52,42 @@ func (g *Gateway) serveModels(w http.ResponseWriter, r *http.Request) {
 			b = appendModel(b, m, rt)
 		}
 	}
+	for _, id := range g.poolIDs() {
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		b = appendPool(b, id)
+	}
 	b = append(b, "]}\n"...)
 	writeJSON(w, r, b)
 }
 
+// poolIDs are the model ids pools answer to: each pool's name, and "auto"
+// when the default pool has another name.
+func (g *Gateway) poolIDs() []string {
+	var ids []string
+	for _, p := range g.poolList {
+		ids = append(ids, p.cfg.Name)
+	}
+	if d := g.pools[DefaultPool]; d != nil && d.cfg.Name != DefaultPool {
+		ids = append(ids, DefaultPool)
+	}
+	return ids
+}
+
+func appendPool(b []byte, id string) []byte {
+	b = append(b, `{"id":`...)
+	b = appendJSONString(b, id)
+	return append(b, `,"object":"model","created":0,"owned_by":"pool"}`...)
+}
+
 // serveModel answers GET /v1/models/{id}.
 func (g *Gateway) serveModel(w http.ResponseWriter, r *http.Request, id string) {
+	if g.pools[id] != nil {
+		writeJSON(w, r, append(appendPool(nil, id), '\n'))
+		return
+	}
 	rt := g.byModel[id]
 	if rt == nil || !rt.listable() {
 		g.unknownModel(id).write(w)

@@ -1,5 +1,7 @@
 package handler
 
+import "github.com/llmgateway/caddy-llm-gateway/engines"
+
 // role is why a candidate is in a plan.
 type role int
 
@@ -8,6 +10,7 @@ const (
 	roleFallback             // the primary's `fallback`: slow start, open breaker, failure
 	roleContext              // the `context_fallback` of a context-too-long 400
 	roleBody                 // an item of the request's "fallbacks"
+	rolePool                 // a member of a pool
 )
 
 func (r role) String() string {
@@ -18,6 +21,8 @@ func (r role) String() string {
 		return "context"
 	case roleBody:
 		return "body"
+	case rolePool:
+		return "pool"
 	}
 	return "primary"
 }
@@ -31,6 +36,24 @@ type candidate struct {
 	model   string // the body's model is rewritten to this; "" leaves it alone
 	role    role
 	acquire bool
+	brk     *engines.Breaker // a pool member's own breaker; nil: the engine's
+	label   string           // how attempts name it; "": the engine's name
+}
+
+// breaker guards this candidate: a pool member's own, else its engine's.
+func (c *candidate) breaker() *engines.Breaker {
+	if c.brk != nil {
+		return c.brk
+	}
+	return c.rt.eng.Breaker()
+}
+
+// name is how errors and attempt lists name the candidate.
+func (c *candidate) name() string {
+	if c.label != "" {
+		return c.label
+	}
+	return c.rt.cfg.Name
 }
 
 // buildPlan is the fixed part of a route's plan, computed once at provision:

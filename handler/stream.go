@@ -28,6 +28,9 @@ func (g *Gateway) run(w http.ResponseWriter, req *request, plan []candidate, res
 		}
 	}()
 	for i := 0; i < len(plan); i++ {
+		if req.budget != nil && (res.Attempts >= req.budget.attempts || time.Now().After(req.budget.deadline)) {
+			break // the pool's failover budget is spent
+		}
 		c := plan[i]
 		var fallback *route
 		if i+1 < len(plan) && plan[i+1].role == roleFallback {
@@ -54,7 +57,7 @@ func (g *Gateway) run(w http.ResponseWriter, req *request, plan []candidate, res
 			if a.outcome == outcomeCanceled {
 				return // nobody is listening
 			}
-			if retry >= *c.rt.cfg.Retries || !a.retryable() {
+			if c.role == rolePool || retry >= *c.rt.cfg.Retries || !a.retryable() {
 				break
 			}
 			wait := max(backoff(retry), a.retryAfter())
@@ -78,6 +81,9 @@ func (g *Gateway) run(w http.ResponseWriter, req *request, plan []candidate, res
 			g.log.Info("engine failed: request goes to its fallback", zap.String("engine", c.rt.cfg.Name),
 				zap.String("fallback", plan[i+1].rt.cfg.Name), zap.String("failure", last.label()))
 		}
+	}
+	if len(failed) == 0 {
+		return // cannot happen: a plan has a candidate and a budget an attempt
 	}
 	g.fail(rp, failed)
 }
@@ -341,7 +347,7 @@ func (g *Gateway) cut(rp *reply, a *attempt, err error) {
 	if errors.Is(err, errClientGone) {
 		panic(http.ErrAbortHandler)
 	}
-	a.c.rt.eng.Breaker().Failure()
+	a.c.breaker().Failure()
 	g.log.Warn("upstream failed mid-response", zap.String("engine", a.c.rt.cfg.Name), zap.Error(err))
 	if a.events != nil || rp.preamble {
 		reason := rootCause(err)
