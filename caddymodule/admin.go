@@ -71,7 +71,7 @@ func serveAdmin(w http.ResponseWriter, r *http.Request) error {
 				return caddy.APIError{HTTPStatus: http.StatusServiceUnavailable, Err: err}
 			}
 		case "stop":
-			if err := e.Stop(r.Context(), r.URL.Query().Get("drain") == "true"); err != nil {
+			if err := e.Stop(r.Context(), r.URL.Query().Get("drain") == "true", engines.StopAdmin); err != nil {
 				return caddy.APIError{HTTPStatus: http.StatusConflict, Err: err}
 			}
 		default:

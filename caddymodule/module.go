@@ -52,6 +52,8 @@ func (Gateway) CaddyModule() caddy.ModuleInfo {
 // engine's runtime. It never starts a process: `caddy validate` runs it.
 func (g *Gateway) Provision(ctx caddy.Context) error {
 	g.logger = ctx.Logger()
+	initMetrics(ctx.GetMetricsRegistry())
+	setEvents(ctx)
 	repl := caddy.NewReplacer()
 	cfg := g.Config
 
@@ -64,9 +66,7 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 		// environment variable) must not open the gateway to everyone
 		return fmt.Errorf("llm_gateway: keys are configured but resolve to no token; is the environment variable they name set?")
 	}
-	if len(g.Keys) == 0 {
-		g.logger.Warn("llm_gateway has no keys: anyone who can reach this site can use its engines")
-	}
+	warnIfOpen(ctx, g.logger, len(g.Keys) > 0)
 
 	cfg.Engines = make([]engines.Config, len(g.Engines))
 	for i, ec := range g.Engines {
@@ -87,6 +87,7 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return fmt.Errorf("llm_gateway: %v", err)
 	}
+	gw.Hooks = hooks
 	g.gw = gw
 	registerForAdmin(g.engines)
 	registerGateway(gw)
@@ -153,12 +154,19 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	if !handled {
 		return next.ServeHTTP(w, r)
 	}
+	observeRequest(res)
 	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
 		repl.Set("http.llm_gateway.engine", res.Engine)
 		repl.Set("http.llm_gateway.model", res.ModelAsked)
 		repl.Set("http.llm_gateway.model_sent", res.ModelSent)
 		repl.Set("http.llm_gateway.attempts", strconv.Itoa(res.Attempts))
 		repl.Set("http.llm_gateway.key_name", res.KeyName)
+		repl.Set("http.llm_gateway.fallback", res.Fallback)
+		repl.Set("http.llm_gateway.ttfb_ms", res.TTFB.Milliseconds())
+		if res.HasUsage {
+			repl.Set("http.llm_gateway.prompt_tokens", res.Usage.Prompt)
+			repl.Set("http.llm_gateway.completion_tokens", res.Usage.Completion)
+		}
 	}
 	return nil
 }

@@ -56,6 +56,7 @@ func loadEngine(ctx caddy.Context, ec engines.Config) (*engines.Engine, string, 
 		if err != nil {
 			return nil, err
 		}
+		e.SetObserver(engineObserver{})
 		return pooledEngine{Engine: e, transport: t}, nil
 	})
 	if err != nil {

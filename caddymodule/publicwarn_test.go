@@ -56,7 +56,7 @@ func TestWarningForAGatewayWithoutKeysOnAPlainPublicListener(t *testing.T) {
 	}
 }
 
-func TestWarningWithoutAServerToLookAt(t *testing.T) {
+func TestPublicWarningWithoutAServerToLookAt(t *testing.T) {
 	core, logs := observer.New(zapcore.WarnLevel)
 	warnIfOpen(caddy.Context{Context: context.Background()}, zap.New(core), false)
 	if logs.FilterMessageSnippet("llm_gateway has no keys").Len() != 1 {
@@ -132,7 +132,7 @@ func provisionWarnings(t *testing.T, server string, keys bool) []observer.Logged
 	return logs.All()
 }
 
-func TestWarningUnderCaddysProvisioning(t *testing.T) {
+func TestPublicWarningUnderCaddysProvisioning(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		server string

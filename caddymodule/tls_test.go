@@ -207,10 +207,10 @@ func TestGatewayBehindTLSRefusesABadKey(t *testing.T) {
 	}
 }
 
-// TestAccessLogNamesTheKeyNeverTheToken proves the public example's log
+// TestAccessLogBehindTLSNamesTheKeyNeverTheToken proves the public example's log
 // block: the gateway's fields are in each line, the key's name but no
 // token, whichever header carried it.
-func TestAccessLogNamesTheKeyNeverTheToken(t *testing.T) {
+func TestAccessLogBehindTLSNamesTheKeyNeverTheToken(t *testing.T) {
 	client, accessLog := startTLSGateway(t)
 	_, err := tlsSDK(client, "team-a-secret").Chat.Completions.New(context.Background(), chatParams("demo", "hi"))
 	if err != nil {

@@ -87,6 +87,26 @@ func (e *StartError) Error() string {
 	return msg
 }
 
+// Observer hears about an engine's life, for metrics and events. Its
+// methods are called from the engine's own goroutines; keep them cheap.
+type Observer interface {
+	EngineStarted(name string, pid int, took time.Duration)
+	EngineStartFailed(name, reason string)
+	EngineStopped(name string, pid int, reason StopReason)
+}
+
+// StopReason says why an engine stopped.
+type StopReason string
+
+// The reasons.
+const (
+	StopIdle   StopReason = "idle"
+	StopGroup  StopReason = "group"
+	StopAdmin  StopReason = "admin"
+	StopReload StopReason = "reload" // its config went away (a reload, or Caddy's stop)
+	StopCrash  StopReason = "crash"
+)
+
 // Engine is one upstream at runtime. Engines with a command outlive config
 // reloads (the caddy module keeps them in a usage pool keyed by definition),
 // so nothing here refers to a particular config generation.
@@ -98,6 +118,7 @@ type Engine struct {
 	group *group
 	now   func() time.Time
 	brk   *Breaker
+	obs   Observer
 
 	life   context.Context // ends when the engine is torn down
 	cancel context.CancelFunc
@@ -143,6 +164,9 @@ func New(cfg Config, rt http.RoundTripper, log *zap.Logger) (*Engine, error) {
 	}
 	return e, nil
 }
+
+// SetObserver sets who hears about starts and stops; call it before use.
+func (e *Engine) SetObserver(o Observer) { e.obs = o }
 
 // Name is the engine's configured name.
 func (e *Engine) Name() string { return e.cfg.Name }
@@ -300,7 +324,7 @@ func (e *Engine) idleFired(gen uint64) {
 	e.broadcast()
 	e.mu.Unlock()
 	e.log.Info("stopping idle engine", zap.Duration("idle_timeout", time.Duration(e.cfg.IdleTimeout)))
-	e.finishStop(false)
+	e.finishStop(false, StopIdle)
 }
 
 // beginStart moves a stopped engine to starting. Call with mu held.
@@ -392,7 +416,11 @@ func (e *Engine) run(seq uint64, delay time.Duration) {
 		e.armIdle()
 	}
 	e.mu.Unlock()
-	e.log.Info("engine ready", zap.Int("pid", proc.pid()), zap.Duration("start_duration", e.now().Sub(began)))
+	took := e.now().Sub(began)
+	e.log.Info("engine ready", zap.Int("pid", proc.pid()), zap.Duration("start_duration", took))
+	if e.obs != nil {
+		e.obs.EngineStarted(e.cfg.Name, proc.pid(), took)
+	}
 
 	e.wg.Add(1)
 	go func() {
@@ -471,6 +499,9 @@ func (e *Engine) startFailed(seq uint64, proc *process, reason string) {
 	}
 	err := &StartError{Engine: e.cfg.Name, Reason: reason, LastLines: last}
 	e.log.Error("engine failed to start", zap.String("reason", reason), zap.Strings("last_lines", last))
+	if e.obs != nil {
+		e.obs.EngineStartFailed(e.cfg.Name, reason)
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if seq == e.startSeq {
@@ -497,6 +528,9 @@ func (e *Engine) watch(proc *process) {
 	e.broadcast()
 	e.mu.Unlock()
 	e.log.Error("engine exited unexpectedly", zap.String("reason", proc.exitReason()), zap.Strings("last_lines", e.lines.last(5)))
+	if e.obs != nil {
+		e.obs.EngineStopped(e.cfg.Name, proc.pid(), StopCrash)
+	}
 }
 
 // Start starts the engine if it is stopped and waits until it is ready,
@@ -513,7 +547,7 @@ func (e *Engine) Start(ctx context.Context) error {
 // Stop stops a running engine. With drain, it first lets the requests that
 // hold leases finish (bounded); new requests wait for the stop and then start
 // the engine again. A remote engine cannot be stopped.
-func (e *Engine) Stop(ctx context.Context, drain bool) error {
+func (e *Engine) Stop(ctx context.Context, drain bool, reason StopReason) error {
 	if !e.cfg.Managed() {
 		return fmt.Errorf("engine %s is remote: the gateway does not run it", e.cfg.Name)
 	}
@@ -531,13 +565,13 @@ func (e *Engine) Stop(ctx context.Context, drain bool) error {
 	e.state = Draining
 	e.broadcast()
 	e.mu.Unlock()
-	e.finishStop(drain)
+	e.finishStop(drain, reason)
 	return nil
 }
 
 // finishStop ends a draining engine: waits for its leases when asked (bounded
 // by its request budget plus stop_timeout), then stops its process.
-func (e *Engine) finishStop(drain bool) {
+func (e *Engine) finishStop(drain bool, reason StopReason) {
 	e.mu.Lock()
 	if drain && e.leases > 0 {
 		bound := time.Duration(e.cfg.RequestTimeout)
@@ -553,7 +587,10 @@ func (e *Engine) finishStop(drain bool) {
 	e.mu.Unlock()
 	if proc != nil {
 		proc.stop(time.Duration(e.cfg.StopTimeout))
-		e.log.Info("engine stopped", zap.Int("pid", proc.pid()))
+		e.log.Info("engine stopped", zap.Int("pid", proc.pid()), zap.String("reason", string(reason)))
+		if e.obs != nil {
+			e.obs.EngineStopped(e.cfg.Name, proc.pid(), reason)
+		}
 	}
 	e.mu.Lock()
 	e.state, e.proc, e.base, e.port = Stopped, nil, nil, 0
@@ -583,7 +620,7 @@ func (e *Engine) Destruct() error {
 	e.broadcast()
 	e.mu.Unlock()
 	if running {
-		e.finishStop(false)
+		e.finishStop(false, StopReload)
 	}
 	e.cancel()
 	e.wg.Wait()

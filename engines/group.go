@@ -77,6 +77,6 @@ func (g *group) evictOthers(self *Engine) {
 			continue
 		}
 		self.log.Info("stopping group peer before start", zap.String("group", g.name), zap.String("peer", o.Name()))
-		_ = o.Stop(self.life, true)
+		_ = o.Stop(self.life, true, StopGroup)
 	}
 }

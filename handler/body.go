@@ -44,6 +44,7 @@ type bodyFields struct {
 	fallbacks      member
 	user           member
 	promptCacheKey member
+	usage          member // in answers: token counts
 }
 
 // errBadJSON wraps every scanning failure so callers can answer 400.
@@ -143,6 +144,8 @@ func (f *bodyFields) slot(rawName []byte) *member {
 		return &f.user
 	case "prompt_cache_key":
 		return &f.promptCacheKey
+	case "usage":
+		return &f.usage
 	}
 	return nil
 }

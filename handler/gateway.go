@@ -167,6 +167,9 @@ type Gateway struct {
 	annotate  bool
 
 	allowBodyFallbacks bool
+
+	// Hooks are set by the caddy module, before serving, to count events.
+	Hooks Hooks
 }
 
 // New builds a gateway for cfg over the given engines, which must include
@@ -246,6 +249,26 @@ type Result struct {
 	Attempts   int    // upstream attempts made
 	KeyName    string // the name of the caller's key, if named
 	Fallback   string // the fallback that answered, if one did
+	Status     int    // the status the client got
+	TTFB       time.Duration
+	Duration   time.Duration
+	Usage      Usage // tokens, when the answer reported them
+	HasUsage   bool
+	Known      bool // ModelAsked names a model or pool of this gateway
+}
+
+// Hooks let the caddy module count what happens inside a request; nil
+// fields are skipped. They run on the request's goroutine: keep them cheap.
+type Hooks struct {
+	// Fallback: a fallback answered instead of engine; reason is one of
+	// slow_start, breaker, failure, context, body.
+	Fallback func(engine, fallback, reason string)
+	// Retry: engine is tried again after a transient failure.
+	Retry func(engine string)
+	// Replay: a pool request moves on to its next member.
+	Replay func(pool string)
+	// Dropped: engine sent a data event that was not JSON.
+	Dropped func(engine string)
 }
 
 // ServeHTTP serves the request if it is the gateway's (a path under /v1/)
@@ -257,24 +280,27 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) (Result, boo
 	if p != "/v1" && !strings.HasPrefix(p, "/v1/") {
 		return res, false
 	}
+	start := time.Now()
+	defer func() { res.Duration = time.Since(start) }()
 	keyName, ok := g.keys.check(r)
 	if !ok {
-		(&Error{http.StatusUnauthorized, typeAuthentication, "invalid_api_key",
-			"missing or invalid gateway key: send it as 'Authorization: Bearer <key>'"}).write(w)
+		res.refuse(w, &Error{http.StatusUnauthorized, typeAuthentication, "invalid_api_key",
+			"missing or invalid gateway key: send it as 'Authorization: Bearer <key>'"})
 		return res, true
 	}
 	res.KeyName = keyName
 	switch {
 	case p == "/v1/models" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
 		g.serveModels(w, r)
+		res.Status = http.StatusOK
 	case strings.HasPrefix(p, "/v1/models/") && (r.Method == http.MethodGet || r.Method == http.MethodHead):
-		g.serveModel(w, r, strings.TrimPrefix(p, "/v1/models/"))
+		res.Status = g.serveModel(w, r, strings.TrimPrefix(p, "/v1/models/"))
 	case r.Method == http.MethodPost:
 		g.serveRouted(w, r, &res)
 	default:
 		w.Header().Set("Allow", "POST")
-		(&Error{http.StatusMethodNotAllowed, typeInvalidRequest, "method_not_allowed",
-			fmt.Sprintf("%s %s is not served: the gateway routes POST requests with a JSON body under /v1/ and GET /v1/models", r.Method, p)}).write(w)
+		res.refuse(w, &Error{http.StatusMethodNotAllowed, typeInvalidRequest, "method_not_allowed",
+			fmt.Sprintf("%s %s is not served: the gateway routes POST requests with a JSON body under /v1/ and GET /v1/models", r.Method, p)})
 	}
 	return res, true
 }
@@ -288,6 +314,13 @@ type request struct {
 	stream    bool
 	fallbacks []byte // the raw "fallbacks" value, if the body had one
 	budget    *failoverBudget
+	pool      string // the pool being served, if any
+}
+
+// refuse answers with an error of the gateway's own.
+func (res *Result) refuse(w http.ResponseWriter, e *Error) {
+	e.write(w)
+	res.Status = e.Status
 }
 
 // failoverBudget bounds a pool request's attempts across members.
@@ -299,22 +332,24 @@ type failoverBudget struct {
 func (g *Gateway) serveRouted(w http.ResponseWriter, r *http.Request, res *Result) {
 	req, gerr := g.readRequest(r)
 	if gerr != nil {
-		gerr.write(w)
+		res.refuse(w, gerr)
 		return
 	}
 	res.ModelAsked = req.model
 	if p := g.pools[req.model]; p != nil {
+		res.Known = true
 		g.servePool(w, req, p, res)
 		return
 	}
 	rt := g.byModel[req.model]
 	if rt == nil {
-		g.unknownModel(req.model).write(w)
+		res.refuse(w, g.unknownModel(req.model))
 		return
 	}
+	res.Known = true
 	plan, perr := g.planFor(req, rt)
 	if perr != nil {
-		perr.write(w)
+		res.refuse(w, perr)
 		return
 	}
 	g.run(w, req, plan, res)
@@ -324,14 +359,15 @@ func (g *Gateway) serveRouted(w http.ResponseWriter, r *http.Request, res *Resul
 func (g *Gateway) servePool(w http.ResponseWriter, req *request, p *pool, res *Result) {
 	plan := p.plan(req)
 	if len(plan) == 0 {
-		p.unavailable().write(w)
+		res.refuse(w, p.unavailable())
 		return
 	}
 	req.budget = &failoverBudget{attempts: p.attempts, deadline: time.Now().Add(p.budget)}
+	req.pool = p.cfg.Name
 	if req.fallbacks != nil {
 		extra, err := g.planFor(req, &route{})
 		if err != nil {
-			err.write(w)
+			res.refuse(w, err)
 			return
 		}
 		plan = append(plan, extra...)

@@ -82,18 +82,20 @@ func appendPool(b []byte, id string) []byte {
 	return append(b, `,"object":"model","created":0,"owned_by":"pool"}`...)
 }
 
-// serveModel answers GET /v1/models/{id}.
-func (g *Gateway) serveModel(w http.ResponseWriter, r *http.Request, id string) {
+// serveModel answers GET /v1/models/{id} and returns the status.
+func (g *Gateway) serveModel(w http.ResponseWriter, r *http.Request, id string) int {
 	if g.pools[id] != nil {
 		writeJSON(w, r, append(appendPool(nil, id), '\n'))
-		return
+		return http.StatusOK
 	}
 	rt := g.byModel[id]
 	if rt == nil || !rt.listable() {
-		g.unknownModel(id).write(w)
-		return
+		e := g.unknownModel(id)
+		e.write(w)
+		return e.Status
 	}
 	writeJSON(w, r, append(appendModel(nil, id, rt), '\n'))
+	return http.StatusOK
 }
 
 func writeJSON(w http.ResponseWriter, r *http.Request, b []byte) {

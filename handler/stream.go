@@ -20,7 +20,7 @@ import (
 // says "try elsewhere" moves on to the next candidate. Nothing but SSE
 // comments reaches the client before commit; after it, nothing switches.
 func (g *Gateway) run(w http.ResponseWriter, req *request, plan []candidate, res *Result) {
-	rp := &reply{w: w, rc: http.NewResponseController(w), stream: req.stream, keepAlive: g.keepAlive, start: time.Now()}
+	rp := &reply{w: w, rc: http.NewResponseController(w), stream: req.stream, keepAlive: g.keepAlive, start: time.Now(), res: res}
 	var failed []*attempt
 	defer func() {
 		for _, a := range failed {
@@ -43,8 +43,9 @@ func (g *Gateway) run(w http.ResponseWriter, req *request, plan []candidate, res
 			}
 			if a.outcome == outcomeGood {
 				res.Engine, res.ModelSent = c.rt.cfg.Name, a.sent
-				if c.role != rolePrimary {
+				if c.role != rolePrimary && c.role != rolePool {
 					res.Fallback = c.rt.cfg.Name
+					g.countFallback(plan[0], c, failed)
 				}
 				a.index = i
 				g.commit(rp, a)
@@ -64,6 +65,9 @@ func (g *Gateway) run(w http.ResponseWriter, req *request, plan []candidate, res
 			if !rp.pause(req.r.Context(), wait) {
 				return
 			}
+			if g.Hooks.Retry != nil {
+				g.Hooks.Retry(c.rt.cfg.Name)
+			}
 		}
 		last := failed[len(failed)-1]
 		if last.contextTooLong() {
@@ -77,6 +81,9 @@ func (g *Gateway) run(w http.ResponseWriter, req *request, plan []candidate, res
 		if !last.movesOn() {
 			break
 		}
+		if c.role == rolePool && i+1 < len(plan) && g.Hooks.Replay != nil {
+			g.Hooks.Replay(req.pool)
+		}
 		if i+1 < len(plan) && plan[i+1].role == roleFallback {
 			g.log.Info("engine failed: request goes to its fallback", zap.String("engine", c.rt.cfg.Name),
 				zap.String("fallback", plan[i+1].rt.cfg.Name), zap.String("failure", last.label()))
@@ -86,6 +93,26 @@ func (g *Gateway) run(w http.ResponseWriter, req *request, plan []candidate, res
 		return // cannot happen: a plan has a candidate and a budget an attempt
 	}
 	g.fail(rp, failed)
+}
+
+// countFallback reports that c answered instead of the plan's first
+// candidate, with the reason it came to that.
+func (g *Gateway) countFallback(first, c candidate, failed []*attempt) {
+	if g.Hooks.Fallback == nil {
+		return
+	}
+	reason := "failure"
+	switch {
+	case c.role == roleBody:
+		reason = "body"
+	case c.role == roleContext:
+		reason = "context"
+	case len(failed) > 0 && failed[len(failed)-1].outcome == outcomeSlow:
+		reason = "slow_start"
+	case len(failed) > 0 && failed[len(failed)-1].outcome == outcomeOpen:
+		reason = "breaker"
+	}
+	g.Hooks.Fallback(first.rt.cfg.Name, c.rt.cfg.Name, reason)
 }
 
 // fail answers when no candidate gave an answer: with the first upstream
@@ -121,6 +148,7 @@ func (g *Gateway) fail(rp *reply, failed []*attempt) {
 	if labels != nil {
 		rp.w.Header().Set("X-LLM-Attempts", strings.Join(labels, ", "))
 	}
+	rp.firstByte(e.Status)
 	e.write(rp.w)
 }
 
@@ -145,6 +173,7 @@ func (g *Gateway) passUpstreamError(rp *reply, a *attempt, labels []string) {
 	if labels != nil {
 		h.Set("X-LLM-Attempts", strings.Join(labels, ", "))
 	}
+	rp.firstByte(a.resp.StatusCode)
 	rp.w.WriteHeader(a.resp.StatusCode)
 	_, _ = rp.w.Write(body)
 }
@@ -224,11 +253,12 @@ func (g *Gateway) commit(rp *reply, a *attempt) {
 			h.Set("Cache-Control", "no-cache")
 			h.Set("X-Accel-Buffering", "no")
 		}
+		rp.firstByte(resp.StatusCode)
 		rp.w.WriteHeader(resp.StatusCode)
 	}
 	if a.events == nil {
-		if g.annotate && !rp.preamble && resp.StatusCode == http.StatusOK && isJSON(resp.Header) {
-			g.writeAnnotated(rp, a)
+		if !rp.preamble && resp.StatusCode == http.StatusOK && isJSON(resp.Header) {
+			g.writeJSONAnswer(rp, a)
 			return
 		}
 		if err := copyBody(rp.w, resp.Body, rp.preamble); err != nil {
@@ -243,23 +273,31 @@ func (g *Gateway) commit(rp *reply, a *attempt) {
 	g.relay(rp, a)
 }
 
-// maxAnnotated bounds the answer read whole to be annotated; a larger one
-// is passed on as it is.
-const maxAnnotated = 8 << 20
+// maxWholeAnswer bounds the JSON answer read whole to find its usage (and
+// annotate it); a larger one is passed on as it is.
+const maxWholeAnswer = 1 << 20
 
-// writeAnnotated sends a non-streaming JSON answer with "extra_fields".
-func (g *Gateway) writeAnnotated(rp *reply, a *attempt) {
-	body, err := io.ReadAll(io.LimitReader(a.resp.Body, maxAnnotated+1))
+// writeJSONAnswer sends a non-streaming JSON answer, reading it whole (when
+// it is not huge) to count its tokens and, with annotate_response, to add
+// "extra_fields".
+func (g *Gateway) writeJSONAnswer(rp *reply, a *attempt) {
+	body, err := io.ReadAll(io.LimitReader(a.resp.Body, maxWholeAnswer+1))
 	if err != nil {
 		g.cut(rp, a, err)
 	}
-	if len(body) <= maxAnnotated {
-		body = annotate(body, a.c.rt.cfg.Name, a.sent, time.Since(rp.start).Milliseconds(), a.index)
+	whole := len(body) <= maxWholeAnswer
+	if whole {
+		if u, ok := usageOf(body); ok {
+			rp.res.Usage, rp.res.HasUsage = u, true
+		}
+		if g.annotate {
+			body = annotate(body, a.c.rt.cfg.Name, a.sent, time.Since(rp.start).Milliseconds(), a.index)
+		}
 	}
 	if _, err := rp.w.Write(body); err != nil {
 		g.cut(rp, a, errClientGone)
 	}
-	if len(body) > maxAnnotated {
+	if !whole {
 		if err := copyBody(rp.w, a.resp.Body, false); err != nil {
 			g.cut(rp, a, err)
 		}
@@ -311,6 +349,9 @@ func (g *Gateway) relay(rp *reply, a *attempt) {
 			continue
 		}
 		batch = extend(batch, ev)
+		if u, ok := eventUsage(ev); ok {
+			rp.res.Usage, rp.res.HasUsage = u, true
+		}
 		if kind == eventDone {
 			send(true)
 			return
@@ -334,6 +375,9 @@ func extend(batch, ev []byte) []byte {
 // droppedEvent counts a data event that was not JSON.
 func (g *Gateway) droppedEvent(a *attempt) {
 	g.dropped.Add(1)
+	if g.Hooks.Dropped != nil {
+		g.Hooks.Dropped(a.c.rt.cfg.Name)
+	}
 	g.log.Warn("dropped a malformed event", zap.String("engine", a.c.rt.cfg.Name))
 }
 

@@ -28,6 +28,15 @@ type reply struct {
 	preamble  bool // SSE headers went out before any upstream answered
 	keepAlive time.Duration
 	start     time.Time
+	res       *Result // what the client got, for logs and metrics
+}
+
+// firstByte records the client's first byte and status, once.
+func (rp *reply) firstByte(status int) {
+	if rp.res == nil || rp.res.Status != 0 {
+		return
+	}
+	rp.res.Status, rp.res.TTFB = status, time.Since(rp.start)
 }
 
 // sendPreamble commits SSE headers before any upstream answered.
@@ -39,6 +48,7 @@ func (rp *reply) sendPreamble() {
 	rp.w.WriteHeader(http.StatusOK)
 	_ = rp.rc.Flush()
 	rp.preamble = true
+	rp.firstByte(http.StatusOK)
 }
 
 // comment sends one SSE comment line.

@@ -1,0 +1,209 @@
+package caddymodule
+
+import (
+	"errors"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyevents"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/llmgateway/caddy-llm-gateway/engines"
+	"github.com/llmgateway/caddy-llm-gateway/handler"
+)
+
+// Metrics live in Caddy's Prometheus registry (served wherever Caddy serves
+// metrics). The collectors are made once per process and registered into
+// each config's registry, so a reload neither panics on a duplicate nor
+// resets a counter. No label ever holds a key or prompt text: keys appear
+// only by their configured name, models only when they are the gateway's.
+var metrics struct {
+	once sync.Once
+
+	requests  *prometheus.CounterVec
+	ttfb      *prometheus.HistogramVec
+	duration  *prometheus.HistogramVec
+	fallbacks *prometheus.CounterVec
+	replays   *prometheus.CounterVec
+	retries   *prometheus.CounterVec
+	dropped   *prometheus.CounterVec
+	tokens    *prometheus.CounterVec
+	starts    *prometheus.CounterVec
+	startDur  *prometheus.HistogramVec
+	stops     *prometheus.CounterVec
+	live      liveCollector
+}
+
+const metricsNS = "llm_gateway"
+
+func initMetrics(reg *prometheus.Registry) {
+	metrics.once.Do(func() {
+		counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+			return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNS, Name: name, Help: help}, labels)
+		}
+		histogram := func(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+			return prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: metricsNS, Name: name, Help: help, Buckets: buckets}, labels)
+		}
+		latency := []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
+		metrics.requests = counter("requests_total", "Requests by the engine that answered, the model asked for, the status and the key's name.", "engine", "model", "status", "key")
+		metrics.ttfb = histogram("time_to_first_byte_seconds", "Time from the request to the first byte the client got.", latency, "engine")
+		metrics.duration = histogram("request_duration_seconds", "Time from the request to its end.", latency, "engine")
+		metrics.fallbacks = counter("fallbacks_total", "Requests served by another engine than the one asked for, by reason (slow_start, breaker, failure, context, body).", "engine", "fallback", "reason")
+		metrics.replays = counter("replays_total", "Pool requests replayed on the next member.", "pool")
+		metrics.retries = counter("retries_total", "Retries on the same engine after a transient failure.", "engine")
+		metrics.dropped = counter("dropped_events_total", "Stream events dropped because their data was not JSON.", "engine")
+		metrics.tokens = counter("tokens_total", "Tokens reported in answers' usage, by kind (prompt, completion).", "engine", "model", "kind")
+		metrics.starts = counter("engine_starts_total", "Engine starts by result (ok, failed).", "engine", "result")
+		metrics.startDur = histogram("engine_start_duration_seconds", "Time from spawning an engine to its readiness.", []float64{.1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}, "engine")
+		metrics.stops = counter("engine_stops_total", "Engine stops by reason (idle, group, admin, reload, crash).", "engine", "reason")
+	})
+	for _, c := range []prometheus.Collector{
+		metrics.requests, metrics.ttfb, metrics.duration, metrics.fallbacks, metrics.replays, metrics.retries,
+		metrics.dropped, metrics.tokens, metrics.starts, metrics.startDur, metrics.stops, metrics.live,
+	} {
+		if err := reg.Register(c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if !errors.As(err, &are) {
+				caddy.Log().Error("registering llm_gateway metrics", zap.Error(err))
+			}
+		}
+	}
+}
+
+// hooks are the handler's counters.
+var hooks = handler.Hooks{
+	Fallback: func(engine, fallback, reason string) {
+		metrics.fallbacks.WithLabelValues(engine, fallback, reason).Inc()
+		emit("llm_gateway.fallback_used", map[string]any{"engine": engine, "fallback": fallback, "reason": reason})
+	},
+	Retry:   func(engine string) { metrics.retries.WithLabelValues(engine).Inc() },
+	Replay:  func(pool string) { metrics.replays.WithLabelValues(pool).Inc() },
+	Dropped: func(engine string) { metrics.dropped.WithLabelValues(engine).Inc() },
+}
+
+// observeRequest counts one finished request.
+func observeRequest(res handler.Result) {
+	model := res.ModelAsked
+	if !res.Known {
+		model = "" // a name the client made up is no label value
+	}
+	metrics.requests.WithLabelValues(res.Engine, model, strconv.Itoa(res.Status), res.KeyName).Inc()
+	if res.TTFB > 0 {
+		metrics.ttfb.WithLabelValues(res.Engine).Observe(res.TTFB.Seconds())
+	}
+	metrics.duration.WithLabelValues(res.Engine).Observe(res.Duration.Seconds())
+	if res.HasUsage {
+		metrics.tokens.WithLabelValues(res.Engine, model, "prompt").Add(float64(res.Usage.Prompt))
+		metrics.tokens.WithLabelValues(res.Engine, model, "completion").Add(float64(res.Usage.Completion))
+	}
+}
+
+// engineObserver counts engine starts and stops and emits Caddy events for
+// them, so other modules (or an exec handler) can react.
+type engineObserver struct{}
+
+func (engineObserver) EngineStarted(name string, pid int, took time.Duration) {
+	metrics.starts.WithLabelValues(name, "ok").Inc()
+	metrics.startDur.WithLabelValues(name).Observe(took.Seconds())
+	emit("llm_gateway.engine_started", map[string]any{"engine": name, "pid": pid, "start_duration": took.Seconds()})
+}
+
+func (engineObserver) EngineStartFailed(name, reason string) {
+	metrics.starts.WithLabelValues(name, "failed").Inc()
+	emit("llm_gateway.engine_failed", map[string]any{"engine": name, "reason": reason})
+}
+
+func (engineObserver) EngineStopped(name string, pid int, reason engines.StopReason) {
+	metrics.stops.WithLabelValues(name, string(reason)).Inc()
+	emit("llm_gateway.engine_stopped", map[string]any{"engine": name, "pid": pid, "reason": string(reason)})
+}
+
+// The events app of the newest config: engines outlive configs, so their
+// events go through whichever config is current.
+var events struct {
+	mu  sync.Mutex
+	app *caddyevents.App
+	ctx caddy.Context
+}
+
+func setEvents(ctx caddy.Context) {
+	appIface, err := ctx.App("events")
+	if err != nil {
+		return
+	}
+	app, ok := appIface.(*caddyevents.App)
+	if !ok {
+		return
+	}
+	events.mu.Lock()
+	events.app, events.ctx = app, ctx
+	events.mu.Unlock()
+}
+
+func emit(name string, data map[string]any) {
+	events.mu.Lock()
+	app, ctx := events.app, events.ctx
+	events.mu.Unlock()
+	if app != nil {
+		app.Emit(ctx, name, data)
+	}
+}
+
+// liveCollector reports the state of the engines and pools of the running
+// configs at scrape time: engine state, leases in flight, breakers.
+type liveCollector struct{}
+
+var (
+	descState   = prometheus.NewDesc(metricsNS+"_engine_state", "1 for the engine's current state (stopped, starting, ready, draining).", []string{"engine", "state"}, nil)
+	descLeases  = prometheus.NewDesc(metricsNS+"_leases_in_flight", "Requests holding a lease on the engine.", []string{"engine"}, nil)
+	descBreaker = prometheus.NewDesc(metricsNS+"_breaker_state", "Breaker state: 0 closed, 1 open, 2 half-open; member is empty for an engine's own breaker.", []string{"engine", "pool", "member"}, nil)
+)
+
+func (liveCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descState
+	ch <- descLeases
+	ch <- descBreaker
+}
+
+func (liveCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, s := range allStatuses() {
+		for _, state := range []string{"stopped", "starting", "ready", "draining"} {
+			v := 0.0
+			if s.State == state {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(descState, prometheus.GaugeValue, v, s.Name, state)
+		}
+		ch <- prometheus.MustNewConstMetric(descLeases, prometheus.GaugeValue, float64(s.Leases), s.Name)
+		ch <- prometheus.MustNewConstMetric(descBreaker, prometheus.GaugeValue, breakerValue(s.Breaker), s.Name, "", "")
+	}
+	liveMu.Lock()
+	gws := append([]*handler.Gateway(nil), liveGateways...)
+	liveMu.Unlock()
+	seen := map[string]bool{}
+	for i := len(gws) - 1; i >= 0; i-- {
+		for _, p := range gws[i].Pools() {
+			for _, m := range p.Members {
+				key := p.Name + "\x00" + m.Member
+				if seen[key] {
+					continue
+				}
+				seen[key] = true
+				ch <- prometheus.MustNewConstMetric(descBreaker, prometheus.GaugeValue, breakerValue(m.Breaker), m.Engine, p.Name, m.Member)
+			}
+		}
+	}
+}
+
+func breakerValue(state string) float64 {
+	switch state {
+	case "open":
+		return 1
+	case "half-open":
+		return 2
+	}
+	return 0
+}
