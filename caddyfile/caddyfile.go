@@ -60,6 +60,8 @@ import (
 //			retries <n>                 # default 1: same engine, transient failures
 //			retry_after_max <duration>  # default 5s
 //			breaker <failures> [<cool-down>]  # default 5 30s
+//			resume on|off               # default off: continue a cut stream on the fallback
+//			prefill on|off              # default off: this engine continues an assistant message placed last
 //		}
 //	}
 //
@@ -362,6 +364,10 @@ func parseEngine(d *cf.Dispenser) (engines.Config, error) {
 				}
 				ec.Retries = &n
 			}
+		case "resume":
+			ec.Resume, err = parseOnOff(d)
+		case "prefill":
+			ec.Prefill, err = parseOnOff(d)
 		case "retry_after_max":
 			err = durationArg(d, &ec.RetryAfterMax)
 		case "breaker":

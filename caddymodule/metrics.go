@@ -34,6 +34,7 @@ var metrics struct {
 	starts    *prometheus.CounterVec
 	startDur  *prometheus.HistogramVec
 	stops     *prometheus.CounterVec
+	resumes   *prometheus.CounterVec
 	live      liveCollector
 }
 
@@ -59,10 +60,11 @@ func initMetrics(reg *prometheus.Registry) {
 		metrics.starts = counter("engine_starts_total", "Engine starts by result (ok, failed).", "engine", "result")
 		metrics.startDur = histogram("engine_start_duration_seconds", "Time from spawning an engine to its readiness.", []float64{.1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}, "engine")
 		metrics.stops = counter("engine_stops_total", "Engine stops by reason (idle, group, admin, reload, crash).", "engine", "reason")
+		metrics.resumes = counter("resumes_total", "Cut streams continued on the fallback, by outcome (ok, failed).", "engine", "fallback", "outcome")
 	})
 	for _, c := range []prometheus.Collector{
 		metrics.requests, metrics.ttfb, metrics.duration, metrics.fallbacks, metrics.replays, metrics.retries,
-		metrics.dropped, metrics.tokens, metrics.starts, metrics.startDur, metrics.stops, metrics.live,
+		metrics.dropped, metrics.tokens, metrics.starts, metrics.startDur, metrics.stops, metrics.resumes, metrics.live,
 	} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
@@ -82,6 +84,9 @@ var hooks = handler.Hooks{
 	Retry:   func(engine string) { metrics.retries.WithLabelValues(engine).Inc() },
 	Replay:  func(pool string) { metrics.replays.WithLabelValues(pool).Inc() },
 	Dropped: func(engine string) { metrics.dropped.WithLabelValues(engine).Inc() },
+	Resume: func(engine, fallback, outcome string) {
+		metrics.resumes.WithLabelValues(engine, fallback, outcome).Inc()
+	},
 }
 
 // observeRequest counts one finished request.

@@ -127,6 +127,16 @@ type Config struct {
 	// longer one goes to the fallback at once. Default: 5s.
 	RetryAfterMax caddy.Duration `json:"retry_after_max,omitempty"`
 
+	// Resume continues a stream that this engine cut or stalled after it
+	// committed on the engine's fallback, which must have Prefill.
+	// Default: false.
+	Resume bool `json:"resume,omitempty"`
+
+	// Prefill says this engine continues an assistant message placed last
+	// in a chat request (llama.cpp, vLLM and Anthropic-style APIs do), so
+	// it can resume another engine's cut stream. Default: false.
+	Prefill bool `json:"prefill,omitempty"`
+
 	// BreakerFailures is how many consecutive failures open the engine's
 	// circuit breaker. Default: 5.
 	BreakerFailures int `json:"breaker_failures,omitempty"`

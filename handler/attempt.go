@@ -68,6 +68,9 @@ type attempt struct {
 	errBody []byte     // an error answer's body, kept to pass on
 	waited  time.Duration
 	index   int // the candidate's position in the plan
+	req     *request
+	tr      *transcript // what a resumable stream sent so far
+	rewrite *rewriteIDs // a resumed stream's id and created
 }
 
 // label is the attempt as listed in errors: engine=503, engine=connect, …
@@ -130,7 +133,7 @@ var (
 // transport, and for an event stream read up to the first content event.
 // Nothing but SSE comments reaches the client here.
 func (g *Gateway) try(rp *reply, req *request, c candidate, fallback *route) *attempt {
-	a := &attempt{c: c}
+	a := &attempt{c: c, req: req}
 	brk := c.breaker()
 	ok, trial := brk.Allow()
 	if !ok {

@@ -45,6 +45,9 @@ type bodyFields struct {
 	user           member
 	promptCacheKey member
 	usage          member // in answers: token counts
+	messages       member // a chat request's messages
+	id             member // in stream chunks
+	created        member
 }
 
 // errBadJSON wraps every scanning failure so callers can answer 400.
@@ -146,6 +149,12 @@ func (f *bodyFields) slot(rawName []byte) *member {
 		return &f.promptCacheKey
 	case "usage":
 		return &f.usage
+	case "messages":
+		return &f.messages
+	case "id":
+		return &f.id
+	case "created":
+		return &f.created
 	}
 	return nil
 }

@@ -269,6 +269,9 @@ type Hooks struct {
 	Replay func(pool string)
 	// Dropped: engine sent a data event that was not JSON.
 	Dropped func(engine string)
+	// Resume: a cut stream of engine was (outcome "ok") or could not be
+	// ("failed") continued on its fallback.
+	Resume func(engine, fallback, outcome string)
 }
 
 // ServeHTTP serves the request if it is the gateway's (a path under /v1/)

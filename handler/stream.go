@@ -269,6 +269,9 @@ func (g *Gateway) commit(rp *reply, a *attempt) {
 	if _, err := rp.w.Write(a.held); err != nil {
 		g.cut(rp, a, errClientGone)
 	}
+	if a.tr = g.newTranscript(a.req, a); a.tr != nil {
+		a.tr.addAll(a.held)
+	}
 	a.held = nil
 	g.relay(rp, a)
 }
@@ -340,6 +343,9 @@ func (g *Gateway) relay(rp *reply, a *attempt) {
 		if err != nil {
 			send(false)
 			a.fail(err)
+			if g.resume(rp, a, err) {
+				return
+			}
 			g.cut(rp, a, err)
 		}
 		kind := classifyEvent(ev, false)
@@ -348,6 +354,10 @@ func (g *Gateway) relay(rp *reply, a *attempt) {
 			g.droppedEvent(a)
 			continue
 		}
+		if a.rewrite != nil {
+			ev = a.rewrite.apply(ev)
+		}
+		a.tr.add(ev)
 		batch = extend(batch, ev)
 		if u, ok := eventUsage(ev); ok {
 			rp.res.Usage, rp.res.HasUsage = u, true
