@@ -197,6 +197,44 @@ func TestParseEverySubdirective(t *testing.T) {
 }`, handler.Config{Engines: []engines.Config{{
 			Name: "openai", To: "https://api.openai.com", Models: []string{"gpt-4o"}, IdleTimeout: dur(24 * time.Hour),
 		}}}},
+		{"pools, resume, prefill, body fallbacks, annotate", `llm_gateway {
+	body_fallbacks off
+	annotate_response on
+	engine a {
+		to http://10.0.0.1:8000
+		models m1
+		fallback b
+		resume on
+	}
+	engine b {
+		to http://10.0.0.2:8000
+		models m2
+		prefill on
+	}
+	pool auto {
+		member a
+		member b/m2-big
+		sticky body prompt_cache_key
+		failover 3 45s
+		breaker 2 10s
+	}
+	pool chat {
+		member a
+		sticky header X-Session-Id
+	}
+}`, handler.Config{
+			BodyFallbacks:    ptr(false),
+			AnnotateResponse: true,
+			Engines: []engines.Config{
+				{Name: "a", To: "http://10.0.0.1:8000", Models: []string{"m1"}, Fallback: "b", Resume: true},
+				{Name: "b", To: "http://10.0.0.2:8000", Models: []string{"m2"}, Prefill: true},
+			},
+			Pools: []handler.PoolConfig{
+				{Name: "auto", Members: []string{"a", "b/m2-big"}, StickyBody: "prompt_cache_key",
+					FailoverAttempts: 3, FailoverTime: dur(45 * time.Second), BreakerFailures: 2, BreakerCooldown: dur(10 * time.Second)},
+				{Name: "chat", Members: []string{"a"}, StickyHeader: "X-Session-Id"},
+			},
+		}},
 		{"engines keep their order", `llm_gateway {
 	engine b {
 		to http://10.0.0.2:8000
@@ -238,6 +276,27 @@ func TestParseErrorsNameTheProblemAndTheLine(t *testing.T) {
 	}{
 		{"an argument after the directive", `llm_gateway on {` + remote + `
 }`, "wrong argument count", 1},
+		{"a pool member that is no engine", `llm_gateway {` + remote + `
+	pool auto {
+		member nope
+	}
+}`, "member nope is not an engine of this handler", 6},
+		{"a pool without members", `llm_gateway {` + remote + `
+	pool auto {
+		sticky header X
+	}
+}`, "pool auto has no members", 8},
+		{"a bad sticky source", `llm_gateway {` + remote + `
+	pool auto {
+		member openai
+		sticky body messages
+	}
+}`, "sticky body takes user or prompt_cache_key", 8},
+		{"an unknown pool subdirective", `llm_gateway {` + remote + `
+	pool auto {
+		members openai
+	}
+}`, `unknown pool subdirective "members"`, 7},
 		{"unknown subdirective", `llm_gateway {
 	keys sk-one
 	max_bodies 1MiB` + remote + `

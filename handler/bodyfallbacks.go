@@ -86,10 +86,11 @@ func (g *Gateway) engineNames() []string {
 	return names
 }
 
-// planFor is the route's plan, followed by the body's fallbacks.
-func (g *Gateway) planFor(req *request, rt *route) ([]candidate, *Error) {
+// withBodyFallbacks returns plan followed by the body's fallbacks, if the
+// request names any (a new slice: route plans are shared).
+func (g *Gateway) withBodyFallbacks(req *request, plan []candidate) ([]candidate, *Error) {
 	if req.fallbacks == nil {
-		return rt.plan, nil
+		return plan, nil
 	}
 	if !g.allowBodyFallbacks {
 		return nil, errBadRequest("fallbacks_disabled", `"fallbacks" in the request body are disabled on this gateway (body_fallbacks off); remove the field`)
@@ -98,8 +99,8 @@ func (g *Gateway) planFor(req *request, rt *route) ([]candidate, *Error) {
 	if err != nil {
 		return nil, err
 	}
-	plan := make([]candidate, 0, len(rt.plan)+len(extra))
-	return append(append(plan, rt.plan...), extra...), nil
+	out := make([]candidate, 0, len(plan)+len(extra))
+	return append(append(out, plan...), extra...), nil
 }
 
 // annotate adds "extra_fields" to a non-streaming JSON answer (opt-in with

@@ -350,7 +350,7 @@ func (g *Gateway) serveRouted(w http.ResponseWriter, r *http.Request, res *Resul
 		return
 	}
 	res.Known = true
-	plan, perr := g.planFor(req, rt)
+	plan, perr := g.withBodyFallbacks(req, rt.plan)
 	if perr != nil {
 		res.refuse(w, perr)
 		return
@@ -367,13 +367,10 @@ func (g *Gateway) servePool(w http.ResponseWriter, req *request, p *pool, res *R
 	}
 	req.budget = &failoverBudget{attempts: p.attempts, deadline: time.Now().Add(p.budget)}
 	req.pool = p.cfg.Name
-	if req.fallbacks != nil {
-		extra, err := g.planFor(req, &route{})
-		if err != nil {
-			res.refuse(w, err)
-			return
-		}
-		plan = append(plan, extra...)
+	plan, err := g.withBodyFallbacks(req, plan)
+	if err != nil {
+		res.refuse(w, err)
+		return
 	}
 	g.run(w, req, plan, res)
 }
