@@ -408,3 +408,38 @@ http://%s {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+func TestModelsListAsksRemoteEnginesAtMostOncePerTwoSeconds(t *testing.T) {
+	up := newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"object":"list","data":[{"id":"x","object":"model"}]}`)
+	})
+	dead := newRecorder(t, okChat)
+	deadURL := dead.URL
+	dead.Close()
+	startGateway(t, fmt.Sprintf(`
+		engine up {
+			to %s
+			models up-model
+		}
+		engine down {
+			to %s
+			models down-model
+		}`, up.URL, deadURL))
+	for range 5 {
+		_, body := do(t, mustReq(http.MethodGet, gwURL+"/v1/models"))
+		if !strings.Contains(body, `"id":"up-model","object":"model","created":0,"owned_by":"up","status":{"value":"loaded"}`) ||
+			!strings.Contains(body, `"id":"down-model","object":"model","created":0,"owned_by":"down","status":{"value":"unloaded"}`) {
+			t.Fatalf("%s", body)
+		}
+	}
+	asked := 0
+	for _, r := range up.all() {
+		if r.path == "/v1/models" {
+			asked++
+		}
+	}
+	if asked != 1 {
+		t.Fatalf("five listings asked the engine %d times, want once (cached for 2 s)", asked)
+	}
+}

@@ -167,6 +167,7 @@ type Gateway struct {
 	annotate  bool
 
 	allowBodyFallbacks bool
+	listing            listing
 
 	// Hooks are set by the caddy module, before serving, to count events.
 	Hooks Hooks

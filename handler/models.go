@@ -19,29 +19,44 @@ func modelStatus(s engines.State) string {
 	return "unloaded"
 }
 
+// status is the route's model status: a started engine's state, or
+// whether a remote engine answered its model list lately.
+func (rt *route) status(remoteUp map[string]bool) string {
+	if !rt.cfg.Managed() {
+		if remoteUp[rt.cfg.Name] {
+			return "loaded"
+		}
+		return "unloaded"
+	}
+	return modelStatus(rt.eng.State())
+}
+
 // listable reports whether a route's models belong in /v1/models: those of
-// running engines, and of stopped ones a request may wake.
-func (rt *route) listable() bool {
-	return rt.wake || rt.eng.State() != engines.Stopped
+// running engines (a remote one runs when it answers), and of stopped ones
+// a request may wake.
+func (rt *route) listable(status string) bool {
+	return rt.wake || status != "unloaded"
 }
 
 // appendModel appends one OpenAI model object.
-func appendModel(b []byte, id string, rt *route) []byte {
+func appendModel(b []byte, id string, rt *route, status string) []byte {
 	b = append(b, `{"id":`...)
 	b = appendJSONString(b, id)
 	b = append(b, `,"object":"model","created":0,"owned_by":`...)
 	b = appendJSONString(b, rt.cfg.Name)
 	b = append(b, `,"status":{"value":"`...)
-	b = append(b, modelStatus(rt.eng.State())...)
+	b = append(b, status...)
 	return append(b, `"}}`...)
 }
 
 // serveModels answers GET /v1/models in OpenAI's list format.
 func (g *Gateway) serveModels(w http.ResponseWriter, r *http.Request) {
+	up := g.remoteUp(r.Context())
 	b := []byte(`{"object":"list","data":[`)
 	first := true
 	for _, rt := range g.routes {
-		if !rt.listable() {
+		status := rt.status(up)
+		if !rt.listable(status) {
 			continue
 		}
 		for _, m := range rt.cfg.Models {
@@ -49,7 +64,7 @@ func (g *Gateway) serveModels(w http.ResponseWriter, r *http.Request) {
 				b = append(b, ',')
 			}
 			first = false
-			b = appendModel(b, m, rt)
+			b = appendModel(b, m, rt, status)
 		}
 	}
 	for _, id := range g.poolIDs() {
@@ -89,12 +104,16 @@ func (g *Gateway) serveModel(w http.ResponseWriter, r *http.Request, id string) 
 		return http.StatusOK
 	}
 	rt := g.byModel[id]
-	if rt == nil || !rt.listable() {
+	var status string
+	if rt != nil {
+		status = rt.status(g.remoteUp(r.Context()))
+	}
+	if rt == nil || !rt.listable(status) {
 		e := g.unknownModel(id)
 		e.write(w)
 		return e.Status
 	}
-	writeJSON(w, r, append(appendModel(nil, id, rt), '\n'))
+	writeJSON(w, r, append(appendModel(nil, id, rt, status), '\n'))
 	return http.StatusOK
 }
 
