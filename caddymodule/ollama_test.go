@@ -274,10 +274,12 @@ func TestRealOllamaAnswersAndStreamsThroughTheGateway(t *testing.T) {
 	}
 
 	// a model the gateway routes here but ollama does not have: ollama's
-	// own OpenAI-shaped 404 reaches the client, with its message
+	// own OpenAI-shaped 404 (not the gateway's model_not_found) reaches the
+	// client, with its message
 	_, err = client.Chat.Completions.New(ctx, tinyChat("not-in-ollama", "hi"))
-	if e := apiError(t, err, 404); !strings.Contains(e.Message, "not-in-ollama") {
-		t.Fatalf("ollama's 404 lost its message: %q", e.Message)
+	e := apiError(t, err, 404)
+	if e.Response.Header.Get("X-LLM-Engine") != ollamaEngine || !strings.Contains(e.Message, "not-in-ollama") {
+		t.Fatalf("want ollama's 404 naming the model, got X-LLM-Engine %q: %s", e.Response.Header.Get("X-LLM-Engine"), e.RawJSON())
 	}
 }
 

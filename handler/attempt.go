@@ -112,6 +112,9 @@ func (a *attempt) close() {
 	if a.resp != nil {
 		a.resp.Body.Close()
 	}
+	if a.events != nil {
+		a.events.release()
+	}
 	if a.cancel != nil {
 		a.cancel(context.Canceled)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"sync"
 )
 
 // An event stream is relayed event by event: the gateway must know where an
@@ -41,7 +42,49 @@ type sseReader struct {
 }
 
 func newSSEReader(r io.Reader) *sseReader {
-	return &sseReader{r: r, buf: make([]byte, firstReadSize), pend: -1}
+	return &sseReader{r: r, buf: getBuf(firstReadSize), pend: -1}
+}
+
+// Read buffers of 4, 8, 16 and 32 KiB are pooled: a busy gateway reuses
+// them instead of making garbage for every stream.
+var bufPools [4]sync.Pool
+
+func poolIndex(size int) int {
+	switch size {
+	case 4 << 10:
+		return 0
+	case 8 << 10:
+		return 1
+	case 16 << 10:
+		return 2
+	case 32 << 10:
+		return 3
+	}
+	return -1
+}
+
+func getBuf(size int) []byte {
+	if i := poolIndex(size); i >= 0 {
+		if b, ok := bufPools[i].Get().(*[]byte); ok {
+			return *b
+		}
+	}
+	return make([]byte, size)
+}
+
+func putBuf(b []byte) {
+	if i := poolIndex(len(b)); i >= 0 {
+		bufPools[i].Put(&b)
+	}
+}
+
+// release gives the reader's buffer back; no event it returned may be used
+// afterwards.
+func (s *sseReader) release() {
+	if s.buf != nil {
+		putBuf(s.buf)
+		s.buf, s.start, s.end, s.pend = nil, 0, 0, -1
+	}
 }
 
 // eventEnd returns the offset just past the blank line ending the first
@@ -100,8 +143,9 @@ func (s *sseReader) fill() {
 	}
 	if s.filled && len(s.buf) < fastReadSize {
 		// the last read filled the buffer: this stream is fast
-		nb := make([]byte, 2*len(s.buf))
+		nb := getBuf(2 * len(s.buf))
 		s.end = copy(nb, s.buf[s.start:s.end])
+		putBuf(s.buf)
 		s.start, s.buf, s.filled = 0, nb, false
 	}
 	if s.end == len(s.buf) {
@@ -112,8 +156,9 @@ func (s *sseReader) fill() {
 			s.err = errEventTooLarge
 			return
 		} else {
-			nb := make([]byte, min(2*len(s.buf), maxEventSize))
+			nb := getBuf(min(2*len(s.buf), maxEventSize))
 			s.end = copy(nb, s.buf[s.start:s.end])
+			putBuf(s.buf)
 			s.start, s.buf = 0, nb
 		}
 	}
@@ -191,6 +236,34 @@ func classifyEvent(ev []byte, probe bool) eventKind {
 		return eventContent
 	}
 	return probeChunk(data)
+}
+
+// inspectEvent is classifyEvent for a committed stream, which also wants
+// the token usage an event may carry: one validating scan of an object's
+// top level finds both, so counting tokens costs no second pass.
+func inspectEvent(ev []byte) (eventKind, Usage, bool) {
+	data, ok := dataOf(ev)
+	if !ok {
+		return eventComment, Usage{}, false
+	}
+	data = bytes.TrimSpace(data)
+	switch {
+	case string(data) == "[DONE]":
+		return eventDone, Usage{}, false
+	case len(data) == 0:
+		return eventComment, Usage{}, false
+	case data[0] == '{':
+		f, err := scanBody(data)
+		if err != nil {
+			return eventMalformed, Usage{}, false
+		}
+		u, has := usageIn(data, f)
+		return eventContent, u, has
+	}
+	if end, err := skipValue(data, 0, 1); err != nil || end != len(data) {
+		return eventMalformed, Usage{}, false
+	}
+	return eventContent, Usage{}, false
 }
 
 // chunkProbe decodes just enough of a streamed chunk to see whether it

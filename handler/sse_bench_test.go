@@ -13,7 +13,7 @@ func BenchmarkClassifyEvent(b *testing.B) {
 	b.ReportAllocs()
 	b.SetBytes(int64(len(benchChunk)))
 	for b.Loop() {
-		if classifyEvent(benchChunk, false) != eventContent {
+		if kind, _, _ := inspectEvent(benchChunk); kind != eventContent {
 			b.Fatal("not content")
 		}
 	}

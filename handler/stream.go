@@ -348,7 +348,7 @@ func (g *Gateway) relay(rp *reply, a *attempt) {
 			}
 			g.cut(rp, a, err)
 		}
-		kind := classifyEvent(ev, false)
+		kind, usage, hasUsage := inspectEvent(ev)
 		if kind == eventMalformed {
 			send(false)
 			g.droppedEvent(a)
@@ -359,8 +359,8 @@ func (g *Gateway) relay(rp *reply, a *attempt) {
 		}
 		a.tr.add(ev)
 		batch = extend(batch, ev)
-		if u, ok := eventUsage(ev); ok {
-			rp.res.Usage, rp.res.HasUsage = u, true
+		if hasUsage {
+			rp.res.Usage, rp.res.HasUsage = usage, true
 		}
 		if kind == eventDone {
 			send(true)

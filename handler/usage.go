@@ -15,7 +15,15 @@ type Usage struct {
 // input_tokens/output_tokens. It does not decode anything else.
 func usageOf(doc []byte) (Usage, bool) {
 	f, err := scanBody(doc)
-	if err != nil || !f.usage.ok() || doc[f.usage.value.start] != '{' {
+	if err != nil {
+		return Usage{}, false
+	}
+	return usageIn(doc, f)
+}
+
+// usageIn reads the usage member a scan of doc found.
+func usageIn(doc []byte, f bodyFields) (Usage, bool) {
+	if !f.usage.ok() || doc[f.usage.value.start] != '{' {
 		return Usage{}, false
 	}
 	u := doc[f.usage.value.start:f.usage.value.end]
@@ -46,17 +54,4 @@ func intMember(obj []byte, name string) (int, bool) {
 	k := skipDigits(obj, j)
 	n, err := strconv.Atoi(string(obj[j:k]))
 	return n, err == nil
-}
-
-// eventUsage reads usage from one stream event, cheaply skipping the many
-// that have none.
-func eventUsage(ev []byte) (Usage, bool) {
-	if !bytes.Contains(ev, []byte(`"usage"`)) {
-		return Usage{}, false
-	}
-	data, ok := dataOf(ev)
-	if !ok {
-		return Usage{}, false
-	}
-	return usageOf(bytes.TrimSpace(data))
 }
