@@ -122,7 +122,7 @@ func TestAllBodyFallbacksFailingGivesThePrimarysErrorAndTheAttempts(t *testing.T
 
 func TestUnknownOrAddressFallbackIsRefusedBeforeAnythingIsSent(t *testing.T) {
 	primary, other, third := bodyFallbackGateway(t, 200, "")
-	for _, item := range []string{`"nope"`, `"http://10.0.0.1:8080"`, `"//evil"`, `""`, `"other/"`, `42`, `{"engine":"other"}`} {
+	for _, item := range []string{`"nope"`, `"http://10.0.0.1:8080"`, `"//evil"`, `""`, `"other/"`, `"other/o1-pro"`, `42`, `{"engine":"other"}`} {
 		resp, body := post(t, "/v1/chat/completions", `{"model":"big","fallbacks":["third",`+item+`]}`)
 		if resp.StatusCode != 400 || !strings.Contains(body, "invalid_fallbacks") || !strings.Contains(body, "item 1") {
 			t.Fatalf("item %s: %d %s", item, resp.StatusCode, body)

@@ -132,6 +132,7 @@ func TestGatewayErrorsAreOpenAIShaped(t *testing.T) {
 		{"unknown model", "POST", "/v1/chat/completions", `{"model":"gpt-9"}`, auth, 404, "model_not_found", "served models: m, alias"},
 		{"too large", "POST", "/v1/chat/completions", `{"model":"m","pad":"` + strings.Repeat("x", 2000) + `"}`, auth, 413, "request_too_large", "max_body"},
 		{"wrong method", "PUT", "/v1/chat/completions", `{"model":"m"}`, auth, 405, "method_not_allowed", "POST"},
+		{"a path that climbs out", "POST", "/v1/x/../../admin/chat/completions", `{"model":"m"}`, auth, 400, "invalid_path", "'..'"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -150,25 +150,38 @@ func (g *Gateway) Cleanup() error {
 
 // ServeHTTP implements caddyhttp.MiddlewareHandler.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	res, handled := g.gw.ServeHTTP(w, r)
-	if !handled {
+	var res handler.Result
+	// deferred, so that an aborted response (a stream cut after commit)
+	// is counted and logged too
+	defer func() {
+		if res.Handled {
+			observeRequest(res)
+			setPlaceholders(r, &res)
+		}
+	}()
+	if !g.gw.ServeHTTP(w, r, &res) {
 		return next.ServeHTTP(w, r)
 	}
-	observeRequest(res)
-	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
-		repl.Set("http.llm_gateway.engine", res.Engine)
-		repl.Set("http.llm_gateway.model", res.ModelAsked)
-		repl.Set("http.llm_gateway.model_sent", res.ModelSent)
-		repl.Set("http.llm_gateway.attempts", strconv.Itoa(res.Attempts))
-		repl.Set("http.llm_gateway.key_name", res.KeyName)
-		repl.Set("http.llm_gateway.fallback", res.Fallback)
-		repl.Set("http.llm_gateway.ttfb_ms", res.TTFB.Milliseconds())
-		if res.HasUsage {
-			repl.Set("http.llm_gateway.prompt_tokens", res.Usage.Prompt)
-			repl.Set("http.llm_gateway.completion_tokens", res.Usage.Completion)
-		}
-	}
 	return nil
+}
+
+// setPlaceholders sets {http.llm_gateway.*} for the access log.
+func setPlaceholders(r *http.Request, res *handler.Result) {
+	repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	if !ok {
+		return
+	}
+	repl.Set("http.llm_gateway.engine", res.Engine)
+	repl.Set("http.llm_gateway.model", res.ModelAsked)
+	repl.Set("http.llm_gateway.model_sent", res.ModelSent)
+	repl.Set("http.llm_gateway.attempts", strconv.Itoa(res.Attempts))
+	repl.Set("http.llm_gateway.key_name", res.KeyName)
+	repl.Set("http.llm_gateway.fallback", res.Fallback)
+	repl.Set("http.llm_gateway.ttfb_ms", res.TTFB.Milliseconds())
+	if res.HasUsage {
+		repl.Set("http.llm_gateway.prompt_tokens", res.Usage.Prompt)
+		repl.Set("http.llm_gateway.completion_tokens", res.Usage.Completion)
+	}
 }
 
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens; the syntax is

@@ -391,7 +391,8 @@ func (e *Engine) run(seq uint64, delay time.Duration) {
 	}
 
 	began := e.now()
-	e.log.Info("starting engine", zap.Strings("cmd", argv), zap.Int("port", port))
+	// the arguments may hold secrets (llama-server --api-key): log the program only
+	e.log.Info("starting engine", zap.String("program", argv[0]), zap.Int("port", port))
 	proc, err := spawn(argv, e.cfg.Dir, env, &e.lines, e.log)
 	if err != nil {
 		e.startFailed(seq, nil, err.Error())
@@ -572,13 +573,18 @@ func (e *Engine) Stop(ctx context.Context, drain bool, reason StopReason) error 
 // finishStop ends a draining engine: waits for its leases when asked (bounded
 // by its request budget plus stop_timeout), then stops its process.
 func (e *Engine) finishStop(drain bool, reason StopReason) {
+	bound := time.Duration(e.cfg.RequestTimeout)
+	if bound <= 0 {
+		bound = drainBound
+	}
+	e.finishStopWithin(drain, bound+time.Duration(e.cfg.StopTimeout), reason)
+}
+
+// finishStopWithin is finishStop with the drain bounded by within.
+func (e *Engine) finishStopWithin(drain bool, within time.Duration, reason StopReason) {
 	e.mu.Lock()
 	if drain && e.leases > 0 {
-		bound := time.Duration(e.cfg.RequestTimeout)
-		if bound <= 0 {
-			bound = drainBound
-		}
-		ctx, cancel := context.WithTimeout(e.life, bound+time.Duration(e.cfg.StopTimeout))
+		ctx, cancel := context.WithTimeout(e.life, within)
 		for e.leases > 0 && e.wait(ctx) == nil {
 		}
 		cancel()
@@ -620,7 +626,9 @@ func (e *Engine) Destruct() error {
 	e.broadcast()
 	e.mu.Unlock()
 	if running {
-		e.finishStop(false, StopReload)
+		// requests in flight get stop_timeout to finish: long enough for
+		// most answers, short enough not to hold a reload or Caddy's stop
+		e.finishStopWithin(true, time.Duration(e.cfg.StopTimeout), StopReload)
 	}
 	e.cancel()
 	e.wg.Wait()

@@ -188,3 +188,34 @@ func TestLineBufferKeepsTheLastLines(t *testing.T) {
 
 // direct keeps no idle connections, so the leak check sees no client goroutines.
 var direct = &http.Transport{DisableKeepAlives: true}
+
+func TestGroupStartsQueuedBehindALoadingPeerNeverDeadlock(t *testing.T) {
+	group := func(c *Config) { c.Group = "test-gpu-3" }
+	a := testEngine(t, "qa", group)
+	b := testEngine(t, "qb", group)
+	c := testEngine(t, "qc", group, "--load-time", "300ms")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	errs := make(chan error, 3)
+	acquire := func(e *Engine) {
+		l, err := e.Acquire(ctx, true)
+		if err == nil {
+			err = get(l)
+			l.Release()
+		}
+		errs <- err
+	}
+	go acquire(c)
+	for c.State() != Starting {
+		time.Sleep(time.Millisecond)
+	}
+	// a and b queue for the turn while c loads; whoever gets it next must
+	// not wait for the other, which is waiting for the turn
+	go acquire(a)
+	go acquire(b)
+	for range 3 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}

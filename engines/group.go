@@ -73,7 +73,9 @@ func (g *group) evictOthers(self *Engine) {
 	}
 	g.mu.Unlock()
 	for _, o := range others {
-		if o.State() == Stopped {
+		// a peer that is starting is queued behind us for the turn: it
+		// will evict us in its own turn; waiting for it here would deadlock
+		if st := o.State(); st == Stopped || st == Starting {
 			continue
 		}
 		self.log.Info("stopping group peer before start", zap.String("group", g.name), zap.String("peer", o.Name()))

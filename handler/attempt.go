@@ -148,7 +148,7 @@ func (g *Gateway) try(rp *reply, req *request, c candidate, fallback *route) *at
 	switch a.outcome {
 	case outcomeGood:
 		brk.Success()
-	case outcomeConnect, outcomeDNS, outcomeClosed, outcomeTimeout, outcomeStreamError, outcomeStart:
+	case outcomeConnect, outcomeDNS, outcomeClosed, outcomeTimeout, outcomeStreamError:
 		brk.Failure()
 	case outcomeStatus:
 		switch a.resp.StatusCode {
@@ -227,9 +227,12 @@ func (g *Gateway) send(rp *reply, req *request, a *attempt, fallback *route) {
 // costs no timer operation per event.
 func (a *attempt) nextEvent() ([]byte, error) {
 	ev, err := a.events.next()
-	a.last.Store(int64(time.Since(a.t0)))
+	a.touch()
 	return ev, err
 }
+
+// touch restarts the idle budget.
+func (a *attempt) touch() { a.last.Store(int64(time.Since(a.t0))) }
 
 // startIdleTimer arms the stream-idle budget.
 func (a *attempt) startIdleTimer() {
@@ -239,7 +242,12 @@ func (a *attempt) startIdleTimer() {
 }
 
 func (a *attempt) idleCheck() {
-	gap := time.Since(a.t0) - time.Duration(a.last.Load())
+	last := a.last.Load()
+	gap := time.Since(a.t0) - time.Duration(last)
+	if last == 0 {
+		// no event yet: the wait for the first one is first_token_timeout's
+		gap = 0
+	}
 	if gap >= a.idle {
 		a.cancel(errStreamIdleTimeout)
 		return
@@ -283,9 +291,10 @@ func (g *Gateway) awaitFirstContent(a *attempt) {
 			if len(a.held) < maxHeld {
 				continue
 			}
+			return // enough held: commit
 		}
 		a.held = append(a.held, ev...)
-		return // content, [DONE], or enough held: commit
+		return // content or [DONE]: commit
 	}
 }
 
@@ -420,7 +429,7 @@ func (a *attempt) failureError() *Error {
 	switch a.outcome {
 	case outcomeConnect:
 		return &Error{http.StatusBadGateway, typeUpstream, "upstream_unreachable",
-			fmt.Sprintf("engine %s could not be reached at %s: %s; check that it is running", name, a.c.rt.cfg.To, rootCause(a.err))}
+			fmt.Sprintf("engine %s could not be reached: %s; check that it is running", name, connectReason(a.err))}
 	case outcomeDNS:
 		return &Error{http.StatusBadGateway, typeUpstream, "upstream_dns",
 			fmt.Sprintf("engine %s: its host did not resolve: %s", name, rootCause(a.err))}
@@ -450,6 +459,20 @@ func (a *attempt) failureError() *Error {
 			fmt.Sprintf("engine %s was still starting after %s", name, a.waited.Round(time.Millisecond))}
 	}
 	return &Error{499, typeInvalidRequest, "client_closed_request", "the client went away"}
+}
+
+// connectReason is why a connection failed, without the address (an
+// internal one is none of the client's business).
+func connectReason(err error) string {
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		return "host unreachable"
+	case isTimeout(err):
+		return "dial timeout"
+	}
+	return "connection failed"
 }
 
 // budget is the length of the budget that ran out.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 )
 
@@ -74,6 +75,10 @@ func (g *Gateway) bodyCandidate(item string) (candidate, error) {
 		if model == "" {
 			model = rt.cfg.Models[0]
 		}
+	} else if model != rt.cfg.ModelName && !slices.Contains(rt.cfg.Models, model) {
+		// the engine's key pays for what it is sent: only models the
+		// config lists for it may be named
+		return candidate{}, fmt.Errorf("engine %s does not serve model %s here; it serves %s", name, model, strings.Join(rt.cfg.Models, ", "))
 	}
 	return candidate{rt: rt, model: model, role: roleBody, acquire: true}, nil
 }

@@ -256,6 +256,7 @@ type Result struct {
 	Usage      Usage // tokens, when the answer reported them
 	HasUsage   bool
 	Known      bool // ModelAsked names a model or pool of this gateway
+	Handled    bool // the gateway served the request (a path under /v1/)
 }
 
 // Hooks let the caddy module count what happens inside a request; nil
@@ -278,19 +279,27 @@ type Hooks struct {
 // ServeHTTP serves the request if it is the gateway's (a path under /v1/)
 // and reports false otherwise, leaving the response untouched for the next
 // handler.
-func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) (Result, bool) {
-	var res Result
+//
+// The result is filled in as the request goes, so that a caller can read it
+// in a deferred function even when the response was aborted (a stream cut
+// after commit ends with panic(http.ErrAbortHandler)).
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, res *Result) bool {
 	p := r.URL.Path
 	if p != "/v1" && !strings.HasPrefix(p, "/v1/") {
-		return res, false
+		return false
 	}
 	start := time.Now()
+	res.Handled = true
 	defer func() { res.Duration = time.Since(start) }()
+	if !cleanPath(p) {
+		res.refuse(w, errBadRequest("invalid_path", "the request path must not contain '.', '..' or empty segments"))
+		return true
+	}
 	keyName, ok := g.keys.check(r)
 	if !ok {
 		res.refuse(w, &Error{http.StatusUnauthorized, typeAuthentication, "invalid_api_key",
 			"missing or invalid gateway key: send it as 'Authorization: Bearer <key>'"})
-		return res, true
+		return true
 	}
 	res.KeyName = keyName
 	switch {
@@ -300,13 +309,25 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) (Result, boo
 	case strings.HasPrefix(p, "/v1/models/") && (r.Method == http.MethodGet || r.Method == http.MethodHead):
 		res.Status = g.serveModel(w, r, strings.TrimPrefix(p, "/v1/models/"))
 	case r.Method == http.MethodPost:
-		g.serveRouted(w, r, &res)
+		g.serveRouted(w, r, res)
 	default:
 		w.Header().Set("Allow", "POST")
 		res.refuse(w, &Error{http.StatusMethodNotAllowed, typeInvalidRequest, "method_not_allowed",
 			fmt.Sprintf("%s %s is not served: the gateway routes POST requests with a JSON body under /v1/ and GET /v1/models", r.Method, p)})
 	}
-	return res, true
+	return true
+}
+
+// cleanPath reports whether a path has no dot or empty segments: the path
+// is appended to an engine's base path, and /v1/../other must not reach a
+// path of the engine's host the config does not name.
+func cleanPath(p string) bool {
+	for _, seg := range strings.Split(strings.TrimPrefix(p, "/"), "/") {
+		if seg == "." || seg == ".." || seg == "" {
+			return false
+		}
+	}
+	return true
 }
 
 // request is one routed request's state, shared by its attempts.

@@ -38,7 +38,7 @@ func benchGateway(b *testing.B) *httptest.Server {
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { g.ServeHTTP(w, r) }))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { g.ServeHTTP(w, r, &Result{}) }))
 	b.Cleanup(func() { srv.Close(); e.Destruct(); tr.CloseIdleConnections() })
 	return srv
 }

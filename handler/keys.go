@@ -65,11 +65,8 @@ func (k *keyring) check(r *http.Request) (string, bool) {
 // callerToken finds the caller's key where the OpenAI SDKs (Authorization:
 // Bearer), Anthropic's (X-Api-Key) and Azure's (Api-Key) put it.
 func callerToken(h http.Header) string {
-	if v := h.Get("Authorization"); v != "" {
-		if len(v) > 7 && strings.EqualFold(v[:7], "bearer ") {
-			return strings.TrimSpace(v[7:])
-		}
-		return ""
+	if v := h.Get("Authorization"); len(v) > 7 && strings.EqualFold(v[:7], "bearer ") {
+		return strings.TrimSpace(v[7:])
 	}
 	if v := h.Get("X-Api-Key"); v != "" {
 		return v

@@ -48,6 +48,12 @@ func (c *candidate) breaker() *engines.Breaker {
 	return c.rt.eng.Breaker()
 }
 
+// isFallback reports whether the candidate answers instead of the engine the
+// client asked for (a pool member is what the client asked for).
+func (c *candidate) isFallback() bool {
+	return c.role == roleFallback || c.role == roleContext || c.role == roleBody
+}
+
 // name is how errors and attempt lists name the candidate.
 func (c *candidate) name() string {
 	if c.label != "" {

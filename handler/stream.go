@@ -22,11 +22,6 @@ import (
 func (g *Gateway) run(w http.ResponseWriter, req *request, plan []candidate, res *Result) {
 	rp := &reply{w: w, rc: http.NewResponseController(w), stream: req.stream, keepAlive: g.keepAlive, start: time.Now(), res: res}
 	var failed []*attempt
-	defer func() {
-		for _, a := range failed {
-			a.close()
-		}
-	}()
 	for i := 0; i < len(plan); i++ {
 		if req.budget != nil && (res.Attempts >= req.budget.attempts || time.Now().After(req.budget.deadline)) {
 			break // the pool's failover budget is spent
@@ -43,7 +38,7 @@ func (g *Gateway) run(w http.ResponseWriter, req *request, plan []candidate, res
 			}
 			if a.outcome == outcomeGood {
 				res.Engine, res.ModelSent = c.rt.cfg.Name, a.sent
-				if c.role != rolePrimary && c.role != rolePool {
+				if c.isFallback() {
 					res.Fallback = c.rt.cfg.Name
 					g.countFallback(plan[0], c, failed)
 				}
@@ -54,6 +49,9 @@ func (g *Gateway) run(w http.ResponseWriter, req *request, plan []candidate, res
 			if ce := g.log.Check(zapcore.DebugLevel, "attempt failed"); ce != nil {
 				ce.Write(zap.String("attempt", a.label()), zap.Error(a.err))
 			}
+			// let go of the lease now: a later candidate may be a group peer
+			// whose start drains this engine (the error body is kept)
+			a.close()
 			failed = append(failed, a)
 			if a.outcome == outcomeCanceled {
 				return // nobody is listening
@@ -233,7 +231,7 @@ func (g *Gateway) commit(rp *reply, a *attempt) {
 	name := a.c.rt.cfg.Name
 	if rp.preamble {
 		// the status and headers went out with the preamble: body only
-		if a.c.role != rolePrimary {
+		if a.c.isFallback() {
 			rp.comment("fallback " + name)
 		}
 	} else {
@@ -243,7 +241,7 @@ func (g *Gateway) commit(rp *reply, a *attempt) {
 			h.Del("Content-Length") // the annotated body is longer
 		}
 		h.Set("X-LLM-Engine", name)
-		if a.c.role != rolePrimary {
+		if a.c.isFallback() {
 			h.Set("X-LLM-Fallback", name)
 		}
 		if a.events != nil {
@@ -328,6 +326,9 @@ func (g *Gateway) relay(rp *reply, a *attempt) {
 			if err := rp.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
 				g.cut(rp, a, errClientGone)
 			}
+			// a slow client is no silent upstream: the idle budget
+			// counts from the last event delivered
+			a.touch()
 		}
 	}
 	for {
@@ -343,7 +344,7 @@ func (g *Gateway) relay(rp *reply, a *attempt) {
 		if err != nil {
 			send(false)
 			a.fail(err)
-			if g.resume(rp, a, err) {
+			if a.outcome != outcomeCanceled && g.resume(rp, a, err) {
 				return
 			}
 			g.cut(rp, a, err)
@@ -398,7 +399,9 @@ var errClientGone = errors.New("client went away")
 // see an error, never a tidy end that looks complete: a stream gets one
 // in-band error event first, and the connection is aborted either way.
 func (g *Gateway) cut(rp *reply, a *attempt, err error) {
-	if errors.Is(err, errClientGone) {
+	if errors.Is(err, errClientGone) || a.req.r.Context().Err() != nil {
+		// the client left ("stop generating"): the engine did nothing wrong
+		a.close()
 		panic(http.ErrAbortHandler)
 	}
 	a.c.breaker().Failure()

@@ -66,6 +66,13 @@ func newUpstreamRequest(ctx context.Context, r *http.Request, base *url.URL, cfg
 	for _, k := range callerCredentialHeaders {
 		delete(h, k)
 	}
+	// the caller's cookies are for the gateway's site, and an engine with
+	// its own key decides its own organization and project
+	delete(h, "Cookie")
+	if cfg.APIKey != "" {
+		delete(h, "Openai-Organization")
+		delete(h, "Openai-Project")
+	}
 	// the transport negotiates compression itself and decodes it, so the
 	// gateway always sees (and can judge) plain SSE
 	delete(h, "Accept-Encoding")
