@@ -282,3 +282,50 @@ func runProbe(t *testing.T, args ...string) (string, int) {
 	}
 	return out, code
 }
+
+func TestPoolOfEnginesServingOneModelPrefersReadyThenStartingThenStarts(t *testing.T) {
+	starts := startsFile(t)
+	startGateway(t, `
+		engine gpu0 {
+			`+engineCmd("--model gpu0 --load-time 300ms")+`
+			models qwen-gpu0
+		}
+		engine gpu1 {
+			`+engineCmd("--model gpu1 --load-time 300ms")+`
+			models qwen-gpu1
+		}
+		pool qwen {
+			member gpu0
+			member gpu1
+		}`)
+	// nothing runs: the first request starts one engine, and requests that
+	// arrive while it loads wait for it instead of starting the other
+	done := make(chan string, 4)
+	for range 4 {
+		go func() {
+			resp, _ := post(t, "/v1/chat/completions", `{"model":"qwen"}`)
+			done <- resp.Header.Get("X-LLM-Engine")
+		}()
+	}
+	served := map[string]int{}
+	for range 4 {
+		served[<-done]++
+	}
+	if len(served) != 1 || countStarts(t, starts) != 1 {
+		t.Fatalf("4 cold requests were served by %v with %d starts, want one engine, one start", served, countStarts(t, starts))
+	}
+	var running string
+	for name := range served {
+		running = name
+	}
+	// with one engine ready, every request goes to it
+	for range 6 {
+		resp, body := post(t, "/v1/chat/completions", `{"model":"qwen"}`)
+		if resp.Header.Get("X-LLM-Engine") != running {
+			t.Fatalf("served by %s while %s is ready: %s", resp.Header.Get("X-LLM-Engine"), running, body)
+		}
+	}
+	if countStarts(t, starts) != 1 {
+		t.Fatal("a second engine was started while one was ready")
+	}
+}

@@ -178,7 +178,7 @@ func (p *pool) sessionKey(req *request) string {
 // by rendezvous score (highest random weight), so every gateway with the
 // same config picks the same member without shared state, and a member's
 // recovery takes back only the sessions that were its own; without one,
-// starting at the next round-robin position.
+// starting at the next round-robin position, ready engines first.
 func (p *pool) order(key string) []*poolMember {
 	healthy := make([]*poolMember, 0, len(p.members))
 	for _, m := range p.members {
@@ -204,7 +204,24 @@ func (p *pool) order(key string) []*poolMember {
 		return healthy
 	}
 	start := int(p.next.Add(1)-1) % len(healthy)
-	return append(healthy[start:], healthy[:start]...)
+	rotated := append(healthy[start:], healthy[:start]...)
+	// readiness-aware: members whose engine is ready first, then one that
+	// is starting (wait for it rather than start a second), and only then
+	// one that must be started; the rotation holds within each
+	slices.SortStableFunc(rotated, func(a, b *poolMember) int { return readiness(a) - readiness(b) })
+	return rotated
+}
+
+// readiness ranks a member by its engine's state: 0 ready (a remote engine
+// always is), 1 starting, 2 stopped or draining.
+func readiness(m *poolMember) int {
+	switch m.rt.eng.State() {
+	case engines.Ready:
+		return 0
+	case engines.Starting:
+		return 1
+	}
+	return 2
 }
 
 // poolPlan is the plan for a request to a pool: its healthy members in
