@@ -5,6 +5,7 @@ package engines
 
 import (
 	"fmt"
+	"net/http"
 	"net/url"
 	"strings"
 	"time"
@@ -198,6 +199,19 @@ func (c Config) WithDefaults() Config {
 		c.BreakerCooldown = caddy.Duration(DefaultBreakerCool)
 	}
 	return c
+}
+
+// SetKey puts the engine's own key in h, as the engine wants it: the
+// Authorization bearer, or the bare key in the header it names.
+func (c Config) SetKey(h http.Header) {
+	if c.APIKey == "" {
+		return
+	}
+	if c.APIKeyHeader == "" || strings.EqualFold(c.APIKeyHeader, "Authorization") {
+		h.Set("Authorization", "Bearer "+c.APIKey)
+		return
+	}
+	h.Set(c.APIKeyHeader, c.APIKey)
 }
 
 // Managed reports whether the gateway runs this engine's process.

@@ -350,14 +350,8 @@ func (e *Engine) beginStart() {
 
 // run is one start: take the group, evict its other engines, spawn, probe.
 func (e *Engine) run(seq uint64, delay time.Duration) {
-	if e.group != nil {
-		if err := e.group.lock(e.life); err != nil {
-			e.startFailed(seq, nil, "the engine was shut down while waiting for its group")
-			return
-		}
-		defer e.group.unlock()
-		e.group.evictOthers(e)
-	}
+	// a restart after failures waits before it takes the group's turn, so a
+	// broken engine neither evicts a healthy peer nor holds the turn idle
 	if delay > 0 {
 		e.log.Info("delaying restart after failures", zap.Duration("delay", delay), zap.Int("failures", e.failures))
 		t := time.NewTimer(delay)
@@ -368,6 +362,14 @@ func (e *Engine) run(seq uint64, delay time.Duration) {
 			e.startFailed(seq, nil, "the engine was shut down while starting")
 			return
 		}
+	}
+	if e.group != nil {
+		if err := e.group.lock(e.life); err != nil {
+			e.startFailed(seq, nil, "the engine was shut down while waiting for its group")
+			return
+		}
+		defer e.group.unlock()
+		e.group.evictOthers(e)
 	}
 
 	port, err := freePort()
@@ -470,6 +472,7 @@ func (e *Engine) probe(ctx context.Context, u string) bool {
 	if err != nil {
 		return false
 	}
+	e.cfg.SetKey(req.Header) // a cloud engine's readiness path may want its key
 	resp, err := e.rt.RoundTrip(req)
 	if err != nil {
 		return false

@@ -431,7 +431,9 @@ var errTooLarge = errors.New("body too large")
 // readBody reads at most limit bytes; one more is errTooLarge. A known
 // Content-Length is read into one exact allocation.
 func readBody(rc io.Reader, length, limit int64) ([]byte, error) {
-	if length >= 0 {
+	// a claimed length is trusted for one allocation only up to 1 MiB: a
+	// client that announces 32 MiB and sends slowly must not hold it
+	if length >= 0 && length <= 1<<20 {
 		buf := make([]byte, length)
 		if _, err := io.ReadFull(rc, buf); err != nil {
 			return nil, err

@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 )
@@ -93,13 +92,7 @@ func (g *Gateway) askModels(rt *route) bool {
 	if err != nil {
 		return false
 	}
-	if key := rt.cfg.APIKey; key != "" {
-		if h := rt.cfg.APIKeyHeader; h != "" && !strings.EqualFold(h, "Authorization") {
-			req.Header.Set(h, key)
-		} else {
-			req.Header.Set("Authorization", "Bearer "+key)
-		}
-	}
+	rt.cfg.SetKey(req.Header)
 	resp, err := rt.eng.Transport().RoundTrip(req)
 	if err != nil {
 		return false

@@ -23,10 +23,10 @@ func (g *Gateway) run(w http.ResponseWriter, req *request, plan []candidate, res
 	rp := &reply{w: w, rc: http.NewResponseController(w), stream: req.stream, keepAlive: g.keepAlive, start: time.Now(), res: res}
 	var failed []*attempt
 	for i := 0; i < len(plan); i++ {
-		if req.budget != nil && (res.Attempts >= req.budget.attempts || time.Now().After(req.budget.deadline)) {
-			break // the pool's failover budget is spent
-		}
 		c := plan[i]
+		if c.role == rolePool && req.budget != nil && (res.Attempts >= req.budget.attempts || time.Now().After(req.budget.deadline)) {
+			continue // the pool's failover budget is spent; body fallbacks may follow
+		}
 		var fallback *route
 		if i+1 < len(plan) && plan[i+1].role == roleFallback {
 			fallback = plan[i+1].rt

@@ -58,7 +58,13 @@ func newUpstreamRequest(ctx context.Context, r *http.Request, base *url.URL, cfg
 	u := *base
 	u.Path = joinPath(base.Path, r.URL.Path)
 	u.RawPath = ""
-	u.RawQuery = r.URL.RawQuery
+	// a query in `to` (Azure's api-version) is kept, the caller's added
+	switch {
+	case base.RawQuery == "":
+		u.RawQuery = r.URL.RawQuery
+	case r.URL.RawQuery != "":
+		u.RawQuery = base.RawQuery + "&" + r.URL.RawQuery
+	}
 	u.Fragment = ""
 
 	h := make(http.Header, len(r.Header)+2)
@@ -77,13 +83,7 @@ func newUpstreamRequest(ctx context.Context, r *http.Request, base *url.URL, cfg
 	// gateway always sees (and can judge) plain SSE
 	delete(h, "Accept-Encoding")
 	delete(h, "Content-Length")
-	if cfg.APIKey != "" {
-		if cfg.APIKeyHeader == "" || strings.EqualFold(cfg.APIKeyHeader, "Authorization") {
-			h.Set("Authorization", "Bearer "+cfg.APIKey)
-		} else {
-			h.Set(cfg.APIKeyHeader, cfg.APIKey)
-		}
-	}
+	cfg.SetKey(h)
 	if _, ok := h["User-Agent"]; !ok {
 		h["User-Agent"] = []string{""} // as reverse_proxy: do not add Go's
 	}
