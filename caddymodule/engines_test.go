@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -329,6 +330,25 @@ http://`+gwAddr+` {
 		if alive(pid) {
 			t.Fatalf("engine process %d outlived the config that started it", pid)
 		}
+	}
+	// and no goroutine of an engine or of the handler is left behind
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		buf := make([]byte, 1<<20)
+		stacks := string(buf[:runtime.Stack(buf, true)])
+		var left []string
+		for _, g := range strings.Split(stacks, "\n\n") {
+			if strings.Contains(g, "caddy-llm-gateway/engines.") || strings.Contains(g, "caddy-llm-gateway/handler.") {
+				left = append(left, g)
+			}
+		}
+		if len(left) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines left after the gateway's config went away:\n%s", len(left), strings.Join(left, "\n\n"))
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
