@@ -10,6 +10,13 @@
 ARG CADDY_VERSION=2.11
 
 FROM caddy:${CADDY_VERSION}-builder AS builder
+# xcaddy runs `go get` on the module even though --with points it at a local
+# directory; the public Go proxy answers "not found" for an unpublished
+# module and Go then uses the directory. A proxy that answers 403 instead
+# breaks that: .ci/xcaddy-check.sh shows the workaround (a file proxy in
+# front that lists no versions of this module).
+ARG GOPROXY=https://proxy.golang.org,direct
+ENV GOPROXY=${GOPROXY}
 COPY . /src/caddy-llm-gateway
 RUN xcaddy build \
 	--output /usr/bin/caddy \
