@@ -477,3 +477,27 @@ func TestOpenBreakerWithoutFallbackAnswers503AtOnce(t *testing.T) {
 		t.Fatalf("%d %s (%d upstream hits)", resp.StatusCode, body, cnt.n())
 	}
 }
+
+func TestAnswerThatStallsAfterItsHeadersIsCutWithinTheIdleBudget(t *testing.T) {
+	up := newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", "200")
+		io.WriteString(w, `{"id":"c1","object":"chat.completion",`)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	})
+	startGateway(t, fmt.Sprintf(`
+		engine primary {
+			to %s
+			models big
+			stream_idle_timeout 300ms
+		}`, up.URL))
+	start := time.Now()
+	_, err := sdk("").Chat.Completions.New(context.Background(), chatParams("big", "hi"))
+	if err == nil {
+		t.Fatal("a stalled answer came back as a success")
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("a stalled answer held the request %s with a 300ms budget", took)
+	}
+}

@@ -262,3 +262,35 @@ func TestInvalidFallbacksAreRefusedNamingBothEngines(t *testing.T) {
 		})
 	}
 }
+
+func TestFallbackThatFailsAfterASlowStartSendsTheRequestBackToThePrimary(t *testing.T) {
+	fb := newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/health" {
+			return // ready: it takes the slow start
+		}
+		http.Error(w, `{"error":{"message":"fallback overloaded"}}`, 503)
+	})
+	startGateway(t, fmt.Sprintf(`
+		engine gpu {
+			`+engineCmd("--load-time 1s")+`
+			models qwen
+			fallback cpu
+			fallback_after 200ms
+		}
+		engine cpu {
+			to %s
+			models qwen-cpu
+			retries 0
+		}`, fb.URL))
+	start := time.Now()
+	resp, body := post(t, "/v1/chat/completions", `{"model":"qwen"}`)
+	if resp.StatusCode != 200 || resp.Header.Get("X-LLM-Engine") != "gpu" {
+		t.Fatalf("%d %v %s", resp.StatusCode, resp.Header, body)
+	}
+	if took := time.Since(start); took < time.Second {
+		t.Fatalf("answered after %s, before the primary was up", took)
+	}
+	if n := len(fb.all()); n != 1 {
+		t.Fatalf("the fallback saw %d requests, want 1", n)
+	}
+}

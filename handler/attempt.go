@@ -232,7 +232,7 @@ func (a *attempt) nextEvent() ([]byte, error) {
 }
 
 // touch restarts the idle budget.
-func (a *attempt) touch() { a.last.Store(int64(time.Since(a.t0))) }
+func (a *attempt) touch() { a.last.Store(max(1, int64(time.Since(a.t0)))) }
 
 // startIdleTimer arms the stream-idle budget.
 func (a *attempt) startIdleTimer() {

@@ -22,6 +22,7 @@ import (
 func (g *Gateway) run(w http.ResponseWriter, req *request, plan []candidate, res *Result) {
 	rp := &reply{w: w, rc: http.NewResponseController(w), stream: req.stream, keepAlive: g.keepAlive, start: time.Now(), res: res}
 	var failed []*attempt
+	rewaited := false // back to the engine once after its fallback failed a slow start
 	for i := 0; i < len(plan); i++ {
 		c := plan[i]
 		if c.role == rolePool && req.budget != nil && (res.Attempts >= req.budget.attempts || time.Now().After(req.budget.deadline)) {
@@ -79,10 +80,18 @@ func (g *Gateway) run(w http.ResponseWriter, req *request, plan []candidate, res
 		if !last.movesOn() {
 			break
 		}
+		if c.role == roleFallback && i > 0 && !rewaited && slowBefore(failed) {
+			// the fallback took over a slow start and failed: go back to
+			// waiting for the engine, which is still starting
+			rewaited = true
+			again := plan[i-1]
+			plan = append(append(append(make([]candidate, 0, len(plan)+1), plan[:i+1]...), again), plan[i+1:]...)
+			continue
+		}
 		if c.role == rolePool && i+1 < len(plan) && g.Hooks.Replay != nil {
 			g.Hooks.Replay(req.pool)
 		}
-		if i+1 < len(plan) && plan[i+1].role == roleFallback {
+		if i+1 < len(plan) && plan[i+1].role == roleFallback && last.outcome != outcomeSlow {
 			g.log.Info("engine failed: request goes to its fallback", zap.String("engine", c.rt.cfg.Name),
 				zap.String("fallback", plan[i+1].rt.cfg.Name), zap.String("failure", last.label()))
 		}
@@ -91,6 +100,16 @@ func (g *Gateway) run(w http.ResponseWriter, req *request, plan []candidate, res
 		return // cannot happen: a plan has a candidate and a budget an attempt
 	}
 	g.fail(rp, failed)
+}
+
+// slowBefore reports whether an earlier attempt left a slow start.
+func slowBefore(failed []*attempt) bool {
+	for _, a := range failed {
+		if a.outcome == outcomeSlow {
+			return true
+		}
+	}
+	return false
 }
 
 // countFallback reports that c answered instead of the plan's first
@@ -255,12 +274,17 @@ func (g *Gateway) commit(rp *reply, a *attempt) {
 		rp.w.WriteHeader(resp.StatusCode)
 	}
 	if a.events == nil {
+		// a body that is not a stream gets the same budget between reads:
+		// headers followed by silence must not hold the request forever
+		a.startIdleTimer()
+		a.touch()
+		resp.Body = &touchReader{resp.Body, a}
 		if !rp.preamble && resp.StatusCode == http.StatusOK && isJSON(resp.Header) {
 			g.writeJSONAnswer(rp, a)
 			return
 		}
 		if err := copyBody(rp.w, resp.Body, rp.preamble); err != nil {
-			g.cut(rp, a, err)
+			g.cutBody(rp, a, err)
 		}
 		return
 	}
@@ -284,7 +308,7 @@ const maxWholeAnswer = 1 << 20
 func (g *Gateway) writeJSONAnswer(rp *reply, a *attempt) {
 	body, err := io.ReadAll(io.LimitReader(a.resp.Body, maxWholeAnswer+1))
 	if err != nil {
-		g.cut(rp, a, err)
+		g.cutBody(rp, a, err)
 	}
 	whole := len(body) <= maxWholeAnswer
 	if whole {
@@ -300,7 +324,7 @@ func (g *Gateway) writeJSONAnswer(rp *reply, a *attempt) {
 	}
 	if !whole {
 		if err := copyBody(rp.w, a.resp.Body, false); err != nil {
-			g.cut(rp, a, err)
+			g.cutBody(rp, a, err)
 		}
 	}
 }
@@ -390,6 +414,28 @@ func (g *Gateway) droppedEvent(a *attempt) {
 		g.Hooks.Dropped(a.c.rt.cfg.Name)
 	}
 	g.log.Warn("dropped a malformed event", zap.String("engine", a.c.rt.cfg.Name))
+}
+
+// touchReader restarts the attempt's idle budget at every read.
+type touchReader struct {
+	io.ReadCloser
+	a *attempt
+}
+
+func (t *touchReader) Read(p []byte) (int, error) {
+	n, err := t.ReadCloser.Read(p)
+	if n > 0 {
+		t.a.touch()
+	}
+	return n, err
+}
+
+// cutBody classifies a body read that failed, then cuts.
+func (g *Gateway) cutBody(rp *reply, a *attempt, err error) {
+	if !errors.Is(err, errClientGone) {
+		a.fail(err)
+	}
+	g.cut(rp, a, err)
 }
 
 // errClientGone marks a copy that ended because the client stopped reading.
