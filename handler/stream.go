@@ -1,6 +1,7 @@
 package handler
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -389,6 +390,7 @@ func (g *Gateway) relay(rp *reply, a *attempt) {
 		}
 		if kind == eventDone {
 			send(true)
+			a.drainAfterDone()
 			return
 		}
 	}
@@ -414,6 +416,19 @@ func (g *Gateway) droppedEvent(a *attempt) {
 		g.Hooks.Dropped(a.c.rt.cfg.Name)
 	}
 	g.log.Warn("dropped a malformed event", zap.String("engine", a.c.rt.cfg.Name))
+}
+
+// drainAfterDone reads what follows [DONE] (normally just the end of the
+// chunked body) for a moment, so that the upstream connection is reused
+// instead of closed; an upstream that lingers is cut off after 100 ms.
+func (a *attempt) drainAfterDone() {
+	t := time.AfterFunc(100*time.Millisecond, func() { a.cancel(context.Canceled) })
+	defer t.Stop()
+	for {
+		if _, err := a.events.next(); err != nil {
+			return
+		}
+	}
 }
 
 // touchReader restarts the attempt's idle budget at every read.
