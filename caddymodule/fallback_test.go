@@ -102,7 +102,7 @@ func TestSlowPrimaryStreamGetsPreambleKeepAlivesAndOneSwitchComment(t *testing.T
 	req.Header.Set("Authorization", "Bearer caller-key-2")
 	req.Header.Set("X-Api-Key", "caller-key-2")
 	start := time.Now()
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := testClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -97,8 +97,14 @@ func initRaw(t *testing.T, cfg string) {
 	}
 }
 
+// testClient opens a connection per request: every test loads a new config,
+// and a reload closes the server's idle connections, so a pooled one could
+// meet its close on a POST (which is not retried) and fail with EOF.
+var testClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+
 func sdk(key string, opts ...option.RequestOption) *openai.Client {
 	base := []option.RequestOption{
+		option.WithHTTPClient(testClient),
 		option.WithBaseURL(gwURL + "/v1/"),
 		option.WithAPIKey(key),
 		option.WithMaxRetries(0),
@@ -200,7 +206,7 @@ func do(t *testing.T, req *http.Request) (*http.Response, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+	resp, err := testClient.Do(req.WithContext(ctx))
 	if err != nil {
 		t.Fatal(err)
 	}

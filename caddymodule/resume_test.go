@@ -149,7 +149,7 @@ func TestCutAndStalledStreamsAreResumedOnTheFallback(t *testing.T) {
 
 func TestResumeSeamIsOneComment(t *testing.T) {
 	resumeGateway(t, primaryThatBreaks(false, false), continuing(t, false), "on")
-	resp, err := http.Post(gwURL+"/v1/chat/completions", "application/json",
+	resp, err := testClient.Post(gwURL+"/v1/chat/completions", "application/json",
 		strings.NewReader(`{"model":"big","stream":true,"messages":[{"role":"user","content":"count"}]}`))
 	if err != nil {
 		t.Fatal(err)

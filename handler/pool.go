@@ -203,13 +203,26 @@ func (p *pool) order(key string) []*poolMember {
 		})
 		return healthy
 	}
-	start := int(p.next.Add(1)-1) % len(healthy)
-	rotated := append(healthy[start:], healthy[:start]...)
-	// readiness-aware: members whose engine is ready first, then one that
-	// is starting (wait for it rather than start a second), and only then
-	// one that must be started; the rotation holds within each
-	slices.SortStableFunc(rotated, func(a, b *poolMember) int { return readiness(a) - readiness(b) })
-	return rotated
+	// readiness-aware: members whose engine is ready first, in rotation;
+	// then one that is starting (wait for it rather than start a second);
+	// and only then one that must be started, always the first in config
+	// order, so that cold requests arriving together start one engine
+	var ready, starting, cold []*poolMember
+	for _, m := range healthy {
+		switch readiness(m) {
+		case 0:
+			ready = append(ready, m)
+		case 1:
+			starting = append(starting, m)
+		default:
+			cold = append(cold, m)
+		}
+	}
+	if len(ready) > 0 {
+		start := int(p.next.Add(1)-1) % len(ready)
+		ready = append(ready[start:], ready[:start]...)
+	}
+	return append(append(ready, starting...), cold...)
 }
 
 // readiness ranks a member by its engine's state: 0 ready (a remote engine
