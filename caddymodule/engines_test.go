@@ -460,3 +460,36 @@ func TestSlowLoadingEngineIsServedOnceReady(t *testing.T) {
 		t.Fatalf("served after %s, before the engine finished loading", took)
 	}
 }
+
+func TestAdminStopWithDrainWaitsForTheRequestsInFlight(t *testing.T) {
+	startGateway(t, `
+		engine drained {
+			`+engineCmd("--words-per-chunk 1 --chunk-delay 20ms")+`
+			models drained
+		}`)
+	stream := sdk("").Chat.Completions.NewStreaming(context.Background(), chatParams("drained", "hi"))
+	if !stream.Next() {
+		t.Fatal(stream.Err())
+	}
+	stopped := make(chan time.Time, 1)
+	go func() {
+		do(t, mustReq(http.MethodPost, adminURL+"/llm_gateway/engines/drained/stop?drain=true"))
+		stopped <- time.Now()
+	}()
+	var text strings.Builder
+	for stream.Next() {
+		if c := stream.Current(); len(c.Choices) > 0 {
+			text.WriteString(c.Choices[0].Delta.Content)
+		}
+	}
+	streamEnded := time.Now()
+	if err := stream.Err(); err != nil || !strings.HasSuffix(text.String(), "as a real model server would.") {
+		t.Fatalf("the drained stream was cut: %q %v", text.String(), err)
+	}
+	if at := <-stopped; at.Before(streamEnded.Add(-50 * time.Millisecond)) {
+		t.Fatalf("stop returned %s before the stream in flight ended", streamEnded.Sub(at))
+	}
+	if s := status(t, "drained"); s.State != "stopped" {
+		t.Fatalf("state %s after the drained stop", s.State)
+	}
+}
