@@ -139,16 +139,10 @@ func TestUnknownOrAddressFallbackIsRefusedBeforeAnythingIsSent(t *testing.T) {
 
 func TestStreamingThroughABodyFallback(t *testing.T) {
 	_, other, _ := bodyFallbackGateway(t, 500, "")
-	stream := sdk("").Chat.Completions.NewStreaming(context.Background(), chatParams("big", "hi"),
-		option.WithJSONSet("fallbacks", []string{"other/other-a"}))
-	var text strings.Builder
-	for stream.Next() {
-		if c := stream.Current(); len(c.Choices) > 0 {
-			text.WriteString(c.Choices[0].Delta.Content)
-		}
-	}
-	if err := stream.Err(); err != nil || text.String() != "from other" {
-		t.Fatalf("%q %v", text.String(), err)
+	text, err := readStream(sdk("").Chat.Completions.NewStreaming(context.Background(), chatParams("big", "hi"),
+		option.WithJSONSet("fallbacks", []string{"other/other-a"})))
+	if err != nil || text != "from other" {
+		t.Fatalf("%q %v", text, err)
 	}
 	if strings.Contains(string(other.all()[0].body), "fallbacks") {
 		t.Fatal("the field reached the fallback")

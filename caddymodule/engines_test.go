@@ -183,18 +183,12 @@ func TestLeaseKeepsEngineUpPastIdleTimeout(t *testing.T) {
 			idle_timeout 100ms
 		}`)
 	// a ~1 s stream on an engine with a 100 ms idle timeout
-	stream := sdk("").Chat.Completions.NewStreaming(context.Background(), chatParams("slow", "hi"))
-	var text strings.Builder
-	for stream.Next() {
-		if c := stream.Current(); len(c.Choices) > 0 {
-			text.WriteString(c.Choices[0].Delta.Content)
-		}
-	}
-	if err := stream.Err(); err != nil {
+	text, err := readStream(sdk("").Chat.Completions.NewStreaming(context.Background(), chatParams("slow", "hi")))
+	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasSuffix(text.String(), "as a real model server would.") {
-		t.Fatalf("stream cut short: %q", text.String())
+	if !strings.HasSuffix(text, "as a real model server would.") {
+		t.Fatalf("stream cut short: %q", text)
 	}
 	awaitState(t, "slow", "stopped")
 }
@@ -239,21 +233,14 @@ func TestGroupSwapWaitsForLeasesAndNeverRunsBothEngines(t *testing.T) {
 	streamStarted := make(chan struct{})
 	go func() {
 		stream := sdk("").Chat.Completions.NewStreaming(context.Background(), chatParams("a", "long"))
-		var text strings.Builder
-		first := true
-		for stream.Next() {
-			if first {
-				close(streamStarted)
-				first = false
-			}
-			if c := stream.Current(); len(c.Choices) > 0 {
-				text.WriteString(c.Choices[0].Delta.Content)
-			}
+		if stream.Next() {
+			close(streamStarted)
 		}
-		if err := stream.Err(); err != nil {
-			text.WriteString(" ERROR " + err.Error())
+		text, err := readStream(stream)
+		if err != nil {
+			text += " ERROR " + err.Error()
 		}
-		streamDone <- text.String()
+		streamDone <- text
 	}()
 	<-streamStarted
 	resp, body := post(t, "/v1/chat/completions", `{"model":"b"}`)
@@ -476,15 +463,10 @@ func TestAdminStopWithDrainWaitsForTheRequestsInFlight(t *testing.T) {
 		do(t, mustReq(http.MethodPost, adminURL+"/llm_gateway/engines/drained/stop?drain=true"))
 		stopped <- time.Now()
 	}()
-	var text strings.Builder
-	for stream.Next() {
-		if c := stream.Current(); len(c.Choices) > 0 {
-			text.WriteString(c.Choices[0].Delta.Content)
-		}
-	}
+	text, err := readStream(stream)
 	streamEnded := time.Now()
-	if err := stream.Err(); err != nil || !strings.HasSuffix(text.String(), "as a real model server would.") {
-		t.Fatalf("the drained stream was cut: %q %v", text.String(), err)
+	if err != nil || !strings.HasSuffix(text, "as a real model server would.") {
+		t.Fatalf("the drained stream was cut: %q %v", text, err)
 	}
 	if at := <-stopped; at.Before(streamEnded.Add(-50 * time.Millisecond)) {
 		t.Fatalf("stop returned %s before the stream in flight ended", streamEnded.Sub(at))

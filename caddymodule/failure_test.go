@@ -110,14 +110,7 @@ func scripted(t *testing.T, cnt *counter, script func(n int, w http.ResponseWrit
 
 func streamText(t *testing.T, model string) (string, error) {
 	t.Helper()
-	stream := sdk("").Chat.Completions.NewStreaming(context.Background(), chatParams(model, "hi"))
-	var text strings.Builder
-	for stream.Next() {
-		if c := stream.Current(); len(c.Choices) > 0 {
-			text.WriteString(c.Choices[0].Delta.Content)
-		}
-	}
-	return text.String(), stream.Err()
+	return readStream(sdk("").Chat.Completions.NewStreaming(context.Background(), chatParams(model, "hi")))
 }
 
 func TestFailuresBeforeAnswerMoveToTheFallback(t *testing.T) {

@@ -20,6 +20,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddytest"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/ssestream"
 
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
 
@@ -112,6 +113,18 @@ func sdk(key string, opts ...option.RequestOption) *openai.Client {
 	}
 	c := openai.NewClient(append(base, opts...)...)
 	return &c
+}
+
+// readStream reads the rest of an SDK stream: the text of its deltas, and
+// the error it ended with.
+func readStream(stream *ssestream.Stream[openai.ChatCompletionChunk]) (string, error) {
+	var text strings.Builder
+	for stream.Next() {
+		if c := stream.Current(); len(c.Choices) > 0 {
+			text.WriteString(c.Choices[0].Delta.Content)
+		}
+	}
+	return text.String(), stream.Err()
 }
 
 func chatParams(model, msg string) openai.ChatCompletionNewParams {
