@@ -95,7 +95,6 @@ func chunk(content string) string {
 	return fmt.Sprintf(`data: {"id":"s1","object":"chat.completion.chunk","created":1,"model":"primary-model","choices":[{"index":0,"delta":{"content":%q}}]}`+"\n\n", content)
 }
 
-const doneEvents = `data: {"id":"s1","object":"chat.completion.chunk","created":1,"model":"primary-model","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}` + "\n\ndata: [DONE]\n\n"
 
 // scripted is an HTTP upstream that counts requests and runs script.
 func scripted(t *testing.T, cnt *counter, script func(n int, w http.ResponseWriter, r *http.Request)) string {

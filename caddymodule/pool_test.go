@@ -97,11 +97,9 @@ func TestAutoRotatesOverMembersOnEveryRouteAndNeverLeaksTheSentinel(t *testing.T
 }
 
 func TestSessionStaysOnItsMember(t *testing.T) {
-	var recs []*recorder
 	var urls []string
 	for i := range 3 {
-		r := newRecorder(t, answerAs(fmt.Sprint("m", i)))
-		recs, urls = append(recs, r), append(urls, r.URL)
+		urls = append(urls, newRecorder(t, answerAs(fmt.Sprint("m", i))).URL)
 	}
 	poolGateway(t, "\t\t\tsticky header X-Session-Id", urls...)
 	served := map[string]bool{}
