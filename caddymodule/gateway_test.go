@@ -444,3 +444,27 @@ func TestModelsListAsksRemoteEnginesAtMostOncePerTwoSeconds(t *testing.T) {
 		t.Fatalf("five listings asked the engine %d times, want once (cached for 2 s)", asked)
 	}
 }
+
+func TestChunkedBodyBeyondMaxBodyIs413(t *testing.T) {
+	up := newRecorder(t, okChat)
+	startGateway(t, fmt.Sprintf(`
+		max_body 4KiB
+		engine up {
+			to %s
+			models m
+		}`, up.URL))
+	// no Content-Length: the limit must hold while reading
+	pr, pw := io.Pipe()
+	go func() {
+		io.WriteString(pw, `{"model":"m","pad":"`+strings.Repeat("x", 8<<10)+`"}`)
+		pw.Close()
+	}()
+	req, _ := http.NewRequest(http.MethodPost, gwURL+"/v1/chat/completions", pr)
+	resp, body := do(t, req)
+	if resp.StatusCode != 413 || !strings.Contains(body, "request_too_large") {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	if len(up.all()) != 0 {
+		t.Fatal("a body beyond max_body reached the upstream")
+	}
+}
