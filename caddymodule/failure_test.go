@@ -95,7 +95,6 @@ func chunk(content string) string {
 	return fmt.Sprintf(`data: {"id":"s1","object":"chat.completion.chunk","created":1,"model":"primary-model","choices":[{"index":0,"delta":{"content":%q}}]}`+"\n\n", content)
 }
 
-
 // scripted is an HTTP upstream that counts requests and runs script.
 func scripted(t *testing.T, cnt *counter, script func(n int, w http.ResponseWriter, r *http.Request)) string {
 	up := newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
