@@ -159,17 +159,13 @@ func TestIdleEngineStopsAndTheNextRequestStartsItAgain(t *testing.T) {
 			models idler
 			idle_timeout 300ms
 		}`)
-	if resp, body := post(t, "/v1/chat/completions", `{"model":"idler"}`); resp.StatusCode != 200 {
-		t.Fatalf("%d %s", resp.StatusCode, body)
-	}
+	mustAnswer(t, "idler")
 	first := status(t, "idler").PID
 	awaitState(t, "idler", "stopped")
 	if alive(first) {
 		t.Fatalf("idle engine's process %d still runs", first)
 	}
-	if resp, body := post(t, "/v1/chat/completions", `{"model":"idler"}`); resp.StatusCode != 200 {
-		t.Fatalf("%d %s", resp.StatusCode, body)
-	}
+	mustAnswer(t, "idler")
 	if second := status(t, "idler").PID; second == first || second == 0 {
 		t.Fatalf("pid after restart %d, before %d", second, first)
 	}
@@ -223,9 +219,7 @@ func TestGroupSwapWaitsForLeasesAndNeverRunsBothEngines(t *testing.T) {
 			models b
 			group gpu0
 		}`)
-	if resp, body := post(t, "/v1/chat/completions", `{"model":"a"}`); resp.StatusCode != 200 {
-		t.Fatalf("%d %s", resp.StatusCode, body)
-	}
+	mustAnswer(t, "a")
 	pidA := status(t, "a").PID
 
 	// a long stream on a is in flight when b is asked for
@@ -262,9 +256,7 @@ func TestGroupSwapWaitsForLeasesAndNeverRunsBothEngines(t *testing.T) {
 		t.Fatalf("a is %s", s.State)
 	}
 	// and back: a request for a swaps b out
-	if resp, body := post(t, "/v1/chat/completions", `{"model":"a"}`); resp.StatusCode != 200 {
-		t.Fatalf("%d %s", resp.StatusCode, body)
-	}
+	mustAnswer(t, "a")
 	if s := status(t, "b"); s.State != "stopped" {
 		t.Fatalf("b is %s after a came back", s.State)
 	}
@@ -360,9 +352,7 @@ func TestWakeOffRefusesWithTheAdminCallAndAdminStartsAndStops(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(body, `"state": "ready"`) {
 		t.Fatalf("admin start: %d %s", resp.StatusCode, body)
 	}
-	if resp, body := post(t, "/v1/chat/completions", `{"model":"sleeper"}`); resp.StatusCode != 200 {
-		t.Fatalf("%d %s", resp.StatusCode, body)
-	}
+	mustAnswer(t, "sleeper")
 	page, err = sdk("").Models.List(context.Background())
 	if err != nil || len(page.Data) != 1 || !strings.Contains(page.Data[0].RawJSON(), `"loaded"`) {
 		t.Fatalf("running engine listed as loaded: %v %+v", err, page.Data)
@@ -417,9 +407,7 @@ func TestEngineWithSIGTERMIgnoredIsKilledAfterStopTimeout(t *testing.T) {
 			models stubborn
 			stop_timeout 200ms
 		}`)
-	if resp, body := post(t, "/v1/chat/completions", `{"model":"stubborn"}`); resp.StatusCode != 200 {
-		t.Fatalf("%d %s", resp.StatusCode, body)
-	}
+	mustAnswer(t, "stubborn")
 	pid := status(t, "stubborn").PID
 	start := time.Now()
 	resp, body := do(t, mustReq(http.MethodPost, adminURL+"/llm_gateway/engines/stubborn/stop"))

@@ -388,9 +388,7 @@ http://%s {
 	}
 }`, gwAddr, logFile, up.URL)
 	initRaw(t, cfg)
-	if resp, body := post(t, "/v1/chat/completions", `{"model":"m"}`); resp.StatusCode != 200 {
-		t.Fatalf("%d %s", resp.StatusCode, body)
-	}
+	mustAnswer(t, "m")
 	// the access log is written after the response: wait for the line
 	deadline := time.Now().Add(5 * time.Second)
 	for {

@@ -215,6 +215,17 @@ func post(t *testing.T, path, body string, header ...string) (*http.Response, st
 	return do(t, req)
 }
 
+// mustAnswer asks for a chat completion of model and fails the test unless
+// it gets a 200.
+func mustAnswer(t *testing.T, model string) *http.Response {
+	t.Helper()
+	resp, body := post(t, "/v1/chat/completions", `{"model":"`+model+`"}`)
+	if resp.StatusCode != 200 {
+		t.Fatalf("%s: %d %s", model, resp.StatusCode, body)
+	}
+	return resp
+}
+
 func do(t *testing.T, req *http.Request) (*http.Response, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -188,9 +188,14 @@ func (e *Engine) TryAcquire() *Lease {
 	if e.state != Ready || e.closed {
 		return nil
 	}
+	return e.leaseLocked()
+}
+
+// leaseLocked hands out a lease on a ready engine. Call with mu held.
+func (e *Engine) leaseLocked() *Lease {
 	e.leases++
 	if e.idleTimer != nil {
-		e.idleGen++
+		e.idleGen++ // a pending idle stop is now stale
 		e.idleTimer.Stop()
 	}
 	return &Lease{e: e, base: e.base}
@@ -256,12 +261,7 @@ func (e *Engine) Acquire(ctx context.Context, wake bool) (*Lease, error) {
 		}
 		switch e.state {
 		case Ready:
-			e.leases++
-			if e.idleTimer != nil {
-				e.idleGen++ // a pending idle stop is now stale
-				e.idleTimer.Stop()
-			}
-			return &Lease{e: e, base: e.base}, nil
+			return e.leaseLocked(), nil
 		case Stopped:
 			if waitedFor != 0 && waitedFor == e.startSeq && e.lastErr != nil {
 				return nil, e.lastErr

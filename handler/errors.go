@@ -33,14 +33,23 @@ func errBadRequest(code, msg string) *Error {
 
 // JSON returns the error's OpenAI-shaped body.
 func (e *Error) JSON() []byte {
-	b := make([]byte, 0, 64+len(e.Message))
+	return append(e.appendObject(make([]byte, 0, 64+len(e.Message)), false), '\n')
+}
+
+// appendObject appends {"error":{…}}, with the status inside when the
+// error travels in a stream (whose HTTP status went out long ago).
+func (e *Error) appendObject(b []byte, withStatus bool) []byte {
 	b = append(b, `{"error":{"message":`...)
 	b = appendJSONString(b, e.Message)
 	b = append(b, `,"type":`...)
 	b = appendJSONString(b, e.Type)
 	b = append(b, `,"code":`...)
 	b = appendJSONString(b, e.Code)
-	return append(b, "}}\n"...)
+	if withStatus {
+		b = append(b, `,"status":`...)
+		b = strconv.AppendInt(b, int64(e.Status), 10)
+	}
+	return append(b, "}}"...)
 }
 
 // write sends the error as the whole response.
@@ -60,14 +69,6 @@ func (e *Error) write(w http.ResponseWriter) {
 // sseEvent is the error as one SSE event, for a stream whose headers already
 // went out: the client's SDK raises it instead of seeing a tidy end.
 func (e *Error) sseEvent() []byte {
-	b := make([]byte, 0, 96+len(e.Message))
-	b = append(b, `data: {"error":{"message":`...)
-	b = appendJSONString(b, e.Message)
-	b = append(b, `,"type":`...)
-	b = appendJSONString(b, e.Type)
-	b = append(b, `,"code":`...)
-	b = appendJSONString(b, e.Code)
-	b = append(b, `,"status":`...)
-	b = strconv.AppendInt(b, int64(e.Status), 10)
-	return append(b, "}}\n\n"...)
+	b := append(make([]byte, 0, 96+len(e.Message)), "data: "...)
+	return append(e.appendObject(b, true), "\n\n"...)
 }

@@ -159,8 +159,7 @@ func (g *Gateway) fail(rp *reply, failed []*attempt) {
 		e.Message += " (attempts: " + strings.Join(labels, ", ") + ")"
 	}
 	if rp.preamble {
-		_, _ = rp.w.Write(e.sseEvent())
-		_ = rp.rc.Flush()
+		rp.errorEvent(e)
 		return
 	}
 	if labels != nil {
@@ -179,9 +178,7 @@ func (g *Gateway) passUpstreamError(rp *reply, a *attempt, labels []string) {
 		body = withAttempts(body, strings.Join(labels, ", "))
 	}
 	if rp.preamble {
-		e := &Error{a.resp.StatusCode, typeUpstream, "upstream_error", upstreamMessage(body)}
-		_, _ = rp.w.Write(e.sseEvent())
-		_ = rp.rc.Flush()
+		rp.errorEvent(&Error{a.resp.StatusCode, typeUpstream, "upstream_error", upstreamMessage(body)})
 		return
 	}
 	h := rp.w.Header()
@@ -472,10 +469,8 @@ func (g *Gateway) cut(rp *reply, a *attempt, err error) {
 		if a.outcome == outcomeTimeout {
 			reason = "no event within its " + a.timeout.Error() + " of " + a.budget().String()
 		}
-		e := &Error{http.StatusBadGateway, typeUpstream, "upstream_stream_cut",
-			"engine " + a.c.rt.cfg.Name + " cut the stream: " + reason}
-		_, _ = rp.w.Write(e.sseEvent())
-		_ = rp.rc.Flush()
+		rp.errorEvent(&Error{http.StatusBadGateway, typeUpstream, "upstream_stream_cut",
+			"engine " + a.c.rt.cfg.Name + " cut the stream: " + reason})
 	}
 	a.close()
 	panic(http.ErrAbortHandler)

@@ -51,6 +51,12 @@ func (rp *reply) sendPreamble() {
 	rp.firstByte(http.StatusOK)
 }
 
+// errorEvent ends a stream whose headers went out with one error event.
+func (rp *reply) errorEvent(e *Error) {
+	_, _ = rp.w.Write(e.sseEvent())
+	_ = rp.rc.Flush()
+}
+
 // comment sends one SSE comment line.
 func (rp *reply) comment(text string) {
 	_, _ = rp.w.Write([]byte(": " + text + "\n\n"))
