@@ -168,6 +168,7 @@ type Gateway struct {
 
 	allowBodyFallbacks bool
 	listing            listing
+	clock              engines.Clock
 
 	// Hooks are set by the caddy module, before serving, to count events.
 	Hooks Hooks
@@ -183,6 +184,7 @@ func New(cfg Config, engs []*engines.Engine, log *zap.Logger) (*Gateway, error) 
 		log = zap.NewNop()
 	}
 	g := &Gateway{
+		clock:   engines.RealClock,
 		log:     log,
 		keys:    newKeyring(SplitKeys(cfg.Keys)),
 		maxBody: cfg.MaxBody,
@@ -241,6 +243,10 @@ func New(cfg Config, engs []*engines.Engine, log *zap.Logger) (*Gateway, error) 
 	return g, nil
 }
 
+// SetClock sets the clock of the gateway's budgets, back-offs and waits (a
+// FakeClock in tests); call it before serving.
+func (g *Gateway) SetClock(c engines.Clock) { g.clock = c }
+
 // Result says what happened to a request, for the caddy module's
 // placeholders and access logs.
 type Result struct {
@@ -288,9 +294,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, res *Result)
 	if p != "/v1" && !strings.HasPrefix(p, "/v1/") {
 		return false
 	}
-	start := time.Now()
+	start := g.clock.Now()
 	res.Handled = true
-	defer func() { res.Duration = time.Since(start) }()
+	defer func() { res.Duration = g.clock.Now().Sub(start) }()
 	if !cleanPath(p) {
 		res.refuse(w, errBadRequest("invalid_path", "the request path must not contain '.', '..' or empty segments"))
 		return true
@@ -348,12 +354,6 @@ func (res *Result) refuse(w http.ResponseWriter, e *Error) {
 	res.Status = e.Status
 }
 
-// failoverBudget bounds a pool request's attempts across members.
-type failoverBudget struct {
-	attempts int
-	deadline time.Time
-}
-
 func (g *Gateway) serveRouted(w http.ResponseWriter, r *http.Request, res *Result) {
 	req, gerr := g.readRequest(r)
 	if gerr != nil {
@@ -387,7 +387,7 @@ func (g *Gateway) servePool(w http.ResponseWriter, req *request, p *pool, res *R
 		res.refuse(w, p.unavailable())
 		return
 	}
-	req.budget = &failoverBudget{attempts: p.attempts, deadline: time.Now().Add(p.budget)}
+	req.budget = &failoverBudget{attempts: p.attempts, deadline: g.clock.Now().Add(p.budget)}
 	req.pool = p.cfg.Name
 	plan, err := g.withBodyFallbacks(req, plan)
 	if err != nil {
