@@ -269,9 +269,6 @@ func (c Config) Validate() error {
 	if c.BreakerFailures < 0 {
 		return fmt.Errorf("engine %s: breaker failures may not be negative", c.Name)
 	}
-	if c.Fallback == c.Name && c.Name != "" {
-		return fmt.Errorf("engine %s: fallback %s is the engine itself", c.Name, c.Fallback)
-	}
 	for _, kv := range c.Env {
 		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
 			return fmt.Errorf("engine %s: env %q is not KEY=VALUE", c.Name, kv)

@@ -142,14 +142,12 @@ type Engine struct {
 	modelBrks map[string]*Breaker // one per model sent: status failures and answer timeouts
 }
 
-// New makes an engine. It starts nothing: Provision (and so `caddy validate`)
-// may call it freely. rt carries readiness probes; log receives the engine's
-// output.
+// New makes an engine of a valid config (the handler's Config.Validate
+// checks every engine, once). It starts nothing: Provision (and so `caddy
+// validate`) may call it freely. rt carries readiness probes; log receives
+// the engine's output.
 func New(cfg Config, rt http.RoundTripper, log *zap.Logger) (*Engine, error) {
 	cfg = cfg.WithDefaults()
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
 	e := &Engine{cfg: cfg, rt: rt, log: log, clock: RealClock, changed: make(chan struct{})}
 	e.brk = NewBreaker(cfg.BreakerFailures, time.Duration(cfg.BreakerCooldown), e.now)
 	e.life, e.cancel = context.WithCancel(context.Background())
