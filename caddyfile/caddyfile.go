@@ -27,6 +27,8 @@ import (
 //		keepalive <duration>            # SSE comment interval while a stream waits; default 3s
 //		body_fallbacks on|off           # may a body name "fallbacks"; default on
 //		annotate_response on|off        # extra_fields in non-streaming JSON answers; default off
+//		max_fallbacks <n>               # items a body's "fallbacks" may name; default 4
+//		max_attempts <n>                # upstream calls one request may cause, of every kind; default 8
 //
 //		pool <name> {                   # "model": "<name>" (a pool named auto: also "model": "auto")
 //			member <engine>[/<model>]   # repeatable
@@ -85,6 +87,9 @@ func Parse(d *cf.Dispenser) (handler.Config, error) {
 				return cfg, d.ArgErr()
 			}
 			for _, a := range args {
+				if err := handler.CheckKey(handler.Key{Value: a}); err != nil {
+					return cfg, d.Errf("%v", err)
+				}
 				cfg.Keys = append(cfg.Keys, handler.Key{Value: a})
 			}
 			continue
@@ -92,6 +97,9 @@ func Parse(d *cf.Dispenser) (handler.Config, error) {
 			args := d.RemainingArgs()
 			if len(args) != 2 {
 				return cfg, d.Errf("key takes a name and a token: key <name> <token>")
+			}
+			if err := handler.CheckKey(handler.Key{Value: args[1]}); err != nil {
+				return cfg, d.Errf("key %s: %v", args[0], err)
 			}
 			cfg.Keys = append(cfg.Keys, handler.Key{Name: args[0], Value: args[1]})
 			continue
@@ -156,6 +164,14 @@ func Parse(d *cf.Dispenser) (handler.Config, error) {
 				return cfg, err
 			}
 			cfg.AnnotateResponse = b
+		case "max_fallbacks":
+			if err := countArg(d, &cfg.MaxFallbacks, 1); err != nil {
+				return cfg, err
+			}
+		case "max_attempts":
+			if err := countArg(d, &cfg.MaxAttempts, 1); err != nil {
+				return cfg, err
+			}
 		default:
 			return cfg, d.Errf("unknown llm_gateway subdirective %q", d.Val())
 		}
@@ -416,6 +432,21 @@ func parseEngine(d *cf.Dispenser) (engines.Config, error) {
 		}
 	}
 	return ec, nil
+}
+
+// countArg parses a subdirective's one whole-number argument, at least min.
+func countArg(d *cf.Dispenser, dst *int, min int) error {
+	name := d.Val()
+	var s string
+	if !d.AllArgs(&s) {
+		return d.ArgErr()
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < min {
+		return d.Errf("%s takes a count of %d or more, not %q", name, min, s)
+	}
+	*dst = n
+	return nil
 }
 
 func oneArg(d *cf.Dispenser, dst *string) error {

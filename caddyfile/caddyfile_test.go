@@ -52,17 +52,17 @@ func TestParseEverySubdirective(t *testing.T) {
 		{"one remote engine", `llm_gateway {` + remote + `
 }`, handler.Config{Engines: []engines.Config{openai}}},
 		{"keys", `llm_gateway {
-	keys {env.GATEWAY_KEYS} sk-one
-	keys sk-two` + remote + `
+	keys {env.GATEWAY_KEYS} sk-gateway-key-one
+	keys sk-gateway-key-two` + remote + `
 }`, handler.Config{
-			Keys:    []handler.Key{{Value: "{env.GATEWAY_KEYS}"}, {Value: "sk-one"}, {Value: "sk-two"}},
+			Keys:    []handler.Key{{Value: "{env.GATEWAY_KEYS}"}, {Value: "sk-gateway-key-one"}, {Value: "sk-gateway-key-two"}},
 			Engines: []engines.Config{openai},
 		}},
 		{"named key among keys", `llm_gateway {
-	keys sk-one
+	keys sk-gateway-key-one
 	key alice {env.ALICE_KEY}` + remote + `
 }`, handler.Config{
-			Keys:    []handler.Key{{Value: "sk-one"}, {Name: "alice", Value: "{env.ALICE_KEY}"}},
+			Keys:    []handler.Key{{Value: "sk-gateway-key-one"}, {Name: "alice", Value: "{env.ALICE_KEY}"}},
 			Engines: []engines.Config{openai},
 		}},
 		{"max_body in IEC units", `llm_gateway {
@@ -330,7 +330,7 @@ func TestParseErrorsNameTheProblemAndTheLine(t *testing.T) {
 	}
 }`, `unknown pool subdirective "members"`, 7},
 		{"unknown subdirective", `llm_gateway {
-	keys sk-one
+	keys sk-gateway-key-one
 	max_bodies 1MiB` + remote + `
 }`, `unknown llm_gateway subdirective "max_bodies"`, 3},
 		{"unknown engine subdirective", `llm_gateway {
@@ -368,7 +368,7 @@ func TestParseErrorsNameTheProblemAndTheLine(t *testing.T) {
 	}
 }`, "may not contain '/'", 2},
 		{"missing to", `llm_gateway {
-	keys sk-one
+	keys sk-gateway-key-one
 
 	engine openai {
 		models gpt-4o
@@ -617,7 +617,7 @@ func TestParseErrorsNameTheProblemAndTheLine(t *testing.T) {
 	}
 }`, "engine small: its context_fallback small is the engine itself", 2},
 		{"no engines at all", `llm_gateway {
-	keys sk-one
+	keys sk-gateway-key-one
 	max_body 1MiB
 }`, "llm_gateway needs at least one engine block", 4},
 		{"no block at all", `llm_gateway`, "llm_gateway needs at least one engine block", 1},

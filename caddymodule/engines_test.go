@@ -119,7 +119,9 @@ func TestColdEngineStartsOnceForAThousandConcurrentRequests(t *testing.T) {
 	}
 }
 
-func TestFailedStartAnswers503WithReasonAndLastLinesThenRetries(t *testing.T) {
+// The caller hears why and where to look, never the engine's output (engines
+// print their keys); the output is in the admin API.
+func TestFailedStartAnswers503WithReasonAndWhereToLookThenRetries(t *testing.T) {
 	starts := startsFile(t)
 	startGateway(t, `
 		engine broken {
@@ -135,10 +137,16 @@ func TestFailedStartAnswers503WithReasonAndLastLinesThenRetries(t *testing.T) {
 	if resp.StatusCode != 503 {
 		t.Fatalf("%d %s", resp.StatusCode, body)
 	}
-	for _, want := range []string{"engine broken failed to start", "exited with status 3", "failed to load model (simulated)"} {
+	for _, want := range []string{"engine broken failed to start", "exited with status 3", "/llm_gateway/engines/broken"} {
 		if !strings.Contains(body, want) {
 			t.Fatalf("the 503 does not say %q: %s", want, body)
 		}
+	}
+	if strings.Contains(body, "failed to load model (simulated)") {
+		t.Fatalf("the engine's output reached the caller: %s", body)
+	}
+	if s := status(t, "broken"); !strings.Contains(s.LastError, "failed to load model (simulated)") {
+		t.Fatalf("the admin API lacks the engine's output: %+v", s)
 	}
 	// no wedged failed state: the next request tries a fresh start
 	resp, _ = post(t, "/v1/chat/completions", `{"model":"broken"}`)
@@ -462,4 +470,34 @@ func TestAdminStopWithDrainWaitsForTheRequestsInFlight(t *testing.T) {
 	if s := status(t, "drained"); s.State != "stopped" {
 		t.Fatalf("state %s after the drained stop", s.State)
 	}
+}
+
+// A reload that removes an engine with a stream in flight returns at once;
+// the engine drains in the background and the stream ends whole.
+func TestReloadReturnsAtOnceWhileARemovedEngineDrains(t *testing.T) {
+	startGateway(t, `
+		engine leaving {
+			`+engineCmd("--words-per-chunk 1 --chunk-delay 300ms")+`
+			models leaving
+			stop_timeout 60s
+		}`)
+	stream := sdk("").Chat.Completions.NewStreaming(context.Background(), chatParams("leaving", "hi"))
+	if !stream.Next() {
+		t.Fatal(stream.Err())
+	}
+	// the stream has some 25 more chunks, 300 ms apart: about 8 s
+	start := time.Now()
+	startGateway(t, `
+		engine other {
+			to http://127.0.0.1:1
+			models other
+		}`)
+	if took := time.Since(start); took > 4*time.Second {
+		t.Fatalf("the reload took %s: it waited for the removed engine's stream", took)
+	}
+	text, err := readStream(stream)
+	if err != nil || !strings.HasSuffix(text, "as a real model server would.") {
+		t.Fatalf("the draining engine's stream was cut: %q %v", text, err)
+	}
+	draining.Wait() // the engine is stopped once its stream ended
 }

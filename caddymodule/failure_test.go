@@ -302,8 +302,10 @@ func TestMalformedEventIsDroppedAndStreamWithoutDoneEndsAtOnce(t *testing.T) {
 	up := newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		io.WriteString(w, chunk("one")+"data: {not json\n\n"+chunk(" two"))
+		io.WriteString(w, `data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`+"\n\n")
 		w.(http.Flusher).Flush()
-		// no [DONE]: the handler returns and the body ends cleanly
+		// no [DONE]: the handler returns and the body ends cleanly, after
+		// the finish_reason that says the answer is whole
 	})
 	logFile := startGateway(t, fmt.Sprintf(`
 		engine primary {

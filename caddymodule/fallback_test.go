@@ -35,7 +35,7 @@ func TestSlowPrimaryFallsBackAfterWaitAndKeepsStarting(t *testing.T) {
 	fb := newRecorder(t, okChat)
 	t.Setenv("LLMGW_TEST_FB_KEY", "fallback-key-1")
 	logFile := startGateway(t, fmt.Sprintf(`
-		keys caller-key-1
+		keys caller-key-1-000001
 		engine gpu {
 			`+engineCmd("--load-time 1500ms")+`
 			models qwen
@@ -51,7 +51,7 @@ func TestSlowPrimaryFallsBackAfterWaitAndKeepsStarting(t *testing.T) {
 		}`, fb.URL))
 	start := time.Now()
 	resp, body := post(t, "/v1/chat/completions", `{"model":"qwen","messages":[{"role":"user","content":"hi"}]}`,
-		"Authorization", "Bearer caller-key-1")
+		"Authorization", "Bearer caller-key-1-000001")
 	waited := time.Since(start)
 	if resp.StatusCode != 200 || resp.Header.Get("X-LLM-Fallback") != "cpu" || resp.Header.Get("X-LLM-Engine") != "cpu" {
 		t.Fatalf("%d %v %s", resp.StatusCode, resp.Header, body)
@@ -71,7 +71,7 @@ func TestSlowPrimaryFallsBackAfterWaitAndKeepsStarting(t *testing.T) {
 
 	// the switch did not cancel the primary's start: the next request is its
 	awaitState(t, "gpu", "ready")
-	resp, body = post(t, "/v1/chat/completions", `{"model":"qwen"}`, "Authorization", "Bearer caller-key-1")
+	resp, body = post(t, "/v1/chat/completions", `{"model":"qwen"}`, "Authorization", "Bearer caller-key-1-000001")
 	if resp.StatusCode != 200 || resp.Header.Get("X-LLM-Engine") != "gpu" || resp.Header.Get("X-LLM-Fallback") != "" ||
 		!strings.Contains(body, "qwen-gpu-name") {
 		t.Fatalf("%d %v %s", resp.StatusCode, resp.Header, body)
@@ -87,7 +87,7 @@ func TestSlowPrimaryFallsBackAfterWaitAndKeepsStarting(t *testing.T) {
 func TestSlowPrimaryStreamGetsPreambleKeepAlivesAndOneSwitchComment(t *testing.T) {
 	fb := newRecorder(t, sseAnswer("hello", " from", " the", " fallback"))
 	startGateway(t, fmt.Sprintf(`
-		keys caller-key-2
+		keys caller-key-2-000002
 		keepalive 100ms
 		engine gpu {
 			`+engineCmd("--load-time 5s")+`
@@ -101,8 +101,8 @@ func TestSlowPrimaryStreamGetsPreambleKeepAlivesAndOneSwitchComment(t *testing.T
 		}`, fb.URL))
 	req, _ := http.NewRequest(http.MethodPost, gwURL+"/v1/chat/completions",
 		strings.NewReader(`{"model":"qwen","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
-	req.Header.Set("Authorization", "Bearer caller-key-2")
-	req.Header.Set("X-Api-Key", "caller-key-2")
+	req.Header.Set("Authorization", "Bearer caller-key-2-000002")
+	req.Header.Set("X-Api-Key", "caller-key-2-000002")
 	start := time.Now()
 	resp, err := testClient.Do(req)
 	if err != nil {

@@ -111,13 +111,13 @@ func TestStreamingIsDeliveredEventByEvent(t *testing.T) {
 func TestGatewayErrorsAreOpenAIShaped(t *testing.T) {
 	up := newRecorder(t, okChat)
 	startGateway(t, fmt.Sprintf(`
-		keys secret-one secret-two
+		keys secret-one-000001 secret-two-000002
 		max_body 1KiB
 		engine up {
 			to %s
 			models m alias
 		}`, up.URL))
-	auth := []string{"Authorization", "Bearer secret-two"}
+	auth := []string{"Authorization", "Bearer secret-two-000002"}
 	cases := []struct {
 		name, method, path, body string
 		header                   []string
@@ -160,9 +160,9 @@ func TestGatewayErrorsAreOpenAIShaped(t *testing.T) {
 	}
 
 	// the SDK surfaces them as typed errors
-	_, err := sdk("secret-one").Chat.Completions.New(context.Background(), chatParams("gpt-9", "hi"))
+	_, err := sdk("secret-one-000001").Chat.Completions.New(context.Background(), chatParams("gpt-9", "hi"))
 	apiError(t, err, 404)
-	if _, err := sdk("secret-one").Chat.Completions.New(context.Background(), chatParams("alias", "hi")); err != nil {
+	if _, err := sdk("secret-one-000001").Chat.Completions.New(context.Background(), chatParams("alias", "hi")); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -24,8 +24,27 @@ type pooledEngine struct {
 	transport *reverseproxy.HTTPTransport
 }
 
-// Destruct stops the engine and closes its idle connections.
+// draining counts the engines a reload let go of that still drain their
+// requests in flight; tests wait for it.
+var draining sync.WaitGroup
+
+// Destruct stops the engine and closes its idle connections. An engine with
+// requests in flight drains them in the background (bounded by its
+// stop_timeout), so a reload that removes it returns at once instead of
+// waiting for its streams; an idle one is stopped before Destruct returns.
 func (p pooledEngine) Destruct() error {
+	if p.Engine.Status().Leases == 0 {
+		return p.destruct()
+	}
+	draining.Add(1)
+	go func() {
+		defer draining.Done()
+		_ = p.destruct()
+	}()
+	return nil
+}
+
+func (p pooledEngine) destruct() error {
 	err := p.Engine.Destruct()
 	_ = p.transport.Cleanup()
 	return err

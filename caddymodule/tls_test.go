@@ -29,8 +29,8 @@ import (
 // path.
 func startTLSGateway(t *testing.T) (*http.Client, string) {
 	t.Helper()
-	t.Setenv("LLMGW_TEST_KEY_TEAM_A", "team-a-secret")
-	t.Setenv("LLMGW_TEST_GATEWAY_KEYS", "key-1, key-2")
+	t.Setenv("LLMGW_TEST_KEY_TEAM_A", "team-a-secret-0001")
+	t.Setenv("LLMGW_TEST_GATEWAY_KEYS", "gateway-key-0001, gateway-key-0002")
 	dir := t.TempDir()
 	accessLog := filepath.Join(dir, "access.log")
 	initRaw(t, fmt.Sprintf(`{
@@ -153,7 +153,7 @@ func TestGatewayBehindTLSServesTheSDKOverHTTP2(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer team-a-secret")
+	req.Header.Set("Authorization", "Bearer team-a-secret-0001")
 	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -166,7 +166,7 @@ func TestGatewayBehindTLSServesTheSDKOverHTTP2(t *testing.T) {
 	}
 
 	var streamed *http.Response
-	stream := tlsSDK(client, "team-a-secret").Chat.Completions.NewStreaming(context.Background(),
+	stream := tlsSDK(client, "team-a-secret-0001").Chat.Completions.NewStreaming(context.Background(),
 		chatParams("demo", "over TLS"), option.WithResponseInto(&streamed))
 	var text strings.Builder
 	chunks := 0
@@ -208,7 +208,7 @@ func TestGatewayBehindTLSRefusesABadKey(t *testing.T) {
 // token, whichever header carried it.
 func TestAccessLogBehindTLSNamesTheKeyNeverTheToken(t *testing.T) {
 	client, accessLog := startTLSGateway(t)
-	_, err := tlsSDK(client, "team-a-secret").Chat.Completions.New(context.Background(), chatParams("demo", "hi"))
+	_, err := tlsSDK(client, "team-a-secret-0001").Chat.Completions.New(context.Background(), chatParams("demo", "hi"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +218,7 @@ func TestAccessLogBehindTLSNamesTheKeyNeverTheToken(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		req.Header.Set(header, "key-2")
+		req.Header.Set(header, "gateway-key-0002")
 		resp, err := client.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -247,7 +247,7 @@ func TestAccessLogBehindTLSNamesTheKeyNeverTheToken(t *testing.T) {
 		t.Errorf("llm_key %v for an unnamed key, want empty", k)
 	}
 	all := readFile(t, accessLog)
-	for _, token := range []string{"team-a-secret", "key-2"} {
+	for _, token := range []string{"team-a-secret-0001", "gateway-key-0002"} {
 		if strings.Contains(all, token) {
 			t.Errorf("the access log holds the token %s:\n%s", token, all)
 		}

@@ -18,9 +18,13 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 )
 
-// maxErrorBody bounds how much of an upstream's error body is kept to pass
-// on when the request moves to another candidate.
-const maxErrorBody = 1 << 20
+// maxErrorBody bounds the first upstream error body of a request, kept to
+// pass on whole if nothing answers; maxLaterErrorBody bounds the others,
+// which only lend the attempt list a message.
+const (
+	maxErrorBody      = 1 << 20
+	maxLaterErrorBody = 4 << 10
+)
 
 // maxHeld bounds the events held back before the first content event.
 const maxHeld = 64 << 10
@@ -147,18 +151,26 @@ func (g *Gateway) send(rp *reply, req *request, a *attempt) {
 	up := newUpstreamRequest(ctx, req.r, base, cfg, body)
 
 	sentAt := g.clock.Now()
-	header := g.clock.AfterFunc(time.Duration(cfg.HeaderTimeout), func() { a.cancel(errHeaderTimeout) })
-	resp, err := c.rt.eng.Transport().RoundTrip(up)
-	header.Stop()
-	a.resp, a.err = resp, err
-	a.outcome = classify(ctx, resp, err)
-	switch a.outcome {
-	case outcomeGood:
-		if isEventStream(resp.Header.Get("Content-Type")) {
+	rp.during(func() {
+		header := g.clock.AfterFunc(time.Duration(cfg.HeaderTimeout), func() { a.cancel(errHeaderTimeout) })
+		a.resp, a.err = c.rt.eng.Transport().RoundTrip(up)
+		header.Stop()
+		a.outcome = classify(ctx, a.resp, a.err)
+		if a.outcome == outcomeGood && isEventStream(a.resp.Header.Get("Content-Type")) {
 			g.awaitFirstContent(a)
 		}
+	})
+	resp := a.resp
+	switch a.outcome {
+	case outcomeGood:
 	case outcomeStatus:
-		a.errBody, _ = io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+		// only the first upstream error may be passed on whole; later
+		// ones are kept for their message, bounded
+		limit := int64(maxLaterErrorBody)
+		if !req.keptError {
+			limit, req.keptError = maxErrorBody, true
+		}
+		a.errBody, _ = io.ReadAll(io.LimitReader(resp.Body, limit))
 		resp.Body.Close()
 	default:
 		a.silence = g.clock.Now().Sub(sentAt)
@@ -176,13 +188,18 @@ func (g *Gateway) send(rp *reply, req *request, a *attempt) {
 // answer may not exceed it. It is kept lazily: a read only stores the time,
 // and the timer, when it fires, re-arms itself for the rest of the gap, so
 // a busy stream costs no timer operation per event.
+//
+// It measures the engine only: while the relay is blocked writing to a slow
+// client (blocked), the budget does not run, so a client that stops
+// reading is never taken for an engine that stopped talking.
 type watchdog struct {
-	clock engines.Clock
-	idle  time.Duration
-	t0    time.Time
-	last  atomic.Int64 // when the last read returned, in ns since t0; 0: none yet
-	timer engines.Timer
-	fire  func()
+	clock   engines.Clock
+	idle    time.Duration
+	t0      time.Time
+	last    atomic.Int64 // when the last read returned, in ns since t0; 0: none yet
+	blocked atomic.Bool  // the relay is writing to the client
+	timer   engines.Timer
+	fire    func()
 }
 
 // startIdle arms the attempt's stream-idle budget.
@@ -196,7 +213,20 @@ func (g *Gateway) startIdle(a *attempt) {
 // touch restarts the budget.
 func (w *watchdog) touch() { w.last.Store(max(1, int64(w.clock.Now().Sub(w.t0)))) }
 
+// block stops the budget while the relay writes to the client; unblock
+// restarts it from now.
+func (w *watchdog) block() { w.blocked.Store(true) }
+
+func (w *watchdog) unblock() {
+	w.touch()
+	w.blocked.Store(false)
+}
+
 func (w *watchdog) check() {
+	if w.blocked.Load() {
+		w.timer.Reset(w.idle) // the client's time, not the engine's
+		return
+	}
 	last := w.last.Load()
 	gap := w.clock.Now().Sub(w.t0) - time.Duration(last)
 	if last == 0 {
@@ -218,7 +248,7 @@ func (w *watchdog) stop() { w.timer.Stop() }
 // what makes the commit point "first content", not "first byte".
 func (g *Gateway) awaitFirstContent(a *attempt) {
 	cfg := &a.c.rt.cfg
-	st := &stream{events: newSSEReader(a.resp.Body)}
+	st := &stream{events: newSSEReader(a.resp.Body), rule: endRule(a.req)}
 	a.stream = st
 	g.startIdle(a)
 	if d := time.Duration(cfg.FirstTokenTimeout); d > 0 {
@@ -357,7 +387,15 @@ func (a *attempt) failureError() *Error {
 		return &Error{http.StatusBadGateway, typeUpstream, "upstream_stream_error",
 			fmt.Sprintf("engine %s answered with an error event: %s", name, a.err)}
 	case outcomeStart:
-		return &Error{http.StatusServiceUnavailable, typeUnavailable, "engine_start_failed", a.err.Error()}
+		// never the engine's output: engines print their keys (vLLM's
+		// --api-key); the output is in Caddy's log and the admin API
+		reason := rootCause(a.err)
+		var se *engines.StartError
+		if errors.As(a.err, &se) {
+			reason = se.Reason
+		}
+		return &Error{http.StatusServiceUnavailable, typeUnavailable, "engine_start_failed",
+			fmt.Sprintf("engine %s failed to start: %s; its output is in Caddy's log and at GET /llm_gateway/engines/%s on the admin API", name, reason, name)}
 	case outcomeNotRunning:
 		msg := fmt.Sprintf("engine %s is not running and wake is off for it; start it with POST /llm_gateway/engines/%s/start on Caddy's admin API", name, name)
 		if !a.c.acquire {

@@ -3,6 +3,7 @@ package handler
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -48,6 +49,10 @@ type bodyFields struct {
 	messages       member // a chat request's messages
 	id             member // in stream chunks
 	created        member
+	// twice names model, stream or fallbacks when the object has more
+	// than one member of that name under Unicode case folding.
+	twice string
+	seen  uint8 // which of those three were seen, as a bit each
 }
 
 // errBadJSON wraps every scanning failure so callers can answer 400.
@@ -102,6 +107,7 @@ func scanBody(b []byte) (bodyFields, error) {
 		if i < len(b) && b[i] == ',' {
 			m.nextComma = i
 		}
+		f.fold(b[keyStart+1 : keyEnd-1])
 		if slot := f.slot(b[keyStart+1 : keyEnd-1]); slot != nil {
 			*slot = m // a repeated member: the last one wins, as in encoding/json
 		}
@@ -157,6 +163,57 @@ func (f *bodyFields) slot(rawName []byte) *member {
 		return &f.created
 	}
 	return nil
+}
+
+// foldNames are the members that steer routing: a body may carry each once,
+// under any case (Go's encoding/json, which ollama and LocalAI decode with,
+// matches names case-insensitively and takes the last).
+var foldNames = [...]string{"model", "stream", "fallbacks"}
+
+// fold records a member name against foldNames.
+func (f *bodyFields) fold(rawName []byte) {
+	// a folded name is at most 3 bytes per letter (the Kelvin sign is 3)
+	if len(rawName) < 5 || len(rawName) > 9*6 {
+		return
+	}
+	name := rawName
+	var buf [64]byte
+	for _, c := range rawName {
+		if c == '\\' {
+			dec, ok := appendUnquoted(buf[:0], rawName)
+			if !ok {
+				return
+			}
+			name = dec
+			break
+		}
+	}
+	for i, want := range foldNames {
+		if len(name) >= len(want) && equalFold(name, want) {
+			if f.seen&(1<<i) != 0 && f.twice == "" {
+				f.twice = want
+			}
+			f.seen |= 1 << i
+		}
+	}
+}
+
+func equalFold(b []byte, s string) bool {
+	if len(b) == len(s) {
+		// the common case, ASCII: no conversion
+		for i := range b {
+			c := b[i]
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			if c != s[i] {
+				goto unicode
+			}
+		}
+		return true
+	}
+unicode:
+	return strings.EqualFold(string(b), s)
 }
 
 func expectEnd(b []byte, i int) error {

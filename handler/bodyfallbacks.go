@@ -35,13 +35,21 @@ func stripFallbacks(body []byte, fields bodyFields) ([]byte, bodyFields, []byte,
 }
 
 // bodyFallbacks turns the field's value into candidates, or a 400 naming
-// the offending item.
+// the offending item. Repeated items count once; more than max_fallbacks
+// distinct items is a 400 before anything is sent: every item is an
+// upstream call on an engine's key.
 func (g *Gateway) bodyFallbacks(raw []byte) ([]candidate, *Error) {
 	var items []json.RawMessage
 	if err := json.Unmarshal(raw, &items); err != nil {
 		return nil, errBadRequest("invalid_fallbacks", `"fallbacks" must be an array of "engine" or "engine/model" strings`)
 	}
-	out := make([]candidate, 0, len(items))
+	tooMany := errBadRequest("too_many_fallbacks", fmt.Sprintf(
+		`"fallbacks" names more than %d engines; this gateway's max_fallbacks is %d`, g.maxFallbacks, g.maxFallbacks))
+	if len(items) > 4*g.maxFallbacks+16 {
+		return nil, tooMany // not worth resolving item by item
+	}
+	out := make([]candidate, 0, min(len(items), g.maxFallbacks))
+	seen := map[string]bool{}
 	for i, it := range items {
 		var s string
 		if err := json.Unmarshal(it, &s); err != nil {
@@ -51,7 +59,13 @@ func (g *Gateway) bodyFallbacks(raw []byte) ([]candidate, *Error) {
 		if err != nil {
 			return nil, errBadRequest("invalid_fallbacks", fmt.Sprintf(`"fallbacks" item %d (%q): %s`, i, s, err))
 		}
-		out = append(out, c)
+		if key := c.rt.cfg.Name + "/" + c.model; !seen[key] {
+			seen[key] = true
+			if len(out) == g.maxFallbacks {
+				return nil, tooMany
+			}
+			out = append(out, c)
+		}
 	}
 	return out, nil
 }

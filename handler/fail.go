@@ -2,6 +2,7 @@ package handler
 
 import (
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 )
@@ -10,6 +11,10 @@ import (
 // first upstream error as it was sent (the primary's, normally), or the
 // first failure as an error of the gateway's own, with every attempt listed
 // when there were several.
+
+// maxListedAttempts bounds the attempts named in an error and in
+// X-LLM-Attempts.
+const maxListedAttempts = 12
 
 // fail answers when no candidate gave an answer: with the first upstream
 // error (the primary's, normally) as it was sent, or the first failure as an
@@ -24,7 +29,11 @@ func (g *Gateway) fail(rp *reply, failed []failure) {
 	}
 	var labels []string
 	if len(failed) > 1 {
-		for _, f := range failed {
+		for i, f := range failed {
+			if i == maxListedAttempts {
+				labels = append(labels, fmt.Sprintf("… %d more", len(failed)-i))
+				break
+			}
 			labels = append(labels, f.a.label(f.v))
 		}
 	}

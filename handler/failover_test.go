@@ -47,15 +47,25 @@ func testGateway(t *testing.T, cfg Config, clock engines.Clock) (*Gateway, strin
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var res Result
-		defer lastResult.Store(&res) // also after an aborted answer, as the caddy module reads it
+		defer func() { // also after an aborted answer, as the caddy module reads it
+			lastResult.Store(&res)
+			select {
+			case served <- &res:
+			default:
+			}
+		}()
 		g.ServeHTTP(w, r, &res)
 	}))
 	t.Cleanup(srv.Close)
 	return g, srv.URL
 }
 
-// lastResult is the Result of the last request served by a testGateway.
-var lastResult atomic.Pointer[Result]
+// lastResult is the Result of the last request served by a testGateway;
+// served hears of each (a test that waits for one drains it first).
+var (
+	lastResult atomic.Pointer[Result]
+	served     = make(chan *Result, 64)
+)
 
 func postJSON(t *testing.T, url, body string, header ...string) (*http.Response, string) {
 	t.Helper()

@@ -19,8 +19,19 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 )
 
-// DefaultMaxBody is the largest request body accepted by default.
-const DefaultMaxBody = 32 << 20
+// StatusClientClosed is the status recorded for a request whose client went
+// away before an answer (nginx's and Caddy's access logs say 499 too).
+const StatusClientClosed = 499
+
+// Defaults of the handler's limits.
+const (
+	DefaultMaxBody      = 32 << 20
+	DefaultMaxFallbacks = 4
+	DefaultMaxAttempts  = 8
+	// MinKeyLength is the shortest gateway key accepted: a shorter one is
+	// guessable, or a placeholder that expanded to a fragment.
+	MinKeyLength = 16
+)
 
 // Config is the handler's configuration: what `llm_gateway { … }` parses to
 // and what the module's JSON holds.
@@ -47,6 +58,16 @@ type Config struct {
 	// a "fallbacks" body field. Off, the field is still stripped, and a
 	// request carrying it is refused. Default: true.
 	BodyFallbacks *bool `json:"body_fallbacks,omitempty"`
+
+	// MaxFallbacks is how many items a request's "fallbacks" may name
+	// (after duplicates are removed); more is a 400 before anything is
+	// sent. Default: 4.
+	MaxFallbacks int `json:"max_fallbacks,omitempty"`
+
+	// MaxAttempts bounds the upstream calls one request may cause, of
+	// every kind: retries, fallbacks, pool members, body fallbacks and
+	// resumes. Default: 8.
+	MaxAttempts int `json:"max_attempts,omitempty"`
 
 	// AnnotateResponse adds "extra_fields" (provider, model, latency_ms,
 	// fallback_index) to non-streaming JSON answers. Default: false.
@@ -93,8 +114,8 @@ func (c Config) WithDefaults() Config {
 // fallbacks that exist and do not chain). An error about one engine or pool
 // is a *ConfigError naming it.
 func (c Config) Validate() error {
-	if c.MaxBody < 0 {
-		return fmt.Errorf("max_body may not be negative")
+	if c.MaxBody < 0 || c.MaxFallbacks < 0 || c.MaxAttempts < 0 {
+		return fmt.Errorf("max_body, max_fallbacks and max_attempts may not be negative")
 	}
 	if len(c.Engines) == 0 {
 		return fmt.Errorf("llm_gateway needs at least one engine")
@@ -138,6 +159,11 @@ func (c Config) Validate() error {
 	}
 	if e, ok := models[DefaultPool]; ok && len(c.Pools) > 0 {
 		return engineErr(e, fmt.Errorf("engine %s serves a model named %s, which is the default pool's sentinel", e, DefaultPool))
+	}
+	for _, k := range c.Keys {
+		if err := CheckKey(k); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -197,6 +223,8 @@ type Gateway struct {
 	annotate  bool
 
 	allowBodyFallbacks bool
+	maxFallbacks       int
+	maxAttempts        int
 	listing            listing
 	clock              engines.Clock
 
@@ -224,6 +252,13 @@ func New(cfg Config, engs []*engines.Engine, log *zap.Logger) (*Gateway, error) 
 		g.maxBody = DefaultMaxBody
 	}
 	g.allowBodyFallbacks = cfg.BodyFallbacks == nil || *cfg.BodyFallbacks
+	g.maxFallbacks, g.maxAttempts = cfg.MaxFallbacks, cfg.MaxAttempts
+	if g.maxFallbacks == 0 {
+		g.maxFallbacks = DefaultMaxFallbacks
+	}
+	if g.maxAttempts == 0 {
+		g.maxAttempts = DefaultMaxAttempts
+	}
 	g.annotate = cfg.AnnotateResponse
 	g.keepAlive = time.Duration(cfg.KeepAlive)
 	if g.keepAlive <= 0 {
@@ -326,7 +361,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, res *Result)
 	}
 	start := g.clock.Now()
 	res.Handled = true
-	defer func() { res.Duration = g.clock.Now().Sub(start) }()
+	defer func() {
+		res.Duration = g.clock.Now().Sub(start)
+		if res.Status == 0 && r.Context().Err() != nil {
+			res.Status = StatusClientClosed // as Caddy's access log says it
+		}
+	}()
 	if !cleanPath(p) {
 		res.refuse(w, errBadRequest("invalid_path", "the request path must not contain '.', '..' or empty segments"))
 		return true
@@ -376,6 +416,7 @@ type request struct {
 	fallbacks []byte // the raw "fallbacks" value, if the body had one
 	budget    *failoverBudget
 	pool      string // the pool being served, if any
+	keptError bool   // an attempt kept its error body whole already
 }
 
 // refuse answers with an error of the gateway's own.
@@ -443,6 +484,13 @@ func (g *Gateway) readRequest(r *http.Request) (*request, *Error) {
 	if err != nil {
 		return nil, errBadRequest("invalid_json", "the request body is not valid JSON: "+err.Error())
 	}
+	if fields.twice != "" {
+		// upstreams decoding with Go's encoding/json match member names
+		// case-insensitively and take the last: the gateway must not
+		// route by one "model" while the engine runs another
+		return nil, errBadRequest("ambiguous_member", fmt.Sprintf(
+			"the request body has more than one %q member (names are compared ignoring case, as many engines do); send it once", fields.twice))
+	}
 	var fallbacks []byte
 	if fields.fallbacks.ok() {
 		if body, fields, fallbacks, err = stripFallbacks(body, fields); err != nil {
@@ -458,19 +506,19 @@ func (g *Gateway) readRequest(r *http.Request) (*request, *Error) {
 
 var errTooLarge = errors.New("body too large")
 
-// readBody reads at most limit bytes; one more is errTooLarge. A known
-// Content-Length is read into one exact allocation.
+// readBody reads at most limit bytes; one more is errTooLarge. The buffer
+// grows as bytes arrive: a claimed Content-Length is trusted for a first
+// allocation only up to 16 KiB, so connections that announce a large body
+// and send slowly hold only what they sent.
 func readBody(rc io.Reader, length, limit int64) ([]byte, error) {
-	// a claimed length is trusted for one allocation only up to 1 MiB: a
-	// client that announces 32 MiB and sends slowly must not hold it
-	if length >= 0 && length <= 1<<20 {
+	if length >= 0 && length <= 16<<10 {
 		buf := make([]byte, length)
 		if _, err := io.ReadFull(rc, buf); err != nil {
 			return nil, err
 		}
 		return buf, nil
 	}
-	buf := make([]byte, 0, 4096)
+	buf := make([]byte, 0, 16<<10)
 	for {
 		if int64(len(buf)) > limit {
 			return nil, errTooLarge

@@ -3,6 +3,7 @@ package handler
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"fmt"
 	"net/http"
 	"strings"
 )
@@ -72,6 +73,27 @@ func callerToken(h http.Header) string {
 		return v
 	}
 	return h.Get("Api-Key")
+}
+
+// CheckKey refuses a configured key that is empty or too short. A value
+// that holds several tokens is checked token by token; an empty token ("a,")
+// is a mistake too, not something to drop.
+func CheckKey(k Key) error {
+	if strings.Contains(k.Value, "{") {
+		return nil // a placeholder: checked once it is resolved, at provision
+	}
+	for _, item := range strings.Split(k.Value, ",") {
+		toks := strings.Fields(item)
+		if len(toks) == 0 {
+			return fmt.Errorf("a gateway key (or an item of a key list) is empty: a stray comma, or an unset variable?")
+		}
+		for _, tok := range toks {
+			if len(tok) < MinKeyLength {
+				return fmt.Errorf("a gateway key is %d characters long; use at least %d (openssl rand -hex 24)", len(tok), MinKeyLength)
+			}
+		}
+	}
+	return nil
 }
 
 // SplitKeys expands key values that hold several tokens ("a,b c") into one

@@ -48,15 +48,20 @@ type planner struct {
 	budget   *failoverBudget // a pool's, or nil
 	rewaited bool            // the engine was waited for again after its fallback failed a slow start
 	clock    engines.Clock
+	max      int // upstream attempts allowed in all (max_attempts)
 }
 
-func newPlanner(plan []candidate, budget *failoverBudget, clock engines.Clock) *planner {
-	return &planner{walk: plan, budget: budget, clock: clock, i: -1}
+func newPlanner(plan []candidate, budget *failoverBudget, clock engines.Clock, maxAttempts int) *planner {
+	return &planner{walk: plan, budget: budget, clock: clock, i: -1, max: maxAttempts}
 }
 
 // next moves to the next candidate worth trying: a pool member is skipped
-// once the pool's failover budget is spent (body fallbacks may follow).
+// once the pool's failover budget is spent (body fallbacks may follow), and
+// nothing is left once the request's max_attempts are spent.
 func (p *planner) next() (candidate, bool) {
+	if p.attempts >= p.max {
+		return candidate{}, false
+	}
 	for p.i++; p.i < len(p.walk); p.i++ {
 		p.retries = 0
 		c := p.walk[p.i]
@@ -96,7 +101,7 @@ func (p *planner) decide(a *attempt, v verdict) step {
 		return stepAbandon
 	}
 	c := p.current()
-	if v.retry && c.role != rolePool && p.retries < *c.rt.cfg.Retries {
+	if v.retry && c.role != rolePool && p.retries < *c.rt.cfg.Retries && p.attempts < p.max {
 		p.retries++
 		return stepRetry
 	}
@@ -158,7 +163,7 @@ func (p *planner) upcoming() (candidate, bool) {
 // commit; after it, nothing switches.
 func (g *Gateway) run(w http.ResponseWriter, req *request, plan []candidate, res *Result) {
 	rp := g.newReply(w, req.stream, res)
-	p := newPlanner(plan, req.budget, g.clock)
+	p := newPlanner(plan, req.budget, g.clock, g.maxAttempts)
 	for c, ok := p.next(); ok; {
 		a := g.try(rp, req, c)
 		a.index = p.i

@@ -1,6 +1,7 @@
 package handler
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -20,13 +21,78 @@ import (
 // answer, with a seam comment, or not at all).
 
 // stream is an event stream's state, owned by the relay: the reader, the
-// events held back before the first content, and what a resumable stream
-// has said so far.
+// events held back before the first content, whether the answer said it is
+// whole, and what a resumable stream has said so far.
 type stream struct {
 	events  *sseReader
 	held    []byte      // events read before the first content event
+	rule    int         // how the answer says it is whole (endRule)
+	whole   bool        // an event said the answer is complete
 	tr      *transcript // what a resumable stream sent so far
 	rewrite *rewriteIDs // a resumed stream's id and created
+}
+
+// errEndedUnfinished is a stream whose connection ended at an event
+// boundary before the answer said it was complete.
+var errEndedUnfinished = errors.New("the stream ended before the answer was complete (no [DONE], no finish_reason)")
+
+// How each route's answer says it is whole, besides OpenAI's [DONE]: a
+// chat or text completion's choice gets a finish_reason; a Responses API
+// stream ends with response.completed (or .incomplete, .failed);
+// Anthropic's with message_stop. Other routes end when the connection
+// does.
+const (
+	endConnection = iota
+	endFinish
+	endResponse
+	endMessage
+)
+
+var (
+	markFinish   = []byte(`"finish_reason":"`)
+	markFinishSp = []byte(`"finish_reason": "`)
+	markResponse = []byte(`"type":"response.`)
+	markMessage  = []byte(`message_stop`)
+	responseEnds = [][]byte{[]byte(`response.completed`), []byte(`response.incomplete`), []byte(`response.failed`)}
+)
+
+// endRule is how the answer to req says it is whole.
+func endRule(req *request) int {
+	p := req.r.URL.Path
+	switch {
+	case strings.HasSuffix(p, "/completions"): // chat and text
+		return endFinish
+	case strings.HasSuffix(p, "/responses"):
+		return endResponse
+	case strings.HasSuffix(p, "/messages"):
+		return endMessage
+	}
+	return endConnection
+}
+
+// note looks at one relayed event for the sign that the answer is whole:
+// a byte search per event until the sign is seen ([DONE] is seen by the
+// relay itself).
+func (st *stream) note(ev []byte) {
+	switch {
+	case st.whole:
+	case st.rule == endFinish:
+		st.whole = bytes.Contains(ev, markFinish) || bytes.Contains(ev, markFinishSp)
+	case st.rule == endResponse:
+		if bytes.Contains(ev, markResponse) {
+			for _, m := range responseEnds {
+				st.whole = st.whole || bytes.Contains(ev, m)
+			}
+		}
+	case st.rule == endMessage:
+		st.whole = bytes.Contains(ev, markMessage)
+	}
+}
+
+// ended reports whether a stream that reached the end of its body is a
+// whole answer.
+func (st *stream) ended() bool {
+	return st.whole || st.rule == endConnection
 }
 
 // commit gives the attempt's answer to the client. This is the commit
@@ -72,10 +138,21 @@ func (g *Gateway) commit(rp *reply, a *attempt) {
 			g.writeJSONAnswer(rp, a)
 			return
 		}
-		if err := copyBody(rp.w, resp.Body, rp.preamble); err != nil {
+		if err := copyBody(rp.w, resp.Body, rp.preamble, a.idle); err != nil {
 			g.cutBody(rp, a, err)
 		}
 		return
+	}
+	for held := st.held; len(held) > 0; {
+		n := eventEnd(held)
+		if n < 0 {
+			n = len(held)
+		}
+		st.note(held[:n])
+		if classifyEvent(held[:n], false) == eventDone {
+			st.whole = true
+		}
+		held = held[n:]
 	}
 	if _, err := rp.w.Write(st.held); err != nil {
 		g.cut(rp, a, errClientGone)
@@ -108,11 +185,13 @@ func (g *Gateway) writeJSONAnswer(rp *reply, a *attempt) {
 			body = annotate(body, a.c.rt.cfg.Name, a.sent, rp.since().Milliseconds(), a.index)
 		}
 	}
+	a.idle.block()
 	if _, err := rp.w.Write(body); err != nil {
 		g.cut(rp, a, errClientGone)
 	}
+	a.idle.unblock()
 	if !whole {
-		if err := copyBody(rp.w, a.resp.Body, false); err != nil {
+		if err := copyBody(rp.w, a.resp.Body, false, a.idle); err != nil {
 			g.cutBody(rp, a, err)
 		}
 	}
@@ -156,6 +235,12 @@ func (g *Gateway) relayEvents(rp *reply, a *attempt) error {
 	st := a.stream
 	var batch []byte // events read and not yet written: a span of the reader's buffer
 	send := func(flush bool) {
+		if len(batch) == 0 && !flush {
+			return
+		}
+		// a slow client is no silent upstream: the idle budget stands
+		// still while the client is written to
+		a.idle.block()
 		if len(batch) > 0 {
 			if _, err := rp.w.Write(batch); err != nil {
 				g.cut(rp, a, errClientGone)
@@ -166,10 +251,8 @@ func (g *Gateway) relayEvents(rp *reply, a *attempt) error {
 			if err := rp.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
 				g.cut(rp, a, errClientGone)
 			}
-			// a slow client is no silent upstream: the idle budget
-			// counts from the last event delivered
-			a.idle.touch()
 		}
+		a.idle.unblock()
 	}
 	for {
 		if !st.events.buffered() {
@@ -178,9 +261,14 @@ func (g *Gateway) relayEvents(rp *reply, a *attempt) error {
 		ev, err := st.events.next()
 		a.idle.touch()
 		if err == io.EOF {
-			// a clean end, [DONE] or not: finish at once
 			send(true)
-			return nil
+			if !st.ended() {
+				// the connection ended cleanly, but the answer did not
+				// say it was whole: an engine that died on a body
+				// delimited by its connection
+				return errEndedUnfinished
+			}
+			return nil // a whole answer: finish at once, [DONE] or not
 		}
 		if err != nil {
 			send(false)
@@ -195,12 +283,14 @@ func (g *Gateway) relayEvents(rp *reply, a *attempt) error {
 		if st.rewrite != nil {
 			ev = st.rewrite.apply(ev)
 		}
+		st.note(ev)
 		st.tr.add(ev)
 		batch = extend(batch, ev)
 		if hasUsage {
 			rp.res.Usage, rp.res.HasUsage = usage, true
 		}
 		if kind == eventDone {
+			st.whole = true
 			send(true)
 			g.drainAfterDone(a)
 			return nil
@@ -302,7 +392,8 @@ var copyBufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return 
 // copyBody copies a body that is not an event stream; flushEach flushes
 // every read (a stream whose preamble went out). A read error is the
 // upstream's, a write error becomes errClientGone.
-func copyBody(w http.ResponseWriter, body io.Reader, flushEach bool) error {
+// The idle budget stands still while the client is written to.
+func copyBody(w http.ResponseWriter, body io.Reader, flushEach bool, idle *watchdog) error {
 	bp := copyBufPool.Get().(*[]byte)
 	defer copyBufPool.Put(bp)
 	buf := *bp
@@ -310,12 +401,14 @@ func copyBody(w http.ResponseWriter, body io.Reader, flushEach bool) error {
 	for {
 		n, rerr := body.Read(buf)
 		if n > 0 {
+			idle.block()
 			if _, werr := w.Write(buf[:n]); werr != nil {
 				return errClientGone
 			}
 			if flushEach {
 				_ = rc.Flush()
 			}
+			idle.unblock()
 		}
 		if rerr == io.EOF {
 			return nil

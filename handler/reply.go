@@ -3,6 +3,7 @@ package handler
 import (
 	"context"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
@@ -128,6 +129,48 @@ func (wt *waitTimers) onKeepAlive() {
 		wt.rp.comment("keep-alive")
 	}
 	wt.keepAlive.Reset(wt.rp.keepAlive)
+}
+
+// during runs wait, a blocking wait for an upstream (its response headers,
+// its first content), while a streaming client gets its preamble and
+// keep-alive comments from a timer of its own, as in every other wait
+// before commit: a long prompt that takes minutes to process shows a live
+// stream. Nothing else writes to the client while wait runs, and the timer
+// has stopped writing when during returns.
+func (rp *reply) during(wait func()) {
+	if !rp.stream {
+		wait()
+		return
+	}
+	var (
+		mu      sync.Mutex
+		stopped bool
+		t       engines.Timer
+	)
+	first := rp.keepAlive
+	if !rp.preamble {
+		first = max(0, preambleDelay-rp.since())
+	}
+	mu.Lock()
+	t = rp.clock.AfterFunc(first, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return
+		}
+		if !rp.preamble {
+			rp.sendPreamble()
+		} else {
+			rp.comment("keep-alive")
+		}
+		t.Reset(rp.keepAlive)
+	})
+	mu.Unlock()
+	wait()
+	mu.Lock()
+	stopped = true
+	t.Stop()
+	mu.Unlock()
 }
 
 // pause waits d (a retry's back-off) while keeping a waiting stream alive.

@@ -192,6 +192,7 @@ func (g *Gateway) continueOn(rp *reply, a *attempt, c candidate, cause error) *a
 			continue // the client has its role chunk already
 		}
 		ev = st.rewrite.apply(ev)
+		st.note(ev)
 		t.add(ev)
 		if _, err := rp.w.Write(ev); err != nil {
 			g.cut(rp, b, errClientGone)

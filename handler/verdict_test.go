@@ -138,26 +138,26 @@ func TestPlannerTransitions(t *testing.T) {
 	}
 
 	t.Run("transient failure: retry, then the fallback", func(t *testing.T) {
-		p := newPlanner(plan, nil, clock)
+		p := newPlanner(plan, nil, clock, 8)
 		eq(t, walk(t, p, outcomeStatus, outcomeStatus, outcomeGood), "p:retry", "p:next", "f:commit")
 	})
 	t.Run("connect failure moves on at once", func(t *testing.T) {
-		p := newPlanner(plan, nil, clock)
+		p := newPlanner(plan, nil, clock, 8)
 		eq(t, walk(t, p, outcomeConnect, outcomeGood), "p:next", "f:commit")
 	})
 	t.Run("slow start, failed fallback: wait for the engine again, once", func(t *testing.T) {
-		p := newPlanner(plan, nil, clock)
+		p := newPlanner(plan, nil, clock, 8)
 		eq(t, walk(t, p, outcomeSlow, outcomeConnect, outcomeGood), "p:next", "f:next", "p:commit")
 		if p.current().slow != nil {
 			t.Fatal("the engine waited for again may leave for its fallback again")
 		}
 	})
 	t.Run("client gone", func(t *testing.T) {
-		p := newPlanner(plan, nil, clock)
+		p := newPlanner(plan, nil, clock, 8)
 		eq(t, walk(t, p, outcomeCanceled), "p:abandon")
 	})
 	t.Run("all fail: stop after the last", func(t *testing.T) {
-		p := newPlanner(plan, nil, clock)
+		p := newPlanner(plan, nil, clock, 8)
 		eq(t, walk(t, p, outcomeConnect, outcomeConnect), "p:next", "f:next")
 		if _, ok := p.next(); ok {
 			t.Fatal("a candidate after the last")
@@ -167,7 +167,7 @@ func TestPlannerTransitions(t *testing.T) {
 		}
 	})
 	t.Run("context too long: the context fallback, once", func(t *testing.T) {
-		p := newPlanner(plan, nil, clock)
+		p := newPlanner(plan, nil, clock, 8)
 		c, _ := p.next()
 		a := fakeAttempt(c, outcomeStatus)
 		a.resp = &http.Response{StatusCode: 400, Header: http.Header{}}
@@ -183,7 +183,7 @@ func TestPlannerTransitions(t *testing.T) {
 		}
 	})
 	t.Run("a plain 400 stops", func(t *testing.T) {
-		p := newPlanner(plan, nil, clock)
+		p := newPlanner(plan, nil, clock, 8)
 		c, _ := p.next()
 		a := fakeAttempt(c, outcomeStatus)
 		a.resp = &http.Response{StatusCode: 400, Header: http.Header{}}
@@ -191,11 +191,18 @@ func TestPlannerTransitions(t *testing.T) {
 			t.Fatalf("step %s", s)
 		}
 	})
+	t.Run("max_attempts ends the walk", func(t *testing.T) {
+		p := newPlanner(plan, nil, clock, 2)
+		eq(t, walk(t, p, outcomeStatus, outcomeStatus), "p:retry", "p:next")
+		if c, ok := p.next(); ok {
+			t.Fatalf("%s tried after max_attempts", c.rt.cfg.Name)
+		}
+	})
 	t.Run("a spent pool budget skips the members left", func(t *testing.T) {
 		m1 := candidate{rt: primary, role: rolePool}
 		m2 := candidate{rt: fallback, role: rolePool}
 		body := candidate{rt: ctxfb, role: roleBody}
-		p := newPlanner([]candidate{m1, m2, body}, &failoverBudget{attempts: 1, deadline: clock.Now().Add(time.Minute)}, clock)
+		p := newPlanner([]candidate{m1, m2, body}, &failoverBudget{attempts: 1, deadline: clock.Now().Add(time.Minute)}, clock, 8)
 		eq(t, walk(t, p, outcomeConnect, outcomeGood), "p:next", "big:commit")
 	})
 }
