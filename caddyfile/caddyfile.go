@@ -5,6 +5,7 @@ package caddyfile
 
 import (
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 
@@ -79,7 +80,11 @@ func Parse(d *cf.Dispenser) (handler.Config, error) {
 		line int
 	}
 	where := map[string]pos{}
+	var keysAt *pos // the first keys or key line
 	for d.NextBlock(0) {
+		if (d.Val() == "keys" || d.Val() == "key") && keysAt == nil {
+			keysAt = &pos{d.File(), d.Line()}
+		}
 		switch d.Val() {
 		case "keys":
 			args := d.RemainingArgs()
@@ -162,6 +167,15 @@ func Parse(d *cf.Dispenser) (handler.Config, error) {
 	}
 	if len(cfg.Engines) == 0 {
 		return cfg, d.Err("llm_gateway needs at least one engine block")
+	}
+	if keysAt != nil && noKeyResolves(cfg.Keys) {
+		// the handler would refuse to load rather than open the gateway
+		// to everyone; say which variable and where
+		var values []string
+		for _, k := range cfg.Keys {
+			values = append(values, k.Value)
+		}
+		return cfg, errAt(keysAt.file, keysAt.line, "the gateway's keys resolve to no token: %s (or remove keys and key to run without gateway auth)", describeEmpty(EmptyEnv(values...)))
 	}
 	byName := map[string]engines.Config{}
 	for _, ec := range cfg.Engines {
@@ -286,6 +300,9 @@ func parseEngine(d *cf.Dispenser) (engines.Config, error) {
 		switch sub := d.Val(); sub {
 		case "to":
 			err = oneArg(d, &ec.To)
+			if err == nil {
+				err = requireEnv(d, "to", ec.To)
+			}
 		case "models":
 			ec.Models = d.RemainingArgs()
 			if len(ec.Models) == 0 {
@@ -307,9 +324,14 @@ func parseEngine(d *cf.Dispenser) (engines.Config, error) {
 			ec.Cmd = d.RemainingArgs()
 			if len(ec.Cmd) == 0 {
 				err = d.ArgErr()
+			} else {
+				err = requireEnv(d, "cmd", ec.Cmd...)
 			}
 		case "dir":
 			err = oneArg(d, &ec.Dir)
+			if err == nil {
+				err = requireEnv(d, "dir", ec.Dir)
+			}
 		case "env":
 			args := d.RemainingArgs()
 			switch {
@@ -422,6 +444,20 @@ func parseOnOff(d *cf.Dispenser) (bool, error) {
 }
 
 // errAt is an error at a remembered position, worded as the dispenser's own.
+// noKeyResolves reports whether every configured key is made of {env.*}
+// placeholders of empty variables (and separators) only.
+func noKeyResolves(keys []handler.Key) bool {
+	for _, k := range keys {
+		rest := envPlaceholder.ReplaceAllStringFunc(k.Value, func(ph string) string {
+			return os.Getenv(envPlaceholder.FindStringSubmatch(ph)[1])
+		})
+		if strings.Trim(rest, ", \t") != "" {
+			return false
+		}
+	}
+	return true
+}
+
 func errAt(file string, line int, format string, args ...any) error {
 	return fmt.Errorf("%s, at %s:%d", fmt.Sprintf(format, args...), file, line)
 }
