@@ -10,6 +10,6 @@ cd "$(dirname "$0")/.."
 for os in linux darwin windows freebsd; do
 	for arch in amd64 arm64; do
 		echo "cross-build: $os/$arch"
-		CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build ./...
+		GOOS=$os GOARCH=$arch go build ./...
 	done
 done
