@@ -184,7 +184,7 @@ func TestQuickstartListensOnLoopbackOnly(t *testing.T) {
 	var cfg struct {
 		Apps struct {
 			HTTP struct {
-				Servers map[string]caddyhttp.Server `json:"servers"`
+				Servers map[string]*caddyhttp.Server `json:"servers"`
 			} `json:"http"`
 		} `json:"apps"`
 	}
@@ -195,7 +195,7 @@ func TestQuickstartListensOnLoopbackOnly(t *testing.T) {
 		t.Fatalf("no servers in %s", out)
 	}
 	for name, srv := range cfg.Apps.HTTP.Servers {
-		if open := plainPublicListeners(&srv, caddyhttp.DefaultHTTPPort); len(open) > 0 || len(srv.Listen) == 0 {
+		if open := plainPublicListeners(srv, caddyhttp.DefaultHTTPPort); len(open) > 0 || len(srv.Listen) == 0 {
 			t.Errorf("server %s listens on %v: open to others: %v", name, srv.Listen, open)
 		}
 	}
