@@ -1,30 +1,35 @@
-# Caddy with llm_gateway, built with xcaddy on the official Caddy builder
-# image. From the repository root:
+# Caddy with llm_gateway, built with xcaddy (./build.sh) on the official
+# Caddy builder image. From the repository root:
 #
 #   docker build -f xcaddy.Dockerfile -t caddy-llm-gateway .
-#   docker run --rm -p 8080:8080 -e GATEWAY_KEYS=change-me caddy-llm-gateway
+#   docker run --rm -p 8080:8080 caddy-llm-gateway
 #
 # The module is built from this checkout (a local path); to pin a released
-# version instead, replace the --with argument by
-# github.com/llmgateway/caddy-llm-gateway@vX.Y.Z and drop the COPY.
-ARG CADDY_VERSION=2.11
+# version instead, build with
+# `xcaddy build --with github.com/llmgateway/caddy-llm-gateway@vX.Y.Z`.
+
+# The Caddy version is go.mod's (github.com/caddyserver/caddy/v2), without
+# the "v": the base images and the Caddy that ./build.sh compiles agree. A
+# test (TestDockerfilePinsGoModsCaddyVersion) fails when the two drift.
+ARG CADDY_VERSION=2.11.9
 
 FROM caddy:${CADDY_VERSION}-builder AS builder
-# xcaddy runs `go get` on the module even though --with points it at a local
-# directory; the public Go proxy answers "not found" for an unpublished
-# module and Go then uses the directory. A proxy that answers 403 instead
-# breaks that: .ci/xcaddy-check.sh shows the workaround (a file proxy in
-# front that lists no versions of this module).
+# The builder image's Go may be older than go.mod's `go` line: let the go
+# command fetch the toolchain go.mod asks for.
+ENV GOTOOLCHAIN=auto
+# ./build.sh puts a file proxy in front of this one (see there).
 ARG GOPROXY=https://proxy.golang.org,direct
 ENV GOPROXY=${GOPROXY}
 COPY . /src/caddy-llm-gateway
-RUN xcaddy build \
-	--output /usr/bin/caddy \
-	--with github.com/llmgateway/caddy-llm-gateway=/src/caddy-llm-gateway
+WORKDIR /src/caddy-llm-gateway
+RUN ./build.sh --output /usr/bin/caddy
 
 FROM caddy:${CADDY_VERSION}
 COPY --from=builder /usr/bin/caddy /usr/bin/caddy
 COPY examples/quickstart/Caddyfile /etc/caddy/Caddyfile
-# the quickstart's admin endpoint listens on localhost inside the container
+# The quickstart listens on localhost; in a container that is nobody's
+# reach, so the image listens on every interface of the container. It has
+# no keys: publish the port only where that is what you want.
+ENV LLMGW_BIND=0.0.0.0
 EXPOSE 8080
 CMD ["caddy", "run", "--config", "/etc/caddy/Caddyfile", "--adapter", "caddyfile"]

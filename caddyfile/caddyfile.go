@@ -6,6 +6,7 @@ package caddyfile
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 
@@ -79,7 +80,12 @@ func Parse(d *cf.Dispenser) (handler.Config, error) {
 	engineAt := map[string]pos{} // where each engine and pool block starts,
 	poolAt := map[string]pos{}   // for the errors of the validation below
 	set := settings{}
+	var keysAt *pos // the first keys or key line
 	for d.NextBlock(0) {
+		if (d.Val() == "keys" || d.Val() == "key") && keysAt == nil {
+			at := here(d)
+			keysAt = &at
+		}
 		switch sub := d.Val(); sub {
 		case "keys":
 			args := d.RemainingArgs()
@@ -178,6 +184,15 @@ func Parse(d *cf.Dispenser) (handler.Config, error) {
 	}
 	if len(cfg.Engines) == 0 {
 		return cfg, d.Err("llm_gateway needs at least one engine block")
+	}
+	if keysAt != nil && noKeyResolves(cfg.Keys) {
+		// the handler would refuse to load rather than open the gateway
+		// to everyone; say which variable and where
+		var values []string
+		for _, k := range cfg.Keys {
+			values = append(values, k.Value)
+		}
+		return cfg, keysAt.errf("the gateway's keys resolve to no token: %s (or remove keys and key to run without gateway auth)", describeEmpty(EmptyEnv(values...)))
 	}
 	// the one validation of the whole config (Provision runs the same on
 	// the resolved config): its errors name the engine or pool they are
@@ -336,6 +351,9 @@ func parseEngine(d *cf.Dispenser) (engines.Config, error) {
 		switch sub := d.Val(); sub {
 		case "to":
 			err = oneArg(d, &ec.To)
+			if err == nil {
+				err = requireEnv(d, "to", ec.To)
+			}
 		case "models":
 			ec.Models = d.RemainingArgs()
 			if len(ec.Models) == 0 {
@@ -357,9 +375,14 @@ func parseEngine(d *cf.Dispenser) (engines.Config, error) {
 			ec.Cmd = d.RemainingArgs()
 			if len(ec.Cmd) == 0 {
 				err = d.ArgErr()
+			} else {
+				err = requireEnv(d, "cmd", ec.Cmd...)
 			}
 		case "dir":
 			err = oneArg(d, &ec.Dir)
+			if err == nil {
+				err = requireEnv(d, "dir", ec.Dir)
+			}
 		case "env":
 			args := d.RemainingArgs()
 			switch {
@@ -486,4 +509,18 @@ func parseOnOff(d *cf.Dispenser) (bool, error) {
 		return false, nil
 	}
 	return false, d.Errf("%s takes on or off, not %q", name, s)
+}
+
+// noKeyResolves reports whether every configured key is made of {env.*}
+// placeholders of empty variables (and separators) only.
+func noKeyResolves(keys []handler.Key) bool {
+	for _, k := range keys {
+		rest := envPlaceholder.ReplaceAllStringFunc(k.Value, func(ph string) string {
+			return os.Getenv(envPlaceholder.FindStringSubmatch(ph)[1])
+		})
+		if strings.Trim(rest, ", \t") != "" {
+			return false
+		}
+	}
+	return true
 }

@@ -659,6 +659,10 @@ func TestParseGolden(t *testing.T) {
 	if len(files) == 0 {
 		t.Fatal("no testdata/*.caddyfile")
 	}
+	// keys made only of empty variables are refused at parse time; the
+	// goldens keep the placeholders whatever the values
+	t.Setenv("GATEWAY_KEYS", "k1")
+	t.Setenv("CI_GATEWAY_KEY", "k2")
 	for _, file := range files {
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			content, err := os.ReadFile(file)
@@ -680,5 +684,37 @@ func TestParseGolden(t *testing.T) {
 				t.Errorf("%s parses to\n%s\nwant\n%s\n(go test -update rewrites the golden file)", file, got, wantJSON)
 			}
 		})
+	}
+}
+
+// An {env.*} the config cannot do without is checked where it is written:
+// the error names the variable and the Caddyfile line (issue 18).
+func TestEmptyEnvironmentVariablesAreNamedWithTheirLine(t *testing.T) {
+	t.Setenv("LLMGW_TEST_SET", "http://127.0.0.1:9")
+	os.Unsetenv("LLMGW_TEST_UNSET")
+	for _, tc := range []struct {
+		name, input, want string
+	}{
+		{"to", "llm_gateway {\n engine a {\n to {env.LLMGW_TEST_UNSET}\n models m\n }\n}",
+			"to: {env.LLMGW_TEST_UNSET} is empty: set LLMGW_TEST_UNSET in Caddy's environment, at Testfile:3"},
+		{"cmd", "llm_gateway {\n engine a {\n cmd {env.LLMGW_TEST_UNSET} --port {engine.port}\n to http://127.0.0.1:{engine.port}\n models m\n }\n}",
+			"{env.LLMGW_TEST_UNSET} is empty: set LLMGW_TEST_UNSET in Caddy's environment, at Testfile:3"},
+		{"every key", "llm_gateway {\n max_body 1MiB\n keys {env.LLMGW_TEST_UNSET}\n key team {env.LLMGW_TEST_UNSET2}\n engine a {\n to {env.LLMGW_TEST_SET}\n models m\n }\n}",
+			"the gateway's keys resolve to no token: {env.LLMGW_TEST_UNSET}, {env.LLMGW_TEST_UNSET2} are empty: set LLMGW_TEST_UNSET, LLMGW_TEST_UNSET2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse(cf.NewTestDispenser(tc.input))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v\nwant %s", err, tc.want)
+			}
+			if !strings.Contains(err.Error(), "Testfile:") {
+				t.Fatalf("no file:line in %v", err)
+			}
+		})
+	}
+	// one key that resolves is enough; so is a literal one
+	ok := "llm_gateway {\n keys {env.LLMGW_TEST_UNSET} sk-literal-key-0001\n engine a {\n to {env.LLMGW_TEST_SET}\n models m\n }\n}"
+	if _, err := Parse(cf.NewTestDispenser(ok)); err != nil {
+		t.Fatal(err)
 	}
 }

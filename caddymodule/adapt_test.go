@@ -36,6 +36,7 @@ func examples(t *testing.T) map[string]string {
 // and fails on any warning.
 func adapt(t *testing.T, file string) []byte {
 	t.Helper()
+	setRunLineEnv(t, file)
 	body, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)

@@ -91,7 +91,7 @@ func servePoolsAdmin(w http.ResponseWriter, r *http.Request, parts []string) err
 		liveMu.Lock()
 		gws := append([]*handler.Gateway(nil), liveGateways...)
 		liveMu.Unlock()
-		var out []handler.PoolStatus
+		out := []handler.PoolStatus{} // no pools is [], not null
 		seen := map[string]bool{}
 		for i := len(gws) - 1; i >= 0; i-- {
 			for _, p := range gws[i].Pools() {

@@ -501,3 +501,48 @@ func TestReloadReturnsAtOnceWhileARemovedEngineDrains(t *testing.T) {
 	}
 	draining.Wait() // the engine is stopped once its stream ended
 }
+
+// An engine's log (its life and its output) is under the module's logger,
+// so a log that includes http.handlers.llm_gateway gets it (issue 18).
+func TestEngineLogsAreUnderTheModulesLoggerName(t *testing.T) {
+	moduleLog := filepath.Join(t.TempDir(), "module.log")
+	initRaw(t, `{
+	skip_install_trust
+	admin localhost:@ADMIN@
+	http_port @HTTP@
+	https_port @HTTPS@
+	grace_period 1ns
+	log llm {
+		output file `+moduleLog+`
+		include http.handlers.llm_gateway
+	}
+}
+http://`+gwAddr+` {
+	llm_gateway {
+		engine logged {
+			`+engineCmd("--model logged")+`
+			models logged
+		}
+	}
+}
+`)
+	mustAnswer(t, "logged")
+	logs := readFile(t, moduleLog)
+	for _, want := range []string{`"logger":"http.handlers.llm_gateway.engine.logged"`, `"msg":"engine ready"`, "demo engine: model logged listening"} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("the module's log lacks %s:\n%s", want, logs)
+		}
+	}
+}
+
+func TestAdminPoolsIsAnEmptyListWithoutPools(t *testing.T) {
+	startGateway(t, `
+		engine nopools {
+			to http://127.0.0.1:9
+			models nopools
+		}`)
+	resp, body := do(t, mustReq(http.MethodGet, adminURL+"/llm_gateway/pools"))
+	if resp.StatusCode != 200 || strings.TrimSpace(body) != "[]" {
+		t.Fatalf("%d %q, want 200 []", resp.StatusCode, body)
+	}
+}

@@ -48,7 +48,9 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	}
 	pickPorts()
-	os.Exit(m.Run())
+	code := m.Run()
+	removeBinary()
+	os.Exit(code)
 }
 
 // Test Caddys listen on free ports, picked once per test binary, so the

@@ -64,7 +64,14 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 	if len(g.Keys) > 0 && len(handler.SplitKeys(cfg.Keys)) == 0 {
 		// fail closed: configured keys that resolve to nothing (an unset
 		// environment variable) must not open the gateway to everyone
-		return fmt.Errorf("llm_gateway: keys are configured but resolve to no token; is the environment variable they name set?")
+		var values []string
+		for _, k := range g.Keys {
+			values = append(values, k.Value)
+		}
+		if empty := gwcaddyfile.EmptyEnv(values...); len(empty) > 0 {
+			return fmt.Errorf("llm_gateway: keys are configured but resolve to no token: set %s in Caddy's environment", strings.Join(empty, ", "))
+		}
+		return fmt.Errorf("llm_gateway: keys are configured but resolve to no token")
 	}
 	warnIfOpen(ctx, g.logger, len(g.Keys) > 0)
 

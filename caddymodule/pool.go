@@ -18,10 +18,11 @@ import (
 // old config lets go of it.
 var enginePool = caddy.NewUsagePool()
 
-// pooledEngine owns an engine and its transport.
+// pooledEngine owns an engine, its transport and its logger.
 type pooledEngine struct {
 	*engines.Engine
 	transport *reverseproxy.HTTPTransport
+	log       engineLog
 }
 
 // draining counts the engines a reload let go of that still drain their
@@ -69,19 +70,22 @@ func loadEngine(ctx caddy.Context, ec engines.Config) (*engines.Engine, string, 
 		if err := t.Provision(ctx); err != nil {
 			return nil, err
 		}
-		// the engine outlives this config: its logs go to a logger of
-		// its own, not one tied to the config being loaded
-		e, err := engines.New(ec, t, caddy.Log().Named("llm_gateway.engine."+ec.Name))
+		// the engine outlives this config: its logger writes where the
+		// newest config that uses it says (see engineLog)
+		log := newEngineLog(ec.Name)
+		e, err := engines.New(ec, t, log.Logger)
 		if err != nil {
 			return nil, err
 		}
 		e.SetObserver(engineObserver{})
-		return pooledEngine{Engine: e, transport: t}, nil
+		return pooledEngine{Engine: e, transport: t, log: log}, nil
 	})
 	if err != nil {
 		return nil, "", err
 	}
-	return val.(pooledEngine).Engine, key, nil
+	pe := val.(pooledEngine)
+	pe.log.core.set(ctx.Logger().Core())
+	return pe.Engine, key, nil
 }
 
 // liveEngines are the engines of the configs currently provisioned, for the

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -248,6 +249,46 @@ func TestProbeTableAndExitCode(t *testing.T) {
 	out, code := runProbe(t, "--address", adminAddr, "--pool", "nope")
 	if code == 0 {
 		t.Fatalf("an unknown pool passed: %s", out)
+	}
+}
+
+// A deploy gates on the exit status of the real binary: Caddy's command
+// runner, not the command's function, decides it (issue 18).
+func TestProbeBinaryExitsNonZeroWhenAMemberFails(t *testing.T) {
+	caddy := caddyBinary(t)
+	good := newRecorder(t, answerAs("good"))
+	bad := newRecorder(t, func(w http.ResponseWriter, r *http.Request) { http.Error(w, "down", 503) })
+	cfgFile := filepath.Join(t.TempDir(), "Caddyfile")
+	cfg := fmt.Sprintf(`:19083 {
+	llm_gateway {
+		engine good {
+			to %s
+			models g
+		}
+		engine bad {
+			to %s
+			models b
+		}
+		pool healthy {
+			member good
+		}
+		pool mixed {
+			member good
+			member bad
+		}
+	}
+}
+`, good.URL, bad.URL)
+	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, code := exitCode(t, exec.Command(caddy, "llm-probe", "--config", cfgFile, "--pool", "healthy"))
+	if code != 0 || !strings.Contains(out, "pass") {
+		t.Fatalf("a passing pool: exit %d\n%s", code, out)
+	}
+	out, code = exitCode(t, exec.Command(caddy, "llm-probe", "--config", cfgFile))
+	if code == 0 || !strings.Contains(out, "FAIL") || !strings.Contains(out, "1 of 3 pool members failed") {
+		t.Fatalf("a failing member: exit %d\n%s", code, out)
 	}
 }
 

@@ -61,29 +61,32 @@ func cmdProbe(fl caddycmd.Flags) (int, error) {
 	if err != nil {
 		return caddy.ExitCodeFailedStartup, err
 	}
-	if printProbe(os.Stdout, tables) {
-		return caddy.ExitCodeSuccess, nil
+	if failed, total := printProbe(os.Stdout, tables); failed > 0 {
+		// Caddy's command runner exits 0 for a status of 1 without an
+		// error (issue 18): the error is what makes the exit status 1
+		return 1, fmt.Errorf("%d of %d pool members failed the probe", failed, total)
 	}
-	return 1, nil
+	return caddy.ExitCodeSuccess, nil
 }
 
-// printProbe prints the tables and reports whether every member passed.
-func printProbe(w io.Writer, tables map[string][]handler.ProbeResult) bool {
+// printProbe prints the tables and counts the members that failed.
+func printProbe(w io.Writer, tables map[string][]handler.ProbeResult) (failed, total int) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "POOL\tMEMBER\tMODEL\tSTATUS\tLATENCY\tRESULT\tREASON")
-	ok := true
 	for pool, results := range tables {
 		for _, r := range results {
+			total++
 			verdict := "pass"
 			if !r.Pass {
-				verdict, ok = "FAIL", false
+				verdict = "FAIL"
+				failed++
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", pool, r.Member, r.Model, r.Status,
 				r.Latency.Round(time.Millisecond), verdict, oneLine(r.Reason))
 		}
 	}
 	tw.Flush()
-	return ok
+	return failed, total
 }
 
 func oneLine(s string) string {

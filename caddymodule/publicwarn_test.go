@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 
@@ -172,3 +173,39 @@ var (
 	_ caddy.Provisioner           = (*warnProbe)(nil)
 	_ caddyhttp.MiddlewareHandler = (*warnProbe)(nil)
 )
+
+// The quickstart has no keys: it must listen where nobody else can reach it,
+// so that its first log line is not the warning above (issue 18).
+func TestQuickstartListensOnLoopbackOnly(t *testing.T) {
+	out, _, err := adaptCaddyfile(readFileBytes(t, "../examples/quickstart/Caddyfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		Apps struct {
+			HTTP struct {
+				Servers map[string]*caddyhttp.Server `json:"servers"`
+			} `json:"http"`
+		} `json:"apps"`
+	}
+	if err := json.Unmarshal(out, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Apps.HTTP.Servers) == 0 {
+		t.Fatalf("no servers in %s", out)
+	}
+	for name, srv := range cfg.Apps.HTTP.Servers {
+		if open := plainPublicListeners(srv, caddyhttp.DefaultHTTPPort); len(open) > 0 || len(srv.Listen) == 0 {
+			t.Errorf("server %s listens on %v: open to others: %v", name, srv.Listen, open)
+		}
+	}
+}
+
+func readFileBytes(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"runtime"
 	"strings"
 	"time"
 
@@ -239,6 +240,9 @@ func (c Config) Validate() error {
 	if c.To == "" {
 		return fmt.Errorf("engine %s: missing 'to' (the engine's base URL)", c.Name)
 	}
+	if c.Managed() && !canStartProcesses {
+		return errNoLocalEngines(c.Name)
+	}
 	// a placeholder such as {env.CPU_ENGINE} is checked once resolved, at
 	// provision; {engine.port} stands for a port here
 	if to := strings.ReplaceAll(c.To, PortPlaceholder, "1"); !strings.Contains(to, "{") {
@@ -288,4 +292,11 @@ func (c Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+// errNoLocalEngines refuses a `cmd` engine on a platform where the gateway
+// cannot stop a process tree (issue 18: Windows), naming the way out.
+func errNoLocalEngines(name string) error {
+	return fmt.Errorf("engine %s: 'cmd' (an engine the gateway starts) is not supported on %s: "+
+		"start the model server yourself and give its address with 'to' (remote engines work on every platform)", name, runtime.GOOS)
 }

@@ -233,3 +233,21 @@ func TestGroupStartsQueuedBehindALoadingPeerNeverDeadlock(t *testing.T) {
 		}
 	}
 }
+
+// Where the gateway cannot stop a process tree (Windows), a `cmd` engine is
+// refused at load with a message that says what to do; a remote engine loads.
+func TestCmdEnginesAreRefusedWhereProcessesCannotBeStopped(t *testing.T) {
+	saved := canStartProcesses
+	canStartProcesses = false
+	defer func() { canStartProcesses = saved }()
+
+	local := Config{Name: "llama", Cmd: []string{"llama-server"}, To: "http://127.0.0.1:" + PortPlaceholder, Models: []string{"m"}}
+	err := local.Validate()
+	if err == nil || !strings.Contains(err.Error(), "engine llama: 'cmd'") || !strings.Contains(err.Error(), "'to'") {
+		t.Fatalf("a cmd engine: %v", err)
+	}
+	remote := Config{Name: "cloud", To: "https://api.example.com", Models: []string{"m"}}
+	if err := remote.Validate(); err != nil {
+		t.Fatalf("a remote engine: %v", err)
+	}
+}

@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"sync"
-	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -14,7 +13,9 @@ import (
 
 // process is one run of an engine's command, in a process group of its own so
 // that stopping it also stops whatever it spawned (ollama's runners, a shell's
-// children).
+// children). What a process group is and how it is signalled depends on the
+// platform: process_unix.go has it, process_other.go refuses local engines
+// where it has nothing (Windows).
 type process struct {
 	cmd     *exec.Cmd
 	started time.Time
@@ -27,6 +28,9 @@ type process struct {
 func spawn(argv []string, dir string, env []string, lines *lineBuffer, log *zap.Logger) (*process, error) {
 	if len(argv) == 0 {
 		return nil, errors.New("empty command")
+	}
+	if !canStartProcesses {
+		return nil, errors.New("starting processes is not supported on this platform")
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = dir
@@ -61,7 +65,7 @@ func spawn(argv []string, dir string, env []string, lines *lineBuffer, log *zap.
 	go func() {
 		p.err = cmd.Wait()
 		// anything the engine left behind in its group goes with it
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		killGroup(cmd.Process.Pid)
 		close(p.done)
 	}()
 	return p, nil
@@ -86,8 +90,8 @@ func (p *process) exitReason() string {
 	}
 	var ee *exec.ExitError
 	if errors.As(p.err, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return fmt.Sprintf("killed by signal %v", ws.Signal())
+		if sig := killedBy(ee); sig != "" {
+			return "killed by signal " + sig
 		}
 		return fmt.Sprintf("exited with status %d", ee.ExitCode())
 	}
@@ -99,12 +103,12 @@ func (p *process) exitReason() string {
 func (p *process) stop(grace time.Duration) {
 	pgid := p.cmd.Process.Pid
 	if !p.exited() {
-		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		terminateGroup(pgid)
 		t := time.NewTimer(grace)
 		select {
 		case <-p.done:
 		case <-t.C:
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			killGroup(pgid)
 			<-p.done
 		}
 		t.Stop()

@@ -1,3 +1,5 @@
+//go:build unix
+
 // Command coldstart measures how soon after an engine turns ready its first
 // request is answered: Caddy runs llm_gateway with the built-in demo engine
 // (which "loads" for -load-time), and -n times the engine is stopped through

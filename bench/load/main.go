@@ -1,3 +1,5 @@
+//go:build unix
+
 // Command load benchmarks llm_gateway against Caddy's stock reverse_proxy: it
 // starts the fake upstream and one Caddy serving both (two sites in front of
 // that same upstream), runs every measurement on both targets in interleaved

@@ -1,8 +1,12 @@
 // Package demoengine is a tiny OpenAI-compatible model server, so that the
 // gateway has something real to start and talk to on a machine without a GPU
 // or a model: chat completions (JSON and SSE, a few words per chunk),
-// completions, embeddings, /v1/models and a llama-server-like /health that
-// answers 503 "Loading model" while it "loads".
+// completions, the Responses API (JSON and its typed SSE events),
+// embeddings (floats or base64, as the SDKs ask), /v1/models and a
+// llama-server-like /health that answers 503 "Loading model" while it
+// "loads". Every answer has the shape OpenAI's API gives it, so every SDK's
+// defaults work against it (issue 18: the Node SDK asks embeddings in base64
+// and silently decoded floats as garbage).
 //
 // It runs as `caddy llm-demo-engine --port N` (the module registers the
 // subcommand), which is what the quickstart's engine command does. Its extra
@@ -12,6 +16,8 @@ package demoengine
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -137,6 +143,7 @@ func (s *server) routes() http.Handler {
 	mux.HandleFunc("POST /v1/chat/completions", s.chat)
 	mux.HandleFunc("POST /v1/completions", s.chat)
 	mux.HandleFunc("POST /v1/embeddings", s.embeddings)
+	mux.HandleFunc("POST /v1/responses", s.responses)
 	return mux
 }
 
@@ -293,19 +300,8 @@ func (s *server) chat(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// reply is the text the demo engine answers with.
+// reply is the text the demo engine answers a completion with.
 func (s *server) reply(r *http.Request, body []byte, req *chatRequest) string {
-	if s.o.EchoRequest {
-		h := map[string]string{}
-		for k := range r.Header {
-			h[k] = r.Header.Get(k)
-		}
-		b, _ := json.Marshal(map[string]any{"headers": h, "body": string(body)})
-		return string(b)
-	}
-	if s.o.Reply != "" {
-		return s.o.Reply
-	}
 	last := ""
 	for _, m := range req.Messages {
 		if m.Role == "user" {
@@ -316,6 +312,22 @@ func (s *server) reply(r *http.Request, body []byte, req *chatRequest) string {
 	}
 	if p, ok := req.Prompt.(string); ok {
 		last = p
+	}
+	return s.replyTo(r, body, last)
+}
+
+// replyTo is the text the demo engine answers a user's text with.
+func (s *server) replyTo(r *http.Request, body []byte, last string) string {
+	if s.o.EchoRequest {
+		h := map[string]string{}
+		for k := range r.Header {
+			h[k] = r.Header.Get(k)
+		}
+		b, _ := json.Marshal(map[string]any{"headers": h, "body": string(body)})
+		return string(b)
+	}
+	if s.o.Reply != "" {
+		return s.o.Reply
 	}
 	if len(last) > 200 {
 		last = last[:200] + "…"
@@ -329,11 +341,17 @@ func (s *server) embeddings(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req struct {
-		Model string `json:"model"`
-		Input any    `json:"input"`
+		Model          string `json:"model"`
+		Input          any    `json:"input"`
+		EncodingFormat string `json:"encoding_format"`
 	}
 	if err := json.Unmarshal(body, &req); err != nil {
 		apiError(w, http.StatusBadRequest, "invalid_request_error", "bad JSON: "+err.Error())
+		return
+	}
+	if req.EncodingFormat != "" && req.EncodingFormat != "float" && req.EncodingFormat != "base64" {
+		apiError(w, http.StatusBadRequest, "invalid_request_error",
+			fmt.Sprintf("encoding_format must be float or base64, not %q", req.EncodingFormat))
 		return
 	}
 	var inputs []string
@@ -349,14 +367,19 @@ func (s *server) embeddings(w http.ResponseWriter, r *http.Request) {
 	}
 	data := make([]any, len(inputs))
 	for i, in := range inputs {
-		data[i] = map[string]any{"object": "embedding", "index": i, "embedding": embed(in)}
+		var vec any = Embed(in)
+		if req.EncodingFormat == "base64" {
+			vec = base64Floats(Embed(in))
+		}
+		data[i] = map[string]any{"object": "embedding", "index": i, "embedding": vec}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "model": req.Model, "data": data,
 		"usage": map[string]any{"prompt_tokens": len(body) / 4, "total_tokens": len(body) / 4}})
 }
 
-// embed is a deterministic 8-dimensional unit vector of the text.
-func embed(s string) []float64 {
+// Embed is the demo engine's embedding of a text: a deterministic
+// 8-dimensional unit vector, in float32 as real servers compute it.
+func Embed(s string) []float32 {
 	v := make([]float64, 8)
 	for i, c := range s {
 		v[i%8] += float64(c%97) / 97
@@ -365,10 +388,21 @@ func embed(s string) []float64 {
 	for _, x := range v {
 		n += x * x
 	}
+	out := make([]float32, len(v))
 	if n = math.Sqrt(n); n > 0 {
 		for i := range v {
-			v[i] /= n
+			out[i] = float32(v[i] / n)
 		}
 	}
-	return v
+	return out
+}
+
+// base64Floats is OpenAI's encoding_format "base64": the vector's float32
+// values, little-endian, base64-encoded.
+func base64Floats(v []float32) string {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	}
+	return base64.StdEncoding.EncodeToString(b)
 }

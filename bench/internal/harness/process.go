@@ -1,3 +1,5 @@
+//go:build unix
+
 // Package harness is what the benchmark programs share: child processes that
 // never outlive the benchmark, free loopback ports, and the Caddy process's
 // CPU time and resident memory read from /proc.
