@@ -150,6 +150,7 @@ func New(cfg Config, rt http.RoundTripper, log *zap.Logger) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{cfg: cfg, rt: rt, log: log, now: time.Now, changed: make(chan struct{})}
+	e.lines.secrets = secretsOf(cfg)
 	e.brk = NewBreaker(cfg.BreakerFailures, time.Duration(cfg.BreakerCooldown), nil)
 	e.life, e.cancel = context.WithCancel(context.Background())
 	if !cfg.Managed() {
@@ -678,6 +679,15 @@ func (e *Engine) Status() Status {
 	e.mu.Unlock()
 	s.LastLines = e.lines.last(keptLines)
 	return s
+}
+
+// Lines returns the output lines numbered after seq that are still kept
+// (oldest first, masked), the number of the newest line, and a channel
+// closed when the next line arrives. Start with seq 0 for every kept line.
+// A reader follows the output at its own pace and never holds it up; one
+// that falls more than the kept lines behind skips ahead.
+func (e *Engine) Lines(seq uint64) ([]string, uint64, <-chan struct{}) {
+	return e.lines.since(seq)
 }
 
 // State is the engine's state now.
