@@ -14,6 +14,7 @@ import (
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 	"github.com/llmgateway/caddy-llm-gateway/handler"
+	"github.com/llmgateway/caddy-llm-gateway/statuspage"
 )
 
 // Parse sets up the handler from Caddyfile tokens. Syntax:
@@ -26,6 +27,9 @@ import (
 //		keepalive <duration>            # SSE comment interval while a stream waits; default 3s
 //		body_fallbacks on|off           # may a body name "fallbacks"; default on
 //		annotate_response on|off        # extra_fields in non-streaming JSON answers; default off
+//		ui <path> {                     # the status page on this site, behind the keys (needs keys)
+//			recent <n>                  # recent requests kept and shown; default 200
+//		}
 //
 //		pool <name> {                   # "model": "<name>" (a pool named auto: also "model": "auto")
 //			member <engine>[/<model>]   # repeatable
@@ -67,17 +71,27 @@ import (
 //
 // Every mistake is an error carrying the Caddyfile's file:line.
 func Parse(d *cf.Dispenser) (handler.Config, error) {
+	cfg, _, err := ParseWithUI(d)
+	return cfg, err
+}
+
+// ParseWithUI is Parse that also returns the `ui` subdirective, which is the
+// caddy module's (the status page), not the handler's; nil without one.
+func ParseWithUI(d *cf.Dispenser) (handler.Config, *statuspage.Config, error) {
+	var ui *statuspage.Config
+	cfg, err := parseDirective(d, &ui)
+	return cfg, ui, err
+}
+
+func parseDirective(d *cf.Dispenser, ui **statuspage.Config) (handler.Config, error) {
 	var cfg handler.Config
 	d.Next() // the directive's name
 	if d.NextArg() {
 		return cfg, d.ArgErr()
 	}
+	var uiAt pos
 	models := map[string]string{} // model → engine, to catch a model served twice
 	names := map[string]bool{}
-	type pos struct {
-		file string
-		line int
-	}
 	where := map[string]pos{}
 	for d.NextBlock(0) {
 		switch d.Val() {
@@ -127,6 +141,16 @@ func Parse(d *cf.Dispenser) (handler.Config, error) {
 				return cfg, err
 			}
 			cfg.AnnotateResponse = b
+		case "ui":
+			if *ui != nil {
+				return cfg, d.Errf("ui is given twice")
+			}
+			uiAt = pos{d.File(), d.Line()}
+			u, err := parseUI(d)
+			if err != nil {
+				return cfg, err
+			}
+			*ui = &u
 		case "pool":
 			file, line := d.File(), d.Line()
 			pc, err := parsePool(d)
@@ -163,6 +187,9 @@ func Parse(d *cf.Dispenser) (handler.Config, error) {
 	if len(cfg.Engines) == 0 {
 		return cfg, d.Err("llm_gateway needs at least one engine block")
 	}
+	if *ui != nil && len(cfg.Keys) == 0 {
+		return cfg, errAt(uiAt.file, uiAt.line, "ui needs the handler's keys: the status page shows operator data (without keys, use the page on Caddy's admin endpoint, /llm_gateway/ui/)")
+	}
 	byName := map[string]engines.Config{}
 	for _, ec := range cfg.Engines {
 		byName[ec.Name] = ec
@@ -186,6 +213,44 @@ func Parse(d *cf.Dispenser) (handler.Config, error) {
 		}
 	}
 	return cfg, nil
+}
+
+// pos is a place in the Caddyfile, for errors found after the fact.
+type pos struct {
+	file string
+	line int
+}
+
+// parseUI parses `ui <path> [{ recent <n> }]`.
+func parseUI(d *cf.Dispenser) (statuspage.Config, error) {
+	var u statuspage.Config
+	if !d.NextArg() {
+		return u, d.Errf("ui needs a path: ui /llm")
+	}
+	u.Path = d.Val()
+	if d.NextArg() {
+		return u, d.ArgErr()
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		switch sub := d.Val(); sub {
+		case "recent":
+			var s string
+			if err := oneArg(d, &s); err != nil {
+				return u, err
+			}
+			n, err := strconv.Atoi(s)
+			if err != nil || n < 1 {
+				return u, d.Errf("recent takes a count of 1 or more, not %q", s)
+			}
+			u.Recent = n
+		default:
+			return u, d.Errf("unknown ui subdirective %q", sub)
+		}
+	}
+	if err := u.Validate(); err != nil {
+		return u, d.Errf("%v", err)
+	}
+	return u, nil
 }
 
 func parsePool(d *cf.Dispenser) (handler.PoolConfig, error) {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 	"github.com/llmgateway/caddy-llm-gateway/handler"
+	"github.com/llmgateway/caddy-llm-gateway/statuspage"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -648,5 +649,47 @@ func TestParseGolden(t *testing.T) {
 				t.Errorf("%s parses to\n%s\nwant\n%s\n(go test -update rewrites the golden file)", file, got, wantJSON)
 			}
 		})
+	}
+}
+
+func TestParseUI(t *testing.T) {
+	cfg, ui, err := ParseWithUI(cf.NewTestDispenser(`llm_gateway {
+	keys {env.K}
+	ui /llm {
+		recent 500
+	}` + remote + `
+}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ui == nil || *ui != (statuspage.Config{Path: "/llm", Recent: 500}) || len(cfg.Engines) != 1 {
+		t.Fatalf("ui %+v, config %+v", ui, cfg)
+	}
+	if _, ui, _ = ParseWithUI(cf.NewTestDispenser(`llm_gateway {
+	keys k
+	ui /status` + remote + `
+}`)); ui == nil || ui.Path != "/status" || ui.Recent != 0 {
+		t.Fatalf("ui without a block: %+v", ui)
+	}
+	if _, ui, _ = ParseWithUI(cf.NewTestDispenser(`llm_gateway {` + remote + `
+}`)); ui != nil {
+		t.Fatalf("no ui directive, got %+v", ui)
+	}
+}
+
+func TestParseUIErrors(t *testing.T) {
+	for _, tc := range []struct{ input, want string }{
+		{"llm_gateway {\n\tui /llm" + remote + "\n}", "ui needs the handler's keys"},
+		{"llm_gateway {\n\tkeys k\n\tui" + remote + "\n}", "ui needs a path"},
+		{"llm_gateway {\n\tkeys k\n\tui /v1/ui" + remote + "\n}", "under /v1"},
+		{"llm_gateway {\n\tkeys k\n\tui llm" + remote + "\n}", "want a path such as /llm"},
+		{"llm_gateway {\n\tkeys k\n\tui /llm {\n\t\trecent 0\n\t}" + remote + "\n}", "recent takes a count"},
+		{"llm_gateway {\n\tkeys k\n\tui /llm {\n\t\tcolour blue\n\t}" + remote + "\n}", `unknown ui subdirective "colour"`},
+		{"llm_gateway {\n\tkeys k\n\tui /a\n\tui /b" + remote + "\n}", "ui is given twice"},
+	} {
+		_, _, err := ParseWithUI(cf.NewTestDispenser(tc.input))
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "Testfile:") {
+			t.Errorf("%q: got %v, want an error with %q and file:line", tc.input, err, tc.want)
+		}
 	}
 }
