@@ -681,6 +681,14 @@ func (e *Engine) Status() Status {
 	return s
 }
 
+// Changed returns a channel that is closed at the engine's next change of
+// state (a start, ready, a stop), for watchers such as the status page.
+func (e *Engine) Changed() <-chan struct{} {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.changed
+}
+
 // Lines returns the output lines numbered after seq that are still kept
 // (oldest first, masked), the number of the newest line, and a channel
 // closed when the next line arrives. Start with seq 0 for every kept line.

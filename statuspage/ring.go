@@ -10,7 +10,7 @@ type ring[T any] struct {
 	mu      sync.Mutex
 	items   []T // items[(n-1)%len] holds item number n
 	seq     uint64
-	kept    uint64 // how many of the newest items are held (after a resize, fewer than len)
+	kept    uint64        // how many of the newest items are held (after a resize, fewer than len)
 	changed chan struct{} // closed and replaced (lazily) when an item is added
 }
 

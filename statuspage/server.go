@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -94,7 +95,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func securityHeaders(h http.Header) {
 	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
 	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Referrer-Policy", "same-origin") // the admin endpoint wants an Origin or Referer on every browser call
 }
 
 func (s *Server) serveAsset(w http.ResponseWriter, r *http.Request, name string) {
@@ -227,7 +228,11 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		seq = last
-		if st.wait(ctx, wake, s.Board.nudged(), look.C) != nil {
+		watch := []<-chan struct{}{wake, s.Board.nudged()}
+		for _, e := range s.Source.Engines() {
+			watch = append(watch, e.Changed())
+		}
+		if st.wait(ctx, watch, look.C) != nil {
 			return
 		}
 	}
@@ -262,7 +267,7 @@ func (s *Server) serveLogs(w http.ResponseWriter, r *http.Request, name string) 
 			}
 		}
 		seq, first = last, false
-		if st.wait(r.Context(), wake, nil, nil) != nil {
+		if st.wait(r.Context(), []<-chan struct{}{wake}, nil) != nil {
 			return
 		}
 	}
@@ -328,39 +333,47 @@ func (st *stream) flush() error {
 	return st.rc.Flush()
 }
 
-// wait returns after minGap once one of the channels fires, sending a
-// comment as heartbeat while none does, or with ctx's error.
-func (st *stream) wait(ctx context.Context, a, b <-chan struct{}, tick <-chan time.Time) error {
+// wait returns after minGap once one of the channels fires or tick ticks,
+// sending a comment as heartbeat while none does, or with ctx's error.
+func (st *stream) wait(ctx context.Context, chans []<-chan struct{}, tick <-chan time.Time) error {
 	beat := time.NewTimer(heartbeat)
 	defer beat.Stop()
+	// the engines' change channels are as many as the engines: a select
+	// built at run time (a few per second at most, bounded by minGap)
+	cases := make([]reflect.SelectCase, 0, len(chans)+3)
+	cases = append(cases,
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())},
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(beat.C)},
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(tick)})
+	for _, c := range chans {
+		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(c)})
+	}
 	for {
-		select {
-		case <-ctx.Done():
+		chosen, _, _ := reflect.Select(cases)
+		if chosen == 0 {
 			return ctx.Err()
-		case <-a:
-		case <-b:
-		case <-tick:
-		case <-beat.C:
-			_ = st.rc.SetWriteDeadline(time.Now().Add(writeTimeout))
-			if _, err := st.w.Write([]byte(": heartbeat\n\n")); err != nil {
-				return err
-			}
-			if err := st.flush(); err != nil {
-				return err
-			}
-			beat.Reset(heartbeat)
-			continue
 		}
-		// however busy the gateway, a stream sends at most one batch per
-		// minGap: what arrives meanwhile is read from the ring in one go
-		gap := time.NewTimer(minGap)
-		defer gap.Stop()
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-gap.C:
-			return nil
+		if chosen != 1 {
+			break
 		}
+		_ = st.rc.SetWriteDeadline(time.Now().Add(writeTimeout))
+		if _, err := st.w.Write([]byte(": heartbeat\n\n")); err != nil {
+			return err
+		}
+		if err := st.flush(); err != nil {
+			return err
+		}
+		beat.Reset(heartbeat)
+	}
+	// however busy the gateway, a stream sends at most one batch per
+	// minGap: what arrives meanwhile is read from the ring in one go
+	gap := time.NewTimer(minGap)
+	defer gap.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-gap.C:
+		return nil
 	}
 }
 

@@ -116,14 +116,15 @@ func (s *Server) takeSnapshot(ctx context.Context) snapshot {
 	s.reach.refresh(ctx, es)
 	now := time.Now()
 	snap := snapshot{Engines: make([]engineView, 0, len(es)), Pools: []poolView{}}
-	states := map[string]string{}
+	shown := map[string]string{}  // as the page shows it
+	actual := map[string]string{} // as the handler's pool sees it
 	for _, e := range es {
 		v := s.engineView(e, now)
-		states[v.Name] = v.State
+		shown[v.Name], actual[v.Name] = v.State, e.State().String()
 		snap.Engines = append(snap.Engines, v)
 	}
 	for _, p := range s.Source.Pools() {
-		snap.Pools = append(snap.Pools, poolInTryOrder(p, states))
+		snap.Pools = append(snap.Pools, poolInTryOrder(p, actual, shown))
 	}
 	return snap
 }
@@ -172,13 +173,15 @@ func roundMs(t time.Time) int64 {
 }
 
 // poolInTryOrder orders a pool's members as the handler's pool does for a
-// request without a session key (see handler's pool.order).
-func poolInTryOrder(p handler.PoolStatus, states map[string]string) poolView {
+// request without a session key (see handler's pool.order): by the engines'
+// actual states (a remote engine is always ready to the pool, reachable or
+// not), each shown with the state the page shows.
+func poolInTryOrder(p handler.PoolStatus, actual, shown map[string]string) poolView {
 	rank := func(m handler.MemberStatus) int {
 		if m.Breaker != "closed" {
 			return 3
 		}
-		switch states[m.Engine] {
+		switch actual[m.Engine] {
 		case "ready":
 			return 0
 		case "starting":
@@ -192,7 +195,7 @@ func poolInTryOrder(p handler.PoolStatus, states map[string]string) poolView {
 			if rank(m) == r {
 				pv.Members = append(pv.Members, memberView{
 					Member: m.Member, Engine: m.Engine, Model: m.Model, Breaker: m.Breaker,
-					EngineState: states[m.Engine], Skipped: r == 3,
+					EngineState: shown[m.Engine], Skipped: r == 3,
 				})
 			}
 		}
