@@ -50,6 +50,40 @@ type Server struct {
 	Source Source
 
 	reach reachability
+
+	closeOnce sync.Once
+	closedMu  sync.Mutex
+	closed    chan struct{} // closed by Close: the streams end
+}
+
+// Close ends the server's streams: a config that goes away (a reload, maybe
+// with other keys) takes its pages' streams with it, and they reconnect to
+// the new config's page, which checks their key again.
+func (s *Server) Close() {
+	s.closeOnce.Do(func() { close(s.done()) })
+}
+
+func (s *Server) done() chan struct{} {
+	s.closedMu.Lock()
+	defer s.closedMu.Unlock()
+	if s.closed == nil {
+		s.closed = make(chan struct{})
+	}
+	return s.closed
+}
+
+// streamContext is the request's context, also ended by Close.
+func (s *Server) streamContext(r *http.Request) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(r.Context())
+	// owned by the request: it returns when the stream ends, whichever way
+	go func() {
+		select {
+		case <-s.done():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
 }
 
 // streamSlots bound the open streams process-wide: pages on sites and on the
@@ -203,7 +237,8 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer giveStreamSlot()
-	ctx := r.Context()
+	ctx, cancel := s.streamContext(r)
+	defer cancel()
 	look := time.NewTicker(lookEvery)
 	defer look.Stop()
 	var lastState []byte
@@ -256,6 +291,8 @@ func (s *Server) serveLogs(w http.ResponseWriter, r *http.Request, name string) 
 		return
 	}
 	defer giveStreamSlot()
+	ctx, cancel := s.streamContext(r)
+	defer cancel()
 	var seq uint64
 	first := true
 	for {
@@ -267,7 +304,7 @@ func (s *Server) serveLogs(w http.ResponseWriter, r *http.Request, name string) 
 			}
 		}
 		seq, first = last, false
-		if st.wait(r.Context(), []<-chan struct{}{wake}, nil) != nil {
+		if st.wait(ctx, []<-chan struct{}{wake}, nil) != nil {
 			return
 		}
 	}

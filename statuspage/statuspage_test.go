@@ -402,3 +402,26 @@ func TestConfigRefusesPathsThatCollide(t *testing.T) {
 		t.Fatal("default")
 	}
 }
+
+func TestCloseEndsTheStreams(t *testing.T) {
+	src := &fakeSource{es: []*engines.Engine{remoteEngine(t, "cloud")}}
+	board := NewBoard(5)
+	s := &Server{Prefix: "/llm", Board: board, Source: src}
+	ts := httptest.NewServer(s)
+	defer ts.Close()
+	resp := get(t, ts, "/llm/api/events", "")
+	events := readEvents(resp.Body)
+	next(t, events, "state")
+	s.Close()
+	deadline := time.After(20 * time.Second)
+	for {
+		select {
+		case _, ok := <-events:
+			if !ok {
+				return
+			}
+		case <-deadline:
+			t.Fatal("the stream outlived Close")
+		}
+	}
+}
