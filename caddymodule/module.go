@@ -169,6 +169,9 @@ func (g *Gateway) Validate() error { return nil }
 // still uses keeps running, the others are drained and stopped.
 func (g *Gateway) Cleanup() error {
 	unregisterForAdmin(g.engines)
+	if g.ui != nil {
+		g.ui.Close() // its pages reconnect to the next config's, which checks their key again
+	}
 	if g.gw != nil {
 		unregisterGateway(g.gw)
 	}

@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"net/http"
@@ -191,15 +192,59 @@ func TestStatusPageInARealBrowser(t *testing.T) {
 		t.Fatal("the key appears in the page or in what it was sent")
 	}
 
-	// stop, confirmed
-	run(t, ctx, "pressing stop",
-		chromedp.Click(chromedp.CSS(`article[data-engine="demo"] button[data-act="stop"]`)),
-		chromedp.WaitVisible(chromedp.CSS("#confirm-ok")),
-		chromedp.Click(chromedp.CSS("#confirm-ok")))
+	// on a phone's screen nothing is wider than the screen (the requests
+	// table scrolls inside its own box)
+	run(t, ctx, "a phone's screen", chromedp.EmulateViewport(390, 844))
+	until(t, ctx, "the page fitting a phone", `document.documentElement.scrollWidth <= window.innerWidth`)
+	run(t, ctx, "back to a wide screen", chromedp.EmulateViewport(1280, 1000))
+
+	// stop, from the keyboard: Enter on the button, Tab from Cancel (the
+	// dialog's default) to OK, Enter
+	eval[bool](t, ctx, `document.querySelector('article[data-engine="demo"] button[data-act="stop"]').focus() || true`)
+	run(t, ctx, "pressing stop", chromedp.KeyEvent("\r"), chromedp.WaitVisible(chromedp.CSS("#confirm-ok")))
+	until(t, ctx, "Cancel focused in the dialog", `document.activeElement.id === 'confirm-cancel'`)
+	run(t, ctx, "confirming", chromedp.KeyEvent("\t"))
+	until(t, ctx, "OK focused", `document.activeElement.id === 'confirm-ok'`)
+	run(t, ctx, "confirming", chromedp.KeyEvent("\r"))
 	until(t, ctx, "demo stopped again", engineState("demo")+` === 'stopped'`)
 	if s := status(t, "demo"); s.State != "stopped" {
 		t.Fatalf("the admin API says demo is %s", s.State)
 	}
+
+	// a reload ends the page's streams (the old server goes): the page says
+	// so, reconnects on its own, and shows the new config
+	startGateway(t, fmt.Sprintf(strings.Replace(uiSite, "idle_timeout 10m", "idle_timeout 11m", 1), engineCmd("--load-time 1500ms")))
+	until(t, ctx, "the reconnect", `document.querySelector('#conn').textContent === 'live (reconnected)'`)
+	until(t, ctx, "the new config", `document.querySelector('article[data-engine="demo"]').textContent.includes('after 660 s idle')`)
+}
+
+// streamUntil reads one of the page's event streams, with the key, up to
+// and including the first event of that name, and returns what it read.
+func streamUntil(t *testing.T, path, event string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, gwURL+path, nil)
+	req.Header.Set("Authorization", "Bearer "+uiKey)
+	resp, err := testClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var read strings.Builder
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 0, 64<<10), 4<<20)
+	inEvent := false
+	for sc.Scan() {
+		read.WriteString(sc.Text() + "\n")
+		if sc.Text() == "event: "+event {
+			inEvent = true
+		} else if inEvent && strings.HasPrefix(sc.Text(), "data: ") {
+			return read.String()
+		}
+	}
+	t.Fatalf("%s ended without a %q event (%v):\n%s", path, event, sc.Err(), read.String())
+	return ""
 }
 
 func tokensShown(s string) bool {
@@ -261,5 +306,40 @@ func TestStatusPageOnTheSiteRefusesAnyCallWithoutAKey(t *testing.T) {
 	resp, _ = post(t, "/v1/chat/completions", `{"model":"demo"}`, "Authorization", "Bearer "+uiKey)
 	if resp.StatusCode != 200 {
 		t.Fatalf("chat beside the page: %d", resp.StatusCode)
+	}
+}
+
+func TestKeysNeverReachThePageTheAdminAPIOrAStartError(t *testing.T) {
+	const engineKey = "engine-secret-4242"
+	startGateway(t, `
+		key ops `+uiKey+`
+		ui /llm
+		engine leaky {
+			cmd sh -c "echo starting with --api-key `+engineKey+`; echo 'Authorization: Bearer `+engineKey+`'; echo token=`+uiKey+`; exit 3"
+			to http://127.0.0.1:{engine.port}
+			api_key `+engineKey+`
+			models leaky
+		}`)
+	resp, answer := post(t, "/v1/chat/completions", `{"model":"leaky"}`, "Authorization", "Bearer "+uiKey)
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(answer, "starting with --api-key ****") {
+		t.Fatalf("a failed start: %d %s", resp.StatusCode, answer)
+	}
+	seen := answer
+	for _, url := range []string{adminURL + "/llm_gateway/engines", adminURL + "/llm_gateway/ui/api/state", gwURL + "/llm/api/state"} {
+		req := mustReq(http.MethodGet, url)
+		req.Header.Set("Authorization", "Bearer "+uiKey)
+		_, body := do(t, req)
+		seen += body
+	}
+	// the page's streams: the engine's output and the recent requests
+	seen += streamUntil(t, "/llm/api/logs/leaky", "lines")
+	seen += streamUntil(t, "/llm/api/events", "requests")
+	if !strings.Contains(seen, "exited") || !strings.Contains(seen, `"key":"ops"`) {
+		t.Fatalf("the test saw too little to prove anything:\n%s", seen)
+	}
+	for _, secret := range []string{engineKey, uiKey} {
+		if strings.Contains(seen, secret) {
+			t.Errorf("%s appears in what callers, the admin API or the page see:\n%s", secret, seen)
+		}
 	}
 }
