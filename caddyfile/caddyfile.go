@@ -4,6 +4,7 @@
 package caddyfile
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -63,6 +64,7 @@ import (
 //			context_fallback <engine>[/<model>]  # where context-too-long 400s go
 //			retries <n>                 # default 1: same engine, transient failures
 //			retry_after_max <duration>  # default 5s
+//			hangup_grace <duration>     # default: dial_timeout; a hang-up after longer silence is a timeout
 //			breaker <failures> [<cool-down>]  # default 5 30s
 //			resume on|off               # default off: continue a cut stream on the fallback
 //			prefill on|off              # default off: this engine continues an assistant message placed last
@@ -90,11 +92,11 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config) (handler.Config, er
 		return cfg, d.ArgErr()
 	}
 	var uiAt pos
-	models := map[string]string{} // model → engine, to catch a model served twice
-	names := map[string]bool{}
-	where := map[string]pos{}
+	engineAt := map[string]pos{} // where each engine and pool block starts,
+	poolAt := map[string]pos{}   // for the errors of the validation below
+	set := settings{}
 	for d.NextBlock(0) {
-		switch d.Val() {
+		switch sub := d.Val(); sub {
 		case "keys":
 			args := d.RemainingArgs()
 			if len(args) == 0 {
@@ -103,12 +105,54 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config) (handler.Config, er
 			for _, a := range args {
 				cfg.Keys = append(cfg.Keys, handler.Key{Value: a})
 			}
+			continue
 		case "key":
 			args := d.RemainingArgs()
 			if len(args) != 2 {
 				return cfg, d.Errf("key takes a name and a token: key <name> <token>")
 			}
 			cfg.Keys = append(cfg.Keys, handler.Key{Name: args[0], Value: args[1]})
+			continue
+		case "ui":
+			if *ui != nil {
+				return cfg, d.Errf("ui is given twice (first at %s)", uiAt)
+			}
+			uiAt = here(d)
+			u, err := parseUI(d)
+			if err != nil {
+				return cfg, err
+			}
+			*ui = &u
+			continue
+		case "pool":
+			at := here(d)
+			pc, err := parsePool(d)
+			if err != nil {
+				return cfg, err
+			}
+			if first, ok := poolAt[pc.Name]; ok {
+				return cfg, at.errf("pool %s is defined twice (first at %s)", pc.Name, first)
+			}
+			poolAt[pc.Name] = at
+			cfg.Pools = append(cfg.Pools, pc)
+			continue
+		case "engine":
+			at := here(d)
+			ec, err := parseEngine(d)
+			if err != nil {
+				return cfg, err
+			}
+			if first, ok := engineAt[ec.Name]; ok {
+				return cfg, at.errf("engine %s is defined twice (first at %s)", ec.Name, first)
+			}
+			engineAt[ec.Name] = at
+			cfg.Engines = append(cfg.Engines, ec)
+			continue
+		}
+		if err := set.once(d); err != nil {
+			return cfg, err
+		}
+		switch d.Val() {
 		case "max_body":
 			var s string
 			if !d.AllArgs(&s) {
@@ -141,45 +185,6 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config) (handler.Config, er
 				return cfg, err
 			}
 			cfg.AnnotateResponse = b
-		case "ui":
-			if *ui != nil {
-				return cfg, d.Errf("ui is given twice")
-			}
-			uiAt = pos{d.File(), d.Line()}
-			u, err := parseUI(d)
-			if err != nil {
-				return cfg, err
-			}
-			*ui = &u
-		case "pool":
-			file, line := d.File(), d.Line()
-			pc, err := parsePool(d)
-			if err != nil {
-				return cfg, err
-			}
-			where["pool "+pc.Name] = pos{file, line}
-			cfg.Pools = append(cfg.Pools, pc)
-		case "engine":
-			file, line := d.File(), d.Line()
-			ec, err := parseEngine(d)
-			if err != nil {
-				return cfg, err
-			}
-			if names[ec.Name] {
-				return cfg, errAt(file, line, "engine %s is defined twice", ec.Name)
-			}
-			names[ec.Name] = true
-			where[ec.Name] = pos{file, line}
-			for _, m := range ec.Models {
-				if other, ok := models[m]; ok {
-					return cfg, errAt(file, line, "model %s is served by both engine %s and engine %s", m, other, ec.Name)
-				}
-				models[m] = ec.Name
-			}
-			if err := ec.Validate(); err != nil {
-				return cfg, errAt(file, line, "%v", err)
-			}
-			cfg.Engines = append(cfg.Engines, ec)
 		default:
 			return cfg, d.Errf("unknown llm_gateway subdirective %q", d.Val())
 		}
@@ -188,34 +193,27 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config) (handler.Config, er
 		return cfg, d.Err("llm_gateway needs at least one engine block")
 	}
 	if *ui != nil && len(cfg.Keys) == 0 {
-		return cfg, errAt(uiAt.file, uiAt.line, "ui needs the handler's keys: the status page shows operator data (without keys, use the page on Caddy's admin endpoint, /llm_gateway/ui/)")
+		return cfg, uiAt.errf("ui needs the handler's keys: the status page shows operator data (without keys, use the page on Caddy's admin endpoint, /llm_gateway/ui/)")
 	}
-	byName := map[string]engines.Config{}
-	for _, ec := range cfg.Engines {
-		byName[ec.Name] = ec
-	}
-	for _, ec := range cfg.Engines {
-		if err := handler.ValidateFallbacks(ec, byName); err != nil {
-			p := where[ec.Name]
-			return cfg, errAt(p.file, p.line, "%v", err)
-		}
-	}
-	if len(cfg.Pools) > 0 {
-		// the handler's own check covers pools against engines and models
-		if err := cfg.Validate(); err != nil {
-			p := where["pool "+cfg.Pools[0].Name]
-			for _, pc := range cfg.Pools {
-				if strings.Contains(err.Error(), "pool "+pc.Name+" ") || strings.Contains(err.Error(), "pool "+pc.Name+":") {
-					p = where["pool "+pc.Name]
-				}
+	// the one validation of the whole config (Provision runs the same on
+	// the resolved config): its errors name the engine or pool they are
+	// about, which is where they point
+	if err := cfg.Validate(); err != nil {
+		var ce *handler.ConfigError
+		if errors.As(err, &ce) {
+			if at, ok := engineAt[ce.Engine]; ok && ce.Engine != "" {
+				return cfg, at.errf("%v", err)
 			}
-			return cfg, errAt(p.file, p.line, "%v", err)
+			if at, ok := poolAt[ce.Pool]; ok && ce.Pool != "" {
+				return cfg, at.errf("%v", err)
+			}
 		}
+		return cfg, d.Errf("%v", err)
 	}
 	return cfg, nil
 }
 
-// pos is a place in the Caddyfile, for errors found after the fact.
+// pos is a place in a Caddyfile.
 type pos struct {
 	file string
 	line int
@@ -253,6 +251,29 @@ func parseUI(d *cf.Dispenser) (statuspage.Config, error) {
 	return u, nil
 }
 
+func here(d *cf.Dispenser) pos { return pos{d.File(), d.Line()} }
+
+func (p pos) String() string { return fmt.Sprintf("%s:%d", p.file, p.line) }
+
+// errf is an error at p, worded as the dispenser's own.
+func (p pos) errf(format string, args ...any) error {
+	return fmt.Errorf("%s, at %s", fmt.Sprintf(format, args...), p)
+}
+
+// settings remembers where each single-value subdirective of a block was
+// set: a second one is a mistake (the first would be silently lost), named
+// with both lines.
+type settings map[string]pos
+
+func (s settings) once(d *cf.Dispenser) error {
+	name := d.Val()
+	if first, ok := s[name]; ok {
+		return d.Errf("%s is set twice in this block (first at %s)", name, first)
+	}
+	s[name] = here(d)
+	return nil
+}
+
 func parsePool(d *cf.Dispenser) (handler.PoolConfig, error) {
 	var pc handler.PoolConfig
 	if !d.NextArg() {
@@ -262,7 +283,13 @@ func parsePool(d *cf.Dispenser) (handler.PoolConfig, error) {
 	if d.NextArg() {
 		return pc, d.ArgErr()
 	}
+	set := settings{}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		if sub := d.Val(); sub != "member" {
+			if err := set.once(d); err != nil {
+				return pc, err
+			}
+		}
 		switch sub := d.Val(); sub {
 		case "member":
 			var m string
@@ -346,7 +373,13 @@ func parseEngine(d *cf.Dispenser) (engines.Config, error) {
 		return ec, d.ArgErr()
 	}
 	nesting := d.Nesting()
+	set := settings{}
 	for d.NextBlock(nesting) {
+		if sub := d.Val(); sub != "env" {
+			if err := set.once(d); err != nil {
+				return ec, err
+			}
+		}
 		var err error
 		switch sub := d.Val(); sub {
 		case "to":
@@ -435,6 +468,8 @@ func parseEngine(d *cf.Dispenser) (engines.Config, error) {
 			ec.Prefill, err = parseOnOff(d)
 		case "retry_after_max":
 			err = durationArg(d, &ec.RetryAfterMax)
+		case "hangup_grace":
+			err = durationArg(d, &ec.HangupGrace)
 		case "breaker":
 			ec.BreakerFailures, ec.BreakerCooldown, err = parseBreaker(d)
 		default:
@@ -484,9 +519,4 @@ func parseOnOff(d *cf.Dispenser) (bool, error) {
 		return false, nil
 	}
 	return false, d.Errf("%s takes on or off, not %q", name, s)
-}
-
-// errAt is an error at a remembered position, worded as the dispenser's own.
-func errAt(file string, line int, format string, args ...any) error {
-	return fmt.Errorf("%s, at %s:%d", fmt.Sprintf(format, args...), file, line)
 }

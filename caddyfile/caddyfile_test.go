@@ -277,6 +277,38 @@ func TestParseErrorsNameTheProblemAndTheLine(t *testing.T) {
 	}{
 		{"an argument after the directive", `llm_gateway on {` + remote + `
 }`, "wrong argument count", 1},
+		{"to set twice", `llm_gateway {
+	engine a {
+		to http://127.0.0.1:1
+		models a
+		to http://127.0.0.1:2
+	}
+}`, "to is set twice in this block (first at Testfile:3)", 5},
+		{"a pool's breaker set twice", `llm_gateway {` + remote + `
+	pool auto {
+		member openai
+		breaker 3
+		breaker 4
+	}
+}`, "breaker is set twice in this block (first at Testfile:8)", 9},
+		{"max_body set twice", `llm_gateway {
+	max_body 1MiB` + remote + `
+	max_body 2MiB
+}`, "max_body is set twice in this block (first at Testfile:2)", 7},
+		{"an engine defined twice", `llm_gateway {` + remote + remote + `
+}`, "engine openai is defined twice (first at Testfile:2)", 6},
+		{"a chained fallback points at its engine", `llm_gateway {` + remote + `
+	engine a {
+		to http://127.0.0.1:1
+		models a
+		fallback b
+	}
+	engine b {
+		to http://127.0.0.1:2
+		models b
+		fallback openai
+	}
+}`, "fallbacks do not chain", 6},
 		{"a pool member that is no engine", `llm_gateway {` + remote + `
 	pool auto {
 		member nope

@@ -299,8 +299,8 @@ func TestReloadKeepsAnUnchangedEngineAndReplacesAChangedOne(t *testing.T) {
 	keepPID, changePID = status(t, "keep").PID, status(t, "change").PID
 	initRaw(t, `{
 	skip_install_trust
-	admin localhost:2999
-	http_port 19081
+	admin localhost:@ADMIN@
+	http_port @HTTP@
 }
 http://`+gwAddr+` {
 	respond "no gateway"

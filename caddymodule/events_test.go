@@ -48,8 +48,8 @@ func TestEngineLifeAndFallbacksAreCaddyEvents(t *testing.T) {
 	fb := newRecorder(t, okChat)
 	initRaw(t, fmt.Sprintf(`{
 	skip_install_trust
-	admin localhost:2999
-	http_port 19081
+	admin localhost:@ADMIN@
+	http_port @HTTP@
 	grace_period 1ns
 	events {
 		on llm_gateway.engine_started llmgw_test_recorder

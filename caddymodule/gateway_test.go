@@ -367,8 +367,8 @@ func TestAccessLogPlaceholders(t *testing.T) {
 	logFile := filepath.Join(t.TempDir(), "access.log")
 	cfg := fmt.Sprintf(`{
 	skip_install_trust
-	admin localhost:2999
-	http_port 19081
+	admin localhost:@ADMIN@
+	http_port @HTTP@
 	grace_period 1ns
 }
 http://%s {

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -46,14 +47,43 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
+	pickPorts()
 	os.Exit(m.Run())
 }
 
-const (
-	gwAddr   = "127.0.0.1:19080"
-	gwURL    = "http://" + gwAddr
-	adminURL = "http://localhost:2999"
+// Test Caddys listen on free ports, picked once per test binary, so the
+// suite runs beside anything else on the machine (and beside itself).
+var (
+	gwAddr    string // the gateway's site
+	gwURL     string
+	adminAddr string // Caddy's admin endpoint
+	adminURL  string
+	tlsAddr   string // the TLS tests' site
+	ports     *strings.Replacer
 )
+
+// pickPorts takes free loopback ports for the test Caddys. The listeners
+// are closed at once: a port another process grabs in between fails a test
+// loudly rather than silently, and the kernel hands out ports in a cycle.
+func pickPorts() {
+	free := func() string {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			panic(err)
+		}
+		defer l.Close()
+		return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	}
+	gw, admin, http, https, tls := free(), free(), free(), free(), free()
+	gwAddr, gwURL = "127.0.0.1:"+gw, "http://127.0.0.1:"+gw
+	adminAddr, adminURL = "localhost:"+admin, "http://localhost:"+admin
+	tlsAddr = "127.0.0.1:" + tls
+	ports = strings.NewReplacer("@ADMIN@", admin, "@HTTP@", http, "@HTTPS@", https, "@TLS@", tls)
+}
+
+// withPorts fills a test Caddyfile's port marks (@ADMIN@, @HTTP@, @HTTPS@,
+// @TLS@) with this run's ports.
+func withPorts(cfg string) string { return ports.Replace(cfg) }
 
 // engineCmd is the cmd/env lines of an engine that runs the demo engine in
 // this test binary, with extra demo-engine flags.
@@ -69,9 +99,9 @@ func startGateway(t *testing.T, site string) string {
 	logFile := filepath.Join(t.TempDir(), "caddy.log")
 	cfg := fmt.Sprintf(`{
 	skip_install_trust
-	admin localhost:2999
-	http_port 19081
-	https_port 19443
+	admin localhost:@ADMIN@
+	http_port @HTTP@
+	https_port @HTTPS@
 	grace_period 1ns
 	log {
 		output file %s
@@ -91,8 +121,9 @@ http://%s {
 // initRaw loads a whole Caddyfile into the in-process Caddy.
 func initRaw(t *testing.T, cfg string) {
 	t.Helper()
-	tc := caddytest.NewTester(t)
-	tc.InitServer(cfg, "caddyfile")
+	port, _ := strconv.Atoi(strings.TrimPrefix(adminAddr, "localhost:"))
+	tc := caddytest.NewTester(t).WithDefaultOverrides(caddytest.Config{AdminPort: port})
+	tc.InitServer(withPorts(cfg), "caddyfile")
 	if t.Failed() {
 		t.FailNow()
 	}

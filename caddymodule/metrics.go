@@ -167,13 +167,15 @@ type liveCollector struct{}
 var (
 	descState   = prometheus.NewDesc(metricsNS+"_engine_state", "1 for the engine's current state (stopped, starting, ready, draining).", []string{"engine", "state"}, nil)
 	descLeases  = prometheus.NewDesc(metricsNS+"_leases_in_flight", "Requests holding a lease on the engine.", []string{"engine"}, nil)
-	descBreaker = prometheus.NewDesc(metricsNS+"_breaker_state", "Breaker state: 0 closed, 1 open, 2 half-open; member is empty for an engine's own breaker.", []string{"engine", "pool", "member"}, nil)
+	descBreaker = prometheus.NewDesc(metricsNS+"_breaker_state", "Breaker state: 0 closed, 1 open, 2 half-open; member is empty for an engine's own breaker (the host: transport failures).", []string{"engine", "pool", "member"}, nil)
+	descModelBr = prometheus.NewDesc(metricsNS+"_model_breaker_state", "State of an (engine, model) breaker that is not closed (status failures and answer timeouts): 1 open, 2 half-open.", []string{"engine", "model"}, nil)
 )
 
 func (liveCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descState
 	ch <- descLeases
 	ch <- descBreaker
+	ch <- descModelBr
 }
 
 func (liveCollector) Collect(ch chan<- prometheus.Metric) {
@@ -186,7 +188,10 @@ func (liveCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descState, prometheus.GaugeValue, v, s.Name, state)
 		}
 		ch <- prometheus.MustNewConstMetric(descLeases, prometheus.GaugeValue, float64(s.Leases), s.Name)
-		ch <- prometheus.MustNewConstMetric(descBreaker, prometheus.GaugeValue, breakerValue(s.Breaker), s.Name, "", "")
+		ch <- prometheus.MustNewConstMetric(descBreaker, prometheus.GaugeValue, breakerValue(s.EngineBreaker), s.Name, "", "")
+		for model, st := range s.ModelBreakers {
+			ch <- prometheus.MustNewConstMetric(descModelBr, prometheus.GaugeValue, breakerValue(st), s.Name, model)
+		}
 	}
 	liveMu.Lock()
 	gws := append([]*handler.Gateway(nil), liveGateways...)

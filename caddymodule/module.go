@@ -75,10 +75,13 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 	}
 	warnIfOpen(ctx, g.logger, len(g.Keys) > 0)
 
+	// one pipeline: placeholders resolved, every default filled, the
+	// whole config validated once; nothing below validates again
 	cfg.Engines = make([]engines.Config, len(g.Engines))
 	for i, ec := range g.Engines {
 		cfg.Engines[i] = resolveEngine(repl, ec)
 	}
+	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("llm_gateway: %v", err)
 	}

@@ -31,8 +31,8 @@ func (p pooledEngine) Destruct() error {
 	return err
 }
 
+// loadEngine finds or makes the runtime of ec, which has its defaults.
 func loadEngine(ctx caddy.Context, ec engines.Config) (*engines.Engine, string, error) {
-	ec = ec.WithDefaults()
 	b, err := json.Marshal(ec)
 	if err != nil {
 		return nil, "", err

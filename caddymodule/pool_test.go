@@ -239,13 +239,13 @@ func TestProbeTableAndExitCode(t *testing.T) {
 	if err := os.WriteFile(cfgFile, []byte(":19083 {\n\tllm_gateway {"+site+"\n\t}\n}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for _, args := range [][]string{{"--config", cfgFile, "--adapter", "caddyfile"}, {"--address", "localhost:2999"}} {
+	for _, args := range [][]string{{"--config", cfgFile, "--adapter", "caddyfile"}, {"--address", adminAddr}} {
 		out, code := runProbe(t, args...)
 		if code != 1 || !strings.Contains(out, "bad/b-model") || !strings.Contains(out, "FAIL") || !strings.Contains(out, "pass") {
 			t.Fatalf("llm-probe %v: exit %d\n%s", args, code, out)
 		}
 	}
-	out, code := runProbe(t, "--address", "localhost:2999", "--pool", "nope")
+	out, code := runProbe(t, "--address", adminAddr, "--pool", "nope")
 	if code == 0 {
 		t.Fatalf("an unknown pool passed: %s", out)
 	}

@@ -155,6 +155,10 @@ func probeConfigFile(ctx context.Context, path, adapter, only string) (map[strin
 		for i, ec := range hc.Engines {
 			hc.Engines[i] = resolveEngine(repl, ec)
 		}
+		hc = hc.WithDefaults()
+		if err := hc.Validate(); err != nil {
+			return nil, err
+		}
 		var es []*engines.Engine
 		for _, ec := range hc.Engines {
 			e, err := engines.New(ec, &http.Transport{Proxy: http.ProxyFromEnvironment}, zap.NewNop())

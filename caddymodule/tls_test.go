@@ -22,10 +22,6 @@ import (
 // The public example (examples/public/Caddyfile) on loopback: the same site
 // block, with `tls internal` (Caddy's own CA) in place of a public domain's
 // ACME certificate.
-const (
-	tlsAddr = "127.0.0.1:19444"
-	tlsURL  = "https://" + tlsAddr
-)
 
 // startTLSGateway loads a gateway behind TLS with keys from the environment
 // and the access log of the public example. It returns an HTTP client that
@@ -39,9 +35,9 @@ func startTLSGateway(t *testing.T) (*http.Client, string) {
 	accessLog := filepath.Join(dir, "access.log")
 	initRaw(t, fmt.Sprintf(`{
 	skip_install_trust
-	admin localhost:2999
-	http_port 19081
-	https_port 19444
+	admin localhost:@ADMIN@
+	http_port @HTTP@
+	https_port @TLS@
 	grace_period 1ns
 	local_certs
 	log {
@@ -129,7 +125,7 @@ func awaitCertificate(t *testing.T, cfg *tls.Config) {
 
 func tlsSDK(client *http.Client, key string) *openai.Client {
 	c := openai.NewClient(
-		option.WithBaseURL(tlsURL+"/v1/"),
+		option.WithBaseURL("https://"+tlsAddr+"/v1/"),
 		option.WithHTTPClient(client),
 		option.WithAPIKey(key),
 		option.WithMaxRetries(0),
@@ -153,7 +149,7 @@ func assertHTTP2OverTLS(t *testing.T, resp *http.Response) {
 func TestGatewayBehindTLSServesTheSDKOverHTTP2(t *testing.T) {
 	client, _ := startTLSGateway(t)
 
-	req, err := http.NewRequest(http.MethodGet, tlsURL+"/v1/models", nil)
+	req, err := http.NewRequest(http.MethodGet, "https://"+tlsAddr+"/v1/models", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +213,7 @@ func TestAccessLogBehindTLSNamesTheKeyNeverTheToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, header := range []string{"X-Api-Key", "Api-Key"} {
-		req, err := http.NewRequest(http.MethodPost, tlsURL+"/v1/chat/completions",
+		req, err := http.NewRequest(http.MethodPost, "https://"+tlsAddr+"/v1/chat/completions",
 			strings.NewReader(`{"model":"demo","messages":[{"role":"user","content":"hi"}]}`))
 		if err != nil {
 			t.Fatal(err)

@@ -89,6 +89,13 @@ type Config struct {
 	// ends, so the default is generous. Default: 5m.
 	HeaderTimeout caddy.Duration `json:"header_timeout,omitempty"`
 
+	// HangupGrace is how long an engine may be silent before a hang-up
+	// (the connection closed before response headers) counts as a timeout
+	// rather than a reset: no second try on this engine, the request moves
+	// on at once. An instant hang-up is still retried. Default: the
+	// dial_timeout.
+	HangupGrace caddy.Duration `json:"hangup_grace,omitempty"`
+
 	// RequestTimeout bounds one whole attempt, body included; 0 is no
 	// bound, so a long generation is never cut by a default. Default: 0.
 	RequestTimeout caddy.Duration `json:"request_timeout,omitempty"`
@@ -179,6 +186,9 @@ func (c Config) WithDefaults() Config {
 	if c.HeaderTimeout == 0 {
 		c.HeaderTimeout = caddy.Duration(DefaultHeaderTimeout)
 	}
+	if c.HangupGrace == 0 {
+		c.HangupGrace = c.DialTimeout
+	}
 	if c.StreamIdleTimeout == 0 {
 		c.StreamIdleTimeout = caddy.Duration(DefaultStreamIdle)
 	}
@@ -259,9 +269,6 @@ func (c Config) Validate() error {
 	if c.BreakerFailures < 0 {
 		return fmt.Errorf("engine %s: breaker failures may not be negative", c.Name)
 	}
-	if c.Fallback == c.Name && c.Name != "" {
-		return fmt.Errorf("engine %s: fallback %s is the engine itself", c.Name, c.Fallback)
-	}
 	for _, kv := range c.Env {
 		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
 			return fmt.Errorf("engine %s: env %q is not KEY=VALUE", c.Name, kv)
@@ -272,7 +279,7 @@ func (c Config) Validate() error {
 		v    caddy.Duration
 	}{
 		{"start_timeout", c.StartTimeout}, {"idle_timeout", c.IdleTimeout}, {"stop_timeout", c.StopTimeout},
-		{"dial_timeout", c.DialTimeout}, {"header_timeout", c.HeaderTimeout}, {"request_timeout", c.RequestTimeout},
+		{"dial_timeout", c.DialTimeout}, {"header_timeout", c.HeaderTimeout}, {"hangup_grace", c.HangupGrace}, {"request_timeout", c.RequestTimeout},
 		{"first_token_timeout", c.FirstTokenTimeout}, {"stream_idle_timeout", c.StreamIdleTimeout},
 		{"fallback_after", c.FallbackAfter}, {"retry_after_max", c.RetryAfterMax}, {"breaker cool-down", c.BreakerCooldown},
 	} {

@@ -116,8 +116,8 @@ type Engine struct {
 	log   *zap.Logger
 	lines lineBuffer
 	group *group
-	now   func() time.Time
-	brk   *Breaker
+	clock Clock
+	brk   *Breaker // the engine's own: transport failures (the host is sick)
 	obs   Observer
 
 	life   context.Context // ends when the engine is torn down
@@ -136,22 +136,21 @@ type Engine struct {
 	readyAt   time.Time
 	lastUsed  time.Time
 	failures  int // consecutive failed starts and quick crashes
-	idleTimer *time.Timer
+	idleTimer Timer
 	idleGen   uint64
 	closed    bool
+	modelBrks map[string]*Breaker // one per model sent: status failures and answer timeouts
 }
 
-// New makes an engine. It starts nothing: Provision (and so `caddy validate`)
-// may call it freely. rt carries readiness probes; log receives the engine's
-// output.
+// New makes an engine of a valid config (the handler's Config.Validate
+// checks every engine, once). It starts nothing: Provision (and so `caddy
+// validate`) may call it freely. rt carries readiness probes; log receives
+// the engine's output.
 func New(cfg Config, rt http.RoundTripper, log *zap.Logger) (*Engine, error) {
 	cfg = cfg.WithDefaults()
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	e := &Engine{cfg: cfg, rt: rt, log: log, now: time.Now, changed: make(chan struct{})}
+	e := &Engine{cfg: cfg, rt: rt, log: log, clock: RealClock, changed: make(chan struct{})}
 	e.lines.secrets = secretsOf(cfg)
-	e.brk = NewBreaker(cfg.BreakerFailures, time.Duration(cfg.BreakerCooldown), nil)
+	e.brk = NewBreaker(cfg.BreakerFailures, time.Duration(cfg.BreakerCooldown), e.now)
 	e.life, e.cancel = context.WithCancel(context.Background())
 	if !cfg.Managed() {
 		u, err := url.Parse(cfg.To)
@@ -169,6 +168,15 @@ func New(cfg Config, rt http.RoundTripper, log *zap.Logger) (*Engine, error) {
 // SetObserver sets who hears about starts and stops; call it before use.
 func (e *Engine) SetObserver(o Observer) { e.obs = o }
 
+// SetClock sets the clock of the engine's timers and breakers (a FakeClock
+// in tests); call it before use.
+func (e *Engine) SetClock(c Clock) { e.clock = c }
+
+// Clock is the engine's clock.
+func (e *Engine) Clock() Clock { return e.clock }
+
+func (e *Engine) now() time.Time { return e.clock.Now() }
+
 // Name is the engine's configured name.
 func (e *Engine) Name() string { return e.cfg.Name }
 
@@ -178,8 +186,28 @@ func (e *Engine) Config() Config { return e.cfg }
 // Transport carries requests to this engine.
 func (e *Engine) Transport() http.RoundTripper { return e.rt }
 
-// Breaker guards the engine: consecutive failures open it.
+// Breaker guards the engine as a host: consecutive transport failures
+// (connect, DNS, TLS, a hang-up before headers) open it, and then no request
+// for any of its models is sent to it.
 func (e *Engine) Breaker() *Breaker { return e.brk }
+
+// ModelBreaker guards one model of the engine: consecutive status failures
+// (429, 5xx) and answer timeouts of that model open it, and only requests
+// for that model go elsewhere. model is the name sent upstream; the set is
+// bounded by the config, which names every model an engine may be sent.
+func (e *Engine) ModelBreaker(model string) *Breaker {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	b := e.modelBrks[model]
+	if b == nil {
+		if e.modelBrks == nil {
+			e.modelBrks = map[string]*Breaker{}
+		}
+		b = NewBreaker(e.cfg.BreakerFailures, time.Duration(e.cfg.BreakerCooldown), e.now)
+		e.modelBrks[model] = b
+	}
+	return b
+}
 
 // TryAcquire returns a lease at once if the engine is ready, nil otherwise.
 // It never waits and never starts anything: the fast path of a request.
@@ -309,7 +337,7 @@ func (e *Engine) armIdle() {
 	if e.idleTimer != nil {
 		e.idleTimer.Stop()
 	}
-	e.idleTimer = time.AfterFunc(d, func() { e.idleFired(gen) })
+	e.idleTimer = e.clock.AfterFunc(d, func() { e.idleFired(gen) })
 }
 
 func (e *Engine) idleFired(gen uint64) {
@@ -355,9 +383,9 @@ func (e *Engine) run(seq uint64, delay time.Duration) {
 	// broken engine neither evicts a healthy peer nor holds the turn idle
 	if delay > 0 {
 		e.log.Info("delaying restart after failures", zap.Duration("delay", delay), zap.Int("failures", e.failures))
-		t := time.NewTimer(delay)
+		t := e.clock.NewTimer(delay)
 		select {
-		case <-t.C:
+		case <-t.C():
 		case <-e.life.Done():
 			t.Stop()
 			e.startFailed(seq, nil, "the engine was shut down while starting")
@@ -438,22 +466,22 @@ func (e *Engine) run(seq uint64, delay time.Duration) {
 // engine is not ready, or "" when it is.
 func (e *Engine) awaitReady(proc *process, base *url.URL) string {
 	timeout := time.Duration(e.cfg.StartTimeout)
-	deadline := time.NewTimer(timeout)
+	deadline := e.clock.NewTimer(timeout)
 	defer deadline.Stop()
 	probeURL := base.JoinPath(e.cfg.Ready)
 	probeURL.RawQuery = ""
 	interval := firstProbeInterval
-	tick := time.NewTimer(0)
+	tick := e.clock.NewTimer(0)
 	defer tick.Stop()
 	for {
 		select {
 		case <-proc.done:
 			return "the process " + proc.exitReason() + " before it was ready"
-		case <-deadline.C:
+		case <-deadline.C():
 			return fmt.Sprintf("not ready within start_timeout %s", timeout)
 		case <-e.life.Done():
 			return "the engine was shut down while starting"
-		case <-tick.C:
+		case <-tick.C():
 		}
 		if e.probe(e.life, probeURL.String()) {
 			return ""
@@ -644,19 +672,26 @@ func (e *Engine) Destruct() error {
 
 // Status is a snapshot of an engine for the admin API and /v1/models.
 type Status struct {
-	Name      string   `json:"name"`
-	Models    []string `json:"models"`
-	Managed   bool     `json:"managed"`
-	State     string   `json:"state"`
-	Ready     bool     `json:"ready"`
-	PID       int      `json:"pid,omitempty"`
-	Port      int      `json:"port,omitempty"`
-	Leases    int      `json:"leases"`
-	IdleSecs  float64  `json:"idle_seconds,omitempty"`
-	Group     string   `json:"group,omitempty"`
-	Breaker   string   `json:"breaker"`
-	LastError string   `json:"last_error,omitempty"`
-	LastLines []string `json:"last_lines,omitempty"`
+	Name     string   `json:"name"`
+	Models   []string `json:"models"`
+	Managed  bool     `json:"managed"`
+	State    string   `json:"state"`
+	Ready    bool     `json:"ready"`
+	PID      int      `json:"pid,omitempty"`
+	Port     int      `json:"port,omitempty"`
+	Leases   int      `json:"leases"`
+	IdleSecs float64  `json:"idle_seconds,omitempty"`
+	Group    string   `json:"group,omitempty"`
+	// Breaker is the worst of the engine's breakers: open when the host's
+	// or any model's is.
+	Breaker string `json:"breaker"`
+	// EngineBreaker is the host's own breaker (transport failures).
+	EngineBreaker string `json:"engine_breaker"`
+	// ModelBreakers are the per-model breakers that are not closed, by the
+	// model sent upstream (status failures and answer timeouts).
+	ModelBreakers map[string]string `json:"model_breakers,omitempty"`
+	LastError     string            `json:"last_error,omitempty"`
+	LastLines     []string          `json:"last_lines,omitempty"`
 }
 
 // Status reports the engine's state now.
@@ -665,7 +700,7 @@ func (e *Engine) Status() Status {
 	s := Status{
 		Name: e.cfg.Name, Models: e.cfg.Models, Managed: e.cfg.Managed(), Group: e.cfg.Group,
 		State: e.state.String(), Ready: e.state == Ready, Port: e.port, Leases: e.leases,
-		Breaker: e.brk.State().String(),
+		EngineBreaker: e.brk.State().String(),
 	}
 	if e.proc != nil {
 		s.PID = e.proc.pid()
@@ -676,7 +711,24 @@ func (e *Engine) Status() Status {
 	if e.lastErr != nil {
 		s.LastError = e.lastErr.Error()
 	}
+	brks := make(map[string]*Breaker, len(e.modelBrks))
+	for m, b := range e.modelBrks {
+		brks[m] = b
+	}
 	e.mu.Unlock()
+	worst := e.brk.State()
+	for m, b := range brks {
+		if st := b.State(); st != BreakerClosed {
+			if s.ModelBreakers == nil {
+				s.ModelBreakers = map[string]string{}
+			}
+			s.ModelBreakers[m] = st.String()
+			if worst != BreakerOpen {
+				worst = st
+			}
+		}
+	}
+	s.Breaker = worst.String()
 	s.LastLines = e.lines.last(keptLines)
 	return s
 }

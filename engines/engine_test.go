@@ -139,8 +139,22 @@ func TestWakeOffNeverStarts(t *testing.T) {
 }
 
 func TestStartTimeoutKillsTheProcessAndSaysSo(t *testing.T) {
-	e := testEngine(t, "slowpoke", func(c *Config) { c.StartTimeout = caddy.Duration(200 * time.Millisecond) }, "--load-time", "10s")
-	_, err := e.Acquire(context.Background(), true)
+	e := testEngine(t, "slowpoke", func(c *Config) { c.StartTimeout = caddy.Duration(200 * time.Millisecond) }, "--load-time", "10m")
+	clock := NewFakeClock()
+	e.SetClock(clock)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := e.Acquire(context.Background(), true)
+		errc <- err
+	}()
+	// the start is waiting (its deadline and first probe are armed) and the
+	// process is up and loading: now let start_timeout pass
+	clock.WaitForTimers(2)
+	for !strings.Contains(strings.Join(e.Status().LastLines, "\n"), "listening on") {
+		time.Sleep(5 * time.Millisecond) // the child's output arrives on its own
+	}
+	clock.Advance(time.Second)
+	err := <-errc
 	var se *StartError
 	if !errors.As(err, &se) || !strings.Contains(se.Reason, "not ready within start_timeout 200ms") {
 		t.Fatalf("got %v", err)

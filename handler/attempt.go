@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -19,25 +18,6 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 )
 
-// outcome is the verdict on one attempt, decided in one place (classify and
-// the first-token read) and acted on by the loop.
-type outcome int
-
-const (
-	outcomeGood        outcome = iota // an answer to commit
-	outcomeConnect                    // could not connect (refused, unreachable, TLS)
-	outcomeDNS                        // the engine's host did not resolve
-	outcomeClosed                     // connected, then hung up before an answer
-	outcomeTimeout                    // a time budget ran out before any content
-	outcomeStatus                     // the engine answered an error status
-	outcomeStreamError                // the stream's first event was an error
-	outcomeStart                      // the engine could not be started
-	outcomeNotRunning                 // stopped, and the gateway may not start it
-	outcomeOpen                       // the engine's breaker is open
-	outcomeSlow                       // still starting after fallback_after: switched
-	outcomeCanceled                   // the client went away
-)
-
 // maxErrorBody bounds how much of an upstream's error body is kept to pass
 // on when the request moves to another candidate.
 const maxErrorBody = 1 << 20
@@ -45,75 +25,60 @@ const maxErrorBody = 1 << 20
 // maxHeld bounds the events held back before the first content event.
 const maxHeld = 64 << 10
 
-// attempt is one try of one candidate: its lease, its response, and how to
-// let go of both.
+// attempt is one try of one candidate: its lease, its response, its time
+// budgets, and how to let go of all of them. An event stream's state, once
+// the attempt has one, is the relay's (stream, in relay.go).
 type attempt struct {
 	c       candidate
+	req     *request
 	outcome outcome
 	resp    *http.Response
 	err     error
 	timeout error  // which budget ran out
 	sent    string // the model sent upstream
-	trial   bool   // the breaker's trial request
+	ticket  ticket // what the breakers allowed
 	lease   *engines.Lease
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
-	timer   *time.Timer // the header budget
-	idleT   atomic.Pointer[time.Timer]
-	idle    time.Duration
-	last    atomic.Int64 // when the last event arrived, in ns since t0
-	t0      time.Time
-	events  *sseReader // an event stream's reader, after the held events
-	held    []byte     // events read before the first content event
-	errBody []byte     // an error answer's body, kept to pass on
-	waited  time.Duration
-	index   int // the candidate's position in the plan
-	req     *request
-	tr      *transcript // what a resumable stream sent so far
-	rewrite *rewriteIDs // a resumed stream's id and created
+	idle    *watchdog
+	errBody []byte        // an error answer's body, kept to pass on
+	waited  time.Duration // a slow start: how long the request waited
+	silence time.Duration // from sending to a failure without an answer
+	stream  *stream       // an event stream read up to its first content
+	index   int           // the candidate's position in the plan walked
+}
+
+// judgement is what the verdict table needs of this attempt.
+func (a *attempt) judgement(now time.Time) judgement {
+	j := judgement{outcome: a.outcome, silence: a.silence}
+	if a.outcome == outcomeStatus {
+		j.status = a.resp.StatusCode
+		j.retryAfter = retryAfter(a.resp.Header, now)
+	}
+	return j
+}
+
+// policy is the engine's part of the verdict table.
+func (c *candidate) policy() policy {
+	cfg := &c.rt.cfg
+	return policy{retryAfterMax: time.Duration(cfg.RetryAfterMax), hangupGrace: time.Duration(cfg.HangupGrace)}
 }
 
 // label is the attempt as listed in errors: engine=503, engine=connect, …
-func (a *attempt) label() string {
-	name := a.c.name()
-	switch a.outcome {
-	case outcomeStatus, outcomeGood:
-		return name + "=" + strconv.Itoa(a.resp.StatusCode)
-	case outcomeConnect:
-		return name + "=connect"
-	case outcomeDNS:
-		return name + "=dns"
-	case outcomeClosed:
-		return name + "=closed"
-	case outcomeTimeout:
-		return name + "=timeout"
-	case outcomeStreamError:
-		return name + "=stream-error"
-	case outcomeStart:
-		return name + "=start"
-	case outcomeNotRunning:
-		return name + "=stopped"
-	case outcomeOpen:
-		return name + "=open"
-	case outcomeSlow:
-		return name + "=slow"
-	}
-	return name + "=canceled"
+func (a *attempt) label(v verdict) string {
+	return a.c.name() + "=" + v.reason
 }
 
 // close releases everything the attempt holds. Safe to call twice.
 func (a *attempt) close() {
-	if a.timer != nil {
-		a.timer.Stop()
-	}
-	if t := a.idleT.Load(); t != nil {
-		t.Stop()
+	if a.idle != nil {
+		a.idle.stop()
 	}
 	if a.resp != nil {
 		a.resp.Body.Close()
 	}
-	if a.events != nil {
-		a.events.release()
+	if a.stream != nil {
+		a.stream.events.release()
 	}
 	if a.cancel != nil {
 		a.cancel(context.Canceled)
@@ -130,49 +95,35 @@ var (
 	errStreamIdleTimeout = errors.New("stream_idle_timeout")
 )
 
-// try makes one attempt of c: check its breaker, get a base URL (leasing and
-// starting the engine when c.acquire, waiting at most fallback_after when a
-// fallback could take over), send the request through the engine's
-// transport, and for an event stream read up to the first content event.
-// Nothing but SSE comments reaches the client here.
-func (g *Gateway) try(rp *reply, req *request, c candidate, fallback *route) *attempt {
-	a := &attempt{c: c, req: req}
-	brk := c.breaker()
-	ok, trial := brk.Allow()
+// try makes one attempt of c: ask its breakers, get a base URL (leasing and
+// starting the engine when c.acquire, waiting at most fallback_after when
+// c.slow could take over), send the request through the engine's transport,
+// and for an event stream read up to the first content event. Nothing but
+// SSE comments reaches the client here. The breakers hear the verdict in
+// the loop, through the attempt's ticket.
+func (g *Gateway) try(rp *reply, req *request, c candidate) *attempt {
+	a := &attempt{c: c, req: req, sent: req.model}
+	if c.model != "" {
+		a.sent = c.model
+	}
+	t, ok := c.admit(a.sent)
+	a.ticket = t
 	if !ok {
 		a.outcome = outcomeOpen
 		return a
 	}
-	a.trial = trial
-	g.send(rp, req, a, fallback)
-	switch a.outcome {
-	case outcomeGood:
-		brk.Success()
-	case outcomeConnect, outcomeDNS, outcomeClosed, outcomeTimeout, outcomeStreamError:
-		brk.Failure()
-	case outcomeStatus:
-		switch a.resp.StatusCode {
-		case 500, 502, 503, 504:
-			brk.Failure()
-		case 400, 422:
-			brk.Success() // the engine is fine; the request is not
-		default:
-			brk.Abandon(trial)
-		}
-	default:
-		brk.Abandon(trial)
-	}
+	g.send(rp, req, a)
 	return a
 }
 
-func (g *Gateway) send(rp *reply, req *request, a *attempt, fallback *route) {
+func (g *Gateway) send(rp *reply, req *request, a *attempt) {
 	c := a.c
 	cfg := &c.rt.cfg
 	ctx := req.r.Context()
 
 	var base *url.URL
 	if c.acquire {
-		if !g.lease(rp, req, a, fallback) {
+		if !g.lease(rp, req, a) {
 			return
 		}
 		base = a.lease.Base()
@@ -185,21 +136,20 @@ func (g *Gateway) send(rp *reply, req *request, a *attempt, fallback *route) {
 	ctx, a.cancel = context.WithCancelCause(ctx)
 	a.ctx = ctx
 	if d := time.Duration(cfg.RequestTimeout); d > 0 {
-		t := time.AfterFunc(d, func() { a.cancel(errRequestTimeout) })
+		t := g.clock.AfterFunc(d, func() { a.cancel(errRequestTimeout) })
 		context.AfterFunc(ctx, func() { t.Stop() })
 	}
 
 	body := req.body
-	a.sent = req.model
-	if c.model != "" && c.model != req.model {
-		body = applyEdits(req.body, replaceValue(req.fields.model, c.model))
-		a.sent = c.model
+	if a.sent != req.model {
+		body = applyEdits(req.body, replaceValue(req.fields.model, a.sent))
 	}
 	up := newUpstreamRequest(ctx, req.r, base, cfg, body)
 
-	a.timer = time.AfterFunc(time.Duration(cfg.HeaderTimeout), func() { a.cancel(errHeaderTimeout) })
+	sentAt := g.clock.Now()
+	header := g.clock.AfterFunc(time.Duration(cfg.HeaderTimeout), func() { a.cancel(errHeaderTimeout) })
 	resp, err := c.rt.eng.Transport().RoundTrip(up)
-	a.timer.Stop()
+	header.Stop()
 	a.resp, a.err = resp, err
 	a.outcome = classify(ctx, resp, err)
 	switch a.outcome {
@@ -211,6 +161,7 @@ func (g *Gateway) send(rp *reply, req *request, a *attempt, fallback *route) {
 		a.errBody, _ = io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 		resp.Body.Close()
 	default:
+		a.silence = g.clock.Now().Sub(sentAt)
 		if resp != nil {
 			resp.Body.Close()
 			a.resp = nil
@@ -221,41 +172,45 @@ func (g *Gateway) send(rp *reply, req *request, a *attempt, fallback *route) {
 	}
 }
 
-// nextEvent reads the next event of the attempt's stream. The idle budget
-// is kept lazily: reading an event only stores the time, and the timer,
-// when it fires, re-arms itself for the rest of the gap, so a busy stream
-// costs no timer operation per event.
-func (a *attempt) nextEvent() ([]byte, error) {
-	ev, err := a.events.next()
-	a.touch()
-	return ev, err
+// watchdog is the stream-idle budget: the gap between two reads of an
+// answer may not exceed it. It is kept lazily: a read only stores the time,
+// and the timer, when it fires, re-arms itself for the rest of the gap, so
+// a busy stream costs no timer operation per event.
+type watchdog struct {
+	clock engines.Clock
+	idle  time.Duration
+	t0    time.Time
+	last  atomic.Int64 // when the last read returned, in ns since t0; 0: none yet
+	timer engines.Timer
+	fire  func()
 }
 
-// touch restarts the idle budget.
-func (a *attempt) touch() { a.last.Store(max(1, int64(time.Since(a.t0)))) }
-
-// startIdleTimer arms the stream-idle budget.
-func (a *attempt) startIdleTimer() {
-	a.idle = time.Duration(a.c.rt.cfg.StreamIdleTimeout)
-	a.t0 = time.Now()
-	a.idleT.Store(time.AfterFunc(a.idle, a.idleCheck))
+// startIdle arms the attempt's stream-idle budget.
+func (g *Gateway) startIdle(a *attempt) {
+	w := &watchdog{clock: g.clock, idle: time.Duration(a.c.rt.cfg.StreamIdleTimeout), t0: g.clock.Now(),
+		fire: func() { a.cancel(errStreamIdleTimeout) }}
+	w.timer = g.clock.AfterFunc(w.idle, w.check)
+	a.idle = w
 }
 
-func (a *attempt) idleCheck() {
-	last := a.last.Load()
-	gap := time.Since(a.t0) - time.Duration(last)
+// touch restarts the budget.
+func (w *watchdog) touch() { w.last.Store(max(1, int64(w.clock.Now().Sub(w.t0)))) }
+
+func (w *watchdog) check() {
+	last := w.last.Load()
+	gap := w.clock.Now().Sub(w.t0) - time.Duration(last)
 	if last == 0 {
 		// no event yet: the wait for the first one is first_token_timeout's
 		gap = 0
 	}
-	if gap >= a.idle {
-		a.cancel(errStreamIdleTimeout)
+	if gap >= w.idle {
+		w.fire()
 		return
 	}
-	if t := a.idleT.Load(); t != nil {
-		t.Reset(a.idle - gap)
-	}
+	w.timer.Reset(w.idle - gap)
 }
+
+func (w *watchdog) stop() { w.timer.Stop() }
 
 // awaitFirstContent reads a fresh event stream up to its first content
 // event, holding back comments and role-only chunks (bounded), so that a
@@ -263,19 +218,21 @@ func (a *attempt) idleCheck() {
 // what makes the commit point "first content", not "first byte".
 func (g *Gateway) awaitFirstContent(a *attempt) {
 	cfg := &a.c.rt.cfg
-	a.events = newSSEReader(a.resp.Body)
-	a.startIdleTimer()
+	st := &stream{events: newSSEReader(a.resp.Body)}
+	a.stream = st
+	g.startIdle(a)
 	if d := time.Duration(cfg.FirstTokenTimeout); d > 0 {
-		t := time.AfterFunc(d, func() { a.cancel(errFirstTokenTimeout) })
+		t := g.clock.AfterFunc(d, func() { a.cancel(errFirstTokenTimeout) })
 		defer t.Stop()
 	}
 	for {
-		ev, err := a.nextEvent()
+		ev, err := st.events.next()
+		a.idle.touch()
 		if err != nil {
 			if err == io.EOF {
 				return // an empty stream that ended cleanly: an answer, commit it
 			}
-			a.fail(err)
+			a.broke(err)
 			return
 		}
 		switch classifyEvent(ev, true) {
@@ -287,19 +244,19 @@ func (g *Gateway) awaitFirstContent(a *attempt) {
 			a.errBody = append([]byte(nil), ev...)
 			return
 		case eventComment, eventPreamble:
-			a.held = append(a.held, ev...)
-			if len(a.held) < maxHeld {
+			st.held = append(st.held, ev...)
+			if len(st.held) < maxHeld {
 				continue
 			}
 			return // enough held: commit
 		}
-		a.held = append(a.held, ev...)
+		st.held = append(st.held, ev...)
 		return // content or [DONE]: commit
 	}
 }
 
-// fail classifies a stream that broke before its first content.
-func (a *attempt) fail(err error) {
+// broke classifies a stream that broke: why its read failed.
+func (a *attempt) broke(err error) {
 	a.err = err
 	switch cause := context.Cause(a.ctx); {
 	case cause == errFirstTokenTimeout || cause == errStreamIdleTimeout || cause == errRequestTimeout:
@@ -362,49 +319,6 @@ func isTimeout(err error) bool {
 	return errors.As(err, &t) && t.Timeout()
 }
 
-// movesOn reports whether the next candidate may be tried after a: the
-// engine was unreachable, hung up, timed out, could not start, is guarded
-// by its breaker, or answered a status that says "try elsewhere" (auth,
-// model not found, rate limit, server errors). A 400 or 422 is the caller's
-// to fix and goes back untouched (a context-too-long 400 has its own route).
-func (a *attempt) movesOn() bool {
-	switch a.outcome {
-	case outcomeGood, outcomeCanceled:
-		return false
-	case outcomeStatus:
-		switch a.resp.StatusCode {
-		case 401, 403, 404, 408, 429, 500, 502, 503, 504:
-			return true
-		}
-		return false
-	}
-	return true
-}
-
-// retryable reports whether a may be retried on the same engine: a
-// transient failure (closed before headers, 429, 500, 502, 503, 504), with
-// a Retry-After no longer than the engine's retry_after_max. A silent
-// engine (timeouts) is not retried: that only multiplies the wait.
-func (a *attempt) retryable() bool {
-	switch a.outcome {
-	case outcomeClosed:
-		return true
-	case outcomeStatus:
-		switch a.resp.StatusCode {
-		case 429, 500, 502, 503, 504:
-			return a.retryAfter() <= time.Duration(a.c.rt.cfg.RetryAfterMax)
-		}
-	}
-	return false
-}
-
-func (a *attempt) retryAfter() time.Duration {
-	if a.resp == nil {
-		return 0
-	}
-	return retryAfter(a.resp.Header, time.Now())
-}
-
 // contextTooLong reports whether a is a 400 saying the prompt does not fit
 // the model's context: OpenAI's code, or the wording of llama.cpp, vLLM and
 // others.
@@ -451,9 +365,14 @@ func (a *attempt) failureError() *Error {
 		}
 		return &Error{http.StatusServiceUnavailable, typeUnavailable, "engine_not_running", msg}
 	case outcomeOpen:
+		b := a.c.breaker(a.sent)
+		what := "engine " + name
+		if a.c.brk == nil && b != a.c.rt.eng.Breaker() {
+			what += " (model " + a.sent + ")"
+		}
 		return &Error{http.StatusServiceUnavailable, typeUnavailable, "engine_circuit_open",
-			fmt.Sprintf("engine %s failed %d times in a row; its breaker keeps requests away for another %s",
-				name, a.c.rt.cfg.BreakerFailures, a.c.breaker().RetryIn().Round(time.Second))}
+			fmt.Sprintf("%s failed %d times in a row; its breaker keeps requests away for another %s",
+				what, a.c.rt.cfg.BreakerFailures, b.RetryIn().Round(time.Second))}
 	case outcomeSlow:
 		return &Error{http.StatusServiceUnavailable, typeUnavailable, "engine_starting",
 			fmt.Sprintf("engine %s was still starting after %s", name, a.waited.Round(time.Millisecond))}

@@ -60,8 +60,38 @@ type Config struct {
 	Pools []PoolConfig `json:"pools,omitempty"`
 }
 
-// Validate checks the rules that span engines: unique names, each model
-// served once. Errors name the engines involved.
+// ConfigError is a mistake in a config, with the engine or pool it is
+// about, so that the Caddyfile adapter can point at that block's line.
+type ConfigError struct {
+	Engine string // the engine the error is about, if one
+	Pool   string // the pool the error is about, if one
+	Err    error
+}
+
+func (e *ConfigError) Error() string { return e.Err.Error() }
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+func engineErr(name string, err error) error { return &ConfigError{Engine: name, Err: err} }
+
+func poolErr(name string, format string, args ...any) error {
+	return &ConfigError{Pool: name, Err: fmt.Errorf(format, args...)}
+}
+
+// WithDefaults returns c with every default filled in: its engines' (see
+// engines.Config.WithDefaults); the handler's own defaults are read where
+// they are used.
+func (c Config) WithDefaults() Config {
+	c.Engines = append([]engines.Config(nil), c.Engines...)
+	for i := range c.Engines {
+		c.Engines[i] = c.Engines[i].WithDefaults()
+	}
+	return c
+}
+
+// Validate checks the whole config, once: each engine on its own, and the
+// rules that span engines and pools (unique names, each model served once,
+// fallbacks that exist and do not chain). An error about one engine or pool
+// is a *ConfigError naming it.
 func (c Config) Validate() error {
 	if c.MaxBody < 0 {
 		return fmt.Errorf("max_body may not be negative")
@@ -76,46 +106,46 @@ func (c Config) Validate() error {
 		byName[e.Name] = e
 	}
 	for _, e := range c.Engines {
-		if err := ValidateFallbacks(e, byName); err != nil {
-			return err
-		}
 		if err := e.Validate(); err != nil {
-			return err
+			return engineErr(e.Name, err)
 		}
 		if names[e.Name] {
-			return fmt.Errorf("engine %s is defined twice", e.Name)
+			return engineErr(e.Name, fmt.Errorf("engine %s is defined twice", e.Name))
 		}
 		names[e.Name] = true
 		for _, m := range e.Models {
 			if other, ok := models[m]; ok {
-				return fmt.Errorf("model %s is served by both engine %s and engine %s", m, other, e.Name)
+				return engineErr(e.Name, fmt.Errorf("model %s is served by both engine %s and engine %s", m, other, e.Name))
 			}
 			models[m] = e.Name
+		}
+		if err := validateFallbacks(e, byName); err != nil {
+			return engineErr(e.Name, err)
 		}
 	}
 	for i, p := range c.Pools {
 		if err := p.validate(names); err != nil {
-			return err
+			return &ConfigError{Pool: p.Name, Err: err}
 		}
 		if e, ok := models[p.Name]; ok {
-			return fmt.Errorf("pool %s has the name of a model of engine %s", p.Name, e)
+			return poolErr(p.Name, "pool %s has the name of a model of engine %s", p.Name, e)
 		}
 		for _, q := range c.Pools[:i] {
 			if q.Name == p.Name {
-				return fmt.Errorf("pool %s is defined twice", p.Name)
+				return poolErr(p.Name, "pool %s is defined twice", p.Name)
 			}
 		}
 	}
 	if e, ok := models[DefaultPool]; ok && len(c.Pools) > 0 {
-		return fmt.Errorf("engine %s serves a model named %s, which is the default pool's sentinel", e, DefaultPool)
+		return engineErr(e, fmt.Errorf("engine %s serves a model named %s, which is the default pool's sentinel", e, DefaultPool))
 	}
 	return nil
 }
 
-// ValidateFallbacks checks an engine's fallback and context_fallback against
+// validateFallbacks checks an engine's fallback and context_fallback against
 // the other engines of its handler: the fallback must be one of them, not the
 // engine itself, and have no fallback of its own (no chains).
-func ValidateFallbacks(e engines.Config, byName map[string]engines.Config) error {
+func validateFallbacks(e engines.Config, byName map[string]engines.Config) error {
 	if e.Fallback != "" {
 		fb, ok := byName[e.Fallback]
 		switch {
@@ -168,6 +198,7 @@ type Gateway struct {
 
 	allowBodyFallbacks bool
 	listing            listing
+	clock              engines.Clock
 
 	// Hooks are set by the caddy module, before serving, to count events.
 	Hooks Hooks
@@ -175,14 +206,15 @@ type Gateway struct {
 
 // New builds a gateway for cfg over the given engines, which must include
 // one per cfg.Engines entry, by name.
+//
+// cfg must have passed Validate: the caller validates once, before it
+// builds the engines.
 func New(cfg Config, engs []*engines.Engine, log *zap.Logger) (*Gateway, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
 	if log == nil {
 		log = zap.NewNop()
 	}
 	g := &Gateway{
+		clock:   engines.RealClock,
 		log:     log,
 		keys:    newKeyring(SplitKeys(cfg.Keys)),
 		maxBody: cfg.MaxBody,
@@ -241,6 +273,10 @@ func New(cfg Config, engs []*engines.Engine, log *zap.Logger) (*Gateway, error) 
 	return g, nil
 }
 
+// SetClock sets the clock of the gateway's budgets, back-offs and waits (a
+// FakeClock in tests); call it before serving.
+func (g *Gateway) SetClock(c engines.Clock) { g.clock = c }
+
 // Result says what happened to a request, for the caddy module's
 // placeholders and access logs.
 type Result struct {
@@ -288,9 +324,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, res *Result)
 	if p != "/v1" && !strings.HasPrefix(p, "/v1/") {
 		return false
 	}
-	start := time.Now()
+	start := g.clock.Now()
 	res.Handled = true
-	defer func() { res.Duration = time.Since(start) }()
+	defer func() { res.Duration = g.clock.Now().Sub(start) }()
 	if !cleanPath(p) {
 		res.refuse(w, errBadRequest("invalid_path", "the request path must not contain '.', '..' or empty segments"))
 		return true
@@ -348,12 +384,6 @@ func (res *Result) refuse(w http.ResponseWriter, e *Error) {
 	res.Status = e.Status
 }
 
-// failoverBudget bounds a pool request's attempts across members.
-type failoverBudget struct {
-	attempts int
-	deadline time.Time
-}
-
 func (g *Gateway) serveRouted(w http.ResponseWriter, r *http.Request, res *Result) {
 	req, gerr := g.readRequest(r)
 	if gerr != nil {
@@ -387,7 +417,7 @@ func (g *Gateway) servePool(w http.ResponseWriter, req *request, p *pool, res *R
 		res.refuse(w, p.unavailable())
 		return
 	}
-	req.budget = &failoverBudget{attempts: p.attempts, deadline: time.Now().Add(p.budget)}
+	req.budget = &failoverBudget{attempts: p.attempts, deadline: g.clock.Now().Add(p.budget)}
 	req.pool = p.cfg.Name
 	plan, err := g.withBodyFallbacks(req, plan)
 	if err != nil {

@@ -46,7 +46,22 @@ func appendModel(b []byte, id string, rt *route, status string) []byte {
 	b = appendJSONString(b, rt.cfg.Name)
 	b = append(b, `,"status":{"value":"`...)
 	b = append(b, status...)
-	return append(b, `"}}`...)
+	b = append(b, '"', '}')
+	// breakers of both scopes, when either keeps requests away: the host's
+	// (transport failures) and this model's (status failures, timeouts)
+	sent := rt.cfg.ModelName
+	if sent == "" {
+		sent = id
+	}
+	eng, mod := rt.eng.Breaker().State(), rt.eng.ModelBreaker(sent).State()
+	if eng != engines.BreakerClosed || mod != engines.BreakerClosed {
+		b = append(b, `,"breaker":{"engine":"`...)
+		b = append(b, eng.String()...)
+		b = append(b, `","model":"`...)
+		b = append(b, mod.String()...)
+		b = append(b, '"', '}')
+	}
+	return append(b, '}')
 }
 
 // serveModels answers GET /v1/models in OpenAI's list format.

@@ -36,16 +36,24 @@ type candidate struct {
 	model   string // the body's model is rewritten to this; "" leaves it alone
 	role    role
 	acquire bool
-	brk     *engines.Breaker // a pool member's own breaker; nil: the engine's
+	brk     *engines.Breaker // a pool member's own breaker; nil: the engine's and its model's
 	label   string           // how attempts name it; "": the engine's name
+	// slow is the engine's fallback while it is slow to start: once
+	// fallback_after has passed and slow answers its probe, the wait for
+	// this candidate ends (outcomeSlow) and the plan moves on to slow.
+	slow *route
 }
 
-// breaker guards this candidate: a pool member's own, else its engine's.
-func (c *candidate) breaker() *engines.Breaker {
+// breaker is the breaker an error message speaks of: a pool member's own,
+// else the one of the scope that is open.
+func (c *candidate) breaker(model string) *engines.Breaker {
 	if c.brk != nil {
 		return c.brk
 	}
-	return c.rt.eng.Breaker()
+	if eb := c.rt.eng.Breaker(); !eb.Ready() {
+		return eb
+	}
+	return c.rt.eng.ModelBreaker(model)
 }
 
 // isFallback reports whether the candidate answers instead of the engine the
@@ -63,31 +71,29 @@ func (c *candidate) name() string {
 }
 
 // buildPlan is the fixed part of a route's plan, computed once at provision:
-// the engine, then its fallback. The loop that walks a plan may insert a
-// context fallback; nothing else changes it.
+// the engine (which may leave a slow start for its fallback), then its
+// fallback. The planner (loop.go) may insert a context fallback, or the
+// engine again; the plan itself is never changed.
 func buildPlan(rt *route) []candidate {
-	p := []candidate{{rt: rt, model: rt.cfg.ModelName, role: rolePrimary, acquire: true}}
+	p := []candidate{{rt: rt, model: rt.cfg.ModelName, role: rolePrimary, acquire: true, slow: rt.fallback}}
 	if rt.fallback != nil {
 		p = append(p, candidate{rt: rt.fallback, model: rt.cfg.FallbackModel, role: roleFallback})
 	}
 	return p
 }
 
-// withContextFallback returns the plan with the context fallback of the
-// failed candidate inserted after position i, once.
-func withContextFallback(plan []candidate, i int) []candidate {
-	rt := plan[i].rt
-	if rt.contextFallback == nil {
-		return plan
+// contextCandidate is where a context-too-long 400 of c goes, if anywhere.
+func (c *candidate) contextCandidate() (candidate, bool) {
+	rt := c.rt.contextFallback
+	if rt == nil {
+		return candidate{}, false
 	}
-	for _, c := range plan {
-		if c.role == roleContext {
-			return plan
-		}
-	}
-	c := candidate{rt: rt.contextFallback, model: rt.contextModel, role: roleContext, acquire: true}
-	out := make([]candidate, 0, len(plan)+1)
-	out = append(out, plan[:i+1]...)
-	out = append(out, c)
-	return append(out, plan[i+1:]...)
+	return candidate{rt: rt, model: c.rt.contextModel, role: roleContext, acquire: true}, true
+}
+
+// again is c waited for once more after its fallback failed a slow start:
+// without a slow fallback this time (the fallback has had its turn).
+func (c candidate) again() candidate {
+	c.slow = nil
+	return c
 }

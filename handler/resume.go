@@ -9,13 +9,15 @@ import (
 )
 
 // Resuming a cut stream: when an engine with `resume on` dies or stalls
-// after its stream committed, the gateway sends its fallback (which must
-// have `prefill on`: it continues an assistant message placed last) the
-// original request plus the text streamed so far as that last message, and
-// relays the continuation in the same stream, with the same id and created
-// as the chunks already sent. Only plain text of a chat completion is
-// continued: tool calls, several choices and other routes end with the
-// honest in-band error, as without resume.
+// after its stream committed, the gateway sends the original request plus
+// the text streamed so far as a last assistant message to an engine with
+// `prefill on` (one that continues an assistant message placed last): first
+// the engine itself, then its fallback. The continuation is relayed in the
+// same stream, after one seam comment, with the same id and created as the
+// chunks already sent. Only plain text of a chat completion is continued:
+// tool calls, several choices and other routes end with the honest in-band
+// error, as without resume; an engine that cannot continue is never asked
+// to start the answer over.
 
 // maxTranscript bounds the text kept per stream; beyond it a stream is no
 // longer resumable (and the memory is given back).
@@ -44,14 +46,30 @@ type resumeChunk struct {
 }
 
 // newTranscript starts a transcript for a stream that may be resumed.
-func (g *Gateway) newTranscript(req *request, a *attempt) *transcript {
-	fb := a.c.rt.fallback
-	if a.c.role != rolePrimary || !a.c.rt.cfg.Resume || fb == nil || !fb.cfg.Prefill ||
+func (g *Gateway) newTranscript(a *attempt) *transcript {
+	req := a.req
+	if a.c.role != rolePrimary || !a.c.rt.cfg.Resume || len(resumers(a.c)) == 0 ||
 		!strings.HasSuffix(req.r.URL.Path, "/chat/completions") || !req.fields.messages.ok() {
 		return nil
 	}
 	return &transcript{}
 }
+
+// resumers are the candidates that may continue c's cut stream, in order:
+// the engine itself, then its fallback, each only with `prefill on`.
+func resumers(c candidate) []candidate {
+	var out []candidate
+	if c.rt.cfg.Prefill {
+		out = append(out, candidate{rt: c.rt, model: c.model, role: rolePrimary, acquire: true})
+	}
+	if fb := c.rt.fallback; fb != nil && fb.cfg.Prefill {
+		out = append(out, candidate{rt: fb, model: c.rt.cfg.FallbackModel, role: roleFallback})
+	}
+	return out
+}
+
+// resumeTries counts the resumes of one stream: each resumer is asked once.
+type resumeTries int
 
 // add records one event that went to the client.
 func (t *transcript) add(ev []byte) {
@@ -110,41 +128,59 @@ func (t *transcript) addAll(events []byte) {
 	}
 }
 
-// resume tries to continue a's cut stream on its fallback. It reports
-// whether it did (and then the stream has been completed or ended
-// honestly); false leaves the original failure to be reported.
-func (g *Gateway) resume(rp *reply, a *attempt, cause error) bool {
-	t := a.tr
+// resume tries to continue a's cut stream (first committed by origin): on
+// each resumer in turn, each
+// once per stream. It returns the attempt whose stream continues the answer
+// (its held events already sent, after one seam comment), or nil when none
+// can, and then the original failure is the client's to hear.
+func (g *Gateway) resume(rp *reply, origin candidate, a *attempt, cause error, tried *resumeTries) *attempt {
+	t := a.stream.tr
 	if t == nil || t.off || len(t.text) == 0 {
-		return false
+		return nil
 	}
+	rs := resumers(origin)
+	for int(*tried) < len(rs) {
+		c := rs[*tried]
+		*tried++
+		if b := g.continueOn(rp, a, c, cause); b != nil {
+			return b
+		}
+	}
+	return nil
+}
+
+// continueOn asks c to continue a's stream from its transcript.
+func (g *Gateway) continueOn(rp *reply, a *attempt, c candidate, cause error) *attempt {
+	t := a.stream.tr
 	req := a.req
-	fb := a.c.rt.fallback
-	body := prefillBody(req, string(t.text), a.c.rt.cfg.FallbackModel)
+	body := prefillBody(req, string(t.text))
 	fields, err := scanBody(body)
 	if err != nil {
-		return false
+		return nil
 	}
 	req2 := *req
 	req2.body, req2.fields = body, fields
-	c := candidate{rt: fb, model: "", role: roleFallback}
-	b := g.try(rp, &req2, c, nil)
-	if b.outcome != outcomeGood || b.events == nil {
+	b := g.try(rp, &req2, c)
+	v := judge(b.judgement(g.clock.Now()), c.policy())
+	b.ticket.settle(v)
+	if b.outcome != outcomeGood || b.stream == nil {
 		g.log.Warn("resuming a cut stream failed", zap.String("engine", a.c.rt.cfg.Name),
-			zap.String("fallback", fb.cfg.Name), zap.String("attempt", b.label()), zap.Error(b.err))
+			zap.String("on", c.rt.cfg.Name), zap.String("attempt", b.label(v)), zap.Error(b.err))
 		b.close()
-		g.countResume(a, "failed")
-		return false
+		g.countResume(a, c, "failed")
+		return nil
 	}
-	defer b.close()
-	a.c.breaker().Failure() // the cut still counts against the engine
-	g.log.Info("resuming a cut stream on the fallback", zap.String("engine", a.c.rt.cfg.Name),
-		zap.String("fallback", fb.cfg.Name), zap.Int("text_bytes", len(t.text)), zap.String("cause", rootCause(cause)))
-	a.close()
-	rp.comment("resumed on " + fb.cfg.Name)
-	b.rewrite = &rewriteIDs{id: t.id, created: t.created}
-	held := b.held
-	b.held = nil
+	g.log.Info("resuming a cut stream", zap.String("engine", a.c.rt.cfg.Name),
+		zap.String("on", c.rt.cfg.Name), zap.Int("text_bytes", len(t.text)), zap.String("cause", rootCause(cause)))
+	rp.comment("resumed on " + c.rt.cfg.Name)
+	st := b.stream
+	st.tr = t
+	st.rewrite = &rewriteIDs{id: t.id, created: t.created}
+	if a.stream.rewrite != nil {
+		st.rewrite = a.stream.rewrite
+	}
+	held := st.held
+	st.held = nil
 	for len(held) > 0 {
 		n := eventEnd(held)
 		if n < 0 {
@@ -155,24 +191,25 @@ func (g *Gateway) resume(rp *reply, a *attempt, cause error) bool {
 		if classifyEvent(ev, true) == eventPreamble {
 			continue // the client has its role chunk already
 		}
-		if _, err := rp.w.Write(b.rewrite.apply(ev)); err != nil {
+		ev = st.rewrite.apply(ev)
+		t.add(ev)
+		if _, err := rp.w.Write(ev); err != nil {
 			g.cut(rp, b, errClientGone)
 		}
 	}
-	g.countResume(a, "ok")
-	g.relay(rp, b)
-	return true
+	g.countResume(a, c, "ok")
+	return b
 }
 
-func (g *Gateway) countResume(a *attempt, outcome string) {
+func (g *Gateway) countResume(a *attempt, on candidate, outcome string) {
 	if g.Hooks.Resume != nil {
-		g.Hooks.Resume(a.c.rt.cfg.Name, a.c.rt.fallback.cfg.Name, outcome)
+		g.Hooks.Resume(a.c.rt.cfg.Name, on.rt.cfg.Name, outcome)
 	}
 }
 
 // prefillBody is the request with the text so far as a last assistant
-// message, and the fallback's model name when it has one.
-func prefillBody(req *request, text, model string) []byte {
+// message (the model is set by the attempt, as for any candidate).
+func prefillBody(req *request, text string) []byte {
 	msgs := req.fields.messages.value
 	closing := msgs.end - 1 // the array's ']'
 	i := closing - 1
@@ -186,11 +223,7 @@ func prefillBody(req *request, text, model string) []byte {
 	ins = append(ins, `{"role":"assistant","content":`...)
 	ins = appendJSONString(ins, text)
 	ins = append(ins, '}')
-	edits := []edit{{closing, closing, ins}}
-	if model != "" && model != req.model {
-		edits = append(edits, replaceValue(req.fields.model, model))
-	}
-	return applyEdits(req.body, edits...)
+	return applyEdits(req.body, edit{closing, closing, ins})
 }
 
 // rewriteIDs gives a resumed stream's chunks the id and created of the

@@ -1,0 +1,268 @@
+package handler
+
+import (
+	"net/http"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/llmgateway/caddy-llm-gateway/engines"
+)
+
+// The rule at the heart of the gateway: walk a plan of candidates, judge
+// each attempt (verdict.go), and never switch after the commit point. run
+// is the walk; planner decides each step of it, from the verdict alone, and
+// is tested without a network (loop_test.go).
+
+// step is what the planner says to do after an attempt.
+type step int
+
+const (
+	stepCommit  step = iota // the attempt has an answer: give it to the client
+	stepRetry               // the same candidate again, after a back-off
+	stepNext                // the next candidate of the walk
+	stepStop                // nothing more to try: answer with the failures
+	stepAbandon             // the client went away: answer nothing
+)
+
+func (s step) String() string {
+	return [...]string{"commit", "retry", "next", "stop", "abandon"}[s]
+}
+
+// failure is a failed attempt and its verdict, kept for the final error.
+type failure struct {
+	a *attempt
+	v verdict
+}
+
+// planner walks a plan. The plan it is given is shared (a route's plan is
+// built once); the walk it keeps is its own copy once it has to change.
+type planner struct {
+	walk     []candidate
+	owned    bool // walk is a copy of the plan
+	i        int  // the candidate being tried
+	retries  int  // retries made on walk[i]
+	attempts int  // upstream attempts made, across candidates
+	failed   []failure
+	budget   *failoverBudget // a pool's, or nil
+	rewaited bool            // the engine was waited for again after its fallback failed a slow start
+	clock    engines.Clock
+}
+
+func newPlanner(plan []candidate, budget *failoverBudget, clock engines.Clock) *planner {
+	return &planner{walk: plan, budget: budget, clock: clock, i: -1}
+}
+
+// next moves to the next candidate worth trying: a pool member is skipped
+// once the pool's failover budget is spent (body fallbacks may follow).
+func (p *planner) next() (candidate, bool) {
+	for p.i++; p.i < len(p.walk); p.i++ {
+		p.retries = 0
+		c := p.walk[p.i]
+		if c.role == rolePool && p.budget != nil &&
+			(p.attempts >= p.budget.attempts || p.clock.Now().After(p.budget.deadline)) {
+			continue
+		}
+		return c, true
+	}
+	return candidate{}, false
+}
+
+// current is the candidate being tried.
+func (p *planner) current() candidate { return p.walk[p.i] }
+
+// decide records an attempt of the current candidate and says what comes
+// next. Its transitions, in order:
+//
+//   - an answer: commit;
+//   - the client left: abandon;
+//   - a transient failure with retries left (not for pool members, which
+//     replay on the next member instead): retry here;
+//   - a context-too-long 400 of an engine with a context_fallback: insert
+//     it next, once;
+//   - a failure that does not move on (a 400, …): stop;
+//   - the fallback failed a slow start: wait for the engine again, once;
+//   - otherwise: the next candidate.
+func (p *planner) decide(a *attempt, v verdict) step {
+	if v.attempt {
+		p.attempts++
+	}
+	if a.outcome == outcomeGood {
+		return stepCommit
+	}
+	p.failed = append(p.failed, failure{a, v})
+	if a.outcome == outcomeCanceled {
+		return stepAbandon
+	}
+	c := p.current()
+	if v.retry && c.role != rolePool && p.retries < *c.rt.cfg.Retries {
+		p.retries++
+		return stepRetry
+	}
+	if a.contextTooLong() {
+		if cc, ok := c.contextCandidate(); ok && !p.has(roleContext) {
+			p.insert(cc)
+			return stepNext
+		}
+	}
+	if !v.moveOn {
+		return stepStop
+	}
+	if c.role == roleFallback && p.i > 0 && !p.rewaited && p.slowBefore() {
+		// the fallback took over a slow start and failed: go back to
+		// waiting for the engine, which is still starting
+		p.rewaited = true
+		p.insert(p.walk[p.i-1].again())
+	}
+	return stepNext
+}
+
+// insert puts c right after the current candidate.
+func (p *planner) insert(c candidate) {
+	if !p.owned {
+		p.walk = append(make([]candidate, 0, len(p.walk)+1), p.walk...)
+		p.owned = true
+	}
+	p.walk = append(p.walk[:p.i+1], append([]candidate{c}, p.walk[p.i+1:]...)...)
+}
+
+func (p *planner) has(r role) bool {
+	for _, c := range p.walk {
+		if c.role == r {
+			return true
+		}
+	}
+	return false
+}
+
+// slowBefore reports whether an earlier attempt left a slow start.
+func (p *planner) slowBefore() bool {
+	for _, f := range p.failed {
+		if f.a.outcome == outcomeSlow {
+			return true
+		}
+	}
+	return false
+}
+
+// upcoming is the candidate after the current one, if any.
+func (p *planner) upcoming() (candidate, bool) {
+	if p.i+1 < len(p.walk) {
+		return p.walk[p.i+1], true
+	}
+	return candidate{}, false
+}
+
+// run walks the plan. Nothing but SSE comments reaches the client before
+// commit; after it, nothing switches.
+func (g *Gateway) run(w http.ResponseWriter, req *request, plan []candidate, res *Result) {
+	rp := g.newReply(w, req.stream, res)
+	p := newPlanner(plan, req.budget, g.clock)
+	for c, ok := p.next(); ok; {
+		a := g.try(rp, req, c)
+		a.index = p.i
+		v := judge(a.judgement(g.clock.Now()), c.policy())
+		a.ticket.settle(v)
+		s := p.decide(a, v)
+		res.Attempts = p.attempts
+		if s == stepCommit {
+			g.answer(rp, p, a)
+			return
+		}
+		if ce := g.log.Check(zapcore.DebugLevel, "attempt failed"); ce != nil {
+			ce.Write(zap.String("attempt", a.label(v)), zap.Error(a.err), zap.Stringer("next", s))
+		}
+		// let go of the lease now: a later candidate may be a group peer
+		// whose start drains this engine (the error body is kept)
+		a.close()
+		switch s {
+		case stepAbandon:
+			return // nobody is listening
+		case stepStop:
+			g.fail(rp, p.failed)
+			return
+		case stepRetry:
+			wait := max(backoff(p.retries-1), retryAfter(a.respHeader(), g.clock.Now()))
+			if !rp.pause(req.r.Context(), wait) {
+				return
+			}
+			if g.Hooks.Retry != nil {
+				g.Hooks.Retry(c.rt.cfg.Name)
+			}
+			continue
+		}
+		g.logMove(req, p, a, v)
+		c, ok = p.next()
+	}
+	if len(p.failed) == 0 {
+		return // cannot happen: a plan has a candidate and a budget an attempt
+	}
+	g.fail(rp, p.failed)
+}
+
+// logMove says why the request leaves the current candidate for the next.
+func (g *Gateway) logMove(req *request, p *planner, a *attempt, v verdict) {
+	c := p.current()
+	next, ok := p.upcoming()
+	if !ok {
+		return
+	}
+	switch {
+	case next.role == roleContext:
+		g.log.Info("context too long: request goes to the context fallback",
+			zap.String("engine", c.rt.cfg.Name), zap.String("fallback", next.rt.cfg.Name))
+	case c.role == rolePool:
+		if g.Hooks.Replay != nil {
+			g.Hooks.Replay(req.pool)
+		}
+	case next.role == roleFallback && a.outcome != outcomeSlow:
+		g.log.Info("engine failed: request goes to its fallback", zap.String("engine", c.rt.cfg.Name),
+			zap.String("fallback", next.rt.cfg.Name), zap.String("failure", a.label(v)))
+	}
+}
+
+// answer commits a's answer, recording who gave it.
+func (g *Gateway) answer(rp *reply, p *planner, a *attempt) {
+	c := a.c
+	rp.res.Engine, rp.res.ModelSent = c.rt.cfg.Name, a.sent
+	if c.isFallback() {
+		rp.res.Fallback = c.rt.cfg.Name
+		g.countFallback(p.walk[0], c, p.failed)
+	}
+	g.commit(rp, a)
+}
+
+// countFallback reports that c answered instead of the plan's first
+// candidate, with the reason it came to that.
+func (g *Gateway) countFallback(first, c candidate, failed []failure) {
+	if g.Hooks.Fallback == nil {
+		return
+	}
+	reason := "failure"
+	switch {
+	case c.role == roleBody:
+		reason = "body"
+	case c.role == roleContext:
+		reason = "context"
+	case len(failed) > 0 && failed[len(failed)-1].a.outcome == outcomeSlow:
+		reason = "slow_start"
+	case len(failed) > 0 && failed[len(failed)-1].a.outcome == outcomeOpen:
+		reason = "breaker"
+	}
+	g.Hooks.Fallback(first.rt.cfg.Name, c.rt.cfg.Name, reason)
+}
+
+// respHeader is the attempt's response headers, if it has a response.
+func (a *attempt) respHeader() http.Header {
+	if a.resp == nil {
+		return nil
+	}
+	return a.resp.Header
+}
+
+// failoverBudget bounds a pool request's attempts across members.
+type failoverBudget struct {
+	attempts int
+	deadline time.Time
+}
