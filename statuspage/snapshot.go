@@ -35,21 +35,24 @@ type engineView struct {
 	Managed bool     `json:"managed"`
 	// State is stopped, starting, ready, stopping, failed (stopped after a
 	// failed start) or, for a remote engine, down (not answering its probe).
-	State            string `json:"state"`
-	PID              int    `json:"pid,omitempty"`
-	Port             int    `json:"port,omitempty"`
-	Leases           int    `json:"leases"`
-	Group            string `json:"group,omitempty"`
-	Fallback         string `json:"fallback,omitempty"`
-	Breaker          string `json:"breaker"`
-	BreakerRetryAt   int64  `json:"breaker_retry_at,omitempty"` // when an open breaker lets a trial through
-	LastError        string `json:"last_error,omitempty"`
-	StartMs          int64  `json:"start_ms,omitempty"`   // the last start's duration
-	StartedAt        int64  `json:"started_at,omitempty"` // when it became ready last
-	IdleTimeoutSecs  int64  `json:"idle_timeout_s,omitempty"`
-	IdleStopAt       int64  `json:"idle_stop_at,omitempty"` // when the idle stop is due, while idle
-	RemoteReachable  *bool  `json:"reachable,omitempty"`    // a remote engine's last probe
-	RemoteProbedAtMs int64  `json:"probed_at,omitempty"`
+	State          string `json:"state"`
+	PID            int    `json:"pid,omitempty"`
+	Port           int    `json:"port,omitempty"`
+	Leases         int    `json:"leases"`
+	Group          string `json:"group,omitempty"`
+	Fallback       string `json:"fallback,omitempty"`
+	Breaker        string `json:"breaker"`                    // the host's breaker (transport failures)
+	BreakerRetryAt int64  `json:"breaker_retry_at,omitempty"` // when an open breaker lets a trial through
+	// ModelBreakers are the per-model breakers that are not closed (status
+	// failures and answer timeouts of one model), by the model sent.
+	ModelBreakers    map[string]string `json:"model_breakers,omitempty"`
+	LastError        string            `json:"last_error,omitempty"`
+	StartMs          int64             `json:"start_ms,omitempty"`   // the last start's duration
+	StartedAt        int64             `json:"started_at,omitempty"` // when it became ready last
+	IdleTimeoutSecs  int64             `json:"idle_timeout_s,omitempty"`
+	IdleStopAt       int64             `json:"idle_stop_at,omitempty"` // when the idle stop is due, while idle
+	RemoteReachable  *bool             `json:"reachable,omitempty"`    // a remote engine's last probe
+	RemoteProbedAtMs int64             `json:"probed_at,omitempty"`
 }
 
 type poolView struct {
@@ -135,7 +138,7 @@ func (s *Server) engineView(e *engines.Engine, now time.Time) engineView {
 	v := engineView{
 		Name: st.Name, Models: st.Models, Managed: st.Managed, State: st.State,
 		PID: st.PID, Port: st.Port, Leases: st.Leases, Group: st.Group, Fallback: cfg.Fallback,
-		Breaker: st.Breaker, LastError: engines.Mask(st.LastError, nil),
+		Breaker: st.EngineBreaker, ModelBreakers: st.ModelBreakers, LastError: engines.Mask(st.LastError, nil),
 		IdleTimeoutSecs: int64(time.Duration(cfg.IdleTimeout) / time.Second),
 	}
 	switch {

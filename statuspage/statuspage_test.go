@@ -425,3 +425,16 @@ func TestCloseEndsTheStreams(t *testing.T) {
 		}
 	}
 }
+
+func TestStateShowsTheEnginesAndModelsBreakers(t *testing.T) {
+	e := remoteEngine(t, "cloud")
+	for range 10 {
+		e.ModelBreaker("cloud-model").Failure()
+	}
+	s := &Server{Prefix: "/llm", Board: NewBoard(5), Source: &fakeSource{es: []*engines.Engine{e}}}
+	snap := s.takeSnapshot(context.Background())
+	v := snap.Engines[0]
+	if v.Breaker != "closed" || v.ModelBreakers["cloud-model"] != "open" {
+		t.Fatalf("engine breaker %s, model breakers %v", v.Breaker, v.ModelBreakers)
+	}
+}

@@ -191,6 +191,7 @@ function updateEngine(card, e) {
   if (e.group) rows.push(['group', e.group]);
   if (e.fallback) rows.push(['fallback', e.fallback]);
   rows.push(['breaker', e.breaker_retry_at ? { text: e.breaker + ', trial ', at: e.breaker_retry_at } : e.breaker]);
+  for (const [model, state] of Object.entries(e.model_breakers || {})) rows.push(['breaker ' + model, { text: state, cls: 'error' }]);
   if (e.start_ms) rows.push(['start took', fmtMs(e.start_ms)]);
   if (e.last_error) rows.push(['last error', { text: e.last_error, cls: 'error' }]);
   const dl = el('dl');
