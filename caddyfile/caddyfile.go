@@ -16,6 +16,7 @@ import (
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 	"github.com/llmgateway/caddy-llm-gateway/handler"
+	"github.com/llmgateway/caddy-llm-gateway/statuspage"
 )
 
 // Parse sets up the handler from Caddyfile tokens. Syntax:
@@ -30,6 +31,9 @@ import (
 //		annotate_response on|off        # extra_fields in non-streaming JSON answers; default off
 //		max_fallbacks <n>               # items a body's "fallbacks" may name; default 4
 //		max_attempts <n>                # upstream calls one request may cause, of every kind; default 8
+//		ui <path> {                     # the status page on this site, behind the keys (needs keys)
+//			recent <n>                  # recent requests kept and shown; default 200
+//		}
 //
 //		pool <name> {                   # "model": "<name>" (a pool named auto: also "model": "auto")
 //			member <engine>[/<model>]   # repeatable
@@ -72,11 +76,25 @@ import (
 //
 // Every mistake is an error carrying the Caddyfile's file:line.
 func Parse(d *cf.Dispenser) (handler.Config, error) {
+	cfg, _, err := ParseWithUI(d)
+	return cfg, err
+}
+
+// ParseWithUI is Parse that also returns the `ui` subdirective, which is the
+// caddy module's (the status page), not the handler's; nil without one.
+func ParseWithUI(d *cf.Dispenser) (handler.Config, *statuspage.Config, error) {
+	var ui *statuspage.Config
+	cfg, err := parseDirective(d, &ui)
+	return cfg, ui, err
+}
+
+func parseDirective(d *cf.Dispenser, ui **statuspage.Config) (handler.Config, error) {
 	var cfg handler.Config
 	d.Next() // the directive's name
 	if d.NextArg() {
 		return cfg, d.ArgErr()
 	}
+	var uiAt pos
 	engineAt := map[string]pos{} // where each engine and pool block starts,
 	poolAt := map[string]pos{}   // for the errors of the validation below
 	set := settings{}
@@ -108,6 +126,17 @@ func Parse(d *cf.Dispenser) (handler.Config, error) {
 				return cfg, d.Errf("key %s: %v", args[0], err)
 			}
 			cfg.Keys = append(cfg.Keys, handler.Key{Name: args[0], Value: args[1]})
+			continue
+		case "ui":
+			if *ui != nil {
+				return cfg, d.Errf("ui is given twice (first at %s)", uiAt)
+			}
+			uiAt = here(d)
+			u, err := parseUI(d)
+			if err != nil {
+				return cfg, err
+			}
+			*ui = &u
 			continue
 		case "pool":
 			at := here(d)
@@ -194,6 +223,9 @@ func Parse(d *cf.Dispenser) (handler.Config, error) {
 		}
 		return cfg, keysAt.errf("the gateway's keys resolve to no token: %s (or remove keys and key to run without gateway auth)", describeEmpty(EmptyEnv(values...)))
 	}
+	if *ui != nil && len(cfg.Keys) == 0 {
+		return cfg, uiAt.errf("ui needs the handler's keys: the status page shows operator data (without keys, use the page on Caddy's admin endpoint, /llm_gateway/ui/)")
+	}
 	// the one validation of the whole config (Provision runs the same on
 	// the resolved config): its errors name the engine or pool they are
 	// about, which is where they point
@@ -216,6 +248,38 @@ func Parse(d *cf.Dispenser) (handler.Config, error) {
 type pos struct {
 	file string
 	line int
+}
+
+// parseUI parses `ui <path> [{ recent <n> }]`.
+func parseUI(d *cf.Dispenser) (statuspage.Config, error) {
+	var u statuspage.Config
+	if !d.NextArg() {
+		return u, d.Errf("ui needs a path: ui /llm")
+	}
+	u.Path = d.Val()
+	if d.NextArg() {
+		return u, d.ArgErr()
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		switch sub := d.Val(); sub {
+		case "recent":
+			var s string
+			if err := oneArg(d, &s); err != nil {
+				return u, err
+			}
+			n, err := strconv.Atoi(s)
+			if err != nil || n < 1 {
+				return u, d.Errf("recent takes a count of 1 or more, not %q", s)
+			}
+			u.Recent = n
+		default:
+			return u, d.Errf("unknown ui subdirective %q", sub)
+		}
+	}
+	if err := u.Validate(); err != nil {
+		return u, d.Errf("%v", err)
+	}
+	return u, nil
 }
 
 func here(d *cf.Dispenser) pos { return pos{d.File(), d.Line()} }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 	"github.com/llmgateway/caddy-llm-gateway/handler"
+	"github.com/llmgateway/caddy-llm-gateway/statuspage"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -716,5 +717,48 @@ func TestEmptyEnvironmentVariablesAreNamedWithTheirLine(t *testing.T) {
 	ok := "llm_gateway {\n keys {env.LLMGW_TEST_UNSET} sk-literal-key-0001\n engine a {\n to {env.LLMGW_TEST_SET}\n models m\n }\n}"
 	if _, err := Parse(cf.NewTestDispenser(ok)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestParseUI(t *testing.T) {
+	t.Setenv("LLMGW_TEST_UI_KEY", "a-status-page-key-1")
+	cfg, ui, err := ParseWithUI(cf.NewTestDispenser(`llm_gateway {
+	keys {env.LLMGW_TEST_UI_KEY}
+	ui /llm {
+		recent 500
+	}` + remote + `
+}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ui == nil || *ui != (statuspage.Config{Path: "/llm", Recent: 500}) || len(cfg.Engines) != 1 {
+		t.Fatalf("ui %+v, config %+v", ui, cfg)
+	}
+	if _, ui, _ = ParseWithUI(cf.NewTestDispenser(`llm_gateway {
+	keys a-status-page-key-1
+	ui /status` + remote + `
+}`)); ui == nil || ui.Path != "/status" || ui.Recent != 0 {
+		t.Fatalf("ui without a block: %+v", ui)
+	}
+	if _, ui, _ = ParseWithUI(cf.NewTestDispenser(`llm_gateway {` + remote + `
+}`)); ui != nil {
+		t.Fatalf("no ui directive, got %+v", ui)
+	}
+}
+
+func TestParseUIErrors(t *testing.T) {
+	for _, tc := range []struct{ input, want string }{
+		{"llm_gateway {\n\tui /llm" + remote + "\n}", "ui needs the handler's keys"},
+		{"llm_gateway {\n\tkeys a-status-page-key-1\n\tui" + remote + "\n}", "ui needs a path"},
+		{"llm_gateway {\n\tkeys a-status-page-key-1\n\tui /v1/ui" + remote + "\n}", "under /v1"},
+		{"llm_gateway {\n\tkeys a-status-page-key-1\n\tui llm" + remote + "\n}", "want a path such as /llm"},
+		{"llm_gateway {\n\tkeys a-status-page-key-1\n\tui /llm {\n\t\trecent 0\n\t}" + remote + "\n}", "recent takes a count"},
+		{"llm_gateway {\n\tkeys a-status-page-key-1\n\tui /llm {\n\t\tcolour blue\n\t}" + remote + "\n}", `unknown ui subdirective "colour"`},
+		{"llm_gateway {\n\tkeys a-status-page-key-1\n\tui /a\n\tui /b" + remote + "\n}", "ui is given twice"},
+	} {
+		_, _, err := ParseWithUI(cf.NewTestDispenser(tc.input))
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "Testfile:") {
+			t.Errorf("%q: got %v, want an error with %q and file:line", tc.input, err, tc.want)
+		}
 	}
 }

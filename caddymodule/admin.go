@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -25,6 +26,7 @@ func init() {
 //	POST /llm_gateway/engines/<name>/stop   stop it (?drain=true lets requests in flight finish)
 //	GET  /llm_gateway/pools                 every pool and its members' breaker state
 //	GET  /llm_gateway/pools/<name>/probe    a tiny completion through each member: 200 if all pass, 503 if not
+//	GET  /llm_gateway/ui/                   the status page (statuspage.Server), no key needed
 //
 // It never shows a key: engine statuses carry no credentials.
 type adminAPI struct{}
@@ -48,6 +50,10 @@ func serveAdmin(w http.ResponseWriter, r *http.Request) error {
 	if parts[0] == "pools" {
 		return servePoolsAdmin(w, r, parts[1:])
 	}
+	if parts[0] == "ui" {
+		adminPage.ServeHTTP(w, r)
+		return nil
+	}
 	if parts[0] != "engines" {
 		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("unknown llm_gateway admin path %s", r.URL.Path)}
 	}
@@ -65,17 +71,8 @@ func serveAdmin(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		switch parts[2] {
-		case "start":
-			if err := e.Start(r.Context()); err != nil {
-				return caddy.APIError{HTTPStatus: http.StatusServiceUnavailable, Err: err}
-			}
-		case "stop":
-			if err := e.Stop(r.Context(), r.URL.Query().Get("drain") == "true", engines.StopAdmin); err != nil {
-				return caddy.APIError{HTTPStatus: http.StatusConflict, Err: err}
-			}
-		default:
-			return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("unknown engine action %q: use start or stop", parts[2])}
+		if err := engineAction(r.Context(), e, parts[2], r.URL.Query().Get("drain") == "true"); err != nil {
+			return err
 		}
 		return writeAdminJSON(w, e.Status())
 	}
@@ -88,20 +85,7 @@ func servePoolsAdmin(w http.ResponseWriter, r *http.Request, parts []string) err
 	}
 	switch {
 	case len(parts) == 0 || parts[0] == "":
-		liveMu.Lock()
-		gws := append([]*handler.Gateway(nil), liveGateways...)
-		liveMu.Unlock()
-		out := []handler.PoolStatus{} // no pools is [], not null
-		seen := map[string]bool{}
-		for i := len(gws) - 1; i >= 0; i-- {
-			for _, p := range gws[i].Pools() {
-				if !seen[p.Name] {
-					seen[p.Name] = true
-					out = append(out, p)
-				}
-			}
-		}
-		return writeAdminJSON(w, out)
+		return writeAdminJSON(w, livePools())
 	case len(parts) == 2 && parts[1] == "probe":
 		g := gatewayWithPool(parts[0])
 		if g == nil {
@@ -118,6 +102,43 @@ func servePoolsAdmin(w http.ResponseWriter, r *http.Request, parts []string) err
 		return writeAdminJSONStatus(w, status, results)
 	}
 	return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("unknown pools path %s", r.URL.Path)}
+}
+
+// engineAction runs an engine action of the admin API: "start" (and wait
+// until ready) or "stop" (drain: let the requests in flight finish first).
+// The status page's buttons call it too.
+func engineAction(ctx context.Context, e *engines.Engine, action string, drain bool) error {
+	switch action {
+	case "start":
+		if err := e.Start(ctx); err != nil {
+			return caddy.APIError{HTTPStatus: http.StatusServiceUnavailable, Err: err}
+		}
+	case "stop":
+		if err := e.Stop(ctx, drain, engines.StopAdmin); err != nil {
+			return caddy.APIError{HTTPStatus: http.StatusConflict, Err: err}
+		}
+	default:
+		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("unknown engine action %q: use start or stop", action)}
+	}
+	return nil
+}
+
+// livePools lists every live pool once, the newest config's first.
+func livePools() []handler.PoolStatus {
+	liveMu.Lock()
+	gws := append([]*handler.Gateway(nil), liveGateways...)
+	liveMu.Unlock()
+	out := []handler.PoolStatus{} // no pools is [], not null
+	seen := map[string]bool{}
+	for i := len(gws) - 1; i >= 0; i-- {
+		for _, p := range gws[i].Pools() {
+			if !seen[p.Name] {
+				seen[p.Name] = true
+				out = append(out, p)
+			}
+		}
+	}
+	return out
 }
 
 func allPass(results []handler.ProbeResult) bool {

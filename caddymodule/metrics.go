@@ -114,16 +114,19 @@ func (engineObserver) EngineStarted(name string, pid int, took time.Duration) {
 	metrics.starts.WithLabelValues(name, "ok").Inc()
 	metrics.startDur.WithLabelValues(name).Observe(took.Seconds())
 	emit("llm_gateway.engine_started", map[string]any{"engine": name, "pid": pid, "start_duration": took.Seconds()})
+	board.EngineStarted(name, took)
 }
 
 func (engineObserver) EngineStartFailed(name, reason string) {
 	metrics.starts.WithLabelValues(name, "failed").Inc()
 	emit("llm_gateway.engine_failed", map[string]any{"engine": name, "reason": reason})
+	board.Nudge()
 }
 
 func (engineObserver) EngineStopped(name string, pid int, reason engines.StopReason) {
 	metrics.stops.WithLabelValues(name, string(reason)).Inc()
 	emit("llm_gateway.engine_stopped", map[string]any{"engine": name, "pid": pid, "reason": string(reason)})
+	board.Nudge()
 }
 
 // The events app of the newest config: engines outlive configs, so their

@@ -20,6 +20,7 @@ import (
 	gwcaddyfile "github.com/llmgateway/caddy-llm-gateway/caddyfile"
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 	"github.com/llmgateway/caddy-llm-gateway/handler"
+	"github.com/llmgateway/caddy-llm-gateway/statuspage"
 )
 
 func init() {
@@ -34,7 +35,13 @@ func init() {
 type Gateway struct {
 	handler.Config
 
+	// UI mounts the status page on the site at UI.Path, behind the
+	// handler's keys (which it requires). Default: none; the page is always
+	// on Caddy's admin endpoint at /llm_gateway/ui/.
+	UI *statuspage.Config `json:"ui,omitempty"`
+
 	gw      *handler.Gateway
+	ui      *statuspage.Server
 	engines []*engines.Engine
 	poolKey []string
 	logger  *zap.Logger
@@ -99,8 +106,31 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 	}
 	gw.Hooks = hooks
 	g.gw = gw
+	if err := g.provisionUI(handler.SplitKeys(cfg.Keys)); err != nil {
+		return fmt.Errorf("llm_gateway: %v", err)
+	}
 	registerForAdmin(g.engines)
 	registerGateway(gw)
+	return nil
+}
+
+// provisionUI makes the site's status page, behind the handler's keys.
+func (g *Gateway) provisionUI(keys []handler.Key) error {
+	if g.UI == nil {
+		return nil
+	}
+	if err := g.UI.Validate(); err != nil {
+		return err
+	}
+	if len(keys) == 0 {
+		return fmt.Errorf("ui needs the handler's keys: the status page shows operator data (without keys, use the page on Caddy's admin endpoint, /llm_gateway/ui/)")
+	}
+	tokens := make([]string, len(keys))
+	for i, k := range keys {
+		tokens[i] = k.Value
+	}
+	board.SetRecent(g.UI.RecentOrDefault())
+	g.ui = &statuspage.Server{Prefix: g.UI.Path, Keys: statuspage.NewKeys(tokens), Board: board, Source: liveSource{}}
 	return nil
 }
 
@@ -149,6 +179,9 @@ func (g *Gateway) Validate() error { return nil }
 // still uses keeps running, the others are drained and stopped.
 func (g *Gateway) Cleanup() error {
 	unregisterForAdmin(g.engines)
+	if g.ui != nil {
+		g.ui.Close() // its pages reconnect to the next config's, which checks their key again
+	}
 	if g.gw != nil {
 		unregisterGateway(g.gw)
 	}
@@ -163,10 +196,15 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	var res handler.Result
 	// deferred, so that an aborted response (a stream cut after commit)
 	// is counted and logged too
+	if g.ui != nil && g.ui.Owns(r.URL.Path) {
+		g.ui.ServeHTTP(w, r)
+		return nil
+	}
 	defer func() {
 		if res.Handled {
 			observeRequest(res)
 			setPlaceholders(r, &res)
+			recordRequest(r, &res)
 		}
 	}()
 	if !g.gw.ServeHTTP(w, r, &res) {
@@ -197,11 +235,11 @@ func setPlaceholders(r *http.Request, res *handler.Result) {
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens; the syntax is
 // documented on caddyfile.Parse.
 func (g *Gateway) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	cfg, err := gwcaddyfile.Parse(d)
+	cfg, ui, err := gwcaddyfile.ParseWithUI(d)
 	if err != nil {
 		return err
 	}
-	g.Config = cfg
+	g.Config, g.UI = cfg, ui
 	return nil
 }
 

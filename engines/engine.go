@@ -149,6 +149,7 @@ type Engine struct {
 func New(cfg Config, rt http.RoundTripper, log *zap.Logger) (*Engine, error) {
 	cfg = cfg.WithDefaults()
 	e := &Engine{cfg: cfg, rt: rt, log: log, clock: RealClock, changed: make(chan struct{})}
+	e.lines.secrets = secretsOf(cfg)
 	e.brk = NewBreaker(cfg.BreakerFailures, time.Duration(cfg.BreakerCooldown), e.now)
 	e.life, e.cancel = context.WithCancel(context.Background())
 	if !cfg.Managed() {
@@ -730,6 +731,23 @@ func (e *Engine) Status() Status {
 	s.Breaker = worst.String()
 	s.LastLines = e.lines.last(keptLines)
 	return s
+}
+
+// Changed returns a channel that is closed at the engine's next change of
+// state (a start, ready, a stop), for watchers such as the status page.
+func (e *Engine) Changed() <-chan struct{} {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.changed
+}
+
+// Lines returns the output lines numbered after seq that are still kept
+// (oldest first, masked), the number of the newest line, and a channel
+// closed when the next line arrives. Start with seq 0 for every kept line.
+// A reader follows the output at its own pace and never holds it up; one
+// that falls more than the kept lines behind skips ahead.
+func (e *Engine) Lines(seq uint64) ([]string, uint64, <-chan struct{}) {
+	return e.lines.since(seq)
 }
 
 // State is the engine's state now.

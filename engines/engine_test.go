@@ -251,3 +251,64 @@ func TestCmdEnginesAreRefusedWhereProcessesCannotBeStopped(t *testing.T) {
 		t.Fatalf("a remote engine: %v", err)
 	}
 }
+
+func TestLinesFollowTheOutputInOrderAndSkipAheadWhenBehind(t *testing.T) {
+	var b lineBuffer
+	lines, seq, wake := b.since(0)
+	if len(lines) != 0 || seq != 0 {
+		t.Fatalf("empty buffer: %v %d", lines, seq)
+	}
+	b.add("one")
+	select {
+	case <-wake:
+	default:
+		t.Fatal("adding a line did not wake the reader")
+	}
+	b.add("two")
+	lines, seq, wake = b.since(seq)
+	if strings.Join(lines, ",") != "one,two" || seq != 2 {
+		t.Fatalf("got %v up to %d", lines, seq)
+	}
+	if lines, _, _ := b.since(seq); len(lines) != 0 {
+		t.Fatalf("nothing new, got %v", lines)
+	}
+	// a reader that is far behind gets the kept lines, never more
+	for i := range 3 * keptLines {
+		b.add(fmt.Sprint(i))
+	}
+	<-wake
+	lines, seq, _ = b.since(seq)
+	if len(lines) != keptLines || lines[len(lines)-1] != fmt.Sprint(3*keptLines-1) || seq != uint64(2+3*keptLines) {
+		t.Fatalf("%d lines, last %s, seq %d", len(lines), lines[len(lines)-1], seq)
+	}
+}
+
+func TestEngineOutputIsMaskedBeforeItIsKept(t *testing.T) {
+	cfg := Config{
+		Name: "m", To: "http://127.0.0.1:1", Models: []string{"m"}, APIKey: "engine-own-key-123",
+		Cmd: []string{"llama-server", "--api-key", "cmd-secret-456", "--port", "8080"},
+		Env: []string{"HF_TOKEN=env-secret-789", "PATH_X=/usr/bin"},
+	}
+	b := lineBuffer{secrets: secretsOf(cfg)}
+	r := strings.NewReader(strings.Join([]string{
+		"main: llama-server --api-key cmd-secret-456 --port 8080",
+		"using key engine-own-key-123 for upstream",
+		"env HF_TOKEN=env-secret-789",
+		"Authorization: Bearer abcdefghij",
+		`{"api_key": "zzzzzzzz", "model": "qwen"}`,
+		"OPENAI_API_KEY=sk-proj-abcdefghijklmnop",
+		"loaded model qwen in 1.2 s, n_ctx = 4096",
+	}, "\n"))
+	b.pump(r, zap.NewNop(), "stdout")
+	got := strings.Join(b.last(keptLines), "\n")
+	for _, secret := range []string{"engine-own-key-123", "cmd-secret-456", "env-secret-789", "abcdefghij", "zzzzzzzz", "sk-proj"} {
+		if strings.Contains(got, secret) {
+			t.Errorf("%q is not masked in:\n%s", secret, got)
+		}
+	}
+	for _, kept := range []string{"--port 8080", `"model": "qwen"`, "loaded model qwen in 1.2 s, n_ctx = 4096"} {
+		if !strings.Contains(got, kept) {
+			t.Errorf("%q should survive masking:\n%s", kept, got)
+		}
+	}
+}

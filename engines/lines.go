@@ -17,12 +17,18 @@ const keptLines = 100
 const maxLineBytes = 4096
 
 // lineBuffer keeps the last lines an engine printed, across restarts, so a
-// start that fails can say why.
+// start that fails can say why. Lines are numbered, so that a reader (the
+// status page's live log) follows them at its own pace: it never holds the
+// engine's output up, and one that falls behind the ring skips ahead.
 type lineBuffer struct {
-	mu    sync.Mutex
-	lines []string // ring of at most keptLines
-	next  int
-	full  bool
+	secrets []string // masked in every line; set before the first line
+
+	mu      sync.Mutex
+	lines   []string // ring of at most keptLines
+	next    int
+	full    bool
+	seq     uint64        // lines ever added: the newest has number seq
+	changed chan struct{} // closed and replaced when a line is added
 }
 
 func (b *lineBuffer) add(line string) {
@@ -36,12 +42,35 @@ func (b *lineBuffer) add(line string) {
 	if b.next == 0 {
 		b.full = true
 	}
+	b.seq++
+	if b.changed != nil {
+		close(b.changed)
+		b.changed = nil
+	}
+}
+
+// since returns the kept lines numbered after seq (oldest first), the number
+// of the newest line, and a channel closed when the next line is added.
+func (b *lineBuffer) since(seq uint64) ([]string, uint64, <-chan struct{}) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.changed == nil {
+		b.changed = make(chan struct{})
+	}
+	if b.seq <= seq {
+		return nil, b.seq, b.changed
+	}
+	return b.lastLocked(int(min(b.seq-seq, keptLines))), b.seq, b.changed
 }
 
 // last returns up to n of the most recent lines, oldest first.
 func (b *lineBuffer) last(n int) []string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	return b.lastLocked(n)
+}
+
+func (b *lineBuffer) lastLocked(n int) []string {
 	count := b.next
 	if b.full {
 		count = keptLines
@@ -70,6 +99,7 @@ func (b *lineBuffer) pump(r io.Reader, log *zap.Logger, stream string) {
 		if len(line) > maxLineBytes {
 			line = line[:maxLineBytes] + "…"
 		}
+		line = Mask(line, b.secrets)
 		b.add(line)
 		log.Info(line, zap.String("stream", stream))
 	}

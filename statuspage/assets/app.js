@@ -1,0 +1,343 @@
+// The llm_gateway status page: one stream of engine/pool state and recent
+// requests, one stream of the chosen engine's output, both server-sent events
+// read with fetch (so the key travels in a header, never in a URL).
+'use strict';
+
+const KEY_ITEM = 'llm_gateway.key';
+const MAX_LOG_LINES = 1000;
+let key = sessionStorage.getItem(KEY_ITEM) || '';
+let keep = 200;
+let engines = [];
+let events = null;
+let logs = null;
+let logEngine = '';
+
+const $ = (sel) => document.querySelector(sel);
+const el = (tag, attrs, ...kids) => {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === 'class') e.className = v; else if (k === 'text') e.textContent = v; else e.setAttribute(k, v);
+  }
+  for (const c of kids) e.append(c);
+  return e;
+};
+const authHeaders = () => (key ? { Authorization: 'Bearer ' + key } : {});
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// ---- key prompt ----
+function showLogin(message) {
+  stopStreams();
+  $('#main').hidden = true;
+  $('#stop-all').hidden = true;
+  $('#forget').hidden = true;
+  $('#login').hidden = false;
+  $('#key-error').textContent = message || '';
+  setConn($('#conn'), '', 'key needed');
+  $('#key').focus();
+}
+
+$('#key-form').addEventListener('submit', (ev) => {
+  ev.preventDefault();
+  key = $('#key').value.trim();
+  $('#key').value = '';
+  sessionStorage.setItem(KEY_ITEM, key);
+  boot();
+});
+
+$('#forget').addEventListener('click', () => {
+  key = '';
+  sessionStorage.removeItem(KEY_ITEM);
+  showLogin('');
+});
+
+async function boot() {
+  let r;
+  try {
+    r = await fetch('api/state', { headers: authHeaders(), cache: 'no-store' });
+  } catch (e) {
+    setConn($('#conn'), 'down', 'offline, retrying…');
+    await sleep(2000);
+    return boot();
+  }
+  if (r.status === 401) {
+    showLogin(key ? 'That key was not accepted.' : '');
+    return;
+  }
+  $('#login').hidden = true;
+  $('#main').hidden = false;
+  $('#stop-all').hidden = false;
+  $('#forget').hidden = !key;
+  if (r.ok) renderState(await r.json());
+  startEvents();
+}
+
+// ---- server-sent events over fetch, with reconnect ----
+function openStream(url, onEvent, conn) {
+  let stopped = false;
+  let ctrl = null;
+  let attempt = 0;
+  let everLive = false;
+  (async () => {
+    while (!stopped) {
+      ctrl = new AbortController();
+      try {
+        const r = await fetch(url, { headers: authHeaders(), signal: ctrl.signal, cache: 'no-store' });
+        if (r.status === 401) { showLogin('The key is no longer accepted.'); return; }
+        if (!r.ok) throw new Error('HTTP ' + r.status);
+        setConn(conn, 'live', everLive ? 'live (reconnected)' : 'live');
+        everLive = true;
+        attempt = 0;
+        const reader = r.body.getReader();
+        const dec = new TextDecoder();
+        let buf = '';
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          buf += dec.decode(value, { stream: true });
+          let i;
+          while ((i = buf.indexOf('\n\n')) >= 0) {
+            const block = buf.slice(0, i);
+            buf = buf.slice(i + 2);
+            let name = 'message';
+            let data = '';
+            for (const line of block.split('\n')) {
+              if (line.startsWith('event: ')) name = line.slice(7);
+              else if (line.startsWith('data: ')) data += line.slice(6);
+            }
+            if (data) onEvent(name, JSON.parse(data));
+          }
+        }
+        throw new Error('the stream ended');
+      } catch (e) {
+        if (stopped) return;
+        attempt++;
+        const wait = Math.min(1000 * attempt, 5000);
+        setConn(conn, 'retry', 'connection lost, reconnecting (attempt ' + attempt + ')…');
+        await sleep(wait);
+      }
+    }
+  })();
+  return { stop() { stopped = true; if (ctrl) ctrl.abort(); } };
+}
+
+function setConn(node, cls, text) {
+  node.className = 'pill ' + cls;
+  node.textContent = text;
+}
+
+function stopStreams() {
+  if (events) events.stop();
+  if (logs) logs.stop();
+  events = logs = null;
+}
+
+function startEvents() {
+  if (events) events.stop();
+  events = openStream('api/events', (name, data) => {
+    if (name === 'state') renderState(data);
+    else if (name === 'requests') addRequests(data);
+  }, $('#conn'));
+}
+
+// ---- engines and pools ----
+const fmtMs = (ms) => (ms >= 10000 ? (ms / 1000).toFixed(0) + ' s' : ms >= 1000 ? (ms / 1000).toFixed(1) + ' s' : Math.round(ms) + ' ms');
+function countdown(at) {
+  const s = Math.max(0, Math.round((at - Date.now()) / 1000));
+  return 'in ' + (s >= 60 ? Math.floor(s / 60) + ' min ' + (s % 60) + ' s' : s + ' s');
+}
+
+function renderState(snap) {
+  engines = snap.engines || [];
+  const box = $('#engines');
+  const seen = new Set();
+  for (const e of engines) {
+    seen.add(e.name);
+    let card = box.querySelector('[data-engine="' + CSS.escape(e.name) + '"]');
+    if (!card) card = box.appendChild(engineCard(e.name));
+    updateEngine(card, e);
+  }
+  for (const card of [...box.children]) if (!seen.has(card.dataset.engine)) card.remove();
+  renderPools(snap.pools || []);
+  renderLogChoice();
+  tick();
+}
+
+function engineCard(name) {
+  const card = el('article', { class: 'card', 'data-engine': name, 'aria-label': 'engine ' + name });
+  const h = el('h3', {}, el('span', { text: name }), el('span', { class: 'state' }));
+  const actions = el('div', { class: 'actions' },
+    el('button', { type: 'button', 'data-act': 'start', text: 'Start' }),
+    el('button', { type: 'button', 'data-act': 'stop', text: 'Stop' }),
+    el('button', { type: 'button', 'data-act': 'drain', text: 'Stop after requests' }),
+    el('button', { type: 'button', 'data-act': 'logs', class: 'quiet', text: 'Output' }));
+  actions.addEventListener('click', (ev) => {
+    const b = ev.target.closest('button');
+    if (b) act(name, b.dataset.act);
+  });
+  card.append(h, el('dl'), actions);
+  return card;
+}
+
+function updateEngine(card, e) {
+  const st = card.querySelector('.state');
+  st.textContent = e.state;
+  st.className = 'state s-' + e.state;
+  const rows = [['models', e.models.join(', ')]];
+  if (e.managed) rows.push(['pid / port', e.pid ? e.pid + ' / ' + e.port : '–']);
+  else rows.push(['remote', e.reachable === undefined ? 'not probed yet' : e.reachable ? 'reachable' : 'not reachable']);
+  rows.push(['leases', String(e.leases)]);
+  if (e.idle_stop_at) rows.push(['idle stop', { at: e.idle_stop_at }]);
+  else if (e.managed && e.idle_timeout_s) rows.push(['idle stop', 'after ' + e.idle_timeout_s + ' s idle']);
+  if (e.group) rows.push(['group', e.group]);
+  if (e.fallback) rows.push(['fallback', e.fallback]);
+  rows.push(['breaker', e.breaker_retry_at ? { text: e.breaker + ', trial ', at: e.breaker_retry_at } : e.breaker]);
+  for (const [model, state] of Object.entries(e.model_breakers || {})) rows.push(['breaker ' + model, { text: state, cls: 'error' }]);
+  if (e.start_ms) rows.push(['start took', fmtMs(e.start_ms)]);
+  if (e.last_error) rows.push(['last error', { text: e.last_error, cls: 'error' }]);
+  const dl = el('dl');
+  for (const [k, v] of rows) {
+    const dd = el('dd', { 'data-field': k });
+    if (typeof v === 'string') dd.textContent = v;
+    else {
+      if (v.cls) dd.className = v.cls;
+      dd.append(v.text || '');
+      if (v.at) dd.append(el('span', { class: 'countdown', 'data-at': String(v.at) }));
+    }
+    dl.append(el('dt', { text: k }), dd);
+  }
+  card.querySelector('dl').replaceWith(dl);
+  const running = e.state === 'ready' || e.state === 'starting';
+  const btn = (a) => card.querySelector('[data-act="' + a + '"]');
+  btn('start').disabled = !e.managed || running || e.state === 'stopping';
+  btn('stop').disabled = !e.managed || !running;
+  btn('drain').disabled = !e.managed || e.state !== 'ready';
+  btn('logs').disabled = !e.managed;
+}
+
+function renderPools(pools) {
+  $('#pools-section').hidden = pools.length === 0;
+  const box = $('#pools');
+  box.replaceChildren(...pools.map((p) => {
+    const ol = el('ol', { class: 'members' });
+    for (const m of p.members) {
+      ol.append(el('li', m.skipped ? { class: 'skipped' } : {},
+        m.member + (m.member.includes('/') ? '' : ' (' + m.model + ')') + ' · engine ',
+        el('span', { class: 'state s-' + (m.engine_state || 'stopped'), text: m.engine_state || '?' }),
+        ' · breaker ', el('span', { class: 's-' + m.breaker, text: m.breaker })));
+    }
+    return el('article', { class: 'card', 'data-pool': p.name },
+      el('h3', { text: p.name }), el('p', { class: 'muted', text: 'members in the order the next request tries them' }), ol);
+  }));
+}
+
+function tick() {
+  for (const n of document.querySelectorAll('.countdown')) n.textContent = countdown(Number(n.dataset.at));
+}
+setInterval(tick, 1000);
+
+// ---- actions ----
+const dialog = $('#confirm');
+function confirmAction(text) {
+  return new Promise((resolve) => {
+    $('#confirm-text').textContent = text;
+    dialog.returnValue = '';
+    dialog.addEventListener('close', () => resolve(dialog.returnValue === 'ok'), { once: true });
+    dialog.showModal();
+  });
+}
+
+async function act(name, what) {
+  if (what === 'logs') { chooseLog(name); $('#log').focus(); return; }
+  const questions = {
+    start: 'Start engine ' + name + '?',
+    stop: 'Stop engine ' + name + ' now? Requests in flight are cut.',
+    drain: 'Stop engine ' + name + ' once its requests in flight have finished?',
+  };
+  if (!(await confirmAction(questions[what]))) return;
+  const path = 'api/engines/' + encodeURIComponent(name) + '/' + (what === 'start' ? 'start' : 'stop') + (what === 'drain' ? '?drain=true' : '');
+  await post(path, what === 'start' ? 'Starting ' + name + '…' : 'Stopping ' + name + '…', name + ': done');
+}
+
+$('#stop-all').addEventListener('click', async () => {
+  if (!(await confirmAction('Stop every running engine now? Requests in flight are cut.'))) return;
+  await post('api/stop-all', 'Stopping every engine…', 'Every engine is stopped');
+});
+
+async function post(path, pending, done) {
+  const notice = $('#notice');
+  notice.textContent = pending;
+  try {
+    const r = await fetch(path, { method: 'POST', headers: authHeaders() });
+    if (r.status === 401) { showLogin('The key is no longer accepted.'); return; }
+    const body = await r.json().catch(() => ({}));
+    notice.textContent = r.ok ? done : 'Failed: ' + ((body.error && body.error.message) || JSON.stringify(body.failed || body));
+  } catch (e) {
+    notice.textContent = 'Failed: ' + e.message;
+  }
+}
+
+// ---- live engine output ----
+function renderLogChoice() {
+  const sel = $('#log-engine');
+  const names = engines.filter((e) => e.managed).map((e) => e.name);
+  if ([...sel.options].map((o) => o.value).join('\n') !== names.join('\n')) {
+    sel.replaceChildren(...names.map((n) => el('option', { value: n, text: n })));
+  }
+  if (!names.includes(logEngine)) chooseLog(names[0] || '');
+  else sel.value = logEngine;
+}
+
+$('#log-engine').addEventListener('change', (ev) => chooseLog(ev.target.value));
+
+function chooseLog(name) {
+  if (name === logEngine && logs) return;
+  logEngine = name;
+  $('#log-engine').value = name;
+  if (logs) logs.stop();
+  logs = null;
+  $('#log').textContent = '';
+  if (!name) { setConn($('#log-conn'), '', 'no engine'); return; }
+  logs = openStream('api/logs/' + encodeURIComponent(name), (ev, data) => {
+    if (ev === 'lines') addLines(data);
+  }, $('#log-conn'));
+}
+
+function addLines(data) {
+  const pre = $('#log');
+  const follow = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 8;
+  if (data.reset) pre.textContent = '';
+  if (data.lines.length) pre.append(data.lines.join('\n') + '\n');
+  let text = pre.textContent;
+  const over = text.split('\n').length - MAX_LOG_LINES;
+  if (over > 0) {
+    let cut = 0;
+    for (let i = 0; i < over; i++) cut = text.indexOf('\n', cut) + 1;
+    pre.textContent = text.slice(cut);
+  }
+  if (follow) pre.scrollTop = pre.scrollHeight;
+}
+
+// ---- recent requests ----
+function addRequests(data) {
+  const tbody = $('#requests tbody');
+  keep = data.keep || keep;
+  if (data.reset) tbody.replaceChildren();
+  for (const q of data.requests) tbody.prepend(requestRow(q, !data.reset));
+  while (tbody.rows.length > keep) tbody.deleteRow(-1);
+  $('#req-count').textContent = '(' + tbody.rows.length + ' of the last ' + keep + ')';
+}
+
+function requestRow(q, fresh) {
+  const t = new Date(q.time);
+  const cls = (q.status >= 400 ? 'bad' : '') + (fresh ? ' fresh' : '');
+  const tokens = q.tokens_in < 0 ? '–' : q.tokens_in + ' / ' + q.tokens_out;
+  let via = q.fallback ? 'fallback ' + q.fallback : '';
+  if (q.attempts > 1) via += (via ? ', ' : '') + q.attempts + ' attempts';
+  const td = (cls, text) => el('td', { class: cls, text });
+  return el('tr', { class: cls.trim(), 'data-seq': String(q.seq) },
+    el('td', {}, el('time', { datetime: t.toISOString(), text: t.toLocaleTimeString() })),
+    td('model', q.model), td('engine', q.engine || '–'), td('via', via), td('status num', String(q.status)),
+    td('num', q.ttfb_ms ? fmtMs(q.ttfb_ms) : '–'), td('num', fmtMs(q.duration_ms)), td('tokens num', tokens), td('key', q.key || ''));
+}
+
+boot();

@@ -1,0 +1,426 @@
+package statuspage
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"reflect"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/llmgateway/caddy-llm-gateway/engines"
+)
+
+//go:embed assets
+var assets embed.FS
+
+// Stream limits: a page never costs the gateway more than one goroutine and
+// one snapshot per stream, at most maxStreams streams run at once, a write
+// that a stuck browser does not take within writeTimeout ends its stream,
+// and a stream sends at most one batch per minGap however busy the gateway is.
+const (
+	maxStreams   = 64
+	writeTimeout = 10 * time.Second
+	minGap       = 100 * time.Millisecond
+	lookEvery    = time.Second // how often a stream looks at the engines
+	heartbeat    = 15 * time.Second
+)
+
+// Server serves the page and its API under Prefix:
+//
+//	GET  <prefix>/                           the page (and its script and styles): no key needed, it holds no data
+//	GET  <prefix>/api/state                  engines and pools, JSON
+//	GET  <prefix>/api/events                 server-sent events: "state" (engines and pools, when they change), "requests" (new recent requests)
+//	GET  <prefix>/api/logs/<engine>          server-sent events: "lines" (the engine's kept output, then each new line)
+//	POST <prefix>/api/engines/<name>/start   the admin API's start
+//	POST <prefix>/api/engines/<name>/stop    the admin API's stop (?drain=true)
+//	POST <prefix>/api/stop-all               stop every running engine
+//
+// Every /api/ call needs one of Keys (none needed when Keys is nil).
+type Server struct {
+	Prefix string
+	Keys   *Keys
+	Board  *Board
+	Source Source
+
+	reach reachability
+
+	closeOnce sync.Once
+	closedMu  sync.Mutex
+	closed    chan struct{} // closed by Close: the streams end
+}
+
+// Close ends the server's streams: a config that goes away (a reload, maybe
+// with other keys) takes its pages' streams with it, and they reconnect to
+// the new config's page, which checks their key again.
+func (s *Server) Close() {
+	s.closeOnce.Do(func() { close(s.done()) })
+}
+
+func (s *Server) done() chan struct{} {
+	s.closedMu.Lock()
+	defer s.closedMu.Unlock()
+	if s.closed == nil {
+		s.closed = make(chan struct{})
+	}
+	return s.closed
+}
+
+// streamContext is the request's context, also ended by Close.
+func (s *Server) streamContext(r *http.Request) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(r.Context())
+	// owned by the request: it returns when the stream ends, whichever way
+	go func() {
+		select {
+		case <-s.done():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
+// streamSlots bound the open streams process-wide: pages on sites and on the
+// admin endpoint share them.
+var streamSlots = make(chan struct{}, maxStreams)
+
+func takeStreamSlot() bool {
+	select {
+	case streamSlots <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+func giveStreamSlot() { <-streamSlots }
+
+// Owns reports whether the request's path is the page's.
+func (s *Server) Owns(path string) bool {
+	return path == s.Prefix || strings.HasPrefix(path, s.Prefix+"/")
+}
+
+// ServeHTTP implements http.Handler for paths under Prefix.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rest := strings.TrimPrefix(r.URL.Path, s.Prefix)
+	switch {
+	case rest == "":
+		http.Redirect(w, r, s.Prefix+"/", http.StatusMovedPermanently)
+	case strings.HasPrefix(rest, "/api/"):
+		if !s.Keys.allow(r) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="llm_gateway status page"`)
+			writeError(w, http.StatusUnauthorized, "invalid_api_key", "the status page needs one of the gateway's keys")
+			return
+		}
+		s.serveAPI(w, r, strings.TrimPrefix(rest, "/api/"))
+	default:
+		s.serveAsset(w, r, strings.TrimPrefix(rest, "/"))
+	}
+}
+
+// securityHeaders keep the page to its own origin: nothing is loaded from
+// elsewhere, and no other site may frame it.
+func securityHeaders(h http.Header) {
+	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "same-origin") // the admin endpoint wants an Origin or Referer on every browser call
+}
+
+func (s *Server) serveAsset(w http.ResponseWriter, r *http.Request, name string) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "the page is read with GET")
+		return
+	}
+	if name == "" {
+		name = "index.html"
+	}
+	b, err := fs.ReadFile(assets, "assets/"+name)
+	if err != nil || strings.Contains(name, "/") {
+		writeError(w, http.StatusNotFound, "not_found", "no such file of the status page")
+		return
+	}
+	types := map[string]string{".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml"}
+	for ext, ct := range types {
+		if strings.HasSuffix(name, ext) {
+			w.Header().Set("Content-Type", ct)
+		}
+	}
+	securityHeaders(w.Header())
+	w.Header().Set("Cache-Control", "no-cache")
+	_, _ = w.Write(b)
+}
+
+func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, rest string) {
+	parts := strings.Split(strings.Trim(rest, "/"), "/")
+	switch {
+	case r.Method == http.MethodGet && rest == "state":
+		writeJSON(w, http.StatusOK, s.takeSnapshot(r.Context()))
+	case r.Method == http.MethodGet && rest == "events":
+		s.serveEvents(w, r)
+	case r.Method == http.MethodGet && len(parts) == 2 && parts[0] == "logs":
+		s.serveLogs(w, r, parts[1])
+	case r.Method == http.MethodPost && len(parts) == 3 && parts[0] == "engines":
+		err := s.Source.Act(r.Context(), parts[1], parts[2], r.URL.Query().Get("drain") == "true")
+		s.Board.Nudge()
+		if err != nil {
+			writeError(w, statusOf(err), "action_failed", engines.Mask(err.Error(), nil))
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"engine": parts[1], "done": parts[2]})
+	case r.Method == http.MethodPost && rest == "stop-all":
+		s.stopAll(w, r)
+	default:
+		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("%s %s is not part of the status page's API", r.Method, r.URL.Path))
+	}
+}
+
+// StatusError lets Source.Act say which status its error deserves.
+type StatusError interface {
+	error
+	StatusCode() int
+}
+
+func statusOf(err error) int {
+	var se StatusError
+	if errors.As(err, &se) {
+		return se.StatusCode()
+	}
+	return http.StatusInternalServerError
+}
+
+// stopAll stops every running engine at once (no drain: unload everything).
+func (s *Server) stopAll(w http.ResponseWriter, r *http.Request) {
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		stopped = []string{}
+		failed  = map[string]string{}
+	)
+	for _, e := range s.Source.Engines() {
+		if !e.Config().Managed() || e.State() == engines.Stopped {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := s.Source.Act(r.Context(), e.Name(), "stop", false)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				failed[e.Name()] = engines.Mask(err.Error(), nil)
+			} else {
+				stopped = append(stopped, e.Name())
+			}
+		}()
+	}
+	wg.Wait()
+	s.Board.Nudge()
+	status := http.StatusOK
+	if len(failed) > 0 {
+		status = http.StatusConflict
+	}
+	writeJSON(w, status, map[string]any{"stopped": stopped, "failed": failed})
+}
+
+// serveEvents streams the engines' and pools' state when it changes and the
+// recent requests as they finish. It sends the whole recent list first, so
+// a page that reconnects starts over from the server's list.
+func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
+	st, ok := s.openStream(w)
+	if !ok {
+		return
+	}
+	defer giveStreamSlot()
+	ctx, cancel := s.streamContext(r)
+	defer cancel()
+	look := time.NewTicker(lookEvery)
+	defer look.Stop()
+	var lastState []byte
+	var seq uint64
+	for {
+		state, _ := json.Marshal(s.takeSnapshot(ctx))
+		if !bytes.Equal(state, lastState) {
+			if st.send("state", state) != nil {
+				return
+			}
+			lastState = state
+		}
+		reqs, missed, last, wake := s.Board.Requests(seq)
+		if len(reqs) > 0 {
+			b, _ := json.Marshal(map[string]any{"requests": reqs, "missed": missed, "reset": seq == 0, "keep": s.Board.requests.size()})
+			if st.send("requests", b) != nil {
+				return
+			}
+		} else if seq == 0 {
+			if st.send("requests", fmt.Appendf(nil, `{"requests":[],"missed":0,"reset":true,"keep":%d}`, s.Board.requests.size())) != nil {
+				return
+			}
+		}
+		seq = last
+		watch := []<-chan struct{}{wake, s.Board.nudged()}
+		for _, e := range s.Source.Engines() {
+			watch = append(watch, e.Changed())
+		}
+		if st.wait(ctx, watch, look.C) != nil {
+			return
+		}
+	}
+}
+
+// serveLogs streams one engine's output: the kept lines first, then each
+// new line as it is printed, masked as in the admin API.
+func (s *Server) serveLogs(w http.ResponseWriter, r *http.Request, name string) {
+	var eng *engines.Engine
+	for _, e := range s.Source.Engines() {
+		if e.Name() == name {
+			eng = e
+		}
+	}
+	if eng == nil {
+		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no engine named %q in the running config", name))
+		return
+	}
+	st, ok := s.openStream(w)
+	if !ok {
+		return
+	}
+	defer giveStreamSlot()
+	ctx, cancel := s.streamContext(r)
+	defer cancel()
+	var seq uint64
+	first := true
+	for {
+		lines, last, wake := eng.Lines(seq)
+		if len(lines) > 0 || first {
+			b, _ := json.Marshal(map[string]any{"lines": orEmpty(lines), "reset": first})
+			if st.send("lines", b) != nil {
+				return
+			}
+		}
+		seq, first = last, false
+		if st.wait(ctx, []<-chan struct{}{wake}, nil) != nil {
+			return
+		}
+	}
+}
+
+func orEmpty(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// stream is one server-sent-event response.
+type stream struct {
+	w  http.ResponseWriter
+	rc *http.ResponseController
+}
+
+// openStream takes a stream slot and writes the event-stream headers; it
+// answers 503 when every slot is taken.
+func (s *Server) openStream(w http.ResponseWriter) (*stream, bool) {
+	if !takeStreamSlot() {
+		writeError(w, http.StatusServiceUnavailable, "too_many_streams", fmt.Sprintf("more than %d status page streams are open", maxStreams))
+		return nil, false
+	}
+	rc := http.NewResponseController(w)
+	// the admin endpoint's server has a read timeout for whole requests;
+	// a stream is one long response, and the browser sends nothing more
+	_ = rc.SetReadDeadline(time.Time{})
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	securityHeaders(h)
+	w.WriteHeader(http.StatusOK)
+	st := &stream{w: w, rc: rc}
+	if err := st.flush(); err != nil {
+		giveStreamSlot()
+		return nil, false
+	}
+	return st, true
+}
+
+// send writes one event; a browser that does not take it within
+// writeTimeout ends the stream.
+func (st *stream) send(event string, data []byte) error {
+	_ = st.rc.SetWriteDeadline(time.Now().Add(writeTimeout))
+	var buf bytes.Buffer
+	buf.Grow(len(event) + len(data) + 16)
+	buf.WriteString("event: ")
+	buf.WriteString(event)
+	buf.WriteString("\ndata: ")
+	buf.Write(data) // JSON: no newlines
+	buf.WriteString("\n\n")
+	if _, err := st.w.Write(buf.Bytes()); err != nil {
+		return err
+	}
+	return st.flush()
+}
+
+func (st *stream) flush() error {
+	_ = st.rc.SetWriteDeadline(time.Now().Add(writeTimeout))
+	return st.rc.Flush()
+}
+
+// wait returns after minGap once one of the channels fires or tick ticks,
+// sending a comment as heartbeat while none does, or with ctx's error.
+func (st *stream) wait(ctx context.Context, chans []<-chan struct{}, tick <-chan time.Time) error {
+	beat := time.NewTimer(heartbeat)
+	defer beat.Stop()
+	// the engines' change channels are as many as the engines: a select
+	// built at run time (a few per second at most, bounded by minGap)
+	cases := make([]reflect.SelectCase, 0, len(chans)+3)
+	cases = append(cases,
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())},
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(beat.C)},
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(tick)})
+	for _, c := range chans {
+		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(c)})
+	}
+	for {
+		chosen, _, _ := reflect.Select(cases)
+		if chosen == 0 {
+			return ctx.Err()
+		}
+		if chosen != 1 {
+			break
+		}
+		_ = st.rc.SetWriteDeadline(time.Now().Add(writeTimeout))
+		if _, err := st.w.Write([]byte(": heartbeat\n\n")); err != nil {
+			return err
+		}
+		if err := st.flush(); err != nil {
+			return err
+		}
+		beat.Reset(heartbeat)
+	}
+	// however busy the gateway, a stream sends at most one batch per
+	// minGap: what arrives meanwhile is read from the ring in one go
+	gap := time.NewTimer(minGap)
+	defer gap.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-gap.C:
+		return nil
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, map[string]any{"error": map[string]string{"message": msg, "type": "status_page_error", "code": code}})
+}
