@@ -46,6 +46,7 @@ import (
 //			to <url>                    # required; http(s)://host[:port][/base]; {engine.port} with cmd
 //			models <name...>            # required; names and aliases clients ask for
 //			model_name <name>           # what the engine calls the model (body rewritten)
+//			api openai|anthropic ...    # the API families it speaks; default both
 //			api_key <key> [<header>]    # the engine's own key; default header Authorization: Bearer
 //			cmd <program> <args...>     # the gateway starts the engine on demand
 //			dir <path>
@@ -425,6 +426,11 @@ func parseEngine(d *cf.Dispenser) (engines.Config, error) {
 			}
 		case "model_name":
 			err = oneArg(d, &ec.ModelName)
+		case "api":
+			ec.APIs = d.RemainingArgs()
+			if len(ec.APIs) == 0 {
+				err = d.ArgErr()
+			}
 		case "api_key":
 			args := d.RemainingArgs()
 			switch len(args) {

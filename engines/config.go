@@ -43,6 +43,14 @@ type Config struct {
 	// resolved at provision time. Default: no key is sent.
 	APIKey string `json:"api_key,omitempty"`
 
+	// APIs are the API families the engine speaks: "openai" (chat
+	// completions, responses, embeddings, …) and "anthropic" (the Messages
+	// API, /v1/messages). A request of a family the engine does not speak
+	// never reaches it, and an engine's fallbacks must speak every family
+	// the engine does. Default: both (llama.cpp's server, ollama and vLLM
+	// answer both).
+	APIs []string `json:"apis,omitempty"`
+
 	// APIKeyHeader is the header that carries APIKey. Default:
 	// "Authorization" with the value "Bearer <key>"; any other header
 	// carries the bare key.
@@ -225,6 +233,20 @@ func (c Config) SetKey(h http.Header) {
 	h.Set(c.APIKeyHeader, c.APIKey)
 }
 
+// Speaks reports whether the engine speaks an API family ("openai",
+// "anthropic").
+func (c Config) Speaks(family string) bool {
+	if len(c.APIs) == 0 {
+		return true
+	}
+	for _, a := range c.APIs {
+		if a == family {
+			return true
+		}
+	}
+	return false
+}
+
 // Managed reports whether the gateway runs this engine's process.
 func (c Config) Managed() bool { return len(c.Cmd) > 0 }
 
@@ -259,6 +281,11 @@ func (c Config) Validate() error {
 	}
 	if len(c.Models) == 0 {
 		return fmt.Errorf("engine %s: missing 'models' (the names clients ask for)", c.Name)
+	}
+	for _, a := range c.APIs {
+		if a != "openai" && a != "anthropic" {
+			return fmt.Errorf("engine %s: api takes openai and/or anthropic, not %q", c.Name, a)
+		}
 	}
 	usesPort := strings.Contains(c.To, PortPlaceholder) || strings.Contains(strings.Join(c.Cmd, " "), PortPlaceholder)
 	if usesPort && !c.Managed() {

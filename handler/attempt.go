@@ -265,7 +265,11 @@ func (g *Gateway) awaitFirstContent(a *attempt) {
 			a.broke(err)
 			return
 		}
-		switch classifyEvent(ev, true) {
+		kind := classifyEvent(ev, true)
+		if a.req.api == apiAnthropic {
+			kind = classifyAnthropic(ev)
+		}
+		switch kind {
 		case eventMalformed:
 			g.droppedEvent(a)
 			continue

@@ -3,6 +3,7 @@ package handler
 import (
 	"net/http"
 	"strconv"
+	"strings"
 )
 
 // Error is an answer the gateway makes itself, shaped as OpenAI's errors are
@@ -50,6 +51,79 @@ func (e *Error) appendObject(b []byte, withStatus bool) []byte {
 		b = strconv.AppendInt(b, int64(e.Status), 10)
 	}
 	return append(b, "}}"...)
+}
+
+// api is the API family a request speaks: its errors, in bodies and in
+// streams, take that family's shape.
+type api int
+
+const (
+	apiOpenAI    api = iota
+	apiAnthropic     // the Messages API: /v1/messages and /v1/messages/count_tokens
+)
+
+// apiOf is the family of a request path.
+func apiOf(path string) api {
+	if path == "/v1/messages" || strings.HasPrefix(path, "/v1/messages/") {
+		return apiAnthropic
+	}
+	return apiOpenAI
+}
+
+// anthropic is the error as the Messages API says it, so Anthropic's SDKs
+// raise it with its type: {"type":"error","error":{"type":…,"message":…}}.
+// The status is Anthropic's for the same trouble: 529 overloaded_error where
+// the gateway itself has no engine to offer (its 503s).
+func (e *Error) anthropic() (int, []byte) {
+	status, typ := e.Status, "api_error"
+	switch {
+	case e.Status == http.StatusBadRequest, e.Status == http.StatusMethodNotAllowed, e.Status == http.StatusUnprocessableEntity:
+		typ = "invalid_request_error"
+	case e.Status == http.StatusUnauthorized:
+		typ = "authentication_error"
+	case e.Status == http.StatusForbidden:
+		typ = "permission_error"
+	case e.Status == http.StatusNotFound:
+		typ = "not_found_error"
+	case e.Status == http.StatusRequestEntityTooLarge:
+		typ = "request_too_large"
+	case e.Status == http.StatusTooManyRequests:
+		typ = "rate_limit_error"
+	case e.Status == http.StatusServiceUnavailable:
+		status, typ = 529, "overloaded_error"
+	}
+	b := append(make([]byte, 0, 96+len(e.Message)), `{"type":"error","error":{"type":`...)
+	b = appendJSONString(b, typ)
+	b = append(b, `,"message":`...)
+	b = appendJSONString(b, e.Message)
+	return status, append(b, "}}"...)
+}
+
+// writeAs sends the error as the whole response, shaped for the family.
+func (e *Error) writeAs(w http.ResponseWriter, family api) {
+	if family != apiAnthropic {
+		e.write(w)
+		return
+	}
+	status, body := e.anthropic()
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// eventAs is the error as one in-band stream event of the family: OpenAI's
+// data-only error event, or Anthropic's `event: error`.
+func (e *Error) eventAs(family api) []byte {
+	if family != apiAnthropic {
+		return e.sseEvent()
+	}
+	_, body := e.anthropic()
+	b := append(make([]byte, 0, len(body)+32), "event: error\ndata: "...)
+	b = append(b, body...)
+	return append(b, "\n\n"...)
 }
 
 // write sends the error as the whole response.

@@ -53,7 +53,7 @@ func (g *Gateway) fail(rp *reply, failed []failure) {
 		rp.w.Header().Set("X-LLM-Attempts", strings.Join(labels, ", "))
 	}
 	rp.firstByte(e.Status)
-	e.write(rp.w)
+	e.writeAs(rp.w, rp.api)
 }
 
 // passUpstreamError sends an upstream's error answer: status, headers and

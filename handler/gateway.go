@@ -175,6 +175,8 @@ func validateFallbacks(e engines.Config, byName map[string]engines.Config) error
 	if e.Fallback != "" {
 		fb, ok := byName[e.Fallback]
 		switch {
+		case ok && !speaksAll(fb, e):
+			return fmt.Errorf("engine %s: its fallback %s does not speak every API it does (api %s vs %s): a request could fall back to an engine that cannot read it", e.Name, e.Fallback, apisOf(e), apisOf(fb))
 		case e.Fallback == e.Name:
 			return fmt.Errorf("engine %s: its fallback %s is the engine itself", e.Name, e.Fallback)
 		case !ok:
@@ -191,8 +193,38 @@ func validateFallbacks(e engines.Config, byName map[string]engines.Config) error
 		if name == e.Name {
 			return fmt.Errorf("engine %s: its context_fallback %s is the engine itself", e.Name, name)
 		}
+		if !speaksAll(byName[name], e) {
+			return fmt.Errorf("engine %s: its context_fallback %s does not speak every API it does (api %s vs %s)", e.Name, name, apisOf(e), apisOf(byName[name]))
+		}
 	}
 	return nil
+}
+
+// speaksAll reports whether fb speaks every API family e does: a fallback
+// between formats is refused rather than translated (a faithful translation
+// of tool use and streams between the two APIs is its own product).
+func speaksAll(fb, e engines.Config) bool {
+	for _, family := range []string{"openai", "anthropic"} {
+		if e.Speaks(family) && !fb.Speaks(family) {
+			return false
+		}
+	}
+	return true
+}
+
+func apisOf(e engines.Config) string {
+	if len(e.APIs) == 0 {
+		return "openai anthropic"
+	}
+	return strings.Join(e.APIs, " ")
+}
+
+// family is the config's name of an API family.
+func (a api) family() string {
+	if a == apiAnthropic {
+		return "anthropic"
+	}
+	return "openai"
 }
 
 // route is how requests reach one engine.
@@ -328,6 +360,8 @@ type Result struct {
 	HasUsage   bool
 	Known      bool // ModelAsked names a model or pool of this gateway
 	Handled    bool // the gateway served the request (a path under /v1/)
+
+	api api // the request's API family, for the shape of refusals
 }
 
 // Hooks let the caddy module count what happens inside a request; nil
@@ -361,6 +395,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, res *Result)
 	}
 	start := g.clock.Now()
 	res.Handled = true
+	res.api = apiOf(p)
 	defer func() {
 		res.Duration = g.clock.Now().Sub(start)
 		if res.Status == 0 && r.Context().Err() != nil {
@@ -414,6 +449,7 @@ type request struct {
 	model     string
 	stream    bool
 	fallbacks []byte // the raw "fallbacks" value, if the body had one
+	api       api    // OpenAI's or Anthropic's
 	budget    *failoverBudget
 	pool      string // the pool being served, if any
 	keptError bool   // an attempt kept its error body whole already
@@ -421,7 +457,7 @@ type request struct {
 
 // refuse answers with an error of the gateway's own.
 func (res *Result) refuse(w http.ResponseWriter, e *Error) {
-	e.write(w)
+	e.writeAs(w, res.api)
 	res.Status = e.Status
 }
 
@@ -443,6 +479,11 @@ func (g *Gateway) serveRouted(w http.ResponseWriter, r *http.Request, res *Resul
 		return
 	}
 	res.Known = true
+	if !rt.cfg.Speaks(req.api.family()) {
+		res.refuse(w, &Error{http.StatusNotFound, typeInvalidRequest, "model_not_found",
+			fmt.Sprintf("the model %q is not served over this API here: its engine %s speaks only %s", req.model, rt.cfg.Name, apisOf(rt.cfg))})
+		return
+	}
 	plan, perr := g.withBodyFallbacks(req, rt.plan)
 	if perr != nil {
 		res.refuse(w, perr)
@@ -501,7 +542,8 @@ func (g *Gateway) readRequest(r *http.Request) (*request, *Error) {
 	if !ok || len(model) == 0 {
 		return nil, errBadRequest("missing_model", `the request body has no "model": name one of GET /v1/models`)
 	}
-	return &request{r: r, body: body, fields: fields, model: string(model), stream: isTrue(body, fields.stream), fallbacks: fallbacks}, nil
+	return &request{r: r, body: body, fields: fields, model: string(model), stream: isTrue(body, fields.stream),
+		fallbacks: fallbacks, api: apiOf(r.URL.Path)}, nil
 }
 
 var errTooLarge = errors.New("body too large")

@@ -48,11 +48,12 @@ type planner struct {
 	budget   *failoverBudget // a pool's, or nil
 	rewaited bool            // the engine was waited for again after its fallback failed a slow start
 	clock    engines.Clock
-	max      int // upstream attempts allowed in all (max_attempts)
+	max      int    // upstream attempts allowed in all (max_attempts)
+	family   string // the request's API family: candidates that do not speak it are skipped
 }
 
 func newPlanner(plan []candidate, budget *failoverBudget, clock engines.Clock, maxAttempts int) *planner {
-	return &planner{walk: plan, budget: budget, clock: clock, i: -1, max: maxAttempts}
+	return &planner{walk: plan, budget: budget, clock: clock, i: -1, max: maxAttempts, family: "openai"}
 }
 
 // next moves to the next candidate worth trying: a pool member is skipped
@@ -65,6 +66,9 @@ func (p *planner) next() (candidate, bool) {
 	for p.i++; p.i < len(p.walk); p.i++ {
 		p.retries = 0
 		c := p.walk[p.i]
+		if !c.rt.cfg.Speaks(p.family) {
+			continue // a pool member or body fallback that cannot read this request
+		}
 		if c.role == rolePool && p.budget != nil &&
 			(p.attempts >= p.budget.attempts || p.clock.Now().After(p.budget.deadline)) {
 			continue
@@ -162,8 +166,9 @@ func (p *planner) upcoming() (candidate, bool) {
 // run walks the plan. Nothing but SSE comments reaches the client before
 // commit; after it, nothing switches.
 func (g *Gateway) run(w http.ResponseWriter, req *request, plan []candidate, res *Result) {
-	rp := g.newReply(w, req.stream, res)
+	rp := g.newReply(w, req.stream, req.api, res)
 	p := newPlanner(plan, req.budget, g.clock, g.maxAttempts)
+	p.family = req.api.family()
 	for c, ok := p.next(); ok; {
 		a := g.try(rp, req, c)
 		a.index = p.i

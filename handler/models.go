@@ -64,8 +64,56 @@ func appendModel(b []byte, id string, rt *route, status string) []byte {
 	return append(b, '}')
 }
 
-// serveModels answers GET /v1/models in OpenAI's list format.
+// wantsAnthropic reports whether a models request comes from an Anthropic
+// client, which sends anthropic-version on every call and expects its
+// list shape.
+func wantsAnthropic(r *http.Request) bool { return r.Header.Get("Anthropic-Version") != "" }
+
+// appendAnthropicModel appends one model object of Anthropic's list.
+func appendAnthropicModel(b []byte, id string) []byte {
+	b = append(b, `{"type":"model","id":`...)
+	b = appendJSONString(b, id)
+	b = append(b, `,"display_name":`...)
+	b = appendJSONString(b, id)
+	return append(b, `,"created_at":"1970-01-01T00:00:00Z"}`...)
+}
+
+// serveAnthropicModels answers GET /v1/models in Anthropic's list shape:
+// the models whose engines speak the Messages API, and the pools.
+func (g *Gateway) serveAnthropicModels(w http.ResponseWriter, r *http.Request) {
+	up := g.remoteUp(r.Context())
+	var ids []string
+	for _, rt := range g.routes {
+		if rt.cfg.Speaks("anthropic") && rt.listable(rt.status(up)) {
+			ids = append(ids, rt.cfg.Models...)
+		}
+	}
+	ids = append(ids, g.poolIDs()...)
+	b := []byte(`{"data":[`)
+	for i, id := range ids {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendAnthropicModel(b, id)
+	}
+	b = append(b, `],"has_more":false,"first_id":`...)
+	if len(ids) > 0 {
+		b = appendJSONString(b, ids[0])
+		b = append(b, `,"last_id":`...)
+		b = appendJSONString(b, ids[len(ids)-1])
+	} else {
+		b = append(b, `null,"last_id":null`...)
+	}
+	writeJSON(w, r, append(b, "}\n"...))
+}
+
+// serveModels answers GET /v1/models in OpenAI's list format (Anthropic's
+// for an Anthropic client).
 func (g *Gateway) serveModels(w http.ResponseWriter, r *http.Request) {
+	if wantsAnthropic(r) {
+		g.serveAnthropicModels(w, r)
+		return
+	}
 	up := g.remoteUp(r.Context())
 	b := []byte(`{"object":"list","data":[`)
 	first := true
@@ -114,8 +162,13 @@ func appendPool(b []byte, id string) []byte {
 
 // serveModel answers GET /v1/models/{id} and returns the status.
 func (g *Gateway) serveModel(w http.ResponseWriter, r *http.Request, id string) int {
+	anthropic := wantsAnthropic(r)
 	if g.pools[id] != nil {
-		writeJSON(w, r, append(appendPool(nil, id), '\n'))
+		if anthropic {
+			writeJSON(w, r, append(appendAnthropicModel(nil, id), '\n'))
+		} else {
+			writeJSON(w, r, append(appendPool(nil, id), '\n'))
+		}
 		return http.StatusOK
 	}
 	rt := g.byModel[id]
@@ -123,12 +176,20 @@ func (g *Gateway) serveModel(w http.ResponseWriter, r *http.Request, id string) 
 	if rt != nil {
 		status = rt.status(g.remoteUp(r.Context()))
 	}
-	if rt == nil || !rt.listable(status) {
+	if rt == nil || !rt.listable(status) || (anthropic && !rt.cfg.Speaks("anthropic")) {
 		e := g.unknownModel(id)
-		e.write(w)
+		family := apiOpenAI
+		if anthropic {
+			family = apiAnthropic
+		}
+		e.writeAs(w, family)
 		return e.Status
 	}
-	writeJSON(w, r, append(appendModel(nil, id, rt, status), '\n'))
+	if anthropic {
+		writeJSON(w, r, append(appendAnthropicModel(nil, id), '\n'))
+	} else {
+		writeJSON(w, r, append(appendModel(nil, id, rt, status), '\n'))
+	}
 	return http.StatusOK
 }
 

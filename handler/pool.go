@@ -329,7 +329,7 @@ func (g *Gateway) probeMember(ctx context.Context, m *poolMember) ProbeResult {
 	r.Header.Set("Content-Type", "application/json")
 	fields, _ := scanBody(body)
 	req := &request{r: r, body: body, fields: fields, model: m.model}
-	rp := g.newReply(discardWriter{}, false, &Result{})
+	rp := g.newReply(discardWriter{}, false, apiOpenAI, &Result{})
 	c := candidate{rt: m.rt, model: m.model, role: rolePool, acquire: true, brk: engines.NewBreaker(1, time.Second, nil), label: m.id}
 	start := time.Now()
 	a := g.try(rp, req, c)

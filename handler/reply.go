@@ -29,14 +29,15 @@ type reply struct {
 	rc        *http.ResponseController
 	clock     engines.Clock
 	stream    bool // the client asked for an event stream
+	api       api  // the API family: the shape of the gateway's own errors
 	preamble  bool // SSE headers went out before any upstream answered
 	keepAlive time.Duration
 	start     time.Time
 	res       *Result // what the client got, for logs and metrics
 }
 
-func (g *Gateway) newReply(w http.ResponseWriter, stream bool, res *Result) *reply {
-	return &reply{w: w, rc: http.NewResponseController(w), clock: g.clock, stream: stream,
+func (g *Gateway) newReply(w http.ResponseWriter, stream bool, family api, res *Result) *reply {
+	return &reply{w: w, rc: http.NewResponseController(w), clock: g.clock, stream: stream, api: family,
 		keepAlive: g.keepAlive, start: g.clock.Now(), res: res}
 }
 
@@ -65,7 +66,7 @@ func (rp *reply) sendPreamble() {
 
 // errorEvent ends a stream whose headers went out with one error event.
 func (rp *reply) errorEvent(e *Error) {
-	_, _ = rp.w.Write(e.sseEvent())
+	_, _ = rp.w.Write(e.eventAs(rp.api))
 	_ = rp.rc.Flush()
 }
 

@@ -238,6 +238,38 @@ func classifyEvent(ev []byte, probe bool) eventKind {
 	return probeChunk(data)
 }
 
+// classifyAnthropic says what an event of Anthropic's Messages API stream
+// is, before commit. The commit point is the first content_block_delta
+// (text, thinking or tool input): message_start, ping and the start and
+// stop of a block say nothing yet, so a failure before the first delta
+// may still go elsewhere; an error event is an error.
+func classifyAnthropic(ev []byte) eventKind {
+	data, ok := dataOf(ev)
+	if !ok {
+		return eventComment
+	}
+	data = bytes.TrimSpace(data)
+	if len(data) == 0 {
+		return eventComment
+	}
+	if end, err := skipValue(data, 0, 1); err != nil || end != len(data) {
+		return eventMalformed
+	}
+	var t struct {
+		Type string `json:"type"`
+	}
+	if data[0] != '{' || json.Unmarshal(data, &t) != nil {
+		return eventContent // valid JSON of another shape: not ours to judge
+	}
+	switch t.Type {
+	case "message_start", "ping", "content_block_start", "content_block_stop":
+		return eventPreamble
+	case "error":
+		return eventError
+	}
+	return eventContent
+}
+
 // inspectEvent is classifyEvent for a committed stream, which also wants
 // the token usage an event may carry: one validating scan of an object's
 // top level finds both, so counting tokens costs no second pass.
