@@ -141,6 +141,10 @@ func TestSlowPrimaryStreamGetsPreambleKeepAlivesAndOneSwitchComment(t *testing.T
 	if keepAlives < 3 || switches != 1 || text.String() != "hello from the fallback" {
 		t.Fatalf("%d keep-alives, %d switch comments, text %q", keepAlives, switches, text.String())
 	}
+	// the headers went out before the switch: the trailers say who answered
+	if resp.Trailer.Get("X-LLM-Engine") != "cpu" || resp.Trailer.Get("X-LLM-Fallback") != "cpu" {
+		t.Fatalf("trailers %v", resp.Trailer)
+	}
 	// the fallback has no key of its own: it must get none of the caller's
 	h := fb.all()[0].header
 	if h.Get("Authorization") != "" || h.Get("X-Api-Key") != "" {

@@ -279,3 +279,45 @@ func TestAStreamWaitingForItsFirstTokenGetsThePreambleAndKeepAlives(t *testing.T
 		t.Fatalf("%v %q", err, rest)
 	}
 }
+
+// A stream that waited gets its headers before the engine is known: the
+// engine is named in the stream and in the trailers.
+func TestAStreamThatWaitedNamesItsEngineInTrailers(t *testing.T) {
+	clock := engines.NewFakeClock()
+	arrived, release := make(chan struct{}), make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.ReadAll(r.Body)
+		close(arrived)
+		<-release
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, chunk("c1", "hello")+`data: {"id":"c1","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`+"\n\ndata: [DONE]\n\n")
+	}))
+	defer up.Close()
+	_, url := testGateway(t, Config{Engines: []engines.Config{{Name: "slowpoke", To: up.URL, Models: []string{"m"}}}}, clock)
+	got := make(chan *http.Response, 1)
+	go func() {
+		resp, err := http.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"m","stream":true}`))
+		if err != nil {
+			t.Error(err)
+		}
+		got <- resp
+	}()
+	<-arrived
+	clock.Advance(time.Second) // the preamble goes out
+	resp := <-got
+	if resp == nil {
+		return
+	}
+	defer resp.Body.Close()
+	if resp.Header.Get("X-LLM-Engine") != "" {
+		t.Fatal("the engine was named before it was known")
+	}
+	close(release)
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || !strings.Contains(string(body), ": engine slowpoke\n") {
+		t.Fatalf("%v %q", err, body)
+	}
+	if resp.Trailer.Get("X-LLM-Engine") != "slowpoke" {
+		t.Fatalf("trailers %v", resp.Trailer)
+	}
+}

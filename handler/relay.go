@@ -104,10 +104,16 @@ func (g *Gateway) commit(rp *reply, a *attempt) {
 	name := a.c.rt.cfg.Name
 	st := a.stream
 	if rp.preamble {
-		// the status and headers went out with the preamble: body only
+		// the status and headers went out with the preamble, before the
+		// engine was known: it is named in the stream, and in trailers
+		// (X-LLM-Engine, X-LLM-Fallback) a client reads after the body
 		if a.c.isFallback() {
 			rp.comment("fallback " + name)
+			rp.w.Header().Set(http.TrailerPrefix+"X-LLM-Fallback", name)
+		} else {
+			rp.comment("engine " + name)
 		}
+		rp.w.Header().Set(http.TrailerPrefix+"X-LLM-Engine", name)
 	} else {
 		h := rp.w.Header()
 		copyHeader(h, resp.Header)
