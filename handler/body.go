@@ -126,21 +126,25 @@ func scanBody(b []byte) (bodyFields, error) {
 	}
 }
 
+// decodedName is a member name as upstreams read it: rawName itself, or,
+// when it has escapes ("mod\u0065l"), decoded into buf.
+func decodedName(buf, rawName []byte) ([]byte, bool) {
+	for _, c := range rawName {
+		if c == '\\' {
+			return appendUnquoted(buf, rawName)
+		}
+	}
+	return rawName, true
+}
+
 // slot returns where a member with this raw (still escaped) name is kept, or
 // nil when the gateway does not care about it. A name written with escapes
 // ("mod\u0065l") is compared decoded, because that is how upstreams read it.
 func (f *bodyFields) slot(rawName []byte) *member {
-	name := rawName
 	var buf [32]byte
-	for _, c := range rawName {
-		if c == '\\' {
-			dec, ok := appendUnquoted(buf[:0], rawName)
-			if !ok {
-				return nil
-			}
-			name = dec
-			break
-		}
+	name, ok := decodedName(buf[:0], rawName)
+	if !ok {
+		return nil
 	}
 	switch string(name) {
 	case "model":
@@ -176,17 +180,10 @@ func (f *bodyFields) fold(rawName []byte) {
 	if len(rawName) < 5 || len(rawName) > 9*6 {
 		return
 	}
-	name := rawName
 	var buf [64]byte
-	for _, c := range rawName {
-		if c == '\\' {
-			dec, ok := appendUnquoted(buf[:0], rawName)
-			if !ok {
-				return
-			}
-			name = dec
-			break
-		}
+	name, ok := decodedName(buf[:0], rawName)
+	if !ok {
+		return
 	}
 	for i, want := range foldNames {
 		if len(name) >= len(want) && equalFold(name, want) {
