@@ -268,6 +268,9 @@ func TestAStreamWaitingForItsFirstTokenGetsThePreambleAndKeepAlives(t *testing.T
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
 		t.Fatalf("%d %v", resp.StatusCode, resp.Header)
 	}
+	// the preamble's timer re-arms itself for the first keep-alive after it
+	// sent the preamble: wait for that (the header budget is the other timer)
+	clock.WaitForTimers(2)
 	clock.Advance(3 * time.Second) // a keep-alive
 	r := bufio.NewReader(resp.Body)
 	if line, err := r.ReadString('\n'); err != nil || line != ": keep-alive\n" {
