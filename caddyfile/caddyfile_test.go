@@ -631,6 +631,46 @@ func TestParseErrorsNameTheProblemAndTheLine(t *testing.T) {
 		{"key with three words", `llm_gateway {
 	key alice sk-alice extra` + remote + `
 }`, "key takes a name and a token: key <name> <token>", 2},
+		{"a transport other than http", `llm_gateway {
+	engine a {
+		to http://10.0.0.1:8000
+		models a
+		transport fastcgi {
+			root /srv
+		}
+	}
+}`, "transport \"fastcgi\" is not supported: use transport http", 5},
+		{"an option Caddy's transport does not know", `llm_gateway {
+	engine a {
+		to http://10.0.0.1:8000
+		models a
+		transport http {
+			dial_timeout 3s
+			tls_no_such_option on
+		}
+	}
+}`, "unrecognized subdirective tls_no_such_option", 7},
+		{"a transport without its module", `llm_gateway {
+	engine a {
+		to http://10.0.0.1:8000
+		models a
+		transport
+	}
+}`, "wrong argument count", 5},
+		{"a transport set twice", `llm_gateway {
+	engine a {
+		to http://10.0.0.1:8000
+		models a
+		transport http
+		transport http {
+			versions h2c
+		}
+	}
+}`, "transport is set twice in this block (first at Testfile:5)", 6},
+		{"the handler's transport set twice", `llm_gateway {
+	transport http
+	transport http` + remote + `
+}`, "transport is set twice in this block (first at Testfile:2)", 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse(cf.NewTestDispenser(tc.input))

@@ -4,6 +4,7 @@
 package engines
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -84,6 +85,14 @@ type Config struct {
 
 	// DialTimeout bounds connecting to the engine. Default: 10s.
 	DialTimeout caddy.Duration `json:"dial_timeout,omitempty"`
+
+	// Transport configures how requests reach the engine: Caddy's own
+	// HTTP transport (the "http" module of reverse_proxy: TLS to an
+	// internal CA, client certificates, tls_server_name, h2c, keep-alive
+	// tuning, a proxy), written as reverse_proxy writes its "transport".
+	// DialTimeout applies when it sets no dial_timeout of its own.
+	// Default: Caddy's HTTP transport with its defaults.
+	Transport json.RawMessage `json:"transport,omitempty" caddy:"namespace=http.reverse_proxy.transport inline_key=protocol"`
 
 	// HeaderTimeout bounds the wait for response headers once the request
 	// is sent. A non-streaming llama-server answers only when generation
@@ -273,6 +282,9 @@ func (c Config) Validate() error {
 	if c.BreakerFailures < 0 {
 		return fmt.Errorf("engine %s: breaker failures may not be negative", c.Name)
 	}
+	if err := c.validateTransport(); err != nil {
+		return err
+	}
 	for _, kv := range c.Env {
 		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
 			return fmt.Errorf("engine %s: env %q is not KEY=VALUE", c.Name, kv)
@@ -290,6 +302,25 @@ func (c Config) Validate() error {
 		if d.v < 0 {
 			return fmt.Errorf("engine %s: %s may not be negative", c.Name, d.name)
 		}
+	}
+	return nil
+}
+
+// validateTransport checks that a transport is one the gateway provisions:
+// Caddy's "http" transport module (the only one that carries requests to a
+// URL the gateway names).
+func (c Config) validateTransport() error {
+	if len(c.Transport) == 0 {
+		return nil
+	}
+	var t struct {
+		Protocol string `json:"protocol"`
+	}
+	if err := json.Unmarshal(c.Transport, &t); err != nil {
+		return fmt.Errorf("engine %s: bad transport: %v", c.Name, err)
+	}
+	if t.Protocol != "http" {
+		return fmt.Errorf("engine %s: transport %q is not supported: use transport http { … }", c.Name, t.Protocol)
 	}
 	return nil
 }
