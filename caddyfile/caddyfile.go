@@ -55,6 +55,11 @@ import (
 //			dir <path>
 //			env <KEY=VALUE|KEY VALUE>   # repeatable
 //			ready <path>                # readiness probe, default /health
+//			health_interval <duration>  # remote engines: active health checks; default 0 (off)
+//			health_path <path>          # default: the ready path; any 2xx passes
+//			health_timeout <duration>   # default 5s
+//			health_passes <n>           # checks in a row to be up again; default 1
+//			health_fails <n>            # checks in a row to be down; default 1
 //			wake on|off                 # overrides the handler's
 //			group <name>                # engines of one group never run together
 //			start_timeout <duration>    # default 5m
@@ -533,6 +538,19 @@ func parseEngine(d *cf.Dispenser) (engines.Config, error) {
 			ec.BreakerFailures, ec.BreakerCooldown, err = parseBreaker(d)
 		case "transport":
 			ec.Transport, err = parseTransport(d)
+		case "health_interval":
+			err = durationArg(d, &ec.HealthInterval)
+		case "health_path":
+			err = oneArg(d, &ec.HealthPath)
+			if err == nil && !strings.HasPrefix(ec.HealthPath, "/") {
+				err = d.Errf("health_path takes a path starting with '/', not %q", ec.HealthPath)
+			}
+		case "health_timeout":
+			err = durationArg(d, &ec.HealthTimeout)
+		case "health_passes":
+			err = countArg(d, &ec.HealthPasses, 1)
+		case "health_fails":
+			err = countArg(d, &ec.HealthFails, 1)
 		default:
 			err = d.Errf("unknown engine subdirective %q in engine %s", sub, ec.Name)
 		}

@@ -667,6 +667,37 @@ func TestParseErrorsNameTheProblemAndTheLine(t *testing.T) {
 		}
 	}
 }`, "transport is set twice in this block (first at Testfile:5)", 6},
+		{"health checks on an engine the gateway starts", `llm_gateway {
+	engine a {
+		to http://127.0.0.1:{engine.port}
+		cmd llama-server --port {engine.port}
+		models a
+		health_interval 10s
+	}
+}`, "engine a: health checks are for remote engines", 2},
+		{"health options without an interval", `llm_gateway {
+	engine a {
+		to http://10.0.0.1:8000
+		models a
+		health_path /ping
+	}
+}`, "engine a: health checks need health_interval", 2},
+		{"a health path that is no path", `llm_gateway {
+	engine a {
+		to http://10.0.0.1:8000
+		models a
+		health_interval 10s
+		health_path ping
+	}
+}`, "health_path takes a path starting with '/'", 6},
+		{"zero health passes", `llm_gateway {
+	engine a {
+		to http://10.0.0.1:8000
+		models a
+		health_interval 10s
+		health_passes 0
+	}
+}`, "health_passes takes a count of 1 or more", 6},
 		{"the handler's transport set twice", `llm_gateway {
 	transport http
 	transport http` + remote + `

@@ -73,6 +73,9 @@ func loadEngine(ctx caddy.Context, ec engines.Config) (*engines.Engine, string, 
 			return nil, err
 		}
 		e.SetObserver(engineObserver{})
+		// health checks of a remote engine run while it lives (across
+		// reloads that keep it), and end in its Destruct
+		e.StartHealthChecks()
 		return pooledEngine{Engine: e, transport: t, log: log}, nil
 	})
 	if err != nil {

@@ -64,6 +64,28 @@ type Config struct {
 	// Default: /health.
 	Ready string `json:"ready,omitempty"`
 
+	// HealthInterval turns on active health checks of a remote engine (one
+	// without Cmd): every interval, GET HealthPath. An engine that fails
+	// HealthFails checks in a row is down (no request is sent to it, pools
+	// skip it) until it passes HealthPasses in a row. Caddy's
+	// reverse_proxy health_interval is the model. Default: 0 (off).
+	HealthInterval caddy.Duration `json:"health_interval,omitempty"`
+
+	// HealthPath is the path of the health check; any 2xx passes.
+	// Default: the engine's Ready path.
+	HealthPath string `json:"health_path,omitempty"`
+
+	// HealthTimeout bounds one health check. Default: 5s.
+	HealthTimeout caddy.Duration `json:"health_timeout,omitempty"`
+
+	// HealthPasses is how many checks in a row a down engine must pass to
+	// be up again. Default: 1.
+	HealthPasses int `json:"health_passes,omitempty"`
+
+	// HealthFails is how many checks in a row an engine must fail to be
+	// down. Default: 1.
+	HealthFails int `json:"health_fails,omitempty"`
+
 	// Wake overrides the handler's wake policy for this engine: whether a
 	// request may start it. Default: the handler's (on).
 	Wake *bool `json:"wake,omitempty"`
@@ -177,12 +199,29 @@ const (
 	DefaultRetryAfterMax = 5 * time.Second
 	DefaultBreakerFails  = 5
 	DefaultBreakerCool   = 30 * time.Second
+	DefaultHealthTimeout = 5 * time.Second
+	DefaultHealthPasses  = 1
+	DefaultHealthFails   = 1
 )
 
 // WithDefaults returns c with every unset field set to its default.
 func (c Config) WithDefaults() Config {
 	if c.Ready == "" {
 		c.Ready = DefaultReady
+	}
+	if c.HealthInterval > 0 {
+		if c.HealthPath == "" {
+			c.HealthPath = c.Ready
+		}
+		if c.HealthTimeout == 0 {
+			c.HealthTimeout = caddy.Duration(DefaultHealthTimeout)
+		}
+		if c.HealthPasses == 0 {
+			c.HealthPasses = DefaultHealthPasses
+		}
+		if c.HealthFails == 0 {
+			c.HealthFails = DefaultHealthFails
+		}
 	}
 	if c.StartTimeout == 0 {
 		c.StartTimeout = caddy.Duration(DefaultStartTimeout)
@@ -276,6 +315,9 @@ func (c Config) Validate() error {
 	if !strings.HasPrefix(c.Ready, "/") && c.Ready != "" {
 		return fmt.Errorf("engine %s: 'ready' must be a path starting with '/'", c.Name)
 	}
+	if err := c.validateHealth(); err != nil {
+		return err
+	}
 	if c.Retries != nil && *c.Retries < 0 {
 		return fmt.Errorf("engine %s: retries may not be negative", c.Name)
 	}
@@ -302,6 +344,31 @@ func (c Config) Validate() error {
 		if d.v < 0 {
 			return fmt.Errorf("engine %s: %s may not be negative", c.Name, d.name)
 		}
+	}
+	return nil
+}
+
+// Checked reports whether the engine has active health checks.
+func (c Config) Checked() bool { return c.HealthInterval > 0 && !c.Managed() }
+
+func (c Config) validateHealth() error {
+	set := c.HealthInterval != 0 || c.HealthPath != "" || c.HealthTimeout != 0 || c.HealthPasses != 0 || c.HealthFails != 0
+	if !set {
+		return nil
+	}
+	if c.Managed() {
+		// the gateway runs it: its readiness probe and crash detection
+		// already know whether it is up
+		return fmt.Errorf("engine %s: health checks are for remote engines; one with 'cmd' is watched through its process and 'ready' path", c.Name)
+	}
+	if c.HealthInterval <= 0 {
+		return fmt.Errorf("engine %s: health checks need health_interval", c.Name)
+	}
+	if c.HealthPath != "" && !strings.HasPrefix(c.HealthPath, "/") {
+		return fmt.Errorf("engine %s: 'health_path' must be a path starting with '/'", c.Name)
+	}
+	if c.HealthTimeout < 0 || c.HealthPasses < 0 || c.HealthFails < 0 {
+		return fmt.Errorf("engine %s: health_timeout, health_passes and health_fails may not be negative", c.Name)
 	}
 	return nil
 }

@@ -403,6 +403,10 @@ func (a *attempt) failureError() *Error {
 		}
 		return &Error{http.StatusServiceUnavailable, typeUnavailable, "engine_not_running", msg}
 	case outcomeOpen:
+		if !a.c.rt.eng.Healthy() {
+			return &Error{http.StatusServiceUnavailable, typeUnavailable, "engine_down",
+				fmt.Sprintf("engine %s is down: it failed its health checks (GET %s); requests go elsewhere until it passes them", name, a.c.rt.cfg.HealthPath)}
+		}
 		b := a.c.breaker(a.sent)
 		what := "engine " + name
 		if a.c.brk == nil && b != a.c.rt.eng.Breaker() {
