@@ -185,3 +185,33 @@ func TestDeadMemberIsMarkedDownSkippedAndBackAfterItReturns(t *testing.T) {
 		t.Fatalf("b back: served %v, want a rotation", by)
 	}
 }
+
+// A down engine goes straight to its fallback, as one whose breaker is
+// open: no request waits for or fails on the dead host first.
+func TestDownPrimaryGoesStraightToItsFallback(t *testing.T) {
+	dead := newNode(t, "primary")
+	dead.kill()
+	backup := newNode(t, "backup")
+	startGateway(t, fmt.Sprintf(`
+		engine primary {
+			to %s
+			models big
+			health_interval 100ms
+			fallback backup
+		}
+		engine backup {
+			to %s
+			models small
+		}`, dead.url(), backup.url()))
+	eventually(t, "primary is down", func() bool { return engineOnAdmin(t, "primary")["state"] == "down" })
+	for range 3 {
+		resp, body := post(t, "/v1/chat/completions", `{"model":"big"}`)
+		if resp.StatusCode != 200 || resp.Header.Get("X-LLM-Fallback") != "backup" || resp.Header.Get("X-LLM-Attempts") != "" {
+			t.Fatalf("%d fallback %q attempts %q: %s", resp.StatusCode, resp.Header.Get("X-LLM-Fallback"), resp.Header.Get("X-LLM-Attempts"), body)
+		}
+	}
+	// the host's breaker heard nothing: no request was sent to it
+	if s := engineOnAdmin(t, "primary"); s["engine_breaker"] != "closed" {
+		t.Fatalf("primary: %v", s)
+	}
+}
