@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -143,9 +144,9 @@ type Engine struct {
 	modelBrks map[string]*Breaker // one per model sent: status failures and answer timeouts
 
 	// health checks of a remote engine (health.go)
-	down         bool // failed health_fails checks in a row, not yet passed health_passes
-	healthPasses int  // consecutive passed checks
-	healthFails  int  // consecutive failed checks
+	down         atomic.Bool // failed health_fails checks in a row, not yet passed health_passes; read per request without mu
+	healthPasses int         // consecutive passed checks
+	healthFails  int         // consecutive failed checks
 }
 
 // New makes an engine of a valid config (the handler's Config.Validate
@@ -242,7 +243,7 @@ func (e *Engine) leaseLocked() *Lease {
 func (e *Engine) Peek() *url.URL {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.state != Ready || e.closed || e.down {
+	if e.state != Ready || e.closed || e.down.Load() {
 		return nil
 	}
 	return e.base
@@ -721,7 +722,7 @@ func (e *Engine) Status() Status {
 	}
 	if e.cfg.Checked() {
 		s.Health = "up"
-		if e.down {
+		if e.down.Load() {
 			s.Health, s.State, s.Ready = "down", "down", false
 		}
 	}

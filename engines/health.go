@@ -79,17 +79,19 @@ func (e *Engine) recordCheck(pass bool) {
 	if pass {
 		e.healthFails = 0
 		e.healthPasses++
-		if e.down && e.healthPasses >= e.cfg.HealthPasses {
-			e.down, changed = false, true
+		if e.down.Load() && e.healthPasses >= e.cfg.HealthPasses {
+			e.down.Store(false)
+			changed = true
 		}
 	} else {
 		e.healthPasses = 0
 		e.healthFails++
-		if !e.down && e.healthFails >= e.cfg.HealthFails {
-			e.down, changed = true, true
+		if !e.down.Load() && e.healthFails >= e.cfg.HealthFails {
+			e.down.Store(true)
+			changed = true
 		}
 	}
-	down := e.down
+	down := e.down.Load()
 	if changed {
 		e.broadcast()
 	}
@@ -109,9 +111,6 @@ func (e *Engine) recordCheck(pass bool) {
 }
 
 // Healthy reports whether requests may go to the engine: false only for a
-// remote engine that failed its health checks.
-func (e *Engine) Healthy() bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return !e.down
-}
+// remote engine that failed its health checks. It takes no lock: plans and
+// pools ask it on every request.
+func (e *Engine) Healthy() bool { return !e.down.Load() }
