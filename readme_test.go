@@ -76,8 +76,8 @@ func TestREADMECommandsAreRunByCI(t *testing.T) {
 			}
 		case "python", "javascript", "go":
 			snippets[f.lang]++
-		case "caddyfile", "json":
-			// configuration and bodies, not commands
+		case "caddyfile", "json", "text":
+			// configuration, bodies and diagrams, not commands
 		default:
 			t.Errorf("the README has a %q block: add it to this test (run it in CI, or say why it is not a command)", f.lang)
 		}

@@ -4,6 +4,7 @@
 package caddyfile
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -11,7 +12,9 @@ import (
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
 	cf "github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 	"github.com/dustin/go-humanize"
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
@@ -31,6 +34,7 @@ import (
 //		annotate_response on|off        # extra_fields in non-streaming JSON answers; default off
 //		max_fallbacks <n>               # items a body's "fallbacks" may name; default 4
 //		max_attempts <n>                # upstream calls one request may cause, of every kind; default 8
+//		transport http { … }            # default transport of engines without their own (see engine)
 //		ui <path> {                     # the status page on this site, behind the keys (needs keys)
 //			recent <n>                  # recent requests kept and shown; default 200
 //		}
@@ -52,12 +56,21 @@ import (
 //			dir <path>
 //			env <KEY=VALUE|KEY VALUE>   # repeatable
 //			ready <path>                # readiness probe, default /health
+//			health_interval <duration>  # remote engines: active health checks; default 0 (off)
+//			health_path <path>          # default: the ready path; any 2xx passes
+//			health_timeout <duration>   # default 5s
+//			health_passes <n>           # checks in a row to be up again; default 1
+//			health_fails <n>            # checks in a row to be down; default 1
 //			wake on|off                 # overrides the handler's
 //			group <name>                # engines of one group never run together
 //			start_timeout <duration>    # default 5m
 //			idle_timeout <duration>     # default 0 (never stop for idleness)
 //			stop_timeout <duration>     # default 10s
 //			dial_timeout <duration>     # default 10s
+//			transport http {            # Caddy's HTTP transport, as in reverse_proxy:
+//				tls_trusted_ca_certs <pem...>  # tls, tls_client_auth, tls_server_name,
+//				versions h2c 2               # keepalive, proxy, … (its dial_timeout wins)
+//			}
 //			header_timeout <duration>   # default 5m
 //			request_timeout <duration>  # default 0 (no bound)
 //			first_token_timeout <d>     # default 0 (off): first content event of a stream
@@ -100,6 +113,7 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config) (handler.Config, er
 	poolAt := map[string]pos{}   // for the errors of the validation below
 	set := settings{}
 	var keysAt *pos // the first keys or key line
+	var defaultTransport json.RawMessage
 	for d.NextBlock(0) {
 		if (d.Val() == "keys" || d.Val() == "key") && keysAt == nil {
 			at := here(d)
@@ -208,12 +222,23 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config) (handler.Config, er
 			if err := countArg(d, &cfg.MaxAttempts, 1); err != nil {
 				return cfg, err
 			}
+		case "transport":
+			t, err := parseTransport(d)
+			if err != nil {
+				return cfg, err
+			}
+			defaultTransport = t
 		default:
 			return cfg, d.Errf("unknown llm_gateway subdirective %q", d.Val())
 		}
 	}
 	if len(cfg.Engines) == 0 {
 		return cfg, d.Err("llm_gateway needs at least one engine block")
+	}
+	for i := range cfg.Engines {
+		if cfg.Engines[i].Transport == nil {
+			cfg.Engines[i].Transport = defaultTransport
+		}
 	}
 	if keysAt != nil && noKeyResolves(cfg.Keys) {
 		// the handler would refuse to load rather than open the gateway
@@ -517,6 +542,21 @@ func parseEngine(d *cf.Dispenser) (engines.Config, error) {
 			err = durationArg(d, &ec.HangupGrace)
 		case "breaker":
 			ec.BreakerFailures, ec.BreakerCooldown, err = parseBreaker(d)
+		case "transport":
+			ec.Transport, err = parseTransport(d)
+		case "health_interval":
+			err = durationArg(d, &ec.HealthInterval)
+		case "health_path":
+			err = oneArg(d, &ec.HealthPath)
+			if err == nil && !strings.HasPrefix(ec.HealthPath, "/") {
+				err = d.Errf("health_path takes a path starting with '/', not %q", ec.HealthPath)
+			}
+		case "health_timeout":
+			err = durationArg(d, &ec.HealthTimeout)
+		case "health_passes":
+			err = countArg(d, &ec.HealthPasses, 1)
+		case "health_fails":
+			err = countArg(d, &ec.HealthFails, 1)
 		default:
 			err = d.Errf("unknown engine subdirective %q in engine %s", sub, ec.Name)
 		}
@@ -525,6 +565,24 @@ func parseEngine(d *cf.Dispenser) (engines.Config, error) {
 		}
 	}
 	return ec, nil
+}
+
+// parseTransport parses `transport http { … }` by handing the block to Caddy's
+// own HTTP transport module, so every option reverse_proxy's transport takes
+// means the same here, and returns it as the JSON module object that
+// reverse_proxy's "transport" field holds.
+func parseTransport(d *cf.Dispenser) (json.RawMessage, error) {
+	if !d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	if d.Val() != "http" {
+		return nil, d.Errf("transport %q is not supported: use transport http { … } (Caddy's HTTP transport)", d.Val())
+	}
+	var t reverseproxy.HTTPTransport
+	if err := t.UnmarshalCaddyfile(d.NewFromNextSegment()); err != nil {
+		return nil, err
+	}
+	return caddyconfig.JSONModuleObject(&t, "protocol", "http", nil), nil
 }
 
 // countArg parses a subdirective's one whole-number argument, at least min.

@@ -631,6 +631,77 @@ func TestParseErrorsNameTheProblemAndTheLine(t *testing.T) {
 		{"key with three words", `llm_gateway {
 	key alice sk-alice extra` + remote + `
 }`, "key takes a name and a token: key <name> <token>", 2},
+		{"a transport other than http", `llm_gateway {
+	engine a {
+		to http://10.0.0.1:8000
+		models a
+		transport fastcgi {
+			root /srv
+		}
+	}
+}`, "transport \"fastcgi\" is not supported: use transport http", 5},
+		{"an option Caddy's transport does not know", `llm_gateway {
+	engine a {
+		to http://10.0.0.1:8000
+		models a
+		transport http {
+			dial_timeout 3s
+			tls_no_such_option on
+		}
+	}
+}`, "unrecognized subdirective tls_no_such_option", 7},
+		{"a transport without its module", `llm_gateway {
+	engine a {
+		to http://10.0.0.1:8000
+		models a
+		transport
+	}
+}`, "wrong argument count", 5},
+		{"a transport set twice", `llm_gateway {
+	engine a {
+		to http://10.0.0.1:8000
+		models a
+		transport http
+		transport http {
+			versions h2c
+		}
+	}
+}`, "transport is set twice in this block (first at Testfile:5)", 6},
+		{"health checks on an engine the gateway starts", `llm_gateway {
+	engine a {
+		to http://127.0.0.1:{engine.port}
+		cmd llama-server --port {engine.port}
+		models a
+		health_interval 10s
+	}
+}`, "engine a: health checks are for remote engines", 2},
+		{"health options without an interval", `llm_gateway {
+	engine a {
+		to http://10.0.0.1:8000
+		models a
+		health_path /ping
+	}
+}`, "engine a: health checks need health_interval", 2},
+		{"a health path that is no path", `llm_gateway {
+	engine a {
+		to http://10.0.0.1:8000
+		models a
+		health_interval 10s
+		health_path ping
+	}
+}`, "health_path takes a path starting with '/'", 6},
+		{"zero health passes", `llm_gateway {
+	engine a {
+		to http://10.0.0.1:8000
+		models a
+		health_interval 10s
+		health_passes 0
+	}
+}`, "health_passes takes a count of 1 or more", 6},
+		{"the handler's transport set twice", `llm_gateway {
+	transport http
+	transport http` + remote + `
+}`, "transport is set twice in this block (first at Testfile:2)", 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse(cf.NewTestDispenser(tc.input))

@@ -15,21 +15,33 @@ import (
 
 var updateGoldens = flag.Bool("update", false, "rewrite testdata/adapt/*.json from examples/*/Caddyfile")
 
-// examples are the Caddyfiles shipped in examples/, by example name.
+// examples are the Caddyfiles shipped in examples/, by example name: the
+// directory under examples/ ("fleet", and "fleet/node" for an example made
+// of several Caddyfiles).
 func examples(t *testing.T) map[string]string {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join("..", "examples", "*", "Caddyfile"))
-	if err != nil {
-		t.Fatal(err)
+	var files []string
+	for _, pattern := range []string{"*/Caddyfile", "*/*/Caddyfile"} {
+		found, err := filepath.Glob(filepath.Join("..", "examples", pattern))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, found...)
 	}
 	if len(files) == 0 {
 		t.Fatal("no examples/*/Caddyfile")
 	}
 	byName := map[string]string{}
 	for _, f := range files {
-		byName[filepath.Base(filepath.Dir(f))] = f
+		byName[exampleName(f)] = f
 	}
 	return byName
+}
+
+// exampleName is an example Caddyfile's directory under examples/.
+func exampleName(file string) string {
+	rel, _ := filepath.Rel(filepath.Join("..", "examples"), filepath.Dir(file))
+	return filepath.ToSlash(rel)
 }
 
 // adapt turns a Caddyfile into indented JSON config, as `caddy adapt` does,

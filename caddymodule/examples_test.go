@@ -42,7 +42,7 @@ func exampleRunLine(t *testing.T, file string) runLine {
 		joined = append(joined, cur+text)
 		cur = ""
 	}
-	want := "run --config examples/" + filepath.Base(filepath.Dir(file)) + "/Caddyfile"
+	want := "run --config examples/" + exampleName(file) + "/Caddyfile"
 	for _, l := range joined {
 		if !strings.Contains(l, want) {
 			continue

@@ -129,6 +129,17 @@ func (engineObserver) EngineStopped(name string, pid int, reason engines.StopRea
 	board.Nudge()
 }
 
+// EngineHealth emits an event when a checked remote engine goes down or
+// comes back, and shows it on the status page at once.
+func (engineObserver) EngineHealth(name string, down bool) {
+	event := "llm_gateway.engine_up"
+	if down {
+		event = "llm_gateway.engine_down"
+	}
+	emit(event, map[string]any{"engine": name})
+	board.Nudge()
+}
+
 // The events app of the newest config: engines outlive configs, so their
 // events go through whichever config is current.
 var events struct {
@@ -165,7 +176,7 @@ func emit(name string, data map[string]any) {
 type liveCollector struct{}
 
 var (
-	descState   = prometheus.NewDesc(metricsNS+"_engine_state", "1 for the engine's current state (stopped, starting, ready, draining).", []string{"engine", "state"}, nil)
+	descState   = prometheus.NewDesc(metricsNS+"_engine_state", "1 for the engine's current state (stopped, starting, ready, draining; down: a remote engine that fails its health checks).", []string{"engine", "state"}, nil)
 	descLeases  = prometheus.NewDesc(metricsNS+"_leases_in_flight", "Requests holding a lease on the engine.", []string{"engine"}, nil)
 	descBreaker = prometheus.NewDesc(metricsNS+"_breaker_state", "Breaker state: 0 closed, 1 open, 2 half-open; member is empty for an engine's own breaker (the host: transport failures).", []string{"engine", "pool", "member"}, nil)
 	descModelBr = prometheus.NewDesc(metricsNS+"_model_breaker_state", "State of an (engine, model) breaker that is not closed (status failures and answer timeouts): 1 open, 2 half-open.", []string{"engine", "model"}, nil)
@@ -180,7 +191,7 @@ func (liveCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (liveCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range allStatuses() {
-		for _, state := range []string{"stopped", "starting", "ready", "draining"} {
+		for _, state := range []string{"stopped", "starting", "ready", "draining", "down"} {
 			v := 0.0
 			if s.State == state {
 				v = 1
@@ -220,3 +231,6 @@ func breakerValue(state string) float64 {
 	}
 	return 0
 }
+
+// Interface guards
+var _ engines.HealthObserver = engineObserver{}

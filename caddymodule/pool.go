@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"encoding/json"
+	"fmt"
 	"sync"
 
 	"github.com/caddyserver/caddy/v2"
@@ -59,15 +60,8 @@ func loadEngine(ctx caddy.Context, ec engines.Config) (*engines.Engine, string, 
 	}
 	key := string(b)
 	val, _, err := enginePool.LoadOrNew(key, func() (caddy.Destructor, error) {
-		// every upstream request goes through Caddy's reverse-proxy
-		// transport: its dialer, keep-alives, TLS and HTTP/2 to cloud APIs
-		t := &reverseproxy.HTTPTransport{
-			DialTimeout: ec.DialTimeout,
-			// the gateway owns the header budget (it needs to tell a
-			// timeout from other failures), so the transport's is off
-			ResponseHeaderTimeout: 0,
-		}
-		if err := t.Provision(ctx); err != nil {
+		t, err := newTransport(ctx, ec)
+		if err != nil {
 			return nil, err
 		}
 		// the engine outlives this config: its logger writes where the
@@ -75,9 +69,13 @@ func loadEngine(ctx caddy.Context, ec engines.Config) (*engines.Engine, string, 
 		log := newEngineLog(ec.Name)
 		e, err := engines.New(ec, t, log.Logger)
 		if err != nil {
+			_ = t.Cleanup()
 			return nil, err
 		}
 		e.SetObserver(engineObserver{})
+		// health checks of a remote engine run while it lives (across
+		// reloads that keep it), and end in its Destruct
+		e.StartHealthChecks()
 		return pooledEngine{Engine: e, transport: t, log: log}, nil
 	})
 	if err != nil {
@@ -86,6 +84,30 @@ func loadEngine(ctx caddy.Context, ec engines.Config) (*engines.Engine, string, 
 	pe := val.(pooledEngine)
 	pe.log.core.set(ctx.Logger().Core())
 	return pe.Engine, key, nil
+}
+
+// newTransport provisions the engine's transport: every upstream request
+// goes through Caddy's reverse-proxy HTTP transport (its dialer,
+// keep-alives, TLS and HTTP/2), configured by the engine's transport block
+// when it has one. The transport is not loaded into ctx as a module: it
+// belongs to the engine, which outlives the config, and is cleaned up when
+// the engine is destructed, not when this config is.
+func newTransport(ctx caddy.Context, ec engines.Config) (*reverseproxy.HTTPTransport, error) {
+	t := new(reverseproxy.HTTPTransport)
+	if len(ec.Transport) > 0 {
+		if err := json.Unmarshal(ec.Transport, t); err != nil {
+			return nil, fmt.Errorf("reading transport: %v", err)
+		}
+	}
+	if t.DialTimeout == 0 {
+		t.DialTimeout = ec.DialTimeout
+	}
+	// the gateway owns the header budget (it needs to tell a timeout from
+	// other failures), so the transport's is off unless the block sets it
+	if err := t.Provision(ctx); err != nil {
+		return nil, fmt.Errorf("provisioning transport: %v", err)
+	}
+	return t, nil
 }
 
 // liveEngines are the engines of the configs currently provisioned, for the

@@ -15,6 +15,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 	"go.uber.org/zap"
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
@@ -154,6 +155,8 @@ func probeConfigFile(ctx context.Context, path, adapter, only string) (map[strin
 	}
 	tables := map[string][]handler.ProbeResult{}
 	repl := caddy.NewReplacer()
+	cctx, cancel := caddy.NewContext(caddy.Context{Context: ctx})
+	defer cancel()
 	for _, hc := range handlers {
 		for i, ec := range hc.Engines {
 			hc.Engines[i] = resolveEngine(repl, ec)
@@ -162,15 +165,23 @@ func probeConfigFile(ctx context.Context, path, adapter, only string) (map[strin
 		if err := hc.Validate(); err != nil {
 			return nil, err
 		}
+		// the engines get the transports production gives them (issue
+		// 16: a plain http.Transport let the deploy gate pass an engine
+		// behind an internal CA that the live config could not reach)
 		var es []*engines.Engine
+		var ts []*reverseproxy.HTTPTransport
+		var err error
 		for _, ec := range hc.Engines {
-			e, err := engines.New(ec, &http.Transport{Proxy: http.ProxyFromEnvironment}, zap.NewNop())
-			if err != nil {
-				return nil, err
+			e, t, perr := probeEngine(cctx, ec)
+			if err = perr; err != nil {
+				break
 			}
-			es = append(es, e)
+			es, ts = append(es, e), append(ts, t)
 		}
-		g, err := handler.New(hc, es, zap.NewNop())
+		var g *handler.Gateway
+		if err == nil {
+			g, err = handler.New(hc, es, zap.NewNop())
+		}
 		if err == nil {
 			for _, name := range g.PoolNames() {
 				if only != "" && name != only {
@@ -182,8 +193,9 @@ func probeConfigFile(ctx context.Context, path, adapter, only string) (map[strin
 				}
 			}
 		}
-		for _, e := range es {
+		for i, e := range es {
 			_ = e.Destruct()
+			_ = ts[i].Cleanup()
 		}
 		if err != nil {
 			return nil, err
@@ -193,6 +205,22 @@ func probeConfigFile(ctx context.Context, path, adapter, only string) (map[strin
 		return nil, fmt.Errorf("the config has no pool %q", only)
 	}
 	return tables, nil
+}
+
+// probeEngine makes an engine for the probe with the transport loadEngine
+// gives it in production. The caller destructs the engine, then cleans the
+// transport up.
+func probeEngine(ctx caddy.Context, ec engines.Config) (*engines.Engine, *reverseproxy.HTTPTransport, error) {
+	t, err := newTransport(ctx, ec)
+	if err != nil {
+		return nil, nil, fmt.Errorf("engine %s: %v", ec.Name, err)
+	}
+	e, err := engines.New(ec, t, zap.NewNop())
+	if err != nil {
+		_ = t.Cleanup()
+		return nil, nil, err
+	}
+	return e, t, nil
 }
 
 // collectGateways finds every llm_gateway handler object in a config.

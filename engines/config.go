@@ -4,6 +4,7 @@
 package engines
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -71,6 +72,28 @@ type Config struct {
 	// Default: /health.
 	Ready string `json:"ready,omitempty"`
 
+	// HealthInterval turns on active health checks of a remote engine (one
+	// without Cmd): every interval, GET HealthPath. An engine that fails
+	// HealthFails checks in a row is down (no request is sent to it, pools
+	// skip it) until it passes HealthPasses in a row. Caddy's
+	// reverse_proxy health_interval is the model. Default: 0 (off).
+	HealthInterval caddy.Duration `json:"health_interval,omitempty"`
+
+	// HealthPath is the path of the health check; any 2xx passes.
+	// Default: the engine's Ready path.
+	HealthPath string `json:"health_path,omitempty"`
+
+	// HealthTimeout bounds one health check. Default: 5s.
+	HealthTimeout caddy.Duration `json:"health_timeout,omitempty"`
+
+	// HealthPasses is how many checks in a row a down engine must pass to
+	// be up again. Default: 1.
+	HealthPasses int `json:"health_passes,omitempty"`
+
+	// HealthFails is how many checks in a row an engine must fail to be
+	// down. Default: 1.
+	HealthFails int `json:"health_fails,omitempty"`
+
 	// Wake overrides the handler's wake policy for this engine: whether a
 	// request may start it. Default: the handler's (on).
 	Wake *bool `json:"wake,omitempty"`
@@ -92,6 +115,14 @@ type Config struct {
 
 	// DialTimeout bounds connecting to the engine. Default: 10s.
 	DialTimeout caddy.Duration `json:"dial_timeout,omitempty"`
+
+	// Transport configures how requests reach the engine: Caddy's own
+	// HTTP transport (the "http" module of reverse_proxy: TLS to an
+	// internal CA, client certificates, tls_server_name, h2c, keep-alive
+	// tuning, a proxy), written as reverse_proxy writes its "transport".
+	// DialTimeout applies when it sets no dial_timeout of its own.
+	// Default: Caddy's HTTP transport with its defaults.
+	Transport json.RawMessage `json:"transport,omitempty" caddy:"namespace=http.reverse_proxy.transport inline_key=protocol"`
 
 	// HeaderTimeout bounds the wait for response headers once the request
 	// is sent. A non-streaming llama-server answers only when generation
@@ -176,12 +207,29 @@ const (
 	DefaultRetryAfterMax = 5 * time.Second
 	DefaultBreakerFails  = 5
 	DefaultBreakerCool   = 30 * time.Second
+	DefaultHealthTimeout = 5 * time.Second
+	DefaultHealthPasses  = 1
+	DefaultHealthFails   = 1
 )
 
 // WithDefaults returns c with every unset field set to its default.
 func (c Config) WithDefaults() Config {
 	if c.Ready == "" {
 		c.Ready = DefaultReady
+	}
+	if c.HealthInterval > 0 {
+		if c.HealthPath == "" {
+			c.HealthPath = c.Ready
+		}
+		if c.HealthTimeout == 0 {
+			c.HealthTimeout = caddy.Duration(DefaultHealthTimeout)
+		}
+		if c.HealthPasses == 0 {
+			c.HealthPasses = DefaultHealthPasses
+		}
+		if c.HealthFails == 0 {
+			c.HealthFails = DefaultHealthFails
+		}
 	}
 	if c.StartTimeout == 0 {
 		c.StartTimeout = caddy.Duration(DefaultStartTimeout)
@@ -294,11 +342,17 @@ func (c Config) Validate() error {
 	if !strings.HasPrefix(c.Ready, "/") && c.Ready != "" {
 		return fmt.Errorf("engine %s: 'ready' must be a path starting with '/'", c.Name)
 	}
+	if err := c.validateHealth(); err != nil {
+		return err
+	}
 	if c.Retries != nil && *c.Retries < 0 {
 		return fmt.Errorf("engine %s: retries may not be negative", c.Name)
 	}
 	if c.BreakerFailures < 0 {
 		return fmt.Errorf("engine %s: breaker failures may not be negative", c.Name)
+	}
+	if err := c.validateTransport(); err != nil {
+		return err
 	}
 	for _, kv := range c.Env {
 		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
@@ -317,6 +371,50 @@ func (c Config) Validate() error {
 		if d.v < 0 {
 			return fmt.Errorf("engine %s: %s may not be negative", c.Name, d.name)
 		}
+	}
+	return nil
+}
+
+// Checked reports whether the engine has active health checks.
+func (c Config) Checked() bool { return c.HealthInterval > 0 && !c.Managed() }
+
+func (c Config) validateHealth() error {
+	set := c.HealthInterval != 0 || c.HealthPath != "" || c.HealthTimeout != 0 || c.HealthPasses != 0 || c.HealthFails != 0
+	if !set {
+		return nil
+	}
+	if c.Managed() {
+		// the gateway runs it: its readiness probe and crash detection
+		// already know whether it is up
+		return fmt.Errorf("engine %s: health checks are for remote engines; one with 'cmd' is watched through its process and 'ready' path", c.Name)
+	}
+	if c.HealthInterval <= 0 {
+		return fmt.Errorf("engine %s: health checks need health_interval", c.Name)
+	}
+	if c.HealthPath != "" && !strings.HasPrefix(c.HealthPath, "/") {
+		return fmt.Errorf("engine %s: 'health_path' must be a path starting with '/'", c.Name)
+	}
+	if c.HealthTimeout < 0 || c.HealthPasses < 0 || c.HealthFails < 0 {
+		return fmt.Errorf("engine %s: health_timeout, health_passes and health_fails may not be negative", c.Name)
+	}
+	return nil
+}
+
+// validateTransport checks that a transport is one the gateway provisions:
+// Caddy's "http" transport module (the only one that carries requests to a
+// URL the gateway names).
+func (c Config) validateTransport() error {
+	if len(c.Transport) == 0 {
+		return nil
+	}
+	var t struct {
+		Protocol string `json:"protocol"`
+	}
+	if err := json.Unmarshal(c.Transport, &t); err != nil {
+		return fmt.Errorf("engine %s: bad transport: %v", c.Name, err)
+	}
+	if t.Protocol != "http" {
+		return fmt.Errorf("engine %s: transport %q is not supported: use transport http { … }", c.Name, t.Protocol)
 	}
 	return nil
 }

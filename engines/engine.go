@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -23,6 +24,7 @@ import (
 //	   └──────────────────────────┴───────────────────────┘
 //
 // A remote engine (no command) is always ready: the gateway does not own it.
+// Its health checks (health.go) may mark it down beside its state.
 type State int
 
 // The states.
@@ -140,6 +142,11 @@ type Engine struct {
 	idleGen   uint64
 	closed    bool
 	modelBrks map[string]*Breaker // one per model sent: status failures and answer timeouts
+
+	// health checks of a remote engine (health.go)
+	down         atomic.Bool // failed health_fails checks in a row, not yet passed health_passes; read per request without mu
+	healthPasses int         // consecutive passed checks
+	healthFails  int         // consecutive failed checks
 }
 
 // New makes an engine of a valid config (the handler's Config.Validate
@@ -230,13 +237,13 @@ func (e *Engine) leaseLocked() *Lease {
 	return &Lease{e: e, base: e.base}
 }
 
-// Peek returns where the engine answers if it is ready, without a lease:
-// for serving as another engine's fallback, which the gateway never starts,
-// leases or drains.
+// Peek returns where the engine answers if it is ready (and not down),
+// without a lease: for serving as another engine's fallback, which the
+// gateway never starts, leases or drains.
 func (e *Engine) Peek() *url.URL {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.state != Ready || e.closed {
+	if e.state != Ready || e.closed || e.down.Load() {
 		return nil
 	}
 	return e.base
@@ -493,10 +500,15 @@ func (e *Engine) awaitReady(proc *process, base *url.URL) string {
 	}
 }
 
-// probe reports whether GET url answers 2xx.
+// probe reports whether GET url answers 2xx within probeTimeout.
 func (e *Engine) probe(ctx context.Context, u string) bool {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
+	return e.get(ctx, u)
+}
+
+// get reports whether GET url answers 2xx.
+func (e *Engine) get(ctx context.Context, u string) bool {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return false
@@ -682,6 +694,9 @@ type Status struct {
 	Leases   int      `json:"leases"`
 	IdleSecs float64  `json:"idle_seconds,omitempty"`
 	Group    string   `json:"group,omitempty"`
+	// Health is "up" or "down" for an engine with health checks; empty
+	// without them. A down engine's State is "down" too.
+	Health string `json:"health,omitempty"`
 	// Breaker is the worst of the engine's breakers: open when the host's
 	// or any model's is.
 	Breaker string `json:"breaker"`
@@ -704,6 +719,12 @@ func (e *Engine) Status() Status {
 	}
 	if e.proc != nil {
 		s.PID = e.proc.pid()
+	}
+	if e.cfg.Checked() {
+		s.Health = "up"
+		if e.down.Load() {
+			s.Health, s.State, s.Ready = "down", "down", false
+		}
 	}
 	if e.state == Ready && e.leases == 0 && !e.lastUsed.IsZero() {
 		s.IdleSecs = e.now().Sub(e.lastUsed).Seconds()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
@@ -310,5 +311,89 @@ func TestEngineOutputIsMaskedBeforeItIsKept(t *testing.T) {
 		if !strings.Contains(got, kept) {
 			t.Errorf("%q should survive masking:\n%s", kept, got)
 		}
+	}
+}
+
+// A remote engine with health checks is down after health_fails failed
+// checks in a row and up again after health_passes passed ones; only the
+// clock's interval moves the checks.
+func TestHealthChecksMarkARemoteEngineDownAndUp(t *testing.T) {
+	var healthy atomic.Bool
+	var checks atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/ping" {
+			t.Errorf("health check of %s, want /ping", r.URL.Path)
+		}
+		checks.Add(1)
+		if !healthy.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	defer srv.Close()
+	healthy.Store(true)
+	cfg := Config{Name: "remote", To: srv.URL, Models: []string{"m"}, Ready: "/ping",
+		HealthInterval: caddy.Duration(10 * time.Second), HealthFails: 2, HealthPasses: 2}
+	if err := cfg.WithDefaults().Validate(); err != nil {
+		t.Fatal(err)
+	}
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	e, err := New(cfg, tr, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Destruct()
+	clock := NewFakeClock()
+	e.SetClock(clock)
+	e.StartHealthChecks()
+
+	// tick runs one more check: the loop arms its timer once the check
+	// before is recorded
+	tick := func() {
+		clock.WaitForTimers(1)
+		clock.Advance(10 * time.Second)
+	}
+	clock.WaitForTimers(1) // the first check, at once, passed
+	if !e.Healthy() || e.Status().Health != "up" || e.Peek() == nil {
+		t.Fatalf("a passing engine: %+v", e.Status())
+	}
+	healthy.Store(false)
+	tick()
+	clock.WaitForTimers(1)
+	if !e.Healthy() {
+		t.Fatal("down after one failed check, want health_fails 2")
+	}
+	tick()
+	clock.WaitForTimers(1)
+	if s := e.Status(); e.Healthy() || s.State != "down" || s.Health != "down" || s.Ready || e.Peek() != nil {
+		t.Fatalf("after two failed checks: healthy %v, %+v", e.Healthy(), s)
+	}
+	healthy.Store(true)
+	tick()
+	clock.WaitForTimers(1)
+	if e.Healthy() {
+		t.Fatal("up after one passed check, want health_passes 2")
+	}
+	tick()
+	clock.WaitForTimers(1)
+	if s := e.Status(); !e.Healthy() || s.State != "ready" || s.Health != "up" {
+		t.Fatalf("after two passed checks: %+v", s)
+	}
+	if n := checks.Load(); n != 5 {
+		t.Fatalf("%d checks, want 5 (one at once, one per interval)", n)
+	}
+}
+
+// Health checks are for remote engines: the gateway watches its own
+// through their process.
+func TestHealthChecksAreRefusedOnAStartedEngine(t *testing.T) {
+	cfg := Config{Name: "local", Cmd: []string{"llama-server"}, To: "http://127.0.0.1:" + PortPlaceholder,
+		Models: []string{"m"}, HealthInterval: caddy.Duration(time.Second)}
+	if err := cfg.WithDefaults().Validate(); err == nil || !strings.Contains(err.Error(), "health checks are for remote engines") {
+		t.Fatalf("got %v", err)
+	}
+	cfg = Config{Name: "remote", To: "http://10.0.0.1", Models: []string{"m"}, HealthPath: "/ping"}
+	if err := cfg.WithDefaults().Validate(); err == nil || !strings.Contains(err.Error(), "need health_interval") {
+		t.Fatalf("got %v", err)
 	}
 }

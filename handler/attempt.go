@@ -2,6 +2,8 @@ package handler
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -340,7 +342,7 @@ func classifyError(err error) outcome {
 	if errors.Is(err, context.DeadlineExceeded) || isTimeout(err) {
 		return outcomeTimeout
 	}
-	if errors.Is(err, syscall.ECONNREFUSED) {
+	if errors.Is(err, syscall.ECONNREFUSED) || tlsReason(err) != "" {
 		return outcomeConnect
 	}
 	// EOF, reset, "server closed idle connection": the engine accepted the
@@ -377,7 +379,7 @@ func (a *attempt) failureError() *Error {
 	switch a.outcome {
 	case outcomeConnect:
 		return &Error{http.StatusBadGateway, typeUpstream, "upstream_unreachable",
-			fmt.Sprintf("engine %s could not be reached: %s; check that it is running", name, connectReason(a.err))}
+			fmt.Sprintf("engine %s could not be reached: %s", name, connectReason(a.err))}
 	case outcomeDNS:
 		return &Error{http.StatusBadGateway, typeUpstream, "upstream_dns",
 			fmt.Sprintf("engine %s: its host did not resolve: %s", name, rootCause(a.err))}
@@ -407,6 +409,10 @@ func (a *attempt) failureError() *Error {
 		}
 		return &Error{http.StatusServiceUnavailable, typeUnavailable, "engine_not_running", msg}
 	case outcomeOpen:
+		if !a.c.rt.eng.Healthy() {
+			return &Error{http.StatusServiceUnavailable, typeUnavailable, "engine_down",
+				fmt.Sprintf("engine %s is down: it failed its health checks (GET %s); requests go elsewhere until it passes them", name, a.c.rt.cfg.HealthPath)}
+		}
 		b := a.c.breaker(a.sent)
 		what := "engine " + name
 		if a.c.brk == nil && b != a.c.rt.eng.Breaker() {
@@ -425,15 +431,41 @@ func (a *attempt) failureError() *Error {
 // connectReason is why a connection failed, without the address (an
 // internal one is none of the client's business).
 func connectReason(err error) string {
+	if r := tlsReason(err); r != "" {
+		return r
+	}
 	switch {
 	case errors.Is(err, syscall.ECONNREFUSED):
-		return "connection refused"
+		return "connection refused; check that it is running"
 	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
-		return "host unreachable"
+		return "host unreachable; check that it is running"
 	case isTimeout(err):
-		return "dial timeout"
+		return "dial timeout; check that it is running"
 	}
-	return "connection failed"
+	return "connection failed; check that it is running"
+}
+
+// tlsReason says why a TLS handshake with the engine failed, naming the
+// transport option that fixes it (issue 16), or "" for another error.
+func tlsReason(err error) string {
+	var unknownCA x509.UnknownAuthorityError
+	var badName x509.HostnameError
+	var verify *tls.CertificateVerificationError
+	var alert tls.AlertError
+	var header tls.RecordHeaderError
+	switch {
+	case errors.As(err, &unknownCA):
+		return "TLS handshake failed: its certificate is signed by an authority the gateway does not trust (trust it with transport http { tls_trust_pool file <ca.pem> })"
+	case errors.As(err, &badName):
+		return "TLS handshake failed: its certificate is not valid for the name in 'to' (transport http { tls_server_name <name> } sets the name to check)"
+	case errors.As(err, &verify):
+		return "TLS handshake failed: its certificate did not verify: " + rootCause(verify.Err)
+	case errors.As(err, &alert):
+		return "TLS handshake failed: the engine refused it (" + rootCause(alert) + ")"
+	case errors.As(err, &header):
+		return "TLS handshake failed: the engine does not speak TLS on that port"
+	}
+	return ""
 }
 
 // budget is the length of the budget that ran out.

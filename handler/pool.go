@@ -182,7 +182,9 @@ func (p *pool) sessionKey(req *request) string {
 func (p *pool) order(key string) []*poolMember {
 	healthy := make([]*poolMember, 0, len(p.members))
 	for _, m := range p.members {
-		if m.brk.Ready() {
+		// a member whose engine failed its health checks is skipped before
+		// any request pays for it, as one whose breaker is open
+		if m.brk.Ready() && m.rt.eng.Healthy() {
 			healthy = append(healthy, m)
 		}
 	}

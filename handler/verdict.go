@@ -173,10 +173,15 @@ type ticket struct {
 	engineTrial, modelTrial bool
 }
 
-// admit asks c's breakers whether an attempt may go out: the engine's
-// (the host) first, then the model's. A pool member has one breaker of its
-// own for both scopes.
+// admit asks whether an attempt may go out: the engine's health checks
+// first, then its breaker (the host), then the model's. A pool member has
+// one breaker of its own for both scopes.
 func (c *candidate) admit(model string) (ticket, bool) {
+	if !c.rt.eng.Healthy() {
+		// down (failed its health checks): like an open breaker, the plan
+		// moves on without an attempt
+		return ticket{}, false
+	}
 	if c.brk != nil {
 		ok, trial := c.brk.Allow()
 		return ticket{model: c.brk, modelTrial: trial}, ok

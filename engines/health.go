@@ -1,0 +1,116 @@
+package engines
+
+import (
+	"context"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Active health checks of a remote engine (issue 16), modelled on Caddy's
+// reverse_proxy active checks (health_uri, health_interval, health_passes,
+// health_fails), which run only inside reverse_proxy: one cheap GET of the
+// health path every interval, never a completion. An engine the gateway
+// starts is not checked: its process and readiness probe say whether it is
+// up.
+//
+// Health is a flag beside the state machine, not a state of it: a remote
+// engine stays Ready (the gateway does not own it), and a down one is
+// skipped by plans and pools before any request pays for it.
+
+// HealthObserver hears about health changes; an Observer may implement it.
+type HealthObserver interface {
+	EngineHealth(name string, down bool)
+}
+
+// StartHealthChecks starts the engine's health checks when its config asks
+// for them; the first check runs at once, as Caddy's do. The checks end
+// when the engine is destructed. Call it once, after SetClock.
+func (e *Engine) StartHealthChecks() {
+	if !e.cfg.Checked() {
+		return
+	}
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		e.checkHealthEvery(time.Duration(e.cfg.HealthInterval))
+	}()
+}
+
+func (e *Engine) checkHealthEvery(interval time.Duration) {
+	var t Timer
+	for {
+		// the next check is armed only once this one is recorded, so a
+		// slow check never overlaps the next
+		e.recordCheck(e.checkHealth())
+		if t == nil {
+			t = e.clock.NewTimer(interval)
+			defer t.Stop()
+		} else {
+			t.Reset(interval)
+		}
+		select {
+		case <-e.life.Done():
+			return
+		case <-t.C():
+		}
+	}
+}
+
+// checkHealth reports whether GET of the health path answers 2xx within
+// health_timeout, through the engine's own transport and with its key.
+func (e *Engine) checkHealth() bool {
+	ctx, cancel := context.WithTimeout(e.life, time.Duration(e.cfg.HealthTimeout))
+	defer cancel()
+	u := e.base.JoinPath(e.cfg.HealthPath)
+	u.RawQuery = ""
+	return e.get(ctx, u.String())
+}
+
+// recordCheck counts a check's result and moves the engine down after
+// health_fails failures in a row, and up after health_passes passes.
+func (e *Engine) recordCheck(pass bool) {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return
+	}
+	changed := false
+	if pass {
+		e.healthFails = 0
+		e.healthPasses++
+		if e.down.Load() && e.healthPasses >= e.cfg.HealthPasses {
+			e.down.Store(false)
+			changed = true
+		}
+	} else {
+		e.healthPasses = 0
+		e.healthFails++
+		if !e.down.Load() && e.healthFails >= e.cfg.HealthFails {
+			e.down.Store(true)
+			changed = true
+		}
+	}
+	down := e.down.Load()
+	if changed {
+		e.broadcast()
+	}
+	e.mu.Unlock()
+	if !changed {
+		return
+	}
+	if down {
+		e.log.Warn("engine is down: it failed its health checks",
+			zap.String("health_path", e.cfg.HealthPath), zap.Int("health_fails", e.cfg.HealthFails))
+	} else {
+		e.log.Info("engine is up: it passed its health checks", zap.Int("health_passes", e.cfg.HealthPasses))
+	}
+	if ho, ok := e.obs.(HealthObserver); ok {
+		ho.EngineHealth(e.cfg.Name, down)
+	}
+}
+
+// Healthy reports whether requests may go to the engine: false only for a
+// remote engine that failed its health checks. It takes no lock: plans and
+// pools ask it on every request.
+func (e *Engine) Healthy() bool { return !e.down.Load() }
