@@ -49,8 +49,7 @@ const (
 )
 
 var (
-	markFinish   = []byte(`"finish_reason":"`)
-	markFinishSp = []byte(`"finish_reason": "`)
+	markFinish   = []byte(`"finish_reason"`)
 	markResponse = []byte(`"type":"response.`)
 	markMessage  = []byte(`message_stop`)
 	responseEnds = [][]byte{[]byte(`response.completed`), []byte(`response.incomplete`), []byte(`response.failed`)}
@@ -77,7 +76,7 @@ func (st *stream) note(ev []byte) {
 	switch {
 	case st.whole:
 	case st.rule == endFinish:
-		st.whole = bytes.Contains(ev, markFinish) || bytes.Contains(ev, markFinishSp)
+		st.whole = hasFinishReason(ev)
 	case st.rule == endResponse:
 		if bytes.Contains(ev, markResponse) {
 			for _, m := range responseEnds {
@@ -86,6 +85,24 @@ func (st *stream) note(ev []byte) {
 		}
 	case st.rule == endMessage:
 		st.whole = bytes.Contains(ev, markMessage)
+	}
+}
+
+// hasFinishReason reports whether an event sets a finish_reason (to a
+// string, not null): one search per event.
+func hasFinishReason(ev []byte) bool {
+	for {
+		i := bytes.Index(ev, markFinish)
+		if i < 0 {
+			return false
+		}
+		ev = ev[i+len(markFinish):]
+		j := skipSpace(ev, 0)
+		if j < len(ev) && ev[j] == ':' {
+			if k := skipSpace(ev, j+1); k < len(ev) && ev[k] == '"' {
+				return true
+			}
+		}
 	}
 }
 
