@@ -28,7 +28,7 @@ func newEngineLog(engine string) engineLog {
 // engineLoggerName is the logger of an engine:
 // http.handlers.llm_gateway.engine.<name>.
 func engineLoggerName(engine string) string {
-	return string(Gateway{}.CaddyModule().ID) + ".engine." + engine
+	return string((*Gateway)(nil).CaddyModule().ID) + ".engine." + engine
 }
 
 // swapCore is a zapcore.Core whose destination can be replaced while loggers

@@ -24,7 +24,7 @@ import (
 )
 
 func init() {
-	caddy.RegisterModule(Gateway{})
+	caddy.RegisterModule(new(Gateway))
 	httpcaddyfile.RegisterHandlerDirective("llm_gateway", parseCaddyfile)
 	// no `order` line needed in users' Caddyfiles
 	httpcaddyfile.RegisterDirectiveOrder("llm_gateway", httpcaddyfile.Before, "reverse_proxy")
@@ -47,8 +47,11 @@ type Gateway struct {
 	logger  *zap.Logger
 }
 
-// CaddyModule returns the Caddy module information.
-func (Gateway) CaddyModule() caddy.ModuleInfo {
+// CaddyModule returns the Caddy module information. Its receiver is a
+// pointer that it never reads: Caddy's events app asks the emitting module
+// for its ID from an engine's goroutine (a health check), which may run
+// while Provision still fills the struct in.
+func (*Gateway) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{
 		ID:  "http.handlers.llm_gateway",
 		New: func() caddy.Module { return new(Gateway) },
