@@ -268,26 +268,18 @@ func (s *server) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sent := 0
-	for i := 0; i < len(words); i += s.o.WordsPerChunk {
-		end := min(i+s.o.WordsPerChunk, len(words))
-		piece := strings.Join(words[i:end], " ")
-		if end < len(words) {
-			piece += " "
-		}
-		select {
-		case <-r.Context().Done():
-			fmt.Println("demo engine: client went away mid-stream")
-			return
-		case <-time.After(s.o.ChunkDelay):
-		}
+	if !s.streamWords(r, words, func(piece string) bool {
 		if !send(chunk(map[string]any{"content": piece}, nil)) {
-			return
+			return false
 		}
 		sent++
 		if s.o.ExitAfterChunks > 0 && sent >= s.o.ExitAfterChunks {
 			fmt.Println("demo engine: exiting mid-stream (simulated crash)")
 			os.Exit(4)
 		}
+		return true
+	}) {
+		return
 	}
 	send(chunk(map[string]any{}, "stop"))
 	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
@@ -405,4 +397,27 @@ func base64Floats(v []float32) string {
 		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
 	}
 	return base64.StdEncoding.EncodeToString(b)
+}
+
+// streamWords hands emit the words a few at a time (WordsPerChunk, each
+// piece but the last with its trailing space), ChunkDelay apart. It
+// reports false when the client went away or emit failed.
+func (s *server) streamWords(r *http.Request, words []string, emit func(piece string) bool) bool {
+	for i := 0; i < len(words); i += s.o.WordsPerChunk {
+		end := min(i+s.o.WordsPerChunk, len(words))
+		piece := strings.Join(words[i:end], " ")
+		if end < len(words) {
+			piece += " "
+		}
+		select {
+		case <-r.Context().Done():
+			fmt.Println("demo engine: client went away mid-stream")
+			return false
+		case <-time.After(s.o.ChunkDelay):
+		}
+		if !emit(piece) {
+			return false
+		}
+	}
+	return true
 }

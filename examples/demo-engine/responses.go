@@ -167,22 +167,11 @@ func (s *server) streamResponse(w http.ResponseWriter, r *http.Request, rs *resp
 		return
 	}
 	words := strings.Fields(rs.text)
-	for i := 0; i < len(words); i += s.o.WordsPerChunk {
-		end := min(i+s.o.WordsPerChunk, len(words))
-		piece := strings.Join(words[i:end], " ")
-		if end < len(words) {
-			piece += " "
-		}
-		select {
-		case <-r.Context().Done():
-			fmt.Println("demo engine: client went away mid-stream")
-			return
-		case <-time.After(s.o.ChunkDelay):
-		}
-		if !send("response.output_text.delta", map[string]any{"item_id": rs.msgID, "output_index": 0,
-			"content_index": 0, "delta": piece, "logprobs": []any{}}) {
-			return
-		}
+	if !s.streamWords(r, words, func(piece string) bool {
+		return send("response.output_text.delta", map[string]any{"item_id": rs.msgID, "output_index": 0,
+			"content_index": 0, "delta": piece, "logprobs": []any{}})
+	}) {
+		return
 	}
 	// the text sent is the words joined by single spaces
 	rs.text = strings.Join(words, " ")
