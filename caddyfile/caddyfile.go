@@ -35,6 +35,12 @@ import (
 //		max_fallbacks <n>               # items a body's "fallbacks" may name; default 4
 //		max_attempts <n>                # upstream calls one request may cause, of every kind; default 8
 //		transport http { … }            # default transport of engines without their own (see engine)
+//		extra_paths <path...>|off       # POST paths outside /v1/ routed by the body's model;
+//		                                # default llama-server's /completion /embedding /rerank /infill /tokenize …
+//		passthrough on|off              # /upstream/<model>/<path> reaches the model's engine; default on
+//		defaults {                      # engine options for every engine that does not set them
+//			idle_timeout 10m            # (any engine option but models and model_name)
+//		}
 //		ui <path> {                     # the status page on this site, behind the keys (needs keys)
 //			recent <n>                  # recent requests kept and shown; default 200
 //		}
@@ -85,6 +91,9 @@ import (
 //			breaker <failures> [<cool-down>]  # default 5 30s
 //			resume on|off               # default off: continue a cut stream on the fallback
 //			prefill on|off              # default off: this engine continues an assistant message placed last
+//			loading_status on|off       # default off: a chat stream waiting for the start sees it as reasoning
+//			set <path> <json>           # repeatable: give a body member a value (temperature 0.6, a.b true)
+//			strip <path...>             # repeatable: remove body members
 //		}
 //	}
 //
@@ -114,6 +123,7 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config) (handler.Config, er
 	set := settings{}
 	var keysAt *pos // the first keys or key line
 	var defaultTransport json.RawMessage
+	var defaultsAt *pos
 	for d.NextBlock(0) {
 		if (d.Val() == "keys" || d.Val() == "key") && keysAt == nil {
 			at := here(d)
@@ -164,6 +174,18 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config) (handler.Config, er
 			}
 			poolAt[pc.Name] = at
 			cfg.Pools = append(cfg.Pools, pc)
+			continue
+		case "defaults":
+			if defaultsAt != nil {
+				return cfg, d.Errf("defaults is given twice (first at %s)", *defaultsAt)
+			}
+			at := here(d)
+			defaultsAt = &at
+			dc, err := parseDefaults(d)
+			if err != nil {
+				return cfg, err
+			}
+			cfg.Defaults = &dc
 			continue
 		case "engine":
 			at := here(d)
@@ -228,12 +250,36 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config) (handler.Config, er
 				return cfg, err
 			}
 			defaultTransport = t
+		case "extra_paths":
+			args := d.RemainingArgs()
+			if len(args) == 0 {
+				return cfg, d.Errf("extra_paths takes paths (/rerank /infill …) or off")
+			}
+			paths := []string{}
+			if len(args) > 1 || args[0] != "off" {
+				paths = args
+			}
+			for _, p := range paths {
+				if err := handler.CheckExtraPath(p); err != nil {
+					return cfg, d.Errf("%v", err)
+				}
+			}
+			cfg.ExtraPaths = &paths
+		case "passthrough":
+			b, err := parseOnOff(d)
+			if err != nil {
+				return cfg, err
+			}
+			cfg.Passthrough = &b
 		default:
 			return cfg, d.Errf("unknown llm_gateway subdirective %q", d.Val())
 		}
 	}
 	if len(cfg.Engines) == 0 {
 		return cfg, d.Err("llm_gateway needs at least one engine block")
+	}
+	if defaultTransport != nil && cfg.Defaults != nil && cfg.Defaults.Transport != nil {
+		return cfg, defaultsAt.errf("transport is given both in defaults and for the whole handler: keep one")
 	}
 	for i := range cfg.Engines {
 		if cfg.Engines[i].Transport == nil {
@@ -429,12 +475,36 @@ func parseEngine(d *cf.Dispenser) (engines.Config, error) {
 	if d.NextArg() {
 		return ec, d.ArgErr()
 	}
+	err := parseEngineOptions(d, &ec, "engine "+ec.Name)
+	return ec, err
+}
+
+// parseDefaults parses `defaults { … }`: engine options for every engine
+// that does not set them.
+func parseDefaults(d *cf.Dispenser) (engines.Config, error) {
+	var ec engines.Config
+	if d.NextArg() {
+		return ec, d.ArgErr()
+	}
+	err := parseEngineOptions(d, &ec, "defaults")
+	return ec, err
+}
+
+// parseEngineOptions parses the block of an engine (or of defaults, where
+// what names the engine is refused), named where for errors.
+func parseEngineOptions(d *cf.Dispenser, ec *engines.Config, where string) error {
 	nesting := d.Nesting()
 	set := settings{}
 	for d.NextBlock(nesting) {
-		if sub := d.Val(); sub != "env" {
+		if where == "defaults" {
+			switch d.Val() {
+			case "models", "model_name":
+				return d.Errf("%s may not be in defaults: each engine serves its own models", d.Val())
+			}
+		}
+		if sub := d.Val(); sub != "env" && sub != "set" && sub != "strip" {
 			if err := set.once(d); err != nil {
-				return ec, err
+				return err
 			}
 		}
 		var err error
@@ -533,9 +603,17 @@ func parseEngine(d *cf.Dispenser) (engines.Config, error) {
 				ec.Retries = &n
 			}
 		case "resume":
-			ec.Resume, err = parseOnOff(d)
+			var b bool
+			b, err = parseOnOff(d)
+			ec.Resume = &b
+		case "loading_status":
+			var b bool
+			b, err = parseOnOff(d)
+			ec.LoadingStatus = &b
 		case "prefill":
-			ec.Prefill, err = parseOnOff(d)
+			var b bool
+			b, err = parseOnOff(d)
+			ec.Prefill = &b
 		case "retry_after_max":
 			err = durationArg(d, &ec.RetryAfterMax)
 		case "hangup_grace":
@@ -544,6 +622,22 @@ func parseEngine(d *cf.Dispenser) (engines.Config, error) {
 			ec.BreakerFailures, ec.BreakerCooldown, err = parseBreaker(d)
 		case "transport":
 			ec.Transport, err = parseTransport(d)
+		case "set":
+			args := d.RemainingArgs()
+			if len(args) != 2 {
+				err = d.Errf("set takes a path and a JSON value: set temperature 0.6, set stop `[\"</s>\"]`")
+				break
+			}
+			ec.Set = append(ec.Set, engines.BodySetting{Path: args[0], Value: json.RawMessage(args[1])})
+			err = ec.ValidateFilters()
+		case "strip":
+			args := d.RemainingArgs()
+			if len(args) == 0 {
+				err = d.ArgErr()
+				break
+			}
+			ec.Strip = append(ec.Strip, args...)
+			err = ec.ValidateFilters()
 		case "health_interval":
 			err = durationArg(d, &ec.HealthInterval)
 		case "health_path":
@@ -558,13 +652,13 @@ func parseEngine(d *cf.Dispenser) (engines.Config, error) {
 		case "health_fails":
 			err = countArg(d, &ec.HealthFails, 1)
 		default:
-			err = d.Errf("unknown engine subdirective %q in engine %s", sub, ec.Name)
+			err = d.Errf("unknown engine subdirective %q in %s", sub, where)
 		}
 		if err != nil {
-			return ec, err
+			return err
 		}
 	}
-	return ec, nil
+	return nil
 }
 
 // parseTransport parses `transport http { … }` by handing the block to Caddy's

@@ -227,8 +227,8 @@ func TestParseEverySubdirective(t *testing.T) {
 			BodyFallbacks:    ptr(false),
 			AnnotateResponse: true,
 			Engines: []engines.Config{
-				{Name: "a", To: "http://10.0.0.1:8000", Models: []string{"m1"}, Fallback: "b", Resume: true},
-				{Name: "b", To: "http://10.0.0.2:8000", Models: []string{"m2"}, Prefill: true},
+				{Name: "a", To: "http://10.0.0.1:8000", Models: []string{"m1"}, Fallback: "b", Resume: new(true)},
+				{Name: "b", To: "http://10.0.0.2:8000", Models: []string{"m2"}, Prefill: new(true)},
 			},
 			Pools: []handler.PoolConfig{
 				{Name: "auto", Members: []string{"a", "b/m2-big"}, StickyBody: "prompt_cache_key",

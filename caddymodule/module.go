@@ -91,6 +91,10 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 	for i, ec := range g.Engines {
 		cfg.Engines[i] = resolveEngine(repl, ec)
 	}
+	if g.Defaults != nil {
+		d := resolveEngine(repl, *g.Defaults)
+		cfg.Defaults = &d
+	}
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("llm_gateway: %v", err)

@@ -161,6 +161,10 @@ func probeConfigFile(ctx context.Context, path, adapter, only string) (map[strin
 		for i, ec := range hc.Engines {
 			hc.Engines[i] = resolveEngine(repl, ec)
 		}
+		if hc.Defaults != nil {
+			d := resolveEngine(repl, *hc.Defaults)
+			hc.Defaults = &d
+		}
 		hc = hc.WithDefaults()
 		if err := hc.Validate(); err != nil {
 			return nil, err

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"reflect"
 	"runtime"
 	"strings"
 	"time"
@@ -178,12 +179,28 @@ type Config struct {
 	// Resume continues a stream that this engine cut or stalled after it
 	// committed on the engine's fallback, which must have Prefill.
 	// Default: false.
-	Resume bool `json:"resume,omitempty"`
+	Resume *bool `json:"resume,omitempty"`
 
 	// Prefill says this engine continues an assistant message placed last
 	// in a chat request (llama.cpp, vLLM and Anthropic-style APIs do), so
 	// it can resume another engine's cut stream. Default: false.
-	Prefill bool `json:"prefill,omitempty"`
+	Prefill *bool `json:"prefill,omitempty"`
+
+	// LoadingStatus sends a streaming chat request that waits for this
+	// engine to start its progress as reasoning_content deltas ("loading
+	// qwen… 12 s"), which chat UIs show in their thinking box. It alters
+	// the content stream, so it is opt-in. Default: false.
+	LoadingStatus *bool `json:"loading_status,omitempty"`
+
+	// Set edits the JSON body sent to this engine, after the model
+	// rewrite: each entry gives the member at Path (names joined by dots,
+	// "chat_template_kwargs.enable_thinking") a JSON value, replacing it or
+	// adding it. Default: none.
+	Set []BodySetting `json:"set,omitempty"`
+
+	// Strip removes members (paths as for Set) from the JSON body sent to
+	// this engine: "temperature" for a reasoning model. Default: none.
+	Strip []string `json:"strip,omitempty"`
 
 	// BreakerFailures is how many consecutive failures open the engine's
 	// circuit breaker. Default: 5.
@@ -295,6 +312,56 @@ func (c Config) Speaks(family string) bool {
 	return false
 }
 
+// BodySetting is one `set <path> <json>` filter.
+type BodySetting struct {
+	Path  string          `json:"path"`
+	Value json.RawMessage `json:"value"`
+}
+
+// checkFilterPath refuses a filter path the gateway itself reads: a body
+// whose model or stream the engine sees differently from the gateway would
+// route one way and answer another.
+func checkFilterPath(p string) error {
+	segs := strings.Split(p, ".")
+	for _, s := range segs {
+		if s == "" {
+			return fmt.Errorf("bad path %q: names joined by dots, none empty", p)
+		}
+	}
+	switch strings.ToLower(segs[0]) {
+	case "model", "stream", "fallbacks":
+		return fmt.Errorf("%q is the gateway's to read, not a filter's to change (model_name renames the model)", segs[0])
+	}
+	return nil
+}
+
+// ValidateFilters checks the set and strip filters.
+func (c Config) ValidateFilters() error {
+	for _, s := range c.Set {
+		if err := checkFilterPath(s.Path); err != nil {
+			return fmt.Errorf("engine %s: set: %v", c.Name, err)
+		}
+		if !json.Valid(s.Value) {
+			return fmt.Errorf("engine %s: set %s: the value %q is not JSON (a string is written in quotes: `\"low\"`)", c.Name, s.Path, s.Value)
+		}
+	}
+	for _, p := range c.Strip {
+		if err := checkFilterPath(p); err != nil {
+			return fmt.Errorf("engine %s: strip: %v", c.Name, err)
+		}
+	}
+	return nil
+}
+
+// Resumes reports whether resume is on.
+func (c Config) Resumes() bool { return c.Resume != nil && *c.Resume }
+
+// Prefills reports whether prefill is on.
+func (c Config) Prefills() bool { return c.Prefill != nil && *c.Prefill }
+
+// ShowsLoading reports whether loading_status is on.
+func (c Config) ShowsLoading() bool { return c.LoadingStatus != nil && *c.LoadingStatus }
+
 // Managed reports whether the gateway runs this engine's process.
 func (c Config) Managed() bool { return len(c.Cmd) > 0 }
 
@@ -329,6 +396,9 @@ func (c Config) Validate() error {
 	}
 	if len(c.Models) == 0 {
 		return fmt.Errorf("engine %s: missing 'models' (the names clients ask for)", c.Name)
+	}
+	if err := c.ValidateFilters(); err != nil {
+		return err
 	}
 	for _, a := range c.APIs {
 		if a != "openai" && a != "anthropic" {
@@ -424,4 +494,39 @@ func (c Config) validateTransport() error {
 func errNoLocalEngines(name string) error {
 	return fmt.Errorf("engine %s: 'cmd' (an engine the gateway starts) is not supported on %s: "+
 		"start the model server yourself and give its address with 'to' (remote engines work on every platform)", name, runtime.GOOS)
+}
+
+// Inherit returns c with every option it leaves unset taken from d, the
+// handler's `defaults` block. An engine's identity (name, models,
+// model_name) is its own; a default fallback or context_fallback is not
+// given to the engine it names (an engine is not its own fallback).
+func (c Config) Inherit(d Config) Config {
+	cv := reflect.ValueOf(&c).Elem()
+	dv := reflect.ValueOf(d)
+	for i := range cv.NumField() {
+		switch cv.Type().Field(i).Name {
+		case "Name", "Models", "ModelName":
+			continue
+		case "Fallback", "ContextFallback":
+			if name, _, _ := strings.Cut(dv.Field(i).String(), "/"); name == c.Name {
+				continue
+			}
+		}
+		if f := cv.Field(i); f.IsZero() {
+			f.Set(dv.Field(i))
+		}
+	}
+	return c
+}
+
+// ValidateDefaults checks a `defaults` block: any engine option but the ones
+// that make an engine what it is.
+func (c Config) ValidateDefaults() error {
+	switch {
+	case c.Name != "":
+		return fmt.Errorf("defaults may not set a name")
+	case len(c.Models) > 0 || c.ModelName != "":
+		return fmt.Errorf("defaults may not set models or model_name: each engine serves its own")
+	}
+	return nil
 }

@@ -146,9 +146,9 @@ func (g *Gateway) send(rp *reply, req *request, a *attempt) {
 		context.AfterFunc(ctx, func() { t.Stop() })
 	}
 
-	body := req.body
-	if a.sent != req.model {
-		body = applyEdits(req.body, replaceValue(req.fields.model, a.sent))
+	body := req.bodyFor(a.sent)
+	if fs := c.rt.filters; len(fs) > 0 && req.json() {
+		body = applyFilters(body, fs)
 	}
 	up := newUpstreamRequest(ctx, req.r, base, cfg, body)
 

@@ -253,7 +253,7 @@ func TestCutStreamIsCompletedByTheSameEngine(t *testing.T) {
 	}))
 	defer eng.Close()
 	_, url := testGateway(t, Config{Engines: []engines.Config{
-		{Name: "local", To: eng.URL, Models: []string{"m"}, Resume: true, Prefill: true},
+		{Name: "local", To: eng.URL, Models: []string{"m"}, Resume: new(true), Prefill: new(true)},
 	}}, nil)
 
 	req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions",

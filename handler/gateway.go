@@ -33,6 +33,13 @@ const (
 	MinKeyLength = 16
 )
 
+// DefaultExtraPaths are llama-server's native endpoints, which read a
+// "model" from their body like the OpenAI ones.
+var DefaultExtraPaths = []string{
+	"/completion", "/completions", "/embedding", "/embeddings", "/rerank", "/reranking",
+	"/infill", "/tokenize", "/detokenize", "/apply-template",
+}
+
 // Config is the handler's configuration: what `llm_gateway { … }` parses to
 // and what the module's JSON holds.
 type Config struct {
@@ -73,6 +80,22 @@ type Config struct {
 	// fallback_index) to non-streaming JSON answers. Default: false.
 	AnnotateResponse bool `json:"annotate_response,omitempty"`
 
+	// ExtraPaths are paths outside /v1/ that the gateway routes by the
+	// body's model, as it routes /v1/: POST requests only (a GET there
+	// goes on to the next handler). Default: llama-server's own endpoints,
+	// DefaultExtraPaths; an empty list routes none.
+	ExtraPaths *[]string `json:"extra_paths,omitempty"`
+
+	// Passthrough serves /upstream/<model>/<path>, any method, from the
+	// engine serving <model>: its web UI, /props, /slots, /metrics.
+	// Default: true.
+	Passthrough *bool `json:"passthrough,omitempty"`
+
+	// Defaults sets any engine option for every engine that leaves it
+	// unset (llama-swap's globalTTL and more): `defaults { idle_timeout
+	// 10m }`. Not a name, models or model_name. Default: none.
+	Defaults *engines.Config `json:"defaults,omitempty"`
+
 	// Engines are the upstreams, each serving one or more models.
 	Engines []engines.Config `json:"engines,omitempty"`
 
@@ -98,13 +121,26 @@ func poolErr(name string, format string, args ...any) error {
 	return &ConfigError{Pool: name, Err: fmt.Errorf(format, args...)}
 }
 
-// WithDefaults returns c with every default filled in: its engines' (see
+// WithDefaults returns c with every default filled in: the `defaults`
+// block's options, then each engine's own defaults (see
 // engines.Config.WithDefaults); the handler's own defaults are read where
 // they are used.
 func (c Config) WithDefaults() Config {
-	c.Engines = append([]engines.Config(nil), c.Engines...)
+	c = c.inherited()
 	for i := range c.Engines {
 		c.Engines[i] = c.Engines[i].WithDefaults()
+	}
+	return c
+}
+
+// inherited returns c with its engines (a copy) given the defaults block's
+// options they leave unset.
+func (c Config) inherited() Config {
+	c.Engines = append([]engines.Config(nil), c.Engines...)
+	if c.Defaults != nil {
+		for i := range c.Engines {
+			c.Engines[i] = c.Engines[i].Inherit(*c.Defaults)
+		}
 	}
 	return c
 }
@@ -117,9 +153,22 @@ func (c Config) Validate() error {
 	if c.MaxBody < 0 || c.MaxFallbacks < 0 || c.MaxAttempts < 0 {
 		return fmt.Errorf("max_body, max_fallbacks and max_attempts may not be negative")
 	}
+	if c.ExtraPaths != nil {
+		for _, p := range *c.ExtraPaths {
+			if err := CheckExtraPath(p); err != nil {
+				return err
+			}
+		}
+	}
 	if len(c.Engines) == 0 {
 		return fmt.Errorf("llm_gateway needs at least one engine")
 	}
+	if c.Defaults != nil {
+		if err := c.Defaults.ValidateDefaults(); err != nil {
+			return err
+		}
+	}
+	c = c.inherited()
 	names := map[string]bool{}
 	models := map[string]string{}
 	byName := map[string]engines.Config{}
@@ -164,6 +213,20 @@ func (c Config) Validate() error {
 		if err := CheckKey(k); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// CheckExtraPath refuses an extra path the gateway routes already, or one
+// that is not a clean absolute path.
+func CheckExtraPath(p string) error {
+	switch {
+	case !strings.HasPrefix(p, "/") || !cleanPath(p):
+		return fmt.Errorf("extra_paths: %q is not a clean absolute path such as /rerank", p)
+	case p == "/v1" || strings.HasPrefix(p, "/v1/"):
+		return fmt.Errorf("extra_paths: %q is under /v1/, which the gateway routes already", p)
+	case strings.HasPrefix(p+"/", UpstreamPrefix):
+		return fmt.Errorf("extra_paths: %q is under %s, the passthrough", p, UpstreamPrefix)
 	}
 	return nil
 }
@@ -236,6 +299,7 @@ type route struct {
 	contextFallback *route
 	contextModel    string
 	plan            []candidate
+	filters         []filter // set and strip
 }
 
 // Gateway serves requests for one handler instance. It holds no engine
@@ -253,6 +317,9 @@ type Gateway struct {
 	pools     map[string]*pool  // by name, and "auto" for the default pool
 	poolList  []*pool
 	annotate  bool
+
+	extraPaths  map[string]bool
+	passthrough bool
 
 	allowBodyFallbacks bool
 	maxFallbacks       int
@@ -292,6 +359,15 @@ func New(cfg Config, engs []*engines.Engine, log *zap.Logger) (*Gateway, error) 
 		g.maxAttempts = DefaultMaxAttempts
 	}
 	g.annotate = cfg.AnnotateResponse
+	extra := DefaultExtraPaths
+	if cfg.ExtraPaths != nil {
+		extra = *cfg.ExtraPaths
+	}
+	g.extraPaths = map[string]bool{}
+	for _, p := range extra {
+		g.extraPaths[p] = true
+	}
+	g.passthrough = cfg.Passthrough == nil || *cfg.Passthrough
 	g.keepAlive = time.Duration(cfg.KeepAlive)
 	if g.keepAlive <= 0 {
 		g.keepAlive = DefaultKeepAlive
@@ -307,6 +383,7 @@ func New(cfg Config, engs []*engines.Engine, log *zap.Logger) (*Gateway, error) 
 			return nil, fmt.Errorf("engine %s has no runtime", ec.Name)
 		}
 		rt := &route{eng: e, cfg: e.Config(), wake: wakeAll}
+		rt.filters = filtersOf(rt.cfg)
 		if ec.Wake != nil {
 			rt.wake = *ec.Wake
 		}
@@ -390,7 +467,8 @@ type Hooks struct {
 // after commit ends with panic(http.ErrAbortHandler)).
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, res *Result) bool {
 	p := r.URL.Path
-	if p != "/v1" && !strings.HasPrefix(p, "/v1/") {
+	kind := g.pathKind(p, r.Method)
+	if kind == notOurs {
 		return false
 	}
 	start := g.clock.Now()
@@ -402,7 +480,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, res *Result)
 			res.Status = StatusClientClosed // as Caddy's access log says it
 		}
 	}()
-	if !cleanPath(p) {
+	clean := p
+	if kind == passthroughPath {
+		clean = strings.TrimSuffix(p, "/") // an engine's UI is at /upstream/<model>/
+	}
+	if !cleanPath(clean) {
 		res.refuse(w, errBadRequest("invalid_path", "the request path must not contain '.', '..' or empty segments"))
 		return true
 	}
@@ -414,6 +496,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, res *Result)
 	}
 	res.KeyName = keyName
 	switch {
+	case kind == passthroughPath:
+		g.servePassthrough(w, r, res)
+	case kind == extraPath:
+		g.serveRouted(w, r, res)
 	case p == "/v1/models" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
 		g.serveModels(w, r)
 		res.Status = http.StatusOK
@@ -427,6 +513,28 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, res *Result)
 			fmt.Sprintf("%s %s is not served: the gateway routes POST requests with a JSON body under /v1/ and GET /v1/models", r.Method, p)})
 	}
 	return true
+}
+
+// pathKind says which of the gateway's paths p is.
+type pathKind int
+
+const (
+	notOurs         pathKind = iota
+	v1Path                   // under /v1/
+	extraPath                // one of extra_paths, with a body to route by
+	passthroughPath          // under /upstream/
+)
+
+func (g *Gateway) pathKind(p, method string) pathKind {
+	switch {
+	case p == "/v1" || strings.HasPrefix(p, "/v1/"):
+		return v1Path
+	case g.passthrough && strings.HasPrefix(p, UpstreamPrefix) && len(p) > len(UpstreamPrefix):
+		return passthroughPath
+	case g.extraPaths[p] && method == http.MethodPost:
+		return extraPath
+	}
+	return notOurs
 }
 
 // cleanPath reports whether a path has no dot or empty segments: the path
@@ -451,8 +559,24 @@ type request struct {
 	fallbacks []byte // the raw "fallbacks" value, if the body had one
 	api       api    // OpenAI's or Anthropic's
 	budget    *failoverBudget
-	pool      string // the pool being served, if any
-	keptError bool   // an attempt kept its error body whole already
+	pool      string      // the pool being served, if any
+	keptError bool        // an attempt kept its error body whole already
+	form      *formFields // a multipart body's fields; nil for JSON
+}
+
+// json reports whether the body is JSON (not a multipart form).
+func (req *request) json() bool { return req.form == nil }
+
+// bodyFor is the body as sent for model: the caller's, with its model
+// rewritten when an engine calls the model another name.
+func (req *request) bodyFor(model string) []byte {
+	switch {
+	case model == req.model:
+		return req.body
+	case req.form != nil:
+		return applyEdits(req.body, edit{req.form.model.start, req.form.model.end, []byte(model)})
+	}
+	return applyEdits(req.body, replaceValue(req.fields.model, model))
 }
 
 // refuse answers with an error of the gateway's own.
@@ -521,6 +645,9 @@ func (g *Gateway) readRequest(r *http.Request) (*request, *Error) {
 		}
 		return nil, errBadRequest("body_read_error", "reading the request body: "+err.Error())
 	}
+	if boundary, ok := formBoundary(r.Header.Get("Content-Type")); ok {
+		return readForm(r, body, boundary)
+	}
 	fields, err := scanBody(body)
 	if err != nil {
 		return nil, errBadRequest("invalid_json", "the request body is not valid JSON: "+err.Error())
@@ -544,6 +671,19 @@ func (g *Gateway) readRequest(r *http.Request) (*request, *Error) {
 	}
 	return &request{r: r, body: body, fields: fields, model: string(model), stream: isTrue(body, fields.stream),
 		fallbacks: fallbacks, api: apiOf(r.URL.Path)}, nil
+}
+
+// readForm reads a multipart body's routing fields.
+func readForm(r *http.Request, body []byte, boundary string) (*request, *Error) {
+	f, gerr := scanForm(body, boundary)
+	if gerr != nil {
+		return nil, gerr
+	}
+	if !f.model.ok() {
+		return nil, errBadRequest("missing_model", `the multipart body has no "model" field: name one of GET /v1/models`)
+	}
+	return &request{r: r, body: body, model: string(body[f.model.start:f.model.end]), stream: f.stream,
+		form: &f, api: apiOf(r.URL.Path)}, nil
 }
 
 var errTooLarge = errors.New("body too large")

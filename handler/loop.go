@@ -203,6 +203,7 @@ func (g *Gateway) run(w http.ResponseWriter, req *request, plan []candidate, res
 			continue
 		}
 		g.logMove(req, p, a, v)
+		rp.switched = true
 		c, ok = p.next()
 	}
 	if len(p.failed) == 0 {

@@ -3,6 +3,8 @@ package handler
 import (
 	"context"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -34,6 +36,7 @@ type reply struct {
 	keepAlive time.Duration
 	start     time.Time
 	res       *Result // what the client got, for logs and metrics
+	switched  bool    // the request left its first candidate
 }
 
 func (g *Gateway) newReply(w http.ResponseWriter, stream bool, family api, res *Result) *reply {
@@ -193,4 +196,67 @@ func (rp *reply) pause(ctx context.Context, d time.Duration) bool {
 			wt.onKeepAlive()
 		}
 	}
+}
+
+// loading is a chat stream's loading status (loading_status on): while the
+// request waits for its engine to start, the client gets the wait as
+// reasoning_content deltas, which chat UIs show in their thinking box.
+type loading struct {
+	rp     *reply
+	model  string
+	engine string
+	since  time.Time
+	sent   bool
+}
+
+// newLoading returns the loading status of a request that is about to wait
+// for rt's start, or nil when it gets none: loading_status off, not a
+// streaming chat request, the engine not starting (a queue is not a load),
+// or the request already left its first candidate for a fallback.
+func (g *Gateway) newLoading(rp *reply, req *request, rt *route) *loading {
+	if !rt.cfg.ShowsLoading() || !rp.stream || rp.switched || !req.chatStream() || rt.eng.State() == engines.Ready {
+		return nil
+	}
+	return &loading{rp: rp, model: req.model, engine: rt.cfg.Name, since: g.clock.Now()}
+}
+
+// chatStream reports whether the request is an OpenAI chat completion
+// stream, the one grammar with a reasoning_content delta.
+func (req *request) chatStream() bool {
+	return req.stream && req.api == apiOpenAI && req.json() && strings.HasSuffix(req.r.URL.Path, "/chat/completions")
+}
+
+// tick sends the wait so far; the first one says what is loading.
+func (l *loading) tick() {
+	if l == nil || !l.rp.preamble {
+		return
+	}
+	waited := l.rp.clock.Now().Sub(l.since).Round(time.Second)
+	if !l.sent {
+		l.sent = true
+		l.delta("Loading " + l.model + " on engine " + l.engine + "…\n")
+		return
+	}
+	l.delta("still loading… " + waited.String() + "\n")
+}
+
+// done says the engine is up, once something was said.
+func (l *loading) done() {
+	if l == nil || !l.sent {
+		return
+	}
+	l.delta("loaded after " + l.rp.clock.Now().Sub(l.since).Round(100*time.Millisecond).String() + ".\n\n")
+}
+
+func (l *loading) delta(text string) {
+	b := make([]byte, 0, 200)
+	b = append(b, `data: {"id":"chatcmpl-llm-gateway-loading","object":"chat.completion.chunk","created":`...)
+	b = strconv.AppendInt(b, l.rp.clock.Now().Unix(), 10)
+	b = append(b, `,"model":`...)
+	b = appendJSONString(b, l.model)
+	b = append(b, `,"choices":[{"index":0,"delta":{"role":"assistant","reasoning_content":`...)
+	b = appendJSONString(b, text)
+	b = append(b, "}}]}\n\n"...)
+	_, _ = l.rp.w.Write(b)
+	_ = l.rp.rc.Flush()
 }

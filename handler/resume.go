@@ -48,7 +48,7 @@ type resumeChunk struct {
 // newTranscript starts a transcript for a stream that may be resumed.
 func (g *Gateway) newTranscript(a *attempt) *transcript {
 	req := a.req
-	if a.c.role != rolePrimary || !a.c.rt.cfg.Resume || len(resumers(a.c)) == 0 ||
+	if a.c.role != rolePrimary || !a.c.rt.cfg.Resumes() || len(resumers(a.c)) == 0 ||
 		!strings.HasSuffix(req.r.URL.Path, "/chat/completions") || !req.fields.messages.ok() {
 		return nil
 	}
@@ -59,10 +59,10 @@ func (g *Gateway) newTranscript(a *attempt) *transcript {
 // the engine itself, then its fallback, each only with `prefill on`.
 func resumers(c candidate) []candidate {
 	var out []candidate
-	if c.rt.cfg.Prefill {
+	if c.rt.cfg.Prefills() {
 		out = append(out, candidate{rt: c.rt, model: c.model, role: rolePrimary, acquire: true})
 	}
-	if fb := c.rt.fallback; fb != nil && fb.cfg.Prefill {
+	if fb := c.rt.fallback; fb != nil && fb.cfg.Prefills() {
 		out = append(out, candidate{rt: fb, model: c.rt.cfg.FallbackModel, role: roleFallback})
 	}
 	return out

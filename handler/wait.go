@@ -45,6 +45,7 @@ func (g *Gateway) lease(rp *reply, req *request, a *attempt) bool {
 
 	wt := rp.timers()
 	defer wt.stop()
+	ls := g.newLoading(rp, req, a.c.rt)
 	var fallbackAt <-chan time.Time
 	slow := a.c.slow
 	if slow != nil {
@@ -55,10 +56,19 @@ func (g *Gateway) lease(rp *reply, req *request, a *attempt) bool {
 	for {
 		select {
 		case r := <-done:
+			if r.lease != nil {
+				ls.done()
+			}
 			return a.acquiredResult(ctx, r)
 		case <-wt.preambleC():
 			wt.onPreamble()
+			ls.tick()
 		case <-wt.keepAliveC():
+			if ls != nil && rp.preamble {
+				ls.tick()
+				wt.keepAlive.Reset(rp.keepAlive)
+				continue
+			}
 			wt.onKeepAlive()
 		case <-fallbackAt:
 			fallbackAt = nil

@@ -144,6 +144,7 @@ func (s *server) routes() http.Handler {
 	mux.HandleFunc("POST /v1/completions", s.chat)
 	mux.HandleFunc("POST /v1/embeddings", s.embeddings)
 	mux.HandleFunc("POST /v1/responses", s.responses)
+	s.nativeRoutes(mux)
 	return mux
 }
 

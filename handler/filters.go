@@ -1,0 +1,160 @@
+package handler
+
+import (
+	"strings"
+
+	"github.com/llmgateway/caddy-llm-gateway/engines"
+)
+
+// An engine's body filters (llama-swap's setParams and stripParams): `set`
+// gives a member a value, `strip` removes it, at the top level or at a dotted
+// path of objects. They edit the body as sent to that engine, after the model
+// rewrite, and leave every other byte as the caller sent it.
+//
+// Names are matched as upstreams match them: Go's encoding/json compares
+// member names ignoring case and takes the last, so a filter removes every
+// member whose name folds to the one it names ("Temperature" as well as
+// "temperature"); otherwise a caller could keep a stripped field by changing
+// its case.
+
+// filter is one parsed filter.
+type filter struct {
+	path  []string
+	value []byte // nil: strip
+}
+
+// filtersOf parses an engine's filters; the config was validated, so every
+// path is well formed and every value is JSON.
+func filtersOf(cfg engines.Config) []filter {
+	var fs []filter
+	for _, p := range cfg.Strip {
+		fs = append(fs, filter{path: strings.Split(p, ".")})
+	}
+	for _, s := range cfg.Set {
+		fs = append(fs, filter{path: strings.Split(s.Path, "."), value: []byte(s.Value)})
+	}
+	return fs
+}
+
+// applyFilters returns body with the filters applied in order. body must be
+// a JSON object that scanBody accepted.
+func applyFilters(body []byte, fs []filter) []byte {
+	for _, f := range fs {
+		body = f.apply(body)
+	}
+	return body
+}
+
+func (f filter) apply(body []byte) []byte {
+	obj := skipSpace(body, 0) // the '{' of the object the path is in
+	for i, seg := range f.path {
+		last := i == len(f.path)-1
+		if !last {
+			if m, ok := lastMember(body, obj, seg); ok && body[m.value.start] == '{' {
+				obj = m.value.start
+				continue
+			}
+		}
+		if f.value == nil {
+			if !last {
+				return body // nothing at this path to strip
+			}
+			return removeAll(body, obj, seg)
+		}
+		// set: replace whatever holds this name with the rest of the
+		// path, built as nested objects
+		body = removeAll(body, obj, seg)
+		return insertMember(body, obj, seg, nest(f.path[i+1:], f.value))
+	}
+	return body
+}
+
+// nest wraps value in objects, one per name: nest([b c], 1) is {"b":{"c":1}}.
+func nest(names []string, value []byte) []byte {
+	var out []byte
+	for _, n := range names {
+		out = appendJSONString(append(out, '{'), n)
+		out = append(out, ':')
+	}
+	out = append(out, value...)
+	for range names {
+		out = append(out, '}')
+	}
+	return out
+}
+
+// eachMember calls fn for the members of the object whose '{' is at obj, in
+// order, until fn returns false; it returns the offset of the object's '}'.
+func eachMember(b []byte, obj int, fn func(name []byte, m member) bool) int {
+	i := skipSpace(b, obj+1)
+	if i < len(b) && b[i] == '}' {
+		return i
+	}
+	prevComma := -1
+	for i < len(b) && b[i] == '"' {
+		keyStart := i
+		keyEnd, _ := skipString(b, i)
+		i = skipSpace(b, keyEnd)
+		i = skipSpace(b, i+1) // past ':'
+		valEnd, _ := skipValue(b, i, 2)
+		m := member{key: keyStart, value: span{i, valEnd}, prevComma: prevComma, nextComma: -1}
+		i = skipSpace(b, valEnd)
+		if i < len(b) && b[i] == ',' {
+			m.nextComma = i
+		}
+		if fn != nil && !fn(b[keyStart+1:keyEnd-1], m) {
+			fn = nil
+		}
+		if i >= len(b) || b[i] != ',' {
+			return i
+		}
+		prevComma = i
+		i = skipSpace(b, i+1)
+	}
+	return i
+}
+
+// matches reports whether a raw member name is name, as a Go upstream reads
+// it: escapes decoded, case folded.
+func matches(rawName []byte, name string) bool {
+	var buf [64]byte
+	n, ok := decodedName(buf[:0], rawName)
+	return ok && strings.EqualFold(string(n), name)
+}
+
+// lastMember finds the last member of the object at obj named name.
+func lastMember(b []byte, obj int, name string) (member, bool) {
+	var found member
+	ok := false
+	eachMember(b, obj, func(raw []byte, m member) bool {
+		if matches(raw, name) {
+			found, ok = m, true
+		}
+		return true
+	})
+	return found, ok
+}
+
+// removeAll removes every member of the object at obj named name.
+func removeAll(b []byte, obj int, name string) []byte {
+	for {
+		m, ok := lastMember(b, obj, name)
+		if !ok {
+			return b
+		}
+		b = applyEdits(b, removeMember(m))
+	}
+}
+
+// insertMember adds "name": value as the last member of the object at obj.
+func insertMember(b []byte, obj int, name string, value []byte) []byte {
+	empty := true
+	end := eachMember(b, obj, func([]byte, member) bool { empty = false; return false })
+	var m []byte
+	if !empty {
+		m = append(m, ',')
+	}
+	m = appendJSONString(m, name)
+	m = append(append(m, ':'), value...)
+	return applyEdits(b, edit{end, end, m})
+}

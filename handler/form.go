@@ -1,0 +1,119 @@
+package handler
+
+import (
+	"bytes"
+	"mime"
+	"strings"
+)
+
+// Multipart bodies (audio transcriptions and translations, image edits) are
+// routed by their "model" form field and forwarded byte for byte: the
+// gateway finds where that field's value sits, as it does for a JSON body's
+// "model" member, and at most rewrites those bytes for an engine's
+// model_name. The file parts are never decoded or copied.
+
+// formFields is what the gateway reads of a multipart/form-data body.
+type formFields struct {
+	model  span // the model field's value
+	stream bool // a "stream" field of true
+}
+
+// maxFormParts bounds the parts of a routed form body: a body of a million
+// empty parts is not an upload.
+const maxFormParts = 1000
+
+// formBoundary returns the boundary of a multipart/form-data content type,
+// and whether the type is one.
+func formBoundary(contentType string) (string, bool) {
+	mt, params, err := mime.ParseMediaType(contentType)
+	if err != nil || mt != "multipart/form-data" {
+		return "", false
+	}
+	b := params["boundary"]
+	return b, b != ""
+}
+
+// scanForm finds the model and stream fields of a multipart body. A field
+// given twice (under any case, as with JSON members) is an error: the engine
+// might read the other one.
+func scanForm(body []byte, boundary string) (formFields, *Error) {
+	var f formFields
+	delim := []byte("--" + boundary)
+	// the first delimiter may follow a preamble; later ones follow CRLF
+	i := bytes.Index(body, delim)
+	if i < 0 {
+		return f, errBadRequest("invalid_multipart", "the multipart body has no part with its boundary")
+	}
+	next := append([]byte("\r\n"), delim...)
+	seenModel, seenStream := false, false
+	for parts := 0; ; parts++ {
+		i += len(delim)
+		if bytes.HasPrefix(body[i:], []byte("--")) {
+			break // the closing delimiter
+		}
+		if parts == maxFormParts {
+			return f, errBadRequest("invalid_multipart", "the multipart body has more than 1000 parts")
+		}
+		// the rest of the delimiter line (transport padding), then headers
+		eol := bytes.Index(body[i:], []byte("\r\n"))
+		if eol < 0 {
+			return f, errBadRequest("invalid_multipart", "the multipart body ends inside a delimiter line")
+		}
+		i += eol + 2
+		hdrEnd := bytes.Index(body[i:], []byte("\r\n\r\n"))
+		if hdrEnd < 0 {
+			if !bytes.HasPrefix(body[i:], []byte("\r\n")) {
+				return f, errBadRequest("invalid_multipart", "a part of the multipart body has no end of its headers")
+			}
+			hdrEnd = -2 // a part without headers
+		}
+		headers := body[i : i+max(0, hdrEnd)]
+		valStart := i + hdrEnd + 4
+		end := bytes.Index(body[valStart:], next)
+		if end < 0 {
+			return f, errBadRequest("invalid_multipart", "the multipart body ends inside a part (no closing boundary)")
+		}
+		value := span{valStart, valStart + end}
+		name, isFile := partName(headers)
+		if !isFile {
+			switch {
+			case strings.EqualFold(name, "model"):
+				if seenModel {
+					return f, ambiguousField("model")
+				}
+				seenModel, f.model = true, value
+			case strings.EqualFold(name, "stream"):
+				if seenStream {
+					return f, ambiguousField("stream")
+				}
+				seenStream = true
+				f.stream = string(body[value.start:value.end]) == "true"
+			}
+		}
+		i = value.end + 2
+	}
+	return f, nil
+}
+
+func ambiguousField(name string) *Error {
+	return errBadRequest("ambiguous_member", "the multipart body has more than one "+`"`+name+`"`+
+		" field (names are compared ignoring case); send it once")
+}
+
+// partName reads a part's form field name from its Content-Disposition, and
+// whether the part is a file.
+func partName(headers []byte) (string, bool) {
+	for _, line := range bytes.Split(headers, []byte("\r\n")) {
+		k, v, ok := bytes.Cut(line, []byte(":"))
+		if !ok || !strings.EqualFold(string(bytes.TrimSpace(k)), "Content-Disposition") {
+			continue
+		}
+		_, params, err := mime.ParseMediaType(string(bytes.TrimSpace(v)))
+		if err != nil {
+			return "", false
+		}
+		_, isFile := params["filename"]
+		return params["name"], isFile
+	}
+	return "", false
+}

@@ -1,0 +1,407 @@
+package handler
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/json"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/llmgateway/caddy-llm-gateway/engines"
+)
+
+// What a llama-swap user reaches for, below Caddy: body filters, multipart
+// routing, extra paths, the /upstream/ passthrough and the defaults block.
+
+func TestFiltersEditOnlyTheNamedMembers(t *testing.T) {
+	set := func(path, value string) filter { return filter{strings.Split(path, "."), []byte(value)} }
+	strip := func(path string) filter { return filter{path: strings.Split(path, ".")} }
+	for _, tc := range []struct {
+		name    string
+		body    string
+		filters []filter
+		want    string
+	}{
+		{"replace a top-level value", `{"model":"m", "temperature": 0.9 ,"x":1}`,
+			[]filter{set("temperature", "0.6")}, `{"model":"m" ,"x":1,"temperature":0.6}`},
+		{"add a missing member", `{"model":"m"}`, []filter{set("n_probs", "5")}, `{"model":"m","n_probs":5}`},
+		{"add to an empty object", `{}`, []filter{set("a", "true")}, `{"a":true}`},
+		{"create a nested path", `{"model":"m"}`, []filter{set("chat_template_kwargs.enable_thinking", "false")},
+			`{"model":"m","chat_template_kwargs":{"enable_thinking":false}}`},
+		{"set inside an existing object", `{"kw":{"a":1,"b":2},"z":0}`, []filter{set("kw.b", `"x"`)},
+			`{"kw":{"a":1,"b":"x"},"z":0}`},
+		{"a non-object on the path is replaced", `{"kw":7}`, []filter{set("kw.a", "1")}, `{"kw":{"a":1}}`},
+		{"strip a member, every case of it", `{"Temperature":1,"model":"m","temperature":2,"te\u006dperature":3}`,
+			[]filter{strip("temperature")}, `{"model":"m"}`},
+		{"strip the first member", `{"top_p":1,"model":"m"}`, []filter{strip("top_p")}, `{"model":"m"}`},
+		{"strip a nested member", `{"kw":{"a":1,"b":2}}`, []filter{strip("kw.a")}, `{"kw":{"b":2}}`},
+		{"strip what is absent", `{"model":"m"}`, []filter{strip("kw.a"), strip("x")}, `{"model":"m"}`},
+		{"a member named in a nested value is not touched", `{"messages":[{"temperature":1}],"model":"m"}`,
+			[]filter{strip("temperature")}, `{"messages":[{"temperature":1}],"model":"m"}`},
+		{"max_tokens capped", `{"max_tokens":100000,"model":"m"}`, []filter{set("max_tokens", "4096")},
+			`{"model":"m","max_tokens":4096}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := string(applyFilters([]byte(tc.body), tc.filters))
+			if got != tc.want {
+				t.Fatalf("got  %s\nwant %s", got, tc.want)
+			}
+			if !json.Valid([]byte(got)) {
+				t.Fatalf("not JSON: %s", got)
+			}
+		})
+	}
+}
+
+func FuzzFilters(f *testing.F) {
+	f.Add([]byte(`{"model":"m","temperature":1,"kw":{"a":1}}`), "kw.a", "true")
+	f.Add([]byte(`{ "a" : { } , "b":[1,{"c":2}] }`), "a.b", `"x"`)
+	f.Add([]byte(`{}`), "temperature", "")
+	f.Fuzz(func(t *testing.T, body []byte, path, value string) {
+		if _, err := scanBody(body); err != nil {
+			return
+		}
+		cfg := engines.Config{Name: "e", Strip: []string{path}}
+		if value != "" {
+			cfg = engines.Config{Name: "e", Set: []engines.BodySetting{{Path: path, Value: json.RawMessage(value)}}}
+		}
+		if cfg.ValidateFilters() != nil {
+			return
+		}
+		out := applyFilters(body, filtersOf(cfg))
+		if !json.Valid(out) {
+			t.Fatalf("filter %q=%q made invalid JSON of %s: %s", path, value, body, out)
+		}
+		if _, err := scanBody(out); err != nil {
+			t.Fatalf("scan: %v", err)
+		}
+	})
+}
+
+func TestFilterPathsTheGatewayReadsAreRefused(t *testing.T) {
+	for _, p := range []string{"model", "Stream", "fallbacks", "a..b", ""} {
+		c := engines.Config{Name: "e", Strip: []string{p}}
+		if c.ValidateFilters() == nil {
+			t.Errorf("strip %q accepted", p)
+		}
+	}
+	c := engines.Config{Name: "e", Set: []engines.BodySetting{{Path: "reasoning_effort", Value: json.RawMessage(`low`)}}}
+	if err := c.ValidateFilters(); err == nil || !strings.Contains(err.Error(), "not JSON") {
+		t.Fatalf("%v", err)
+	}
+}
+
+func TestFiltersApplyPerEngineAfterTheModelRewrite(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got = append(got, string(b))
+		mu.Unlock()
+		answerOK(w, "x")
+	}))
+	defer up.Close()
+	cfg := Config{Engines: []engines.Config{{Name: "r1", To: up.URL, Models: []string{"r1"}, ModelName: "deepseek-r1",
+		Strip: []string{"temperature", "top_p"}, Set: []engines.BodySetting{{Path: "max_tokens", Value: json.RawMessage(`2048`)}}}}}
+	_, url := testGateway(t, cfg, nil)
+	resp, body := postJSON(t, url, `{"model":"r1","messages":[{"role":"user","content":"hi"}],"temperature":0.7,"top_p":0.9}`)
+	if resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	want := `{"model":"deepseek-r1","messages":[{"role":"user","content":"hi"}],"max_tokens":2048}`
+	if len(got) != 1 || got[0] != want {
+		t.Fatalf("engine got %q\nwant %q", got, want)
+	}
+}
+
+// multipartBody is an upload as the OpenAI SDKs send it: fields and a file.
+func multipartBody(t *testing.T, fields [][2]string, file []byte) ([]byte, string) {
+	var b bytes.Buffer
+	mw := multipart.NewWriter(&b)
+	for _, f := range fields {
+		if err := mw.WriteField(f[0], f[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if file != nil {
+		fw, err := mw.CreateFormFile("file", "speech.wav")
+		if err != nil {
+			t.Fatal(err)
+		}
+		fw.Write(file)
+	}
+	mw.Close()
+	return b.Bytes(), mw.FormDataContentType()
+}
+
+func TestMultipartIsRoutedByItsModelFieldAndForwardedByteForByte(t *testing.T) {
+	var mu sync.Mutex
+	var bodies [][]byte
+	var types []string
+	audio := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		bodies, types = append(bodies, b), append(types, r.Header.Get("Content-Type"))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"text":"hello"}`)
+	}))
+	defer audio.Close()
+	chat, chatHits := failing(t)
+	cfg := Config{Engines: []engines.Config{
+		{Name: "whisper", To: audio.URL, Models: []string{"whisper-1"}, ModelName: "ggml-large-v3"},
+		{Name: "chat", To: chat.URL, Models: []string{"qwen"}},
+	}}
+	_, url := testGateway(t, cfg, nil)
+
+	file := make([]byte, 20<<20)
+	rand.Read(file)
+	body, ct := multipartBody(t, [][2]string{{"language", "en"}, {"model", "whisper-1"}, {"response_format", "json"}}, file)
+	req, _ := http.NewRequest(http.MethodPost, url+"/v1/audio/transcriptions", bytes.NewReader(body))
+	req.Header.Set("Content-Type", ct)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(out) != `{"text":"hello"}` {
+		t.Fatalf("%d %s", resp.StatusCode, out)
+	}
+	// byte for byte, but for the model field's value, which model_name renames
+	want := bytes.Replace(body, []byte("\r\n\r\nwhisper-1\r\n"), []byte("\r\n\r\nggml-large-v3\r\n"), 1)
+	if len(bodies) != 1 || sha256.Sum256(bodies[0]) != sha256.Sum256(want) || types[0] != ct {
+		t.Fatalf("the engine got %d bodies; the upload was not forwarded byte for byte", len(bodies))
+	}
+	if chatHits.Load() != 0 {
+		t.Fatal("the chat engine was called")
+	}
+
+	for _, tc := range []struct {
+		fields [][2]string
+		status int
+		code   string
+	}{
+		{[][2]string{{"language", "en"}}, 400, "missing_model"},
+		{[][2]string{{"model", "whisper-1"}, {"Model", "qwen"}}, 400, "ambiguous_member"},
+		{[][2]string{{"model", "nope"}}, 404, "model_not_found"},
+	} {
+		body, ct := multipartBody(t, tc.fields, []byte("RIFF"))
+		req, _ := http.NewRequest(http.MethodPost, url+"/v1/audio/transcriptions", bytes.NewReader(body))
+		req.Header.Set("Content-Type", ct)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.status || !strings.Contains(string(out), tc.code) {
+			t.Errorf("%v: %d %s", tc.fields, resp.StatusCode, out)
+		}
+	}
+	if len(bodies) != 1 {
+		t.Fatalf("refused uploads reached the engine")
+	}
+}
+
+func FuzzScanForm(f *testing.F) {
+	body, _ := multipartBody(&testing.T{}, [][2]string{{"model", "m"}, {"stream", "true"}}, []byte("data"))
+	f.Add(body)
+	f.Add([]byte("--b\r\n\r\nx\r\n--b--"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		// the boundary of multipartBody is random: fuzz with a fixed one
+		fields, err := scanForm(b, "b")
+		if err == nil && fields.model.ok() && (fields.model.start < 0 || fields.model.end > len(b)) {
+			t.Fatalf("model span %v outside the body", fields.model)
+		}
+	})
+}
+
+func TestExtraPathsAreRoutedByTheBodysModel(t *testing.T) {
+	var mu sync.Mutex
+	var paths []string
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		paths = append(paths, r.URL.Path+" "+modelOf(r)+" "+r.Header.Get("Authorization"))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"results":[]}`)
+	}))
+	defer up.Close()
+	cfg := Config{Keys: []Key{{Value: "gateway-key-0123456789"}}, Engines: []engines.Config{
+		{Name: "rr", To: up.URL, Models: []string{"bge"}, ModelName: "bge-reranker", APIKey: "engine-key-abcdefgh"}}}
+	_, url := testGateway(t, cfg, nil)
+	for _, p := range []string{"/rerank", "/infill", "/tokenize"} {
+		req, _ := http.NewRequest(http.MethodPost, url+p, strings.NewReader(`{"model":"bge","query":"q","documents":["a"]}`))
+		req.Header.Set("Authorization", "Bearer gateway-key-0123456789")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || resp.Header.Get("X-LLM-Engine") != "rr" {
+			t.Fatalf("%s: %d %s", p, resp.StatusCode, out)
+		}
+	}
+	want := "/rerank bge-reranker Bearer engine-key-abcdefgh,/infill bge-reranker Bearer engine-key-abcdefgh,/tokenize bge-reranker Bearer engine-key-abcdefgh"
+	if got := strings.Join(paths, ","); got != want {
+		t.Fatalf("engine saw %s", got)
+	}
+	// an unknown model is the gateway's OpenAI-shaped 404, and a key is needed
+	req, _ := http.NewRequest(http.MethodPost, url+"/rerank", strings.NewReader(`{"model":"nope"}`))
+	req.Header.Set("Authorization", "Bearer gateway-key-0123456789")
+	resp, _ := http.DefaultClient.Do(req)
+	out, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 404 || !strings.Contains(string(out), "model_not_found") {
+		t.Fatalf("%d %s", resp.StatusCode, out)
+	}
+	resp, _ = http.Post(url+"/rerank", "application/json", strings.NewReader(`{"model":"bge"}`))
+	resp.Body.Close()
+	if resp.StatusCode != 401 {
+		t.Fatalf("without a key: %d", resp.StatusCode)
+	}
+	// a GET there, and any other path, is not the gateway's
+	drain()
+	resp, _ = http.Get(url + "/rerank")
+	resp.Body.Close()
+	if res := <-served; res.Handled {
+		t.Fatal("GET /rerank was taken")
+	}
+	resp, _ = http.Post(url+"/other", "application/json", strings.NewReader(`{"model":"bge"}`))
+	resp.Body.Close()
+	if res := <-served; res.Handled {
+		t.Fatal("POST /other was taken")
+	}
+}
+
+// drain empties served of earlier requests' results.
+func drain() {
+	for {
+		select {
+		case <-served:
+		default:
+			return
+		}
+	}
+}
+
+func TestExtraPathsOffRoutesNone(t *testing.T) {
+	up, hits := failing(t)
+	none := []string{}
+	cfg := Config{ExtraPaths: &none, Engines: []engines.Config{{Name: "e", To: up.URL, Models: []string{"m"}}}}
+	_, url := testGateway(t, cfg, nil)
+	drain()
+	resp, _ := http.Post(url+"/rerank", "application/json", strings.NewReader(`{"model":"m"}`))
+	resp.Body.Close()
+	if res := <-served; res.Handled || hits.Load() != 0 {
+		t.Fatal("extra_paths off still routes /rerank")
+	}
+	for _, bad := range []string{"rerank", "/v1/rerank", "/upstream/x", "/a/../b"} {
+		if err := CheckExtraPath(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func TestPassthroughReachesTheEnginesOwnPages(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		seen = append(seen, r.Method+" "+r.URL.RequestURI()+" "+r.Header.Get("Authorization")+" "+r.Header.Get("X-Api-Key")+" "+string(b))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"total_slots":4}`)
+	}))
+	defer up.Close()
+	cfg := Config{Keys: []Key{{Value: "gateway-key-0123456789"}}, Engines: []engines.Config{
+		{Name: "llama", To: up.URL, Models: []string{"Qwen/Qwen3-8B", "qwen"}, APIKey: "engine-key-abcdefgh"}}}
+	_, url := testGateway(t, cfg, nil)
+	call := func(method, path, body string) (int, string) {
+		req, _ := http.NewRequest(method, url+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer gateway-key-0123456789")
+		req.Header.Set("X-Api-Key", "gateway-key-0123456789")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(out)
+	}
+	if st, out := call("GET", "/upstream/qwen/props?x=1", ""); st != 200 || out != `{"total_slots":4}` {
+		t.Fatalf("%d %s", st, out)
+	}
+	if st, out := call("POST", "/upstream/Qwen/Qwen3-8B/slots/0", `{"action":"save"}`); st != 200 {
+		t.Fatalf("%d %s", st, out)
+	}
+	if st, _ := call("GET", "/upstream/qwen/", ""); st != 200 {
+		t.Fatalf("the engine's UI: %d", st)
+	}
+	want := []string{
+		"GET /props?x=1 Bearer engine-key-abcdefgh  ",
+		`POST /slots/0 Bearer engine-key-abcdefgh  {"action":"save"}`,
+		"GET / Bearer engine-key-abcdefgh  ",
+	}
+	if strings.Join(seen, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("engine saw:\n%s", strings.Join(seen, "\n"))
+	}
+	if st, out := call("GET", "/upstream/nope/props", ""); st != 404 || !strings.Contains(out, "model_not_found") {
+		t.Fatalf("%d %s", st, out)
+	}
+	if st, _ := call("GET", "/upstream/qwen/../v1/models", ""); st != 400 {
+		t.Fatalf("dot segments: %d", st)
+	}
+	resp, _ := http.Get(url + "/upstream/qwen/props")
+	resp.Body.Close()
+	if resp.StatusCode != 401 {
+		t.Fatalf("without a key: %d", resp.StatusCode)
+	}
+	if len(seen) != 3 {
+		t.Fatalf("refused requests reached the engine: %v", seen)
+	}
+}
+
+func TestDefaultsFillWhatEnginesLeaveUnset(t *testing.T) {
+	ten := caddy.Duration(10 * 60e9)
+	cfg := Config{
+		Defaults: &engines.Config{IdleTimeout: ten, Fallback: "cloud", Strip: []string{"temperature"}},
+		Engines: []engines.Config{
+			{Name: "a", To: "http://127.0.0.1:1", Models: []string{"a"}},
+			{Name: "b", To: "http://127.0.0.1:2", Models: []string{"b"}, IdleTimeout: caddy.Duration(60e9), Strip: []string{"top_p"}},
+			{Name: "cloud", To: "http://127.0.0.1:3", Models: []string{"c"}},
+		},
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	got := cfg.WithDefaults().Engines
+	if got[0].IdleTimeout != ten || got[0].Fallback != "cloud" || got[0].Strip[0] != "temperature" {
+		t.Fatalf("a: %+v", got[0])
+	}
+	if got[1].IdleTimeout != caddy.Duration(60e9) || got[1].Strip[0] != "top_p" || len(got[1].Strip) != 1 {
+		t.Fatalf("b kept its own: %+v", got[1])
+	}
+	if got[2].Fallback != "" {
+		t.Fatal("the default fallback was given to itself")
+	}
+	if cfg.Engines[0].IdleTimeout != 0 {
+		t.Fatal("WithDefaults changed the config it was given")
+	}
+	bad := Config{Defaults: &engines.Config{Models: []string{"x"}}, Engines: cfg.Engines}
+	if err := bad.Validate(); err == nil {
+		t.Fatal("defaults with models accepted")
+	}
+}
