@@ -629,7 +629,9 @@ func parseEngineOptions(d *cf.Dispenser, ec *engines.Config, where string) error
 				break
 			}
 			ec.Set = append(ec.Set, engines.BodySetting{Path: args[0], Value: json.RawMessage(args[1])})
-			err = ec.ValidateFilters()
+			if ferr := ec.ValidateFilters(); ferr != nil {
+				err = d.Errf("%v", ferr)
+			}
 		case "strip":
 			args := d.RemainingArgs()
 			if len(args) == 0 {
@@ -637,7 +639,9 @@ func parseEngineOptions(d *cf.Dispenser, ec *engines.Config, where string) error
 				break
 			}
 			ec.Strip = append(ec.Strip, args...)
-			err = ec.ValidateFilters()
+			if ferr := ec.ValidateFilters(); ferr != nil {
+				err = d.Errf("%v", ferr)
+			}
 		case "health_interval":
 			err = durationArg(d, &ec.HealthInterval)
 		case "health_path":

@@ -698,6 +698,49 @@ func TestParseErrorsNameTheProblemAndTheLine(t *testing.T) {
 		health_passes 0
 	}
 }`, "health_passes takes a count of 1 or more", 6},
+		{"set with a value that is not JSON", `llm_gateway {
+	engine a {
+		to http://10.0.0.1:8000
+		models a
+		set reasoning_effort low
+	}
+}`, "the value \"low\" is not JSON", 5},
+		{"strip of the model", `llm_gateway {
+	engine a {
+		to http://10.0.0.1:8000
+		models a
+		strip temperature Model
+	}
+}`, `"Model" is the gateway's to read`, 5},
+		{"models in defaults", `llm_gateway {
+	defaults {
+		idle_timeout 1m
+		models x
+	}` + remote + `
+}`, "models may not be in defaults", 4},
+		{"an unknown option in defaults", `llm_gateway {
+	defaults {
+		idle_timeout 1m
+		colour blue
+	}` + remote + `
+}`, `unknown engine subdirective "colour" in defaults`, 4},
+		{"defaults twice", `llm_gateway {
+	defaults {
+	}
+	defaults {
+	}` + remote + `
+}`, "defaults is given twice (first at Testfile:2)", 4},
+		{"a default that breaks an engine", `llm_gateway {
+	defaults {
+		to http://127.0.0.1:{engine.port}
+	}
+	engine remote {
+		models m
+	}
+}`, "{engine.port} needs 'cmd'", 5},
+		{"an extra path under /v1/", `llm_gateway {
+	extra_paths /rerank /v1/rerank` + remote + `
+}`, `"/v1/rerank" is under /v1/`, 2},
 		{"the handler's transport set twice", `llm_gateway {
 	transport http
 	transport http` + remote + `

@@ -26,12 +26,12 @@ const PortPlaceholder = "{engine.port}"
 type Config struct {
 	// Name of the engine, unique in its handler. Shown in errors, logs,
 	// the X-LLM-Engine response header and as owned_by in /v1/models.
-	Name string `json:"name"`
+	Name string `json:"name,omitempty"`
 
 	// To is the engine's base URL (http or https), e.g.
 	// "http://127.0.0.1:{engine.port}" or "https://api.openai.com". The
 	// request path is appended to it. Required.
-	To string `json:"to"`
+	To string `json:"to,omitempty"`
 
 	// Models are the names clients may ask for. At least one is required.
 	Models []string `json:"models,omitempty"`
@@ -337,17 +337,21 @@ func checkFilterPath(p string) error {
 
 // ValidateFilters checks the set and strip filters.
 func (c Config) ValidateFilters() error {
+	where := "defaults"
+	if c.Name != "" {
+		where = "engine " + c.Name
+	}
 	for _, s := range c.Set {
 		if err := checkFilterPath(s.Path); err != nil {
-			return fmt.Errorf("engine %s: set: %v", c.Name, err)
+			return fmt.Errorf("%s: set: %v", where, err)
 		}
 		if !json.Valid(s.Value) {
-			return fmt.Errorf("engine %s: set %s: the value %q is not JSON (a string is written in quotes: `\"low\"`)", c.Name, s.Path, s.Value)
+			return fmt.Errorf("%s: set %s: the value %q is not JSON (a string is written in quotes: `\"low\"`)", where, s.Path, s.Value)
 		}
 	}
 	for _, p := range c.Strip {
 		if err := checkFilterPath(p); err != nil {
-			return fmt.Errorf("engine %s: strip: %v", c.Name, err)
+			return fmt.Errorf("%s: strip: %v", where, err)
 		}
 	}
 	return nil
