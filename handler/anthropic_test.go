@@ -2,6 +2,7 @@ package handler
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -66,11 +67,14 @@ func (e *anthropicEngine) serve(w http.ResponseWriter, r *http.Request) {
 	if mode == "hangup" {
 		panic(http.ErrAbortHandler)
 	}
-	words := strings.SplitAfter(e.text, " ")
+	// a final assistant message is the start of the answer (prefill):
+	// continue after it
+	prefix := assistantPrefill(body)
+	words := strings.SplitAfter(strings.TrimPrefix(e.text, prefix), " ")
 	for i, word := range words {
 		fmt.Fprintf(w, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":%q}}\n\n", word)
 		fl.Flush()
-		if mode == "cut" && i == 0 {
+		if (mode == "cut" || mode == "cutonce" && prefix == "") && i == 0 {
 			panic(http.ErrAbortHandler)
 		}
 	}
@@ -79,6 +83,25 @@ func (e *anthropicEngine) serve(w http.ResponseWriter, r *http.Request) {
 	if mode != "nostop" {
 		io.WriteString(w, "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
 	}
+}
+
+// assistantPrefill is the content of a request's last message when that
+// message is the assistant's.
+func assistantPrefill(body []byte) string {
+	var req struct {
+		Messages []struct {
+			Role    string `json:"role"`
+			Content any    `json:"content"`
+		} `json:"messages"`
+	}
+	if json.Unmarshal(body, &req) != nil || len(req.Messages) == 0 {
+		return ""
+	}
+	last := req.Messages[len(req.Messages)-1]
+	if s, ok := last.Content.(string); ok && last.Role == "assistant" {
+		return s
+	}
+	return ""
 }
 
 const anthropicKey = "gateway-key-for-claude-code"
@@ -173,6 +196,49 @@ func TestAnthropicSDKThroughTheGateway(t *testing.T) {
 	primary.setMode("nostop")
 	if text, err = streamMessage(c, "qwen"); err == nil {
 		t.Fatalf("a stream without message_stop ended cleanly with %q", text)
+	}
+}
+
+func TestAnthropicStreamCutAfterContentIsResumedWithOneSeam(t *testing.T) {
+	local := newAnthropicEngine(t, "the whole answer, in several words")
+	zero := 0
+	_, url := testGateway(t, Config{Engines: []engines.Config{
+		{Name: "local", To: local.URL, Models: []string{"qwen"}, Retries: &zero, Resume: new(true), Prefill: new(true)},
+	}}, nil)
+	local.setMode("cutonce")
+	text, err := streamMessage(anthropicClient(url, ""), "qwen")
+	if err != nil || text != "the whole answer, in several words" {
+		t.Fatalf("%q %v", text, err)
+	}
+	local.mu.Lock()
+	calls := len(local.headers)
+	local.mu.Unlock()
+	if calls != 2 {
+		t.Fatalf("%d calls, want the cut one and its continuation", calls)
+	}
+
+	// the raw stream: one message_start, one content_block_start, one seam
+	req, _ := http.NewRequest(http.MethodPost, url+"/v1/messages", strings.NewReader(
+		`{"model":"qwen","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for what, n := range map[string]int{"event: message_start": 1, "event: content_block_start": 1, ": resumed on local": 1, "event: message_stop": 1} {
+		if got := strings.Count(string(raw), what); got != n {
+			t.Fatalf("%d × %q in\n%s", got, what, raw)
+		}
+	}
+
+	// a tool_use block is not resumable: the cut is the client's error
+	if tr := (&transcript{api: apiAnthropic}); true {
+		tr.add([]byte("event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"t\",\"name\":\"f\",\"input\":{}}}\n\n"))
+		if !tr.off {
+			t.Fatal("a tool_use block was taken for resumable text")
+		}
 	}
 }
 

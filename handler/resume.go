@@ -18,6 +18,13 @@ import (
 // tool calls, several choices and other routes end with the honest in-band
 // error, as without resume; an engine that cannot continue is never asked
 // to start the answer over.
+//
+// Anthropic's Messages API streams resume the same way: the API takes a
+// final assistant message as the start of the answer. The transcript keeps
+// the text deltas of one text block (index 0; a tool_use or thinking block,
+// or a second block, makes the stream not resumable), and the
+// continuation's message_start, content_block_start and ping are dropped:
+// the client has them, and its deltas continue block 0.
 
 // maxTranscript bounds the text kept per stream; beyond it a stream is no
 // longer resumable (and the memory is given back).
@@ -29,6 +36,21 @@ type transcript struct {
 	id      json.RawMessage // of the chunks already sent
 	created json.RawMessage
 	off     bool // tool calls, several choices, too long: not resumable
+	api     api  // the stream's grammar
+}
+
+// anthropicEvent is the part of a Messages API stream event a transcript
+// needs.
+type anthropicEvent struct {
+	Type         string `json:"type"`
+	Index        int    `json:"index"`
+	ContentBlock *struct {
+		Type string `json:"type"`
+	} `json:"content_block"`
+	Delta *struct {
+		Type string  `json:"type"`
+		Text *string `json:"text"`
+	} `json:"delta"`
 }
 
 // resumeChunk is the part of a chat chunk a transcript needs.
@@ -48,11 +70,12 @@ type resumeChunk struct {
 // newTranscript starts a transcript for a stream that may be resumed.
 func (g *Gateway) newTranscript(a *attempt) *transcript {
 	req := a.req
+	chat := strings.HasSuffix(req.r.URL.Path, "/chat/completions") || req.r.URL.Path == "/v1/messages"
 	if a.c.role != rolePrimary || !a.c.rt.cfg.Resumes() || len(resumers(a.c)) == 0 ||
-		!strings.HasSuffix(req.r.URL.Path, "/chat/completions") || !req.fields.messages.ok() {
+		!chat || !req.fields.messages.ok() {
 		return nil
 	}
-	return &transcript{}
+	return &transcript{api: req.api}
 }
 
 // resumers are the candidates that may continue c's cut stream, in order:
@@ -84,6 +107,10 @@ func (t *transcript) add(ev []byte) {
 	if len(data) == 0 || data[0] != '{' {
 		return
 	}
+	if t.api == apiAnthropic {
+		t.addAnthropic(data)
+		return
+	}
 	var c resumeChunk
 	if json.Unmarshal(data, &c) != nil {
 		return
@@ -110,6 +137,39 @@ func (t *transcript) add(ev []byte) {
 	if len(t.text) > maxTranscript {
 		t.stop()
 	}
+}
+
+// addAnthropic records one Messages API event.
+func (t *transcript) addAnthropic(data []byte) {
+	var ev anthropicEvent
+	if json.Unmarshal(data, &ev) != nil {
+		return
+	}
+	switch ev.Type {
+	case "content_block_start":
+		if ev.Index != 0 || ev.ContentBlock == nil || ev.ContentBlock.Type != "text" {
+			t.stop()
+		}
+	case "content_block_delta":
+		if ev.Index != 0 || ev.Delta == nil || ev.Delta.Type != "text_delta" || ev.Delta.Text == nil {
+			t.stop()
+			return
+		}
+		t.text = append(t.text, *ev.Delta.Text...)
+		if len(t.text) > maxTranscript {
+			t.stop()
+		}
+	}
+}
+
+// preamble reports whether an event of a continuation is one the client
+// already has: OpenAI's role chunk, Anthropic's message_start,
+// content_block_start and ping.
+func (t *transcript) preamble(ev []byte) bool {
+	if t.api == apiAnthropic {
+		return classifyAnthropic(ev) == eventPreamble
+	}
+	return classifyEvent(ev, true) == eventPreamble
 }
 
 func (t *transcript) stop() {
@@ -188,8 +248,8 @@ func (g *Gateway) continueOn(rp *reply, a *attempt, c candidate, cause error) *a
 		}
 		ev := held[:n]
 		held = held[n:]
-		if classifyEvent(ev, true) == eventPreamble {
-			continue // the client has its role chunk already
+		if t.preamble(ev) {
+			continue // the client has its role chunk (or message_start) already
 		}
 		ev = st.rewrite.apply(ev)
 		st.note(ev)
