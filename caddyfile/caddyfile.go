@@ -67,6 +67,7 @@ import (
 //			health_timeout <duration>   # default 5s
 //			health_passes <n>           # checks in a row to be up again; default 1
 //			health_fails <n>            # checks in a row to be down; default 1
+//			models_from [<path>]        # a node reporting each model's state (default path /v1/models)
 //			wake on|off                 # overrides the handler's
 //			group <name>                # engines of one group never run together
 //			start_timeout <duration>    # default 5m
@@ -641,6 +642,16 @@ func parseEngineOptions(d *cf.Dispenser, ec *engines.Config, where string) error
 			ec.Strip = append(ec.Strip, args...)
 			if ferr := ec.ValidateFilters(); ferr != nil {
 				err = d.Errf("%v", ferr)
+			}
+		case "models_from":
+			ec.ModelsFrom = "/v1/models"
+			if d.NextArg() {
+				ec.ModelsFrom = d.Val()
+			}
+			if d.NextArg() {
+				err = d.ArgErr()
+			} else if !strings.HasPrefix(ec.ModelsFrom, "/") {
+				err = d.Errf("models_from takes a path starting with '/', not %q", ec.ModelsFrom)
 			}
 		case "health_interval":
 			err = durationArg(d, &ec.HealthInterval)

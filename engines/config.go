@@ -95,6 +95,15 @@ type Config struct {
 	// down. Default: 1.
 	HealthFails int `json:"health_fails,omitempty"`
 
+	// ModelsFrom is the path of a remote engine's model list that reports
+	// each model's state (status.value loaded, loading or unloaded, as
+	// another llm_gateway, llama-swap and llama.cpp's router mode do):
+	// pools prefer the node where the model is loaded, wait for one loading
+	// it, and only then make a node load it; with wake off, never.
+	// Usually /v1/models. Default: "" (the engine is running or not as a
+	// whole).
+	ModelsFrom string `json:"models_from,omitempty"`
+
 	// Wake overrides the handler's wake policy for this engine: whether a
 	// request may start it. Default: the handler's (on).
 	Wake *bool `json:"wake,omitempty"`
@@ -403,6 +412,9 @@ func (c Config) Validate() error {
 	}
 	if err := c.ValidateFilters(); err != nil {
 		return err
+	}
+	if c.ModelsFrom != "" && (c.Managed() || !strings.HasPrefix(c.ModelsFrom, "/")) {
+		return fmt.Errorf("engine %s: models_from takes a path starting with '/' and is for remote engines (no cmd): the gateway knows its own engines' state", c.Name)
 	}
 	for _, a := range c.APIs {
 		if a != "openai" && a != "anthropic" {

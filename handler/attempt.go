@@ -126,6 +126,9 @@ func (g *Gateway) send(rp *reply, req *request, a *attempt) {
 	c := a.c
 	cfg := &c.rt.cfg
 	ctx := req.r.Context()
+	if cfg.ModelsFrom != "" && !g.mayWakeNode(ctx, a) {
+		return
+	}
 
 	var base *url.URL
 	if c.acquire {
@@ -184,6 +187,25 @@ func (g *Gateway) send(rp *reply, req *request, a *attempt) {
 	if a.outcome == outcomeTimeout {
 		a.timeout = context.Cause(ctx)
 	}
+}
+
+// mayWakeNode decides for a models_from node whose model is unloaded: with
+// wake off the request does not go (the gateway never makes a node load a
+// model then); with wake on it goes, and the node counts as loading the
+// model from now on, so that the next requests wait for it rather than
+// wake another node.
+func (g *Gateway) mayWakeNode(ctx context.Context, a *attempt) bool {
+	rt := a.c.rt
+	if g.nodeState(g.fleet(ctx), rt, a.sent) != nodeUnloaded {
+		return true
+	}
+	if !rt.wake {
+		a.outcome = outcomeNotRunning
+		a.err = fmt.Errorf("model %s is not loaded on engine %s and wake is off for it: the gateway does not make a node load a model", a.sent, rt.cfg.Name)
+		return false
+	}
+	g.wakeNode(rt, a.sent)
+	return true
 }
 
 // watchdog is the stream-idle budget: the gap between two reads of an
@@ -404,7 +426,7 @@ func (a *attempt) failureError() *Error {
 			fmt.Sprintf("engine %s failed to start: %s; its output is in Caddy's log and at GET /llm_gateway/engines/%s on the admin API", name, reason, name)}
 	case outcomeNotRunning:
 		msg := fmt.Sprintf("engine %s is not running and wake is off for it; start it with POST /llm_gateway/engines/%s/start on Caddy's admin API", name, name)
-		if !a.c.acquire {
+		if !a.c.acquire || a.c.rt.cfg.ModelsFrom != "" {
 			msg = a.err.Error()
 		}
 		return &Error{http.StatusServiceUnavailable, typeUnavailable, "engine_not_running", msg}

@@ -618,7 +618,17 @@ func (g *Gateway) serveRouted(w http.ResponseWriter, r *http.Request, res *Resul
 
 // servePool serves a request for a pool (or "auto") with its members.
 func (g *Gateway) servePool(w http.ResponseWriter, req *request, p *pool, res *Result) {
-	plan := p.plan(req)
+	var rank func(*poolMember) int
+	if p.fleet {
+		f := g.fleet(req.r.Context())
+		rank = func(m *poolMember) int {
+			if m.rt.cfg.ModelsFrom == "" {
+				return readiness(m)
+			}
+			return g.nodeState(f, m.rt, m.model)
+		}
+	}
+	plan := p.plan(req, rank)
 	if len(plan) == 0 {
 		res.refuse(w, p.unavailable())
 		return

@@ -2,6 +2,7 @@ package handler
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"sync"
@@ -13,28 +14,48 @@ import (
 // clients ask (concurrent askers share one fan-out), and reports its models
 // loaded or unloaded from the cached answer. Engines the gateway starts are
 // known without asking.
+//
+// A remote engine with models_from is a node that reports each model's own
+// state (status.value loaded, loading or unloaded, as this gateway,
+// llama-swap and llama.cpp's router mode do): the same fan-out reads it,
+// and pools route by it (pool.go): a model loaded on a node is served there,
+// one loading is waited for, and only then is a node made to load it.
 
 const (
 	listingTTL     = 2 * time.Second
 	listingTimeout = 2 * time.Second
+	maxListing     = 1 << 20
 )
+
+// fleet is one fan-out's answers.
+type fleet struct {
+	at time.Time
+	// up: remote engine name → answered its model list
+	up map[string]bool
+	// models: a models_from engine's name → model id → its status there
+	models map[string]map[string]string
+}
 
 type listing struct {
 	mu      sync.Mutex
-	at      time.Time
-	up      map[string]bool // remote engine name → answered its model list
-	running chan struct{}   // closed when the fan-out in progress ends
+	last    *fleet
+	running chan struct{} // closed when the fan-out in progress ends
+	// woken: "engine\x00model" → when this gateway sent a request for a
+	// model its node reported unloaded; until a listing taken after that
+	// says otherwise, the node is loading it (the gateway's own news is
+	// fresher than the node's last answer)
+	woken map[string]time.Time
 }
 
-// remoteUp returns, per remote engine, whether it answered its model list
-// within the last listingTTL, refreshing the answers when they are older.
-func (g *Gateway) remoteUp(ctx context.Context) map[string]bool {
+// fleet returns the remote engines' answers of the last listingTTL, asking
+// them again (once, however many callers wait) when they are older.
+func (g *Gateway) fleet(ctx context.Context) *fleet {
 	l := &g.listing
 	l.mu.Lock()
-	if l.up != nil && time.Since(l.at) < listingTTL {
-		up := l.up
+	if l.last != nil && g.clock.Now().Sub(l.last.at) < listingTTL {
+		f := l.last
 		l.mu.Unlock()
-		return up
+		return f
 	}
 	if l.running == nil {
 		l.running = make(chan struct{})
@@ -48,12 +69,15 @@ func (g *Gateway) remoteUp(ctx context.Context) map[string]bool {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.up
+	if l.last == nil {
+		return &fleet{}
+	}
+	return l.last
 }
 
 // fanOut asks every remote engine at once and stores the answers.
 func (g *Gateway) fanOut(done chan struct{}) {
-	up := map[string]bool{}
+	f := &fleet{up: map[string]bool{}, models: map[string]map[string]string{}}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, rt := range g.routes {
@@ -63,41 +87,128 @@ func (g *Gateway) fanOut(done chan struct{}) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ok := g.askModels(rt)
+			ok, models := g.askModels(rt)
 			mu.Lock()
-			up[rt.cfg.Name] = ok
+			f.up[rt.cfg.Name] = ok
+			if rt.cfg.ModelsFrom != "" && ok {
+				f.models[rt.cfg.Name] = models
+			}
 			mu.Unlock()
 		}()
 	}
 	wg.Wait()
 	l := &g.listing
 	l.mu.Lock()
-	l.up, l.at, l.running = up, time.Now(), nil
+	f.at = g.clock.Now()
+	l.last, l.running = f, nil
 	l.mu.Unlock()
 	close(done)
 }
 
-// askModels reports whether the engine answers GET /v1/models with a 2xx,
-// asked with its own key.
-func (g *Gateway) askModels(rt *route) bool {
+// askModels reports whether the engine answers its model list (GET
+// /v1/models, or its models_from) with a 2xx, asked with its own key, and
+// for a models_from engine each listed model's status.
+func (g *Gateway) askModels(rt *route) (bool, map[string]string) {
 	ctx, cancel := context.WithTimeout(context.Background(), listingTimeout)
 	defer cancel()
 	base := rt.eng.Peek()
 	if base == nil {
-		return false
+		return false, nil
+	}
+	path := rt.cfg.ModelsFrom
+	if path == "" {
+		path = "/v1/models"
 	}
 	u := *base
-	u.Path = joinPath(base.Path, "/v1/models")
+	u.Path = joinPath(base.Path, path)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return false
+		return false, nil
 	}
 	rt.cfg.SetKey(req.Header)
 	resp, err := rt.eng.Transport().RoundTrip(req)
 	if err != nil {
-		return false
+		return false, nil
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
-	resp.Body.Close()
-	return resp.StatusCode >= 200 && resp.StatusCode < 300
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxListing))
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return false, nil
+	}
+	if rt.cfg.ModelsFrom == "" {
+		return true, nil
+	}
+	return true, modelStates(body)
+}
+
+// modelStates reads a model list's per-model status: OpenAI's list shape
+// with llama-swap's and llama.cpp router mode's "status": {"value": …}. A
+// listed model without a status is loaded (the engine serves what it
+// lists).
+func modelStates(body []byte) map[string]string {
+	var list struct {
+		Data []struct {
+			ID     string `json:"id"`
+			Status *struct {
+				Value string `json:"value"`
+			} `json:"status"`
+		} `json:"data"`
+	}
+	states := map[string]string{}
+	if json.Unmarshal(body, &list) != nil {
+		return states
+	}
+	for _, m := range list.Data {
+		s := "loaded"
+		if m.Status != nil {
+			switch m.Status.Value {
+			case "loading", "unloaded":
+				s = m.Status.Value
+			}
+		}
+		states[m.ID] = s
+	}
+	return states
+}
+
+// Where a model stands on a models_from node, as pools rank it.
+const (
+	nodeLoaded      = iota
+	nodeLoading     // wait for it rather than load it on another node
+	nodeUnloaded    // a request there makes the node load it
+	nodeUnreachable // the node did not answer its model list
+)
+
+// nodeState is where model stands on rt's node, by the last listing and
+// the requests this gateway sent since.
+func (g *Gateway) nodeState(f *fleet, rt *route, model string) int {
+	if !f.up[rt.cfg.Name] {
+		return nodeUnreachable
+	}
+	switch f.models[rt.cfg.Name][model] {
+	case "loaded":
+		return nodeLoaded
+	case "loading":
+		return nodeLoading
+	}
+	l := &g.listing
+	l.mu.Lock()
+	at, ok := l.woken[rt.cfg.Name+"\x00"+model]
+	l.mu.Unlock()
+	if ok && !f.at.After(at) {
+		return nodeLoading
+	}
+	return nodeUnloaded
+}
+
+// wakeNode records that a request went to a node for a model it had
+// unloaded: the node is loading it now.
+func (g *Gateway) wakeNode(rt *route, model string) {
+	l := &g.listing
+	l.mu.Lock()
+	if l.woken == nil {
+		l.woken = map[string]time.Time{}
+	}
+	l.woken[rt.cfg.Name+"\x00"+model] = g.clock.Now()
+	l.mu.Unlock()
 }

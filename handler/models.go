@@ -19,16 +19,31 @@ func modelStatus(s engines.State) string {
 	return "unloaded"
 }
 
-// status is the route's model status: a started engine's state, or
-// whether a remote engine answered its model list lately.
-func (rt *route) status(remoteUp map[string]bool) string {
+// status is the status of a route's model id: a started engine's state; a
+// remote engine's, whether it answered its model list lately; a models_from
+// node's, what it reports of the model.
+func (rt *route) status(f *fleet, id string) string {
 	if !rt.cfg.Managed() {
-		if remoteUp[rt.cfg.Name] {
-			return "loaded"
+		if !f.up[rt.cfg.Name] {
+			return "unloaded"
 		}
-		return "unloaded"
+		if rt.cfg.ModelsFrom != "" {
+			if s := f.models[rt.cfg.Name][rt.sentName(id)]; s != "" {
+				return s
+			}
+			return "unloaded"
+		}
+		return "loaded"
 	}
 	return modelStatus(rt.eng.State())
+}
+
+// sentName is what the engine is sent for model id.
+func (rt *route) sentName(id string) string {
+	if rt.cfg.ModelName != "" {
+		return rt.cfg.ModelName
+	}
+	return id
 }
 
 // listable reports whether a route's models belong in /v1/models: those of
@@ -81,11 +96,16 @@ func appendAnthropicModel(b []byte, id string) []byte {
 // serveAnthropicModels answers GET /v1/models in Anthropic's list shape:
 // the models whose engines speak the Messages API, and the pools.
 func (g *Gateway) serveAnthropicModels(w http.ResponseWriter, r *http.Request) {
-	up := g.remoteUp(r.Context())
+	f := g.fleet(r.Context())
 	var ids []string
 	for _, rt := range g.routes {
-		if rt.cfg.Speaks("anthropic") && rt.listable(rt.status(up)) {
-			ids = append(ids, rt.cfg.Models...)
+		if !rt.cfg.Speaks("anthropic") {
+			continue
+		}
+		for _, m := range rt.cfg.Models {
+			if rt.listable(rt.status(f, m)) {
+				ids = append(ids, m)
+			}
 		}
 	}
 	ids = append(ids, g.poolIDs()...)
@@ -114,15 +134,15 @@ func (g *Gateway) serveModels(w http.ResponseWriter, r *http.Request) {
 		g.serveAnthropicModels(w, r)
 		return
 	}
-	up := g.remoteUp(r.Context())
+	f := g.fleet(r.Context())
 	b := []byte(`{"object":"list","data":[`)
 	first := true
 	for _, rt := range g.routes {
-		status := rt.status(up)
-		if !rt.listable(status) {
-			continue
-		}
 		for _, m := range rt.cfg.Models {
+			status := rt.status(f, m)
+			if !rt.listable(status) {
+				continue
+			}
 			if !first {
 				b = append(b, ',')
 			}
@@ -174,7 +194,7 @@ func (g *Gateway) serveModel(w http.ResponseWriter, r *http.Request, id string) 
 	rt := g.byModel[id]
 	var status string
 	if rt != nil {
-		status = rt.status(g.remoteUp(r.Context()))
+		status = rt.status(g.fleet(r.Context()), id)
 	}
 	if rt == nil || !rt.listable(status) || (anthropic && !rt.cfg.Speaks("anthropic")) {
 		e := g.unknownModel(id)

@@ -108,6 +108,7 @@ type pool struct {
 	next     atomic.Uint64 // round-robin position
 	attempts int
 	budget   time.Duration
+	fleet    bool // a member is a models_from node
 }
 
 func newPool(cfg PoolConfig, byName map[string]*route) *pool {
@@ -131,6 +132,7 @@ func newPool(cfg PoolConfig, byName map[string]*route) *pool {
 		if model == "" {
 			model = rt.cfg.Models[0]
 		}
+		p.fleet = p.fleet || rt.cfg.ModelsFrom != ""
 		p.members = append(p.members, &poolMember{
 			id: id, rt: rt, model: model,
 			brk:  engines.NewBreaker(cfg.BreakerFailures, cool, nil),
@@ -179,12 +181,22 @@ func (p *pool) sessionKey(req *request) string {
 // same config picks the same member without shared state, and a member's
 // recovery takes back only the sessions that were its own; without one,
 // starting at the next round-robin position, ready engines first.
-func (p *pool) order(key string) []*poolMember {
+//
+// A models_from node ranks by what it reports of the member's model:
+// loaded as a ready engine, loading as a starting one, unloaded as a
+// stopped one (and skipped when wake is off for it: the gateway never makes
+// a node load a model then), a node that did not answer last of all. With
+// a session, the rendezvous order holds within those ranks, so every
+// gateway with the same view of the fleet still agrees.
+func (p *pool) order(key string, rank func(*poolMember) int) []*poolMember {
+	if rank == nil {
+		rank = readiness
+	}
 	healthy := make([]*poolMember, 0, len(p.members))
 	for _, m := range p.members {
 		// a member whose engine failed its health checks is skipped before
 		// any request pays for it, as one whose breaker is open
-		if m.brk.Ready() && m.rt.eng.Healthy() {
+		if m.brk.Ready() && m.rt.eng.Healthy() && (m.rt.wake || rank(m) != nodeUnloaded || m.rt.cfg.ModelsFrom == "") {
 			healthy = append(healthy, m)
 		}
 	}
@@ -203,47 +215,64 @@ func (p *pool) order(key string) []*poolMember {
 			}
 			return 0
 		})
+		if p.fleet {
+			slices.SortStableFunc(healthy, func(a, b *poolMember) int { return fleetRank(a, rank) - fleetRank(b, rank) })
+		}
 		return healthy
 	}
 	// readiness-aware: members whose engine is ready first, in rotation;
 	// then one that is starting (wait for it rather than start a second);
 	// and only then one that must be started, always the first in config
 	// order, so that cold requests arriving together start one engine
-	var ready, starting, cold []*poolMember
+	var ready, starting, cold, gone []*poolMember
 	for _, m := range healthy {
-		switch readiness(m) {
-		case 0:
+		switch rank(m) {
+		case nodeLoaded:
 			ready = append(ready, m)
-		case 1:
+		case nodeLoading:
 			starting = append(starting, m)
-		default:
+		case nodeUnloaded:
 			cold = append(cold, m)
+		default:
+			gone = append(gone, m)
 		}
 	}
 	if len(ready) > 0 {
 		start := int(p.next.Add(1)-1) % len(ready)
 		ready = append(ready[start:], ready[:start]...)
 	}
-	return append(append(ready, starting...), cold...)
+	return append(append(append(ready, starting...), cold...), gone...)
 }
 
-// readiness ranks a member by its engine's state: 0 ready (a remote engine
-// always is), 1 starting, 2 stopped or draining.
+// fleetRank is a member's rank for a session: a node that has the model or
+// is loading it is as good as any (the session's own member wins among
+// them); one that would have to load it comes after, one that did not
+// answer last.
+func fleetRank(m *poolMember, rank func(*poolMember) int) int {
+	if m.rt.cfg.ModelsFrom == "" {
+		return 0
+	}
+	return max(0, rank(m)-nodeLoading)
+}
+
+// readiness ranks a member by its engine's state: nodeLoaded when ready (a
+// remote engine always is), nodeLoading when starting, nodeUnloaded when
+// stopped or draining.
 func readiness(m *poolMember) int {
 	switch m.rt.eng.State() {
 	case engines.Ready:
-		return 0
+		return nodeLoaded
 	case engines.Starting:
-		return 1
+		return nodeLoading
 	}
-	return 2
+	return nodeUnloaded
 }
 
 // poolPlan is the plan for a request to a pool: its healthy members in
 // order, each with its own breaker and no same-member retries (a pool
 // replays on the next member instead).
-func (p *pool) plan(req *request) []candidate {
-	ms := p.order(p.sessionKey(req))
+func (p *pool) plan(req *request, rank func(*poolMember) int) []candidate {
+	ms := p.order(p.sessionKey(req), rank)
 	plan := make([]candidate, len(ms))
 	for i, m := range ms {
 		plan[i] = candidate{rt: m.rt, model: m.model, role: rolePool, acquire: true, brk: m.brk, label: m.id}
@@ -253,7 +282,7 @@ func (p *pool) plan(req *request) []candidate {
 
 func (p *pool) unavailable() *Error {
 	return &Error{http.StatusServiceUnavailable, typeUnavailable, "pool_unavailable",
-		fmt.Sprintf("every member of pool %s is failing (breakers open); try again shortly", p.cfg.Name)}
+		fmt.Sprintf("every member of pool %s is failing (breakers open) or down, or, with wake off, has the model unloaded; try again shortly", p.cfg.Name)}
 }
 
 // PoolStatus is a pool's state for the admin API.

@@ -42,7 +42,7 @@ func twoInstances(t *testing.T) (*Gateway, *Gateway) {
 }
 
 func pinned(g *Gateway, key string) string {
-	return g.pools["auto"].order(key)[0].id
+	return g.pools["auto"].order(key, nil)[0].id
 }
 
 func TestStickinessNeedsNoSharedState(t *testing.T) {
