@@ -1,0 +1,241 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// A fleet in one Caddy: two node gateways, each an llm_gateway with a demo
+// engine started on demand, behind a front gateway whose pool spans both
+// nodes and routes by what each node reports of the model (models_from).
+// Between the front door and each node runs a wire that records what the
+// front door sends, and that the test can cut.
+
+type wire struct {
+	*httptest.Server
+	mu    sync.Mutex
+	auths []string // Authorization and X-Api-Key of each request
+	chats int
+}
+
+func newWire(t *testing.T, to string) *wire {
+	t.Helper()
+	u, _ := url.Parse(to)
+	w := &wire{}
+	proxy := httputil.NewSingleHostReverseProxy(u)
+	w.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		w.mu.Lock()
+		w.auths = append(w.auths, r.Header.Get("Authorization")+"|"+r.Header.Get("X-Api-Key"))
+		if r.Method == http.MethodPost {
+			w.chats++
+		}
+		w.mu.Unlock()
+		proxy.ServeHTTP(rw, r)
+	}))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Listener = ln
+	w.Start()
+	t.Cleanup(w.Close)
+	return w
+}
+
+func (w *wire) posts() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.chats
+}
+
+const (
+	frontKey = "front-door-key-0123456789"
+	nodeAKey = "node-a-key-0123456789abc"
+	nodeBKey = "node-b-key-0123456789abc"
+)
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// frontModels is the front door's /v1/models as id → status.
+func frontModels(t *testing.T) map[string]string {
+	t.Helper()
+	req := mustReq(http.MethodGet, gwURL+"/v1/models")
+	req.Header.Set("Authorization", "Bearer "+frontKey)
+	_, body := do(t, req)
+	var list struct {
+		Data []struct {
+			ID     string `json:"id"`
+			Status struct {
+				Value string `json:"value"`
+			} `json:"status"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal([]byte(body), &list); err != nil {
+		t.Fatalf("%v: %s", err, body)
+	}
+	out := map[string]string{}
+	for _, m := range list.Data {
+		out[m.ID] = m.Status.Value
+	}
+	return out
+}
+
+func TestFleetRoutesByWhatEachNodeReports(t *testing.T) {
+	nodeA, nodeB := freeAddr(t), freeAddr(t)
+	wireA, wireB := newWire(t, "http://"+nodeA), newWire(t, "http://"+nodeB)
+	initRaw(t, fmt.Sprintf(`{
+	skip_install_trust
+	admin localhost:@ADMIN@
+	http_port @HTTP@
+	https_port @HTTPS@
+	grace_period 1ns
+}
+http://%s {
+	llm_gateway {
+		keys %s
+		engine qa {
+			%s
+			models qwen
+		}
+	}
+}
+http://%s {
+	llm_gateway {
+		keys %s
+		engine qb {
+			%s
+			models qwen
+		}
+	}
+}
+http://%s {
+	llm_gateway {
+		keys %s
+		engine a {
+			to %s
+			models qwen-on-a
+			model_name qwen
+			api_key %s
+			models_from
+		}
+		engine b {
+			to %s
+			models qwen-on-b
+			model_name qwen
+			api_key %s
+			models_from /v1/models
+		}
+		pool qwen {
+			member a
+			member b
+		}
+	}
+}
+`, nodeA, nodeAKey, engineCmd("--model qwen --load-time 5s --chunk-delay 1ms"),
+		nodeB, nodeBKey, engineCmd("--model qwen --chunk-delay 1ms"),
+		gwAddr, frontKey, wireA.URL, nodeAKey, wireB.URL, nodeBKey))
+
+	ask := func() *http.Response {
+		t.Helper()
+		resp, body := post(t, "/v1/chat/completions", `{"model":"qwen","messages":[{"role":"user","content":"hi"}]}`,
+			"Authorization", "Bearer "+frontKey)
+		if resp.StatusCode != 200 {
+			t.Fatalf("%d %s", resp.StatusCode, body)
+		}
+		return resp
+	}
+	// node b has the model loaded: the front door serves it there and
+	// never wakes node a
+	loadOnB := func() {
+		t.Helper()
+		r, _ := http.NewRequest(http.MethodPost, "http://"+nodeB+"/v1/chat/completions",
+			strings.NewReader(`{"model":"qwen","messages":[{"role":"user","content":"load"}]}`))
+		r.Header.Set("Authorization", "Bearer "+nodeBKey)
+		if resp, body := do(t, r); resp.StatusCode != 200 {
+			t.Fatalf("loading on node b: %d %s", resp.StatusCode, body)
+		}
+	}
+	loadOnB()
+	eventually(t, "the front door sees qwen loaded on b", func() bool {
+		m := frontModels(t)
+		return m["qwen-on-b"] == "loaded" && m["qwen-on-a"] == "unloaded"
+	})
+	for range 3 {
+		if resp := ask(); resp.Header.Get("X-LLM-Engine") != "b" {
+			t.Fatalf("served by %q", resp.Header.Get("X-LLM-Engine"))
+		}
+	}
+	if s := status(t, "qa"); s.State != "stopped" || wireA.posts() != 0 {
+		t.Fatalf("node a was woken: %s, %d requests", s.State, wireA.posts())
+	}
+
+	// node a is loading it and node b has it unloaded: requests wait for
+	// node a rather than wake node b again
+	do(t, mustReq(http.MethodPost, adminURL+"/llm_gateway/engines/qb/stop"))
+	awaitState(t, "qb", "stopped")
+	loading := make(chan struct{})
+	go func() {
+		defer close(loading)
+		r, _ := http.NewRequest(http.MethodPost, "http://"+nodeA+"/v1/chat/completions",
+			strings.NewReader(`{"model":"qwen","messages":[{"role":"user","content":"load"}]}`))
+		r.Header.Set("Authorization", "Bearer "+nodeAKey)
+		if resp, err := testClient.Do(r); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	eventually(t, "the front door sees qwen loading on a", func() bool {
+		m := frontModels(t)
+		return m["qwen-on-a"] == "loading" && m["qwen-on-b"] == "unloaded"
+	})
+	if resp := ask(); resp.Header.Get("X-LLM-Engine") != "a" {
+		t.Fatalf("served by %q while a was loading", resp.Header.Get("X-LLM-Engine"))
+	}
+	<-loading
+	if s := status(t, "qb"); s.State != "stopped" {
+		t.Fatalf("node b was woken while node a was loading: %s", s.State)
+	}
+
+	// node b taken down: skipped, even with the model loaded on it again
+	loadOnB()
+	wireB.Close()
+	eventually(t, "the front door sees node b gone", func() bool { return frontModels(t)["qwen-on-b"] == "unloaded" })
+	before := wireB.posts()
+	for range 3 {
+		if resp := ask(); resp.Header.Get("X-LLM-Engine") != "a" {
+			t.Fatalf("served by %q", resp.Header.Get("X-LLM-Engine"))
+		}
+	}
+	if wireB.posts() != before {
+		t.Fatal("a request went to the node that was taken down")
+	}
+
+	// each node got the key configured for it, never the caller's
+	for _, w := range []struct {
+		wire *wire
+		key  string
+	}{{wireA, nodeAKey}, {wireB, nodeBKey}} {
+		w.wire.mu.Lock()
+		for _, a := range w.wire.auths {
+			if a != "Bearer "+w.key+"|" {
+				t.Fatalf("a node got %q", a)
+			}
+		}
+		w.wire.mu.Unlock()
+	}
+}
