@@ -13,13 +13,9 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/bench/internal/harness"
 )
 
-// caddyfileTemplate has two sites in one Caddy in front of one upstream:
-// stock reverse_proxy with its defaults (it flushes text/event-stream on its
-// own, so no flush_interval) and llm_gateway. Arguments: the admin option
-// (off, but for the slow uploaders, whose Caddy's Go memory statistics are
-// read from the admin endpoint's /metrics), log file, rp port, upstream
-// port, gw port, upstream port.
-const caddyfileTemplate = `{
+// globalOptions are every benchmark Caddy's. Arguments: the admin option,
+// the log file.
+const globalOptions = `{
 	%s
 	default_bind 127.0.0.1
 	grace_period 1s
@@ -28,7 +24,15 @@ const caddyfileTemplate = `{
 		level ERROR
 	}
 }
+`
 
+// caddyfileTemplate has two sites in one Caddy in front of one upstream:
+// stock reverse_proxy with its defaults (it flushes text/event-stream on its
+// own, so no flush_interval) and llm_gateway. Arguments: the admin option
+// (off, but for the slow uploaders, whose Caddy's Go memory statistics are
+// read from the admin endpoint's /metrics), log file, rp port, upstream
+// port, gw port, upstream port.
+const caddyfileTemplate = globalOptions + `
 http://127.0.0.1:%d {
 	reverse_proxy 127.0.0.1:%d
 }
@@ -52,18 +56,9 @@ http://127.0.0.1:%d {
 // at the first failure and its stream_idle_timeout is short: a slow reader
 // blamed on the engine would fail the healthy requests after it. The caps
 // are the gateway's defaults, written out so that the bench and the
-// gateway agree on them. Arguments: log file, gw port, the two caps,
-// upstream port, up's stream_idle_timeout, the fail engines.
-const hostileCaddyfileTemplate = `{
-	admin off
-	default_bind 127.0.0.1
-	grace_period 1s
-	log {
-		output file %s
-		level ERROR
-	}
-}
-
+// gateway agree on them. Arguments: the admin option, log file, gw port,
+// the two caps, upstream port, up's stream_idle_timeout, the fail engines.
+const hostileCaddyfileTemplate = globalOptions + `
 http://127.0.0.1:%d {
 	llm_gateway {
 		max_fallbacks %d
@@ -137,7 +132,7 @@ func (e *env) writeHostileCaddyfile(fails int, idle time.Duration) error {
 	for i := range fails {
 		fmt.Fprintf(&engines, failEngineTemplate, i, e.upPort, i)
 	}
-	cf := fmt.Sprintf(hostileCaddyfileTemplate, logFile, e.gwPort, fallbackCap, attemptsCap, e.upPort, idle, engines.String())
+	cf := fmt.Sprintf(hostileCaddyfileTemplate, "admin off", logFile, e.gwPort, fallbackCap, attemptsCap, e.upPort, idle, engines.String())
 	return os.WriteFile(e.hostileCaddyfile, []byte(cf), 0o644)
 }
 

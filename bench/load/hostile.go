@@ -506,16 +506,9 @@ func slowUploaders(ctx context.Context, url, admin string, port, pid, n int, cla
 		}
 	}
 	time.Sleep(time.Second) // every handler is reading its body by now
-	var peak int64
-	for i := range 5 {
-		if i > 0 {
-			time.Sleep(100 * time.Millisecond)
-		}
-		rss, err := harness.RSS(pid)
-		if err != nil {
-			return res, err
-		}
-		peak = max(peak, rss)
+	peak, err := peakRSS(pid)
+	if err != nil {
+		return res, err
 	}
 	goPeak, err := goMemory(ctx, admin) // after VmRSS: reading it allocates
 	if err != nil {
