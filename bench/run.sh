@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Benchmark llm_gateway against Caddy's stock reverse_proxy, then measure the
-# gateway's cold start. One command from anywhere in the checkout:
+# Benchmark llm_gateway against Caddy's stock reverse_proxy, run the hostile
+# mix against the gateway alone (it exits non-zero when one of its limits is
+# exceeded), then measure the gateway's cold start. One command from anywhere
+# in the checkout:
 #
-#   bench/run.sh                        # full run, about 3 minutes
+#   bench/run.sh                        # full run, about 4 minutes
 #   ROUNDS=1 DURATION=1s bench/run.sh   # quick smoke run
 #
 # Environment: ROUNDS (5), DURATION (3s per timed run), RATE (500 req/s),
@@ -21,7 +23,7 @@ DURATION=${DURATION:-3s}
 RATE=${RATE:-500}
 OPEN_STREAMS=${OPEN_STREAMS:-1000}
 COLD_STARTS=${COLD_STARTS:-20}
-PHASES=${PHASES:-throughput,latency,stream,cpu,memory}
+PHASES=${PHASES:-throughput,latency,stream,cpu,memory,hostile}
 
 # 1000 open streams are 1000 client sockets here, 2000 in Caddy and 1000 in
 # the upstream: raise the soft limit toward the hard one

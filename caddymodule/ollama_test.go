@@ -3,7 +3,9 @@ package caddymodule
 import (
 	"bytes"
 	"context"
+	"debug/buildinfo"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -15,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	anthropicoption "github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
@@ -24,7 +28,8 @@ import (
 
 // The TestRealOllama tests run the gateway in front of a real `ollama serve`
 // that it starts on demand, with the tiny random-weight model of
-// testdata/tinygguf (issue 8). They are opt-in: building ollama takes most of
+// testdata/tinygguf (issue 8), through OpenAI's API and Anthropic's Messages
+// API (issue 19). They are opt-in: building ollama takes most of
 // an hour (README, "Real engines"), so they run only when LLMGW_OLLAMA names
 // an ollama binary. The model's text is garbage: they assert structure
 // (status, chunks, finish, usage, [DONE], the engine's life), never content.
@@ -56,6 +61,11 @@ func ollamaBinary(t *testing.T) string {
 	}
 	if fi, err := os.Stat(abs); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
 		t.Fatalf("LLMGW_OLLAMA=%s is not an executable file (%v)", bin, err)
+	}
+	// `go install` leaves ollama's own version at 0.0.0 (ollama --version,
+	// /api/version): the module version in the binary says which it is
+	if info, err := buildinfo.ReadFile(abs); err == nil {
+		t.Logf("ollama: %s %s", info.Main.Path, info.Main.Version)
 	}
 	return abs
 }
@@ -321,6 +331,166 @@ func TestRealOllamaStopsWhenIdleAndStartsAgainOnTheNextRequest(t *testing.T) {
 	checkUsage(t, "stream after the restart", last.Usage)
 	if second := status(t, ollamaEngine); second.PID == 0 || second.PID == first.PID {
 		t.Fatalf("pid after the restart %d, before %d", second.PID, first.PID)
+	}
+}
+
+// anthropicSDK is the official Anthropic Go SDK pointed at the gateway, with
+// time for ollama's start and the model's load in one request. The gateway
+// of these tests has no keys; the SDK wants one all the same.
+func anthropicSDK() anthropic.Client {
+	return anthropic.NewClient(
+		anthropicoption.WithHTTPClient(testClient),
+		anthropicoption.WithBaseURL(gwURL+"/"),
+		anthropicoption.WithAPIKey("a-key-the-gateway-strips"),
+		anthropicoption.WithMaxRetries(0),
+		anthropicoption.WithRequestTimeout(2*time.Minute),
+	)
+}
+
+// tinyMessage asks the tiny model for a short Messages API answer.
+func tinyMessage(model, msg string) anthropic.MessageNewParams {
+	return anthropic.MessageNewParams{
+		Model:     anthropic.Model(model),
+		MaxTokens: tinyMaxTokens,
+		Messages:  []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock(msg))},
+	}
+}
+
+// checkStop asserts a Messages answer's stop reason: the random model stops
+// on its own or runs into max_tokens.
+func checkStop(t *testing.T, what string, reason anthropic.StopReason) {
+	t.Helper()
+	if reason != anthropic.StopReasonEndTurn && reason != anthropic.StopReasonMaxTokens {
+		t.Errorf("%s: stop_reason %q, want end_turn or max_tokens", what, reason)
+	}
+}
+
+// checkMessageUsage asserts the shape of a Messages answer's token counts.
+func checkMessageUsage(t *testing.T, what string, in, out int64) {
+	t.Helper()
+	if in <= 0 || out < 0 || out > tinyMaxTokens {
+		t.Errorf("%s: usage input %d, output %d: want input tokens and at most %d output tokens", what, in, out, tinyMaxTokens)
+	}
+}
+
+// streamTinyMessage streams a Messages answer through the SDK and returns
+// the event types in order and the message they add up to.
+func streamTinyMessage(t *testing.T, c anthropic.Client, msg string) ([]string, anthropic.Message) {
+	t.Helper()
+	stream := c.Messages.NewStreaming(context.Background(), tinyMessage("tiny", msg))
+	var types []string
+	var acc anthropic.Message
+	for stream.Next() {
+		ev := stream.Current()
+		types = append(types, ev.Type)
+		if err := acc.Accumulate(ev); err != nil {
+			t.Fatalf("accumulating %s: %v", ev.RawJSON(), err)
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatalf("stream: %v (events %v)\nengine output:\n%s", err, types, engineLines(t))
+	}
+	return types, acc
+}
+
+// checkMessageStream asserts an Anthropic stream's grammar: message_start
+// first, content blocks opened before their deltas and closed, one
+// message_delta with the stop reason, message_stop last.
+func checkMessageStream(t *testing.T, what string, types []string, msg anthropic.Message) {
+	t.Helper()
+	if len(types) < 3 || types[0] != "message_start" || types[len(types)-1] != "message_stop" ||
+		types[len(types)-2] != "message_delta" {
+		t.Fatalf("%s: events %v, want message_start … message_delta, message_stop", what, types)
+	}
+	open := false
+	for _, ty := range types[1 : len(types)-2] {
+		switch {
+		case ty == "content_block_start" && !open, ty == "content_block_stop" && open:
+			open = !open
+		case ty == "content_block_delta" && open:
+		default:
+			t.Fatalf("%s: events %v: %s out of place", what, types, ty)
+		}
+	}
+	if open {
+		t.Fatalf("%s: events %v: a content block left open", what, types)
+	}
+	if msg.Role != "assistant" {
+		t.Errorf("%s: role %q", what, msg.Role)
+	}
+	checkStop(t, what, msg.StopReason)
+	checkMessageUsage(t, what, msg.Usage.InputTokens, msg.Usage.OutputTokens)
+}
+
+// Issue 19: Anthropic's Messages API through the gateway to a real ollama
+// (which answers /v1/messages itself), started on demand, with the official
+// Anthropic Go SDK as the client.
+func TestRealOllamaAnswersAnthropicMessagesThroughTheGateway(t *testing.T) {
+	startRealOllama(t, "10m") // the engine is stopped, the model on disk
+	ctx := context.Background()
+	c := anthropicSDK()
+
+	// not streamed: the request starts ollama, which loads the model
+	var raw *http.Response
+	msg, err := c.Messages.New(ctx, tinyMessage("tiny", "hello there"), anthropicoption.WithResponseInto(&raw))
+	if err != nil {
+		t.Fatalf("%v\nengine output:\n%s", err, engineLines(t))
+	}
+	if raw.StatusCode != 200 || raw.Header.Get("X-LLM-Engine") != ollamaEngine {
+		t.Fatalf("status %d, X-LLM-Engine %q", raw.StatusCode, raw.Header.Get("X-LLM-Engine"))
+	}
+	if msg.Type != "message" || msg.Role != "assistant" || !strings.HasPrefix(msg.ID, "msg_") {
+		t.Fatalf("answer: %s", msg.RawJSON())
+	}
+	for _, b := range msg.Content {
+		if b.Type != "text" {
+			t.Fatalf("a %s block in the tiny model's answer: %s", b.Type, msg.RawJSON())
+		}
+	}
+	checkStop(t, "answer", msg.StopReason)
+	checkMessageUsage(t, "answer", msg.Usage.InputTokens, msg.Usage.OutputTokens)
+	if s := status(t, ollamaEngine); s.State != "ready" || s.PID == 0 {
+		t.Fatalf("after the first answer: %+v", s)
+	}
+
+	// streamed through the SDK: Anthropic's typed events, whole
+	types, streamed := streamTinyMessage(t, c, "stream please")
+	checkMessageStream(t, "stream", types, streamed)
+
+	// streamed, raw: typed server-sent events ending in message_stop, none
+	// of OpenAI's data: [DONE]
+	resp, body := post(t, "/v1/messages", fmt.Sprintf(
+		`{"model":"tiny","stream":true,"max_tokens":%d,"messages":[{"role":"user","content":"raw stream"}]}`, tinyMaxTokens),
+		"anthropic-version", "2023-06-01")
+	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		t.Fatalf("raw stream: %d %s\n%s", resp.StatusCode, resp.Header.Get("Content-Type"), body)
+	}
+	if !strings.HasPrefix(body, "event: message_start\n") || strings.Contains(body, "[DONE]") ||
+		!strings.HasSuffix(strings.TrimSpace(body), `event: message_stop`+"\n"+`data: {"type":"message_stop"}`) {
+		t.Fatalf("raw stream does not go from message_start to message_stop:\n%s", body)
+	}
+
+	// stopped again, a stream is what starts ollama: the wait for the
+	// engine happens before the stream's first event
+	before := status(t, ollamaEngine)
+	resp, body = do(t, mustReq(http.MethodPost, adminURL+"/llm_gateway/engines/"+ollamaEngine+"/stop"))
+	if resp.StatusCode != 200 {
+		t.Fatalf("admin stop: %d %s", resp.StatusCode, body)
+	}
+	awaitState(t, ollamaEngine, "stopped")
+	types, streamed = streamTinyMessage(t, c, "wake up and stream")
+	checkMessageStream(t, "stream that started ollama", types, streamed)
+	if after := status(t, ollamaEngine); after.PID == 0 || after.PID == before.PID {
+		t.Fatalf("pid after the stream %d, before the stop %d: the stream did not start ollama", after.PID, before.PID)
+	}
+
+	// a model the gateway routes here but ollama does not have: ollama's
+	// own Anthropic-shaped 404 reaches the SDK as its not_found_error
+	_, err = c.Messages.New(ctx, tinyMessage("not-in-ollama", "hi"))
+	var e *anthropic.Error
+	if !errors.As(err, &e) || e.StatusCode != 404 || e.Type() != "not_found_error" ||
+		e.Response.Header.Get("X-LLM-Engine") != ollamaEngine || !strings.Contains(e.RawJSON(), "not-in-ollama") {
+		t.Fatalf("want ollama's not_found_error naming the model, got %v", err)
 	}
 }
 

@@ -11,11 +11,23 @@
 // The X-Bench-Chunk-Delay request header (a Go duration, e.g. 60ms) overrides
 // -chunk-delay for one request: both proxies forward it, so a single upstream
 // serves the CPU phases (no delay) and the open-streams phase (slow streams).
+//
+// The hostile-mix phase uses more request headers, which the gateway forwards
+// like any other:
+//
+//   - X-Bench-Fail: <status> answers that status (401, 404, 503, …) with a
+//     64 KiB JSON error body, after X-Bench-Fail-Delay (a Go duration);
+//   - X-Bench-Chunk-Pad: <bytes> pads every content chunk of a stream with
+//     that many bytes of text (at most 1 MiB in all per chunk);
+//   - X-Bench-Req: <id> counts the call under that id. GET /bench/calls
+//     answers {"total":N,"calls":{"<id>":n,…}}: every chat call since the
+//     last GET /bench/calls?reset=1, and the calls of each id.
 package main
 
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -26,7 +38,9 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -43,11 +57,26 @@ type upstream struct {
 	chunks     [][]byte // one SSE event each, the last one data: [DONE]
 	delay      time.Duration
 	bodies     sync.Pool
+	errorBody  []byte // what X-Bench-Fail answers
+
+	total atomic.Int64 // chat calls since the last reset
+	mu    sync.Mutex
+	calls map[string]int64 // chat calls per X-Bench-Req id
 }
 
+// errorBodySize is the size of a failing answer's body: large, like the
+// 64 KiB error pages that made the gateway's memory grow with every
+// attempt before it kept only 4 KiB of each later one (issue 13).
+const errorBodySize = 64 << 10
+
+// maxPad bounds X-Bench-Chunk-Pad.
+const maxPad = 1 << 20
+
 func newUpstream(n int, delay time.Duration) *upstream {
-	u := &upstream{completion: []byte(completion), delay: delay}
+	u := &upstream{completion: []byte(completion), delay: delay, calls: map[string]int64{}}
 	u.bodies.New = func() any { return new(bytes.Buffer) }
+	msg := `{"error":{"message":"bench upstream failing on purpose","type":"bench_failure","code":"bench","padding":"`
+	u.errorBody = []byte(msg + strings.Repeat("x", errorBodySize-len(msg)-4) + `"}}` + "\n")
 	for i := range n {
 		finish := "null"
 		delta := fmt.Sprintf(`{"content":"tok%02d "}`, i)
@@ -72,10 +101,79 @@ func (u *upstream) routes() http.Handler {
 		_, _ = w.Write([]byte(`{"status":"ok"}`))
 	})
 	mux.HandleFunc("POST /v1/chat/completions", u.chat)
+	mux.HandleFunc("GET /bench/calls", u.callCounts)
 	return mux
 }
 
+// count notes one chat call, under its X-Bench-Req id if it has one (only
+// the hostile mix sends ids: the other phases pay one atomic add).
+func (u *upstream) count(r *http.Request) {
+	u.total.Add(1)
+	if id := r.Header.Get("X-Bench-Req"); id != "" {
+		u.mu.Lock()
+		u.calls[id]++
+		u.mu.Unlock()
+	}
+}
+
+func (u *upstream) callCounts(w http.ResponseWriter, r *http.Request) {
+	reset := r.URL.Query().Get("reset") == "1"
+	u.mu.Lock()
+	total := u.total.Load()
+	if reset {
+		total = u.total.Swap(0)
+	}
+	b, err := json.Marshal(struct {
+		Total int64            `json:"total"`
+		Calls map[string]int64 `json:"calls"`
+	}{total, u.calls})
+	if reset {
+		u.calls = map[string]int64{}
+	}
+	u.mu.Unlock()
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(b)
+}
+
+// fail answers the status X-Bench-Fail asks for, after X-Bench-Fail-Delay.
+func (u *upstream) fail(w http.ResponseWriter, r *http.Request, status string) {
+	code, err := strconv.Atoi(status)
+	if err != nil || code < 400 || code > 599 {
+		http.Error(w, "bad X-Bench-Fail", http.StatusTeapot)
+		return
+	}
+	if d, ok := headerDuration(r, "X-Bench-Fail-Delay"); ok && d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			return
+		}
+	}
+	h := w.Header()
+	h["Content-Type"] = []string{"application/json"}
+	h["Content-Length"] = []string{strconv.Itoa(len(u.errorBody))}
+	w.WriteHeader(code)
+	_, _ = w.Write(u.errorBody)
+}
+
+// headerDuration reads a request header holding a Go duration of at most a
+// second; ok is false for anything else.
+func headerDuration(r *http.Request, name string) (d time.Duration, ok bool) {
+	d, err := time.ParseDuration(r.Header.Get(name))
+	if err != nil || d < 0 || d > time.Second {
+		return 0, false
+	}
+	return d, true
+}
+
 func (u *upstream) chat(w http.ResponseWriter, r *http.Request) {
+	u.count(r)
 	buf := u.bodies.Get().(*bytes.Buffer)
 	buf.Reset()
 	defer u.bodies.Put(buf)
@@ -83,6 +181,10 @@ func (u *upstream) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body := buf.Bytes()
+	if status := r.Header.Get("X-Bench-Fail"); status != "" {
+		u.fail(w, r, status)
+		return
+	}
 	if !bytes.Contains(body, []byte(`"stream":true`)) && !bytes.Contains(body, []byte(`"stream": true`)) {
 		h := w.Header()
 		h["Content-Type"] = []string{"application/json"}
@@ -95,10 +197,12 @@ func (u *upstream) chat(w http.ResponseWriter, r *http.Request) {
 
 func (u *upstream) stream(w http.ResponseWriter, r *http.Request) {
 	delay := u.delay
-	if v := r.Header.Get("X-Bench-Chunk-Delay"); v != "" {
-		if d, err := time.ParseDuration(v); err == nil && d >= 0 && d <= time.Second {
-			delay = d
-		}
+	if d, ok := headerDuration(r, "X-Bench-Chunk-Delay"); ok {
+		delay = d
+	}
+	chunks := u.chunks
+	if pad, err := strconv.Atoi(r.Header.Get("X-Bench-Chunk-Pad")); err == nil && pad > 0 && pad <= maxPad {
+		chunks = u.padded(pad)
 	}
 	h := w.Header()
 	h["Content-Type"] = []string{"text/event-stream"}
@@ -106,7 +210,7 @@ func (u *upstream) stream(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	flusher := w.(http.Flusher)
 	var tick *time.Timer
-	for i, c := range u.chunks {
+	for i, c := range chunks {
 		if i > 0 && delay > 0 {
 			if tick == nil {
 				tick = time.NewTimer(delay)
@@ -125,6 +229,17 @@ func (u *upstream) stream(w http.ResponseWriter, r *http.Request) {
 		}
 		flusher.Flush()
 	}
+}
+
+// padded is the stream with pad bytes of text added to every content chunk,
+// built per request: only the hostile mix's slow reader asks for it.
+func (u *upstream) padded(pad int) [][]byte {
+	out := make([][]byte, len(u.chunks))
+	text := []byte(`"content":"` + strings.Repeat("x", pad))
+	for i, c := range u.chunks {
+		out[i] = bytes.Replace(c, []byte(`"content":"`), text, 1)
+	}
+	return out
 }
 
 func main() {

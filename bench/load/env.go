@@ -7,17 +7,16 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/llmgateway/caddy-llm-gateway/bench/internal/harness"
 )
 
-// caddyfileTemplate has two sites in one Caddy in front of one upstream:
-// stock reverse_proxy with its defaults (it flushes text/event-stream on its
-// own, so no flush_interval) and llm_gateway. Arguments: log file, rp port,
-// upstream port, gw port, upstream port.
-const caddyfileTemplate = `{
-	admin off
+// globalOptions are every benchmark Caddy's. Arguments: the admin option,
+// the log file.
+const globalOptions = `{
+	%s
 	default_bind 127.0.0.1
 	grace_period 1s
 	log {
@@ -25,7 +24,15 @@ const caddyfileTemplate = `{
 		level ERROR
 	}
 }
+`
 
+// caddyfileTemplate has two sites in one Caddy in front of one upstream:
+// stock reverse_proxy with its defaults (it flushes text/event-stream on its
+// own, so no flush_interval) and llm_gateway. Arguments: the admin option
+// (off, but for the slow uploaders, whose Caddy's Go memory statistics are
+// read from the admin endpoint's /metrics), log file, rp port, upstream
+// port, gw port, upstream port.
+const caddyfileTemplate = globalOptions + `
 http://127.0.0.1:%d {
 	reverse_proxy 127.0.0.1:%d
 }
@@ -40,12 +47,48 @@ http://127.0.0.1:%d {
 }
 `
 
+// hostileCaddyfileTemplate is the hostile mix's Caddy: the gateway alone,
+// its engine up serving the model bench, and engines f0 … f<cap+1> that the
+// mix names as primary (model fail0) and as body fallbacks. Every engine is
+// the same fake upstream, which fails a request that asks it to
+// (X-Bench-Fail). The fail engines' breakers never open, so the walk of
+// every request is as long as the gateway lets it be. up's breaker opens
+// at the first failure and its stream_idle_timeout is short: a slow reader
+// blamed on the engine would fail the healthy requests after it. The caps
+// are the gateway's defaults, written out so that the bench and the
+// gateway agree on them. Arguments: the admin option, log file, gw port,
+// the two caps, upstream port, up's stream_idle_timeout, the fail engines.
+const hostileCaddyfileTemplate = globalOptions + `
+http://127.0.0.1:%d {
+	llm_gateway {
+		max_fallbacks %d
+		max_attempts %d
+		engine up {
+			to http://127.0.0.1:%d
+			models bench
+			stream_idle_timeout %v
+			breaker 1 1m
+		}
+%s	}
+}
+`
+
+const failEngineTemplate = `		engine f%d {
+			to http://127.0.0.1:%d
+			models fail%d
+			breaker 1000000 1s
+		}
+`
+
 // env is what the benchmark runs: the fake upstream and Caddy, on loopback
 // ports picked at start.
 type env struct {
 	caddyBin, upstreamBin, outDir string
 	upPort, rpPort, gwPort        int
+	adminPort                     int // the uploads Caddy's admin endpoint
 	caddyfile                     string
+	uploadsCaddyfile              string // caddyfile with the admin endpoint on
+	hostileCaddyfile              string
 
 	upstream *harness.Process
 	caddy    *harness.Process
@@ -55,11 +98,11 @@ func (e *env) url(port int) string { return fmt.Sprintf("http://127.0.0.1:%d", p
 
 // start picks ports, starts the upstream and writes the Caddyfile.
 func (e *env) start(ctx context.Context) error {
-	ports, err := harness.FreePorts(3)
+	ports, err := harness.FreePorts(4)
 	if err != nil {
 		return fmt.Errorf("picking ports: %v", err)
 	}
-	e.upPort, e.rpPort, e.gwPort = ports[0], ports[1], ports[2]
+	e.upPort, e.rpPort, e.gwPort, e.adminPort = ports[0], ports[1], ports[2], ports[3]
 	e.upstream, err = harness.Start("fakeupstream",
 		[]string{e.upstreamBin, "-addr", fmt.Sprintf("127.0.0.1:%d", e.upPort)}, nil,
 		filepath.Join(e.outDir, "fakeupstream.log"))
@@ -71,16 +114,50 @@ func (e *env) start(ctx context.Context) error {
 	}
 	e.caddyfile = filepath.Join(e.outDir, "bench.Caddyfile")
 	logFile, _ := filepath.Abs(filepath.Join(e.outDir, "caddy-bench.log"))
-	cf := fmt.Sprintf(caddyfileTemplate, logFile, e.rpPort, e.upPort, e.gwPort, e.upPort)
-	return os.WriteFile(e.caddyfile, []byte(cf), 0o644)
+	cf := fmt.Sprintf(caddyfileTemplate, "admin off", logFile, e.rpPort, e.upPort, e.gwPort, e.upPort)
+	if err := os.WriteFile(e.caddyfile, []byte(cf), 0o644); err != nil {
+		return err
+	}
+	e.uploadsCaddyfile = filepath.Join(e.outDir, "uploads.Caddyfile")
+	cf = fmt.Sprintf(caddyfileTemplate, fmt.Sprintf("admin 127.0.0.1:%d", e.adminPort), logFile, e.rpPort, e.upPort, e.gwPort, e.upPort)
+	return os.WriteFile(e.uploadsCaddyfile, []byte(cf), 0o644)
+}
+
+// writeHostileCaddyfile writes the hostile mix's Caddyfile with fails
+// engines f0, f1, … and up's stream_idle_timeout.
+func (e *env) writeHostileCaddyfile(fails int, idle time.Duration) error {
+	e.hostileCaddyfile = filepath.Join(e.outDir, "hostile.Caddyfile")
+	logFile, _ := filepath.Abs(filepath.Join(e.outDir, "caddy-hostile.log"))
+	var engines strings.Builder
+	for i := range fails {
+		fmt.Fprintf(&engines, failEngineTemplate, i, e.upPort, i)
+	}
+	cf := fmt.Sprintf(hostileCaddyfileTemplate, "admin off", logFile, e.gwPort, fallbackCap, attemptsCap, e.upPort, idle, engines.String())
+	return os.WriteFile(e.hostileCaddyfile, []byte(cf), 0o644)
 }
 
 // startCaddy starts a Caddy with the benchmark's Caddyfile and waits until
 // both sites answer. Any Caddy started before must be stopped: they share ports.
 func (e *env) startCaddy(ctx context.Context) error {
+	return e.startCaddyWith(ctx, e.caddyfile, e.rpPort, e.gwPort)
+}
+
+// startUploadsCaddy starts a Caddy with the benchmark's sites and its admin
+// endpoint on, for the slow uploaders.
+func (e *env) startUploadsCaddy(ctx context.Context) error {
+	return e.startCaddyWith(ctx, e.uploadsCaddyfile, e.rpPort, e.gwPort)
+}
+
+// startHostileCaddy starts a Caddy with the hostile mix's Caddyfile, whose
+// one site is the gateway on the gw port.
+func (e *env) startHostileCaddy(ctx context.Context) error {
+	return e.startCaddyWith(ctx, e.hostileCaddyfile, e.gwPort)
+}
+
+func (e *env) startCaddyWith(ctx context.Context, caddyfile string, ports ...int) error {
 	xdg, _ := filepath.Abs(filepath.Join(e.outDir, "xdg"))
 	p, err := harness.Start("caddy",
-		[]string{e.caddyBin, "run", "--config", e.caddyfile, "--adapter", "caddyfile"},
+		[]string{e.caddyBin, "run", "--config", caddyfile, "--adapter", "caddyfile"},
 		// keep Caddy's autosave and storage inside bench/out
 		[]string{"XDG_CONFIG_HOME=" + xdg + "/config", "XDG_DATA_HOME=" + xdg + "/data"},
 		filepath.Join(e.outDir, "caddy-bench.stderr"))
@@ -88,7 +165,7 @@ func (e *env) startCaddy(ctx context.Context) error {
 		return err
 	}
 	e.caddy = p
-	for _, port := range []int{e.rpPort, e.gwPort} {
+	for _, port := range ports {
 		if err := harness.WaitHTTP(ctx, e.url(port)+"/health", p, 15*time.Second); err != nil {
 			return fmt.Errorf("%v (see %s)", err, filepath.Join(e.outDir, "caddy-bench.stderr"))
 		}

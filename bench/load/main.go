@@ -5,7 +5,9 @@
 // that same upstream), runs every measurement on both targets in interleaved
 // rounds whose order alternates (rp,gw then gw,rp, …: on a small machine the
 // second of two back-to-back runs tends to be slower), and prints the medians
-// and their ratios. bench/run.sh builds the binaries and runs it.
+// and their ratios. The hostile phase then runs against llm_gateway alone and
+// asserts issue 13's limits: the program exits 1 if one is exceeded.
+// bench/run.sh builds the binaries and runs it.
 //
 // Everything it starts it stops, on success, failure or Ctrl-C; a child also
 // dies with it if it is killed. It sends traffic to 127.0.0.1 only.
@@ -37,6 +39,7 @@ type config struct {
 	openStreams    int
 	openChunkDelay time.Duration
 	phases         map[string]bool
+	hostile        hostileConfig
 }
 
 func main() {
@@ -58,12 +61,25 @@ func run() int {
 	flag.IntVar(&c.cpuConcurrency, "cpu-concurrency", 8, "streams at a time for CPU per chunk")
 	flag.IntVar(&c.openStreams, "open-streams", 1000, "streams held open at once for memory per stream")
 	flag.DurationVar(&c.openChunkDelay, "open-chunk-delay", 60*time.Millisecond, "upstream pause between chunks while streams are held open (50 chunks: ~3s)")
-	phases := flag.String("phases", "throughput,latency,stream,cpu,memory", "measurements to run")
+	flag.IntVar(&c.hostile.workers, "hostile-workers", 32, "hostile mix: clients at once")
+	flag.Float64Var(&c.hostile.cancelShare, "hostile-cancel", 0.25, "hostile mix: share of requests cancelled at a random moment")
+	flag.DurationVar(&c.hostile.cancelWithin, "hostile-cancel-within", 50*time.Millisecond, "hostile mix: a cancel comes this soon after sending, at most")
+	flag.DurationVar(&c.hostile.failDelay, "hostile-fail-delay", 5*time.Millisecond, "hostile mix: the failing upstream's pause before each answer")
+	flag.DurationVar(&c.hostile.idle, "hostile-idle", time.Second, "hostile mix: stream_idle_timeout of the healthy engine")
+	flag.DurationVar(&c.hostile.slowPause, "slow-pause", 2500*time.Millisecond, "hostile mix: how long the slow reader stops reading")
+	flag.IntVar(&c.hostile.slowPad, "slow-pad", 64<<10, "hostile mix: bytes added to each chunk of the slow reader's stream, at least (raised to twice what socket buffers hold)")
+	flag.IntVar(&c.hostile.uploaders, "uploaders", 300, "slow uploaders held open at once")
+	flag.Int64Var(&c.hostile.uploadClaim, "upload-claim", 1<<20, "the Content-Length each slow uploader announces (more than 100: 100 is the control)")
+	phases := flag.String("phases", "throughput,latency,stream,cpu,memory,hostile", "measurements to run")
 	maxTime := flag.Duration("max-time", 20*time.Minute, "give up after this long")
 	flag.Parse()
 
 	var err error
-	if c.concurrency, err = parseInts(*conc); err != nil || c.rounds < 1 || c.rate < 1 || c.duration <= 0 {
+	c.hostile.slowPad, c.hostile.slowBound = slowStreamPad(c.hostile.slowPad)
+	h := c.hostile
+	if c.concurrency, err = parseInts(*conc); err != nil || c.rounds < 1 || c.rate < 1 || c.duration <= 0 ||
+		h.workers < 1 || h.cancelShare < 0 || h.cancelShare > 1 || h.cancelWithin <= 0 || h.uploaders < 1 ||
+		h.uploadClaim <= 100 || h.slowPad < 1 || h.slowPad > 1<<20 || h.slowPause <= h.idle {
 		fmt.Fprintln(os.Stderr, "load: bad flags")
 		return 2
 	}
@@ -88,6 +104,10 @@ func run() int {
 		return 1
 	}
 	r.print(os.Stdout)
+	if failed := r.failedChecks(); len(failed) > 0 {
+		fmt.Fprintf(os.Stderr, "\nload: FAIL: hostile mix: %s\n", strings.Join(failed, "; "))
+		return 1
+	}
 	return 0
 }
 
@@ -218,7 +238,8 @@ func benchmark(ctx context.Context, e *env, c config, r *report) error {
 		// other target would show this one's cost too low
 		e.stopCaddy()
 		mem := r.add(&metric{name: fmt.Sprintf("RSS per open stream, %d open (KB)", c.openStreams), prec: 1,
-			target: "<= 100 KB", pass: func(rp, gw float64) bool { return gw <= 100 }})
+			target: fmt.Sprintf("<= %d KB", rssPerStreamLimitKB), pass: func(rp, gw float64) bool { return gw <= rssPerStreamLimitKB }})
+		r.memory = mem
 		for round := range c.rounds {
 			for _, t := range order(round) {
 				res, err := openStreamsInFreshCaddy(ctx, e, t, c)
@@ -238,7 +259,111 @@ func benchmark(ctx context.Context, e *env, c config, r *report) error {
 			}
 		}
 	}
+	if c.phases["hostile"] {
+		if err := hostilePhase(ctx, e, c, r); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// hostilePhase runs the hostile mix, then measures RSS per open stream and
+// the memory slow uploaders hold, each in a fresh Caddy, and adds the
+// figures with their limits to the report.
+func hostilePhase(ctx context.Context, e *env, c config, r *report) error {
+	e.stopCaddy()
+	if err := e.writeHostileCaddyfile(fallbackCap+2, c.hostile.idle); err != nil {
+		return err
+	}
+	res, err := runHostile(ctx, e, c)
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if err != nil {
+		return fmt.Errorf("hostile mix: %v", err)
+	}
+	for k := range kinds {
+		progress("hostile mix %-11s %5d requests (%4d cancelled): upstream calls max %d, mean %.2f when not cancelled; %d unexpected answers",
+			kindNames[k], res.requests[k], res.cancelled[k], res.maxCalls[k], res.meanCalls[k], res.badStatus[k])
+	}
+	progress("hostile mix: %d upstream calls, %d without a request id; slow reader whole: %v (%v); Caddy VmRSS +%d KB",
+		res.total, res.untagged, res.slowWhole, res.slowErr, res.rssGrowthKB)
+	r.addHostile(res)
+
+	gw := target{"llm_gateway", e.url(e.gwPort)}
+	var perStream []float64
+	if r.memory != nil { // measured already, the same way
+		perStream = r.memory.gw
+		progress("hostile: RSS per open stream from the memory phase's %d rounds", len(perStream))
+	}
+	for round := 0; round < c.rounds && len(perStream) < c.rounds; round++ {
+		o, err := openStreamsInFreshCaddy(ctx, e, gw, c)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil {
+			return fmt.Errorf("hostile, open streams: %v", err)
+		}
+		r.failures(gw.name, "hostile open streams", int64(o.failed))
+		if o.endedEarly > 0 {
+			r.note("hostile open streams: %d streams ended before memory was sampled; raise -open-chunk-delay", o.endedEarly)
+		}
+		perStream = append(perStream, o.perStreamKB)
+		progress("hostile open streams round %d/%d %6.1f KB/stream (VmRSS %d KB idle, %d KB with %d open)",
+			round+1, c.rounds, o.perStreamKB, o.baseKB, o.peakKB, c.openStreams)
+	}
+	kb := median(perStream)
+	r.check(fmt.Sprintf("RSS per open stream, %d open (KB)", c.openStreams), fmt.Sprintf("%.1f", kb),
+		fmt.Sprintf("<= %d KB", rssPerStreamLimitKB), kb <= rssPerStreamLimitKB)
+
+	// each round twice: uploaders announcing the claim, and the same
+	// connections announcing a 100-byte body (what a connection and a
+	// request cost any handler), so that what the claim adds shows in Go's
+	// account, which sees a whole allocation even where VmRSS does not
+	var held, heldControl, goHeld, goControl, goAdded []float64
+	for round := range c.rounds {
+		u, err := uploadersInFreshCaddy(ctx, e, c, c.hostile.uploadClaim)
+		var control uploadResult
+		if err == nil {
+			control, err = uploadersInFreshCaddy(ctx, e, c, 100)
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil {
+			return fmt.Errorf("slow uploaders: %v", err)
+		}
+		held, goHeld = append(held, float64(u.heldKB)/1024), append(goHeld, float64(u.goHeldKB)/1024)
+		heldControl, goControl = append(heldControl, float64(control.heldKB)/1024), append(goControl, float64(control.goHeldKB)/1024)
+		goAdded = append(goAdded, float64(u.goHeldKB-control.goHeldKB)/1024)
+		progress("slow uploaders round %d/%d, %d-byte claims: VmRSS +%.2f MB (%d -> %d KB), Go heap+stacks +%.2f MB (%d -> %d KB)",
+			round+1, c.rounds, c.hostile.uploadClaim, float64(u.heldKB)/1024, u.baseKB, u.peakKB,
+			float64(u.goHeldKB)/1024, u.goBaseKB, u.goPeakKB)
+		progress("slow uploaders round %d/%d, 100-byte bodies: VmRSS +%.2f MB, Go heap+stacks +%.2f MB",
+			round+1, c.rounds, float64(control.heldKB)/1024, float64(control.goHeldKB)/1024)
+	}
+	mb := median(held)
+	r.check(fmt.Sprintf("memory held by %d slow uploaders, VmRSS (MB)", c.hostile.uploaders), fmt.Sprintf("%.2f", mb),
+		fmt.Sprintf("<= %d MB", uploadersLimitMB), mb <= uploadersLimitMB)
+	r.info("  the same with 100-byte bodies announced (MB)", fmt.Sprintf("%.2f", median(heldControl)))
+	r.info("  Go heap and stacks in use (MB)", fmt.Sprintf("%.2f", median(goHeld)))
+	r.info("  the same with 100-byte bodies announced (MB)", fmt.Sprintf("%.2f", median(goControl)))
+	mb = median(goAdded)
+	r.check(fmt.Sprintf("  what the %d-byte claims add, Go's account (MB)", c.hostile.uploadClaim), fmt.Sprintf("%.2f", mb),
+		fmt.Sprintf("<= %d MB", uploadersLimitMB), mb <= uploadersLimitMB)
+	return nil
+}
+
+func uploadersInFreshCaddy(ctx context.Context, e *env, c config, claim int64) (uploadResult, error) {
+	if err := e.startUploadsCaddy(ctx); err != nil {
+		return uploadResult{}, err
+	}
+	defer e.stopCaddy()
+	res, err := slowUploaders(ctx, e.url(e.gwPort), e.url(e.adminPort), e.gwPort, e.caddy.PID(), c.hostile.uploaders, claim)
+	if err == nil && res.closedEarly > 0 {
+		err = fmt.Errorf("the server answered or closed %d of %d before memory was sampled", res.closedEarly, c.hostile.uploaders)
+	}
+	return res, err
 }
 
 func openStreamsInFreshCaddy(ctx context.Context, e *env, t target, c config) (openResult, error) {

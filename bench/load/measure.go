@@ -232,16 +232,9 @@ func openStreams(ctx context.Context, url string, pid, n int, chunkDelay time.Du
 	if got := opened.Load(); got < int64(n) {
 		return openResult{}, fmt.Errorf("only %d of %d streams opened (%d failed)", got, n, failed.Load())
 	}
-	var peak int64
-	for i := range 5 {
-		if i > 0 {
-			time.Sleep(100 * time.Millisecond)
-		}
-		rss, err := harness.RSS(pid)
-		if err != nil {
-			return openResult{}, err
-		}
-		peak = max(peak, rss)
+	peak, err := peakRSS(pid)
+	if err != nil {
+		return openResult{}, err
 	}
 	res := openResult{
 		baseKB:      base / 1024,
@@ -251,6 +244,22 @@ func openStreams(ctx context.Context, url string, pid, n int, chunkDelay time.Du
 		endedEarly:  ended.Load(),
 	}
 	return res, nil
+}
+
+// peakRSS is the highest VmRSS of the process in 5 samples over 0.4 s.
+func peakRSS(pid int) (int64, error) {
+	var peak int64
+	for i := range 5 {
+		if i > 0 {
+			time.Sleep(100 * time.Millisecond)
+		}
+		rss, err := harness.RSS(pid)
+		if err != nil {
+			return 0, err
+		}
+		peak = max(peak, rss)
+	}
+	return peak, nil
 }
 
 // percentile is the p-th percentile (nearest rank) of ds; ds is sorted.

@@ -5,6 +5,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 )
 
@@ -31,8 +32,71 @@ func (m *metric) advantage(rp, gw float64) float64 {
 type report struct {
 	cfg     config
 	metrics []*metric
+	memory  *metric // RSS per open stream, when the memory phase ran
+	checks  []check // the hostile phase's rows
 	fails   map[string]int64
 	notes   []string
+}
+
+// check is a row of the hostile phase: one figure of llm_gateway alone and
+// its limit; limit "" is a figure shown for reading the others.
+type check struct {
+	name, value, limit string
+	pass               bool
+}
+
+func (r *report) check(name, value, limit string, pass bool) {
+	r.checks = append(r.checks, check{name, value, limit, pass})
+}
+
+func (r *report) info(name, value string) {
+	r.checks = append(r.checks, check{name: name, value: value})
+}
+
+// failedChecks names the hostile rows whose limit was exceeded.
+func (r *report) failedChecks() []string {
+	var out []string
+	for _, c := range r.checks {
+		if c.limit != "" && !c.pass {
+			out = append(out, fmt.Sprintf("%s = %s, limit %s", strings.TrimSpace(c.name), c.value, c.limit))
+		}
+	}
+	return out
+}
+
+// addHostile turns the mix's counts into rows.
+func (r *report) addHostile(h hostileResult) {
+	capped := max(h.maxCalls[atCap], h.maxCalls[repeats], h.maxCalls[overCap])
+	r.check("upstream calls per request, fallbacks at cap (max)", strconv.FormatInt(capped, 10),
+		fmt.Sprintf("<= %d (1 + cap)", 1+fallbackCap), capped <= 1+fallbackCap)
+	r.info("  mean, requests not cancelled", fmt.Sprintf("%.2f", h.meanCalls[atCap]))
+	r.check("  requests not cancelled that tried 1 + cap engines", fmt.Sprintf("%d/%d", h.fullWalks, h.walks),
+		"all", h.walks > 0 && h.fullWalks == h.walks)
+	r.info(fmt.Sprintf("  %d items naming %d engines (max)", 2*fallbackCap, fallbackCap), strconv.FormatInt(h.maxCalls[repeats], 10))
+	r.check(fmt.Sprintf("  %d engines, or 10,000 items: 400, no call (max calls)", fallbackCap+1), strconv.FormatInt(h.maxCalls[overCap], 10),
+		"0", h.maxCalls[overCap] == 0 && h.badStatus[overCap] == 0 && h.requests[overCap] > h.cancelled[overCap])
+	r.check("upstream calls per request, 503 and retries (max)", strconv.FormatInt(h.maxCalls[retried], 10),
+		fmt.Sprintf("<= %d (max_attempts)", attemptsCap), h.maxCalls[retried] <= attemptsCap)
+	unexpected := h.badStatus[atCap] + h.badStatus[repeats] + h.badStatus[retried]
+	r.check("failing requests with another answer than an error", strconv.Itoa(unexpected), "0", unexpected == 0)
+	r.check("healthy streams, not cancelled, not whole", fmt.Sprintf("%d/%d", h.badStatus[healthy], h.requests[healthy]-h.cancelled[healthy]),
+		"0", h.badStatus[healthy] == 0 && h.requests[healthy] > h.cancelled[healthy])
+	slow := "whole"
+	if !h.slowWhole {
+		slow = "cut"
+		r.note("slow reader: %v", h.slowErr)
+	}
+	idle := r.cfg.hostile.idle
+	r.check(fmt.Sprintf("slow reader paused %v (idle timeout %v)", r.cfg.hostile.slowPause, idle), slow, "whole", h.slowWhole)
+	r.info("  its stream / what socket buffers can hold (MB)", fmt.Sprintf("%.1f / %.1f",
+		float64(49*r.cfg.hostile.slowPad)/(1<<20), float64(r.cfg.hostile.slowBound)/(1<<20)))
+	r.check("upstream calls without the request's id", strconv.FormatInt(h.untagged, 10), "0", h.untagged == 0)
+	var sent, cancelled int
+	for k := range kinds {
+		sent, cancelled = sent+h.requests[k], cancelled+h.cancelled[k]
+	}
+	r.info("client requests / cancelled / upstream calls", fmt.Sprintf("%d / %d / %d", sent, cancelled, h.total))
+	r.info("Caddy VmRSS growth during the mix (MB)", fmt.Sprintf("%.1f", float64(h.rssGrowthKB)/1024))
 }
 
 func (r *report) add(m *metric) *metric {
@@ -55,6 +119,32 @@ func (r *report) note(format string, args ...any) {
 }
 
 func (r *report) print(w io.Writer) {
+	if r.compared() {
+		r.printComparison(w)
+	}
+	if len(r.fails) == 0 {
+		fmt.Fprintln(w, "failed requests: none")
+	}
+	for k, n := range r.fails {
+		fmt.Fprintf(w, "failed requests: %s: %d\n", k, n)
+	}
+	for _, n := range r.notes {
+		fmt.Fprintln(w, "note:", n)
+	}
+	r.printHostile(w)
+}
+
+// compared says whether any measurement ran on both targets.
+func (r *report) compared() bool {
+	for _, m := range r.metrics {
+		if len(m.rp) > 0 && len(m.gw) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *report) printComparison(w io.Writer) {
 	c := r.cfg
 	fmt.Fprintf(w, "\nllm_gateway vs stock reverse_proxy: same Caddy, same upstream, 127.0.0.1\n")
 	fmt.Fprintf(w, "medians of %d interleaved rounds (order alternating), %v per timed run\n", c.rounds, c.duration)
@@ -90,15 +180,34 @@ func (r *report) print(w io.Writer) {
 		c.concurrency, c.rate, c.ttfbStreams)
 	fmt.Fprintf(w, "       CPU %d streams/round at %d concurrent (x50 chunks); memory %d streams open at once, fresh Caddy per run\n",
 		c.cpuStreams, c.cpuConcurrency, c.openStreams)
-	if len(r.fails) == 0 {
-		fmt.Fprintln(w, "failed requests: none")
+}
+
+func (r *report) printHostile(w io.Writer) {
+	if len(r.checks) == 0 {
+		return
 	}
-	for k, n := range r.fails {
-		fmt.Fprintf(w, "failed requests: %s: %d\n", k, n)
+	h := r.cfg.hostile
+	fmt.Fprintf(w, "\nhostile mix, llm_gateway alone: max_fallbacks %d, max_attempts %d, 127.0.0.1\n", fallbackCap, attemptsCap)
+	fmt.Fprintf(w, "%v of %d clients: body fallbacks at the cap to a failing upstream (401/403/404, or 503), %d+1 and\n",
+		r.cfg.duration, h.workers, fallbackCap)
+	fmt.Fprintf(w, "repeated lists, healthy streams, %.0f%% cancelled within %v, one slow reader; then %d open streams and\n",
+		100*h.cancelShare, h.cancelWithin, r.cfg.openStreams)
+	fmt.Fprintf(w, "%d slow uploaders (Content-Length %d, 17 bytes sent), fresh Caddy per round, medians of %d rounds\n\n",
+		h.uploaders, h.uploadClaim, r.cfg.rounds)
+	const row = "%-56s %12s  %-20s %s\n"
+	fmt.Fprintf(w, row, "metric", "llm_gateway", "limit", "")
+	fmt.Fprintln(w, strings.Repeat("-", 100))
+	for _, c := range r.checks {
+		verdict := ""
+		if c.limit != "" {
+			verdict = "FAIL"
+			if c.pass {
+				verdict = "PASS"
+			}
+		}
+		fmt.Fprintf(w, row, c.name, c.value, c.limit, verdict)
 	}
-	for _, n := range r.notes {
-		fmt.Fprintln(w, "note:", n)
-	}
+	fmt.Fprintln(w, strings.Repeat("-", 100))
 }
 
 func num(v float64, prec int) string {
