@@ -159,10 +159,10 @@ func New(cfg Config, rt http.RoundTripper, log *zap.Logger) (*Engine, error) {
 	e := &Engine{cfg: cfg, rt: rt, log: log, clock: RealClock, changed: make(chan struct{})}
 	e.lines.secrets = secretsOf(cfg)
 	e.brk = NewBreaker(cfg.BreakerFailures, time.Duration(cfg.BreakerCooldown), e.now)
-	if cfg.MaxConcurrent > 0 {
-		e.lim = newLimiter(cfg.MaxConcurrent, cfg.Queue, time.Duration(cfg.QueueTimeout), e.clock)
-	}
 	e.life, e.cancel = context.WithCancel(context.Background())
+	if cfg.MaxConcurrent > 0 {
+		e.lim = newLimiter(cfg.MaxConcurrent, cfg.Queue, time.Duration(cfg.QueueTimeout), e.clock, e.life.Done())
+	}
 	if !cfg.Managed() {
 		u, err := url.Parse(cfg.To)
 		if err != nil {
@@ -694,9 +694,10 @@ func (e *Engine) watch(proc *process) {
 }
 
 // Start starts the engine if it is stopped and waits until it is ready,
-// whatever the wake policy (the admin API's start).
+// whatever the wake policy (the admin API's start). It takes no place of
+// max_concurrent: it sends no request.
 func (e *Engine) Start(ctx context.Context) error {
-	l, err := e.Acquire(ctx, true)
+	l, err := e.acquire(ctx, true)
 	if err != nil {
 		return err
 	}

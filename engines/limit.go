@@ -84,6 +84,7 @@ type limiter struct {
 	queueMax int
 	timeout  time.Duration
 	clock    Clock
+	closed   <-chan struct{} // the engine's end: every waiter leaves with ErrClosed
 
 	mu      sync.Mutex
 	held    int       // places taken
@@ -101,8 +102,8 @@ type place struct {
 	at time.Time
 }
 
-func newLimiter(max, queueMax int, timeout time.Duration, clock Clock) *limiter {
-	return &limiter{max: max, queueMax: queueMax, timeout: timeout, clock: clock}
+func newLimiter(max, queueMax int, timeout time.Duration, clock Clock, closed <-chan struct{}) *limiter {
+	return &limiter{max: max, queueMax: queueMax, timeout: timeout, clock: clock, closed: closed}
 }
 
 // tryTake takes a free place if one is free and nobody waits for it.
@@ -118,9 +119,9 @@ func (l *limiter) tryTake() *place {
 
 // take takes a place, waiting in the queue when every place is taken. It
 // returns a *BusyError (reason in why) when the queue is full or the wait
-// ran out, and ctx's error when ctx ended first: the request left, and its
-// place in the queue is free at once. waited is how long it queued (0 if it
-// did not).
+// ran out, ctx's error when ctx ended first (the request left, and its
+// place in the queue is free at once), and ErrClosed when the engine was
+// torn down meanwhile. waited is how long it queued (0 if it did not).
 func (l *limiter) take(ctx context.Context) (p *place, waited time.Duration, queued bool, why BusyReason, err error) {
 	if p := l.tryTake(); p != nil {
 		return p, 0, false, "", nil
@@ -143,10 +144,13 @@ func (l *limiter) take(ctx context.Context) (p *place, waited time.Duration, que
 	t := l.clock.NewTimer(l.timeout)
 	defer t.Stop()
 	var timedOut bool
+	gone := ctx.Err
 	select {
 	case <-w.granted:
 		return &place{at: l.clock.Now()}, l.clock.Now().Sub(began), true, "", nil
 	case <-ctx.Done():
+	case <-l.closed:
+		gone = func() error { return ErrClosed }
 	case <-t.C():
 		timedOut = true
 	}
@@ -155,14 +159,14 @@ func (l *limiter) take(ctx context.Context) (p *place, waited time.Duration, que
 		// a place was handed over in the same instant
 		if !timedOut {
 			l.give(&place{at: l.clock.Now()}) // nobody will use it: pass it on
-			return nil, waited, true, "", ctx.Err()
+			return nil, waited, true, "", gone()
 		}
 		return &place{at: l.clock.Now()}, waited, true, "", nil
 	}
 	if timedOut {
 		return nil, waited, true, BusyQueueTimeout, nil
 	}
-	return nil, waited, true, "", ctx.Err()
+	return nil, waited, true, "", gone()
 }
 
 // leave takes w out of the queue; false if it was handed a place already.

@@ -249,3 +249,25 @@ func TestAQueueNeedsMaxConcurrent(t *testing.T) {
 		t.Fatalf("default queue timeout %s", time.Duration(d))
 	}
 }
+
+func TestQueuedRequestsLeaveWhenTheEngineIsTornDown(t *testing.T) {
+	e, clock, _ := limitedEngine(t, 1, 1, time.Hour)
+	held := mustLease(t, e)
+	waiting := queueUp(context.Background(), e, clock, 1)
+	destructed := make(chan struct{})
+	go func() { e.Destruct(); close(destructed) }()
+	if r := <-waiting; !errors.Is(r.err, ErrClosed) {
+		t.Fatalf("a queued request of a torn-down engine: %v", r.err)
+	}
+	held.Release()
+	<-destructed
+}
+
+func TestAdminStartTakesNoPlace(t *testing.T) {
+	e, _, _ := limitedEngine(t, 1, 0, 0)
+	held := mustLease(t, e)
+	defer held.Release()
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatalf("start of a busy engine: %v", err)
+	}
+}
