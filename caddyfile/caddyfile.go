@@ -73,6 +73,10 @@ import (
 //			start_timeout <duration>    # default 5m
 //			idle_timeout <duration>     # default 0 (never stop for idleness)
 //			stop_timeout <duration>     # default 10s
+//			stop_cmd <program> <args...>  # instead of SIGTERM; {engine.pid} {engine.port}
+//			preload [on|off]            # start when the config runs; default off
+//			max_concurrent <n>          # requests in flight at once; default 0 (no limit)
+//			queue <n> [<timeout>]       # requests that may wait beyond it, in order; default 0 60s
 //			dial_timeout <duration>     # default 10s
 //			transport http {            # Caddy's HTTP transport, as in reverse_proxy:
 //				tls_trusted_ca_certs <pem...>  # tls, tls_client_auth, tls_server_name,
@@ -576,6 +580,22 @@ func parseEngineOptions(d *cf.Dispenser, ec *engines.Config, where string) error
 			err = durationArg(d, &ec.IdleTimeout)
 		case "stop_timeout":
 			err = durationArg(d, &ec.StopTimeout)
+		case "stop_cmd":
+			ec.StopCmd = d.RemainingArgs()
+			if len(ec.StopCmd) == 0 {
+				err = d.Errf("stop_cmd takes a program and its arguments: stop_cmd docker stop <name>")
+			} else {
+				err = requireEnv(d, "stop_cmd", ec.StopCmd...)
+			}
+		case "preload":
+			ec.Preload = true
+			if d.CountRemainingArgs() > 0 {
+				ec.Preload, err = parseOnOff(d)
+			}
+		case "max_concurrent":
+			err = countArg(d, &ec.MaxConcurrent, 1)
+		case "queue":
+			ec.Queue, ec.QueueTimeout, err = parseQueue(d)
 		case "dial_timeout":
 			err = durationArg(d, &ec.DialTimeout)
 		case "header_timeout":
@@ -674,6 +694,27 @@ func parseEngineOptions(d *cf.Dispenser, ec *engines.Config, where string) error
 		}
 	}
 	return nil
+}
+
+// parseQueue parses `queue <n> [<timeout>]`.
+func parseQueue(d *cf.Dispenser) (int, caddy.Duration, error) {
+	args := d.RemainingArgs()
+	if len(args) < 1 || len(args) > 2 {
+		return 0, 0, d.Errf("queue takes a length and optionally a timeout: queue 8 30s")
+	}
+	n, err := strconv.Atoi(args[0])
+	if err != nil || n < 1 {
+		return 0, 0, d.Errf("queue takes a length of 1 or more, not %q", args[0])
+	}
+	var timeout caddy.Duration
+	if len(args) == 2 {
+		v, err := caddy.ParseDuration(args[1])
+		if err != nil || v <= 0 {
+			return 0, 0, d.Errf("bad queue timeout %q: want a duration such as 30s", args[1])
+		}
+		timeout = caddy.Duration(v)
+	}
+	return n, timeout, nil
 }
 
 // parseTransport parses `transport http { … }` by handing the block to Caddy's

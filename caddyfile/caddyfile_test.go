@@ -188,6 +188,32 @@ func TestParseEverySubdirective(t *testing.T) {
 }`, handler.Config{Wake: ptr(false), Engines: []engines.Config{{
 			Name: "openai", To: "https://api.openai.com", Models: []string{"gpt-4o"}, Wake: ptr(true),
 		}}}},
+		{"stop_cmd, preload, max_concurrent and queue (issue 15)", `llm_gateway {
+	engine qwen {
+		cmd docker run --rm --name qwen -p {engine.port}:8080 qwen-image
+		to http://127.0.0.1:{engine.port}
+		models qwen
+		stop_cmd docker stop qwen {engine.pid} {engine.port}
+		preload
+		max_concurrent 4
+		queue 8 30s
+	}
+	engine small {
+		cmd llama-server --port {engine.port}
+		to http://127.0.0.1:{engine.port}
+		models small
+		preload off
+		max_concurrent 1
+		queue 2
+	}
+}`, handler.Config{Engines: []engines.Config{
+			{Name: "qwen", To: "http://127.0.0.1:{engine.port}", Models: []string{"qwen"},
+				Cmd:     []string{"docker", "run", "--rm", "--name", "qwen", "-p", "{engine.port}:8080", "qwen-image"},
+				StopCmd: []string{"docker", "stop", "qwen", "{engine.pid}", "{engine.port}"},
+				Preload: true, MaxConcurrent: 4, Queue: 8, QueueTimeout: dur(30 * time.Second)},
+			{Name: "small", To: "http://127.0.0.1:{engine.port}", Models: []string{"small"},
+				Cmd: []string{"llama-server", "--port", "{engine.port}"}, MaxConcurrent: 1, Queue: 2},
+		}}},
 		{"durations in days", `llm_gateway {
 	engine openai {
 		to https://api.openai.com
@@ -741,6 +767,91 @@ func TestParseErrorsNameTheProblemAndTheLine(t *testing.T) {
 		{"an extra path under /v1/", `llm_gateway {
 	extra_paths /rerank /v1/rerank` + remote + `
 }`, `"/v1/rerank" is under /v1/`, 2},
+		{"stop_cmd without a program", `llm_gateway {
+	engine a {
+		cmd llama-server
+		to http://127.0.0.1:{engine.port}
+		models a
+		stop_cmd
+	}
+}`, "stop_cmd takes a program and its arguments", 6},
+		{"stop_cmd on a remote engine", `llm_gateway {
+	engine a {
+		to http://10.0.0.1:8000
+		models a
+		stop_cmd docker stop a
+	}
+}`, "stop_cmd needs 'cmd'", 2},
+		{"preload of a remote engine", `llm_gateway {
+	engine a {
+		to http://10.0.0.1:8000
+		models a
+		preload
+	}
+}`, "preload needs 'cmd'", 2},
+		{"preload that is neither on nor off", `llm_gateway {
+	engine a {
+		cmd llama-server
+		to http://127.0.0.1:{engine.port}
+		models a
+		preload yes
+	}
+}`, "preload takes on or off", 6},
+		{"two preloads in one group", `llm_gateway {
+	engine a {
+		cmd llama-server
+		to http://127.0.0.1:{engine.port}
+		models a
+		group gpu0
+		preload
+	}
+	engine b {
+		cmd llama-server
+		to http://127.0.0.1:{engine.port}
+		models b
+		group gpu0
+		preload
+	}
+}`, "engines a and b of group gpu0 both preload", 9},
+		{"max_concurrent zero", `llm_gateway {
+	engine a {
+		to http://10.0.0.1:8000
+		models a
+		max_concurrent 0
+	}
+}`, "max_concurrent takes a count of 1 or more", 5},
+		{"a queue without max_concurrent", `llm_gateway {
+	engine a {
+		to http://10.0.0.1:8000
+		models a
+		queue 4
+	}
+}`, "queue needs max_concurrent", 2},
+		{"a queue with a bad timeout", `llm_gateway {
+	engine a {
+		to http://10.0.0.1:8000
+		models a
+		max_concurrent 2
+		queue 4 soon
+	}
+}`, "bad queue timeout \"soon\"", 6},
+		{"a queue with too many arguments", `llm_gateway {
+	engine a {
+		to http://10.0.0.1:8000
+		models a
+		max_concurrent 2
+		queue 4 30s 1m
+	}
+}`, "queue takes a length and optionally a timeout", 6},
+		{"queue set twice", `llm_gateway {
+	engine a {
+		to http://10.0.0.1:8000
+		models a
+		max_concurrent 2
+		queue 4
+		queue 5
+	}
+}`, "queue is set twice in this block (first at Testfile:6)", 7},
 		{"the handler's transport set twice", `llm_gateway {
 	transport http
 	transport http` + remote + `

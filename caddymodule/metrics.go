@@ -35,6 +35,8 @@ var metrics struct {
 	startDur  *prometheus.HistogramVec
 	stops     *prometheus.CounterVec
 	resumes   *prometheus.CounterVec
+	queueWait *prometheus.HistogramVec
+	busy      *prometheus.CounterVec
 	live      liveCollector
 }
 
@@ -61,10 +63,13 @@ func initMetrics(reg *prometheus.Registry) {
 		metrics.startDur = histogram("engine_start_duration_seconds", "Time from spawning an engine to its readiness.", []float64{.1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}, "engine")
 		metrics.stops = counter("engine_stops_total", "Engine stops by reason (idle, group, admin, reload, crash).", "engine", "reason")
 		metrics.resumes = counter("resumes_total", "Cut streams continued on the fallback, by outcome (ok, failed).", "engine", "fallback", "outcome")
+		metrics.queueWait = histogram("queue_wait_seconds", "Time requests waited in an engine's queue (max_concurrent), by how the wait ended (served, timeout, canceled).", latency, "engine", "outcome")
+		metrics.busy = counter("busy_total", "Requests an engine's max_concurrent refused, by reason (queue_full, queue_timeout); they went to a fallback or got 429 engine_busy.", "engine", "reason")
 	})
 	for _, c := range []prometheus.Collector{
 		metrics.requests, metrics.ttfb, metrics.duration, metrics.fallbacks, metrics.replays, metrics.retries,
-		metrics.dropped, metrics.tokens, metrics.starts, metrics.startDur, metrics.stops, metrics.resumes, metrics.live,
+		metrics.dropped, metrics.tokens, metrics.starts, metrics.startDur, metrics.stops, metrics.resumes,
+		metrics.queueWait, metrics.busy, metrics.live,
 	} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
@@ -140,6 +145,16 @@ func (engineObserver) EngineHealth(name string, down bool) {
 	board.Nudge()
 }
 
+// EngineQueueWait counts a request's wait in an engine's queue.
+func (engineObserver) EngineQueueWait(name string, waited time.Duration, outcome engines.QueueOutcome) {
+	metrics.queueWait.WithLabelValues(name, string(outcome)).Observe(waited.Seconds())
+}
+
+// EngineBusy counts a request refused by an engine's max_concurrent.
+func (engineObserver) EngineBusy(name string, reason engines.BusyReason) {
+	metrics.busy.WithLabelValues(name, string(reason)).Inc()
+}
+
 // The events app of the newest config: engines outlive configs, so their
 // events go through whichever config is current.
 var events struct {
@@ -180,6 +195,8 @@ var (
 	descLeases  = prometheus.NewDesc(metricsNS+"_leases_in_flight", "Requests holding a lease on the engine.", []string{"engine"}, nil)
 	descBreaker = prometheus.NewDesc(metricsNS+"_breaker_state", "Breaker state: 0 closed, 1 open, 2 half-open; member is empty for an engine's own breaker (the host: transport failures).", []string{"engine", "pool", "member"}, nil)
 	descModelBr = prometheus.NewDesc(metricsNS+"_model_breaker_state", "State of an (engine, model) breaker that is not closed (status failures and answer timeouts): 1 open, 2 half-open.", []string{"engine", "model"}, nil)
+	descQueue   = prometheus.NewDesc(metricsNS+"_queue_length", "Requests waiting in the engine's queue now (engines with max_concurrent).", []string{"engine"}, nil)
+	descPlaces  = prometheus.NewDesc(metricsNS+"_concurrent_in_flight", "Places of the engine's max_concurrent taken now: requests in flight or waiting for its start.", []string{"engine"}, nil)
 )
 
 func (liveCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -187,6 +204,8 @@ func (liveCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descLeases
 	ch <- descBreaker
 	ch <- descModelBr
+	ch <- descQueue
+	ch <- descPlaces
 }
 
 func (liveCollector) Collect(ch chan<- prometheus.Metric) {
@@ -202,6 +221,10 @@ func (liveCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descBreaker, prometheus.GaugeValue, breakerValue(s.EngineBreaker), s.Name, "", "")
 		for model, st := range s.ModelBreakers {
 			ch <- prometheus.MustNewConstMetric(descModelBr, prometheus.GaugeValue, breakerValue(st), s.Name, model)
+		}
+		if s.Limit != nil {
+			ch <- prometheus.MustNewConstMetric(descQueue, prometheus.GaugeValue, float64(s.Limit.Queued), s.Name)
+			ch <- prometheus.MustNewConstMetric(descPlaces, prometheus.GaugeValue, float64(s.Limit.InFlight), s.Name)
 		}
 	}
 	liveMu.Lock()
@@ -233,4 +256,7 @@ func breakerValue(state string) float64 {
 }
 
 // Interface guards
-var _ engines.HealthObserver = engineObserver{}
+var (
+	_ engines.HealthObserver = engineObserver{}
+	_ engines.QueueObserver  = engineObserver{}
+)

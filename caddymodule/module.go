@@ -99,6 +99,7 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("llm_gateway: %v", err)
 	}
+	var preload []*engines.Engine
 	for _, ec := range cfg.Engines {
 		e, key, err := loadEngine(ctx, ec)
 		if err != nil {
@@ -106,6 +107,12 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 		}
 		g.engines = append(g.engines, e)
 		g.poolKey = append(g.poolKey, key)
+		if ec.Preload {
+			preload = append(preload, e)
+		}
+	}
+	if err := preloadAtStart(ctx, preload); err != nil {
+		return fmt.Errorf("llm_gateway: %v", err)
 	}
 	gw, err := handler.New(cfg, g.engines, g.logger)
 	if err != nil {
@@ -150,6 +157,7 @@ func resolveEngine(repl *caddy.Replacer, ec engines.Config) engines.Config {
 	}
 	ec.To, ec.APIKey, ec.Dir = r(ec.To), r(ec.APIKey), r(ec.Dir)
 	ec.Cmd = mapStrings(ec.Cmd, r)
+	ec.StopCmd = mapStrings(ec.StopCmd, r)
 	ec.Env = mapStrings(ec.Env, r)
 	return ec
 }

@@ -54,7 +54,11 @@ func (p pooledEngine) destruct() error {
 
 // loadEngine finds or makes the runtime of ec, which has its defaults.
 func loadEngine(ctx caddy.Context, ec engines.Config) (*engines.Engine, string, error) {
-	b, err := json.Marshal(ec)
+	// preload says when to start the engine, not what runs: turning it on
+	// or off in a reload keeps the running process
+	keyed := ec
+	keyed.Preload = false
+	b, err := json.Marshal(keyed)
 	if err != nil {
 		return nil, "", err
 	}

@@ -21,6 +21,10 @@ import (
 // that into {http.request.port} before a directive ever sees it.)
 const PortPlaceholder = "{engine.port}"
 
+// PIDPlaceholder in StopCmd is replaced by the pid of the engine's process
+// (the leader of its process group) when the engine is stopped.
+const PIDPlaceholder = "{engine.pid}"
+
 // Config describes one engine: an upstream serving one or more models, which
 // the gateway may also start and stop when it has a command.
 type Config struct {
@@ -116,8 +120,42 @@ type Config struct {
 	IdleTimeout caddy.Duration `json:"idle_timeout,omitempty"`
 
 	// StopTimeout is the time between SIGTERM to the engine's process
-	// group and SIGKILL. Default: 10s.
+	// group and SIGKILL; with StopCmd, also the time the command has
+	// before the signals follow. Default: 10s.
 	StopTimeout caddy.Duration `json:"stop_timeout,omitempty"`
+
+	// StopCmd stops the engine instead of SIGTERM (llama-swap's cmdStop),
+	// e.g. ["docker", "stop", "qwen"] for an engine run with `docker run`:
+	// {engine.pid} and {engine.port} in it are the running engine's. It
+	// runs with the engine's Dir and Env, its output goes to the engine's
+	// log. A command that fails is logged and SIGTERM follows at once; an
+	// engine still running StopTimeout after the command began gets
+	// SIGTERM, then SIGKILL after another StopTimeout. Default: none
+	// (SIGTERM).
+	StopCmd []string `json:"stop_cmd,omitempty"`
+
+	// Preload starts the engine when the config that has it begins to
+	// run, rather than at the first request for it; never while the
+	// config is only provisioned (`caddy validate`). In a group, at most
+	// one engine of a handler may preload, and a preload never evicts a
+	// group peer that is already running or starting. A failed preload is
+	// logged; the next request starts the engine as usual. Default: false.
+	Preload bool `json:"preload,omitempty"`
+
+	// MaxConcurrent is how many requests may be in flight on the engine at
+	// once (holding a lease, or waiting for its start); 0 is no limit.
+	// Further requests wait in the engine's queue, or go to its fallback
+	// when the queue is full. Default: 0.
+	MaxConcurrent int `json:"max_concurrent,omitempty"`
+
+	// Queue is how many requests may wait, in order of arrival, for one of
+	// the MaxConcurrent places; one more is refused (429 engine_busy, with
+	// Retry-After) or goes to the fallback. Default: 0 (no waiting).
+	Queue int `json:"queue,omitempty"`
+
+	// QueueTimeout bounds one request's wait in the queue; a request that
+	// waited this long is refused as one beyond the queue is. Default: 60s.
+	QueueTimeout caddy.Duration `json:"queue_timeout,omitempty"`
 
 	// Group makes engines exclusive: engines of one group never run at the
 	// same time (one GPU). Default: none.
@@ -236,6 +274,7 @@ const (
 	DefaultHealthTimeout = 5 * time.Second
 	DefaultHealthPasses  = 1
 	DefaultHealthFails   = 1
+	DefaultQueueTimeout  = 60 * time.Second
 )
 
 // WithDefaults returns c with every unset field set to its default.
@@ -256,6 +295,9 @@ func (c Config) WithDefaults() Config {
 		if c.HealthFails == 0 {
 			c.HealthFails = DefaultHealthFails
 		}
+	}
+	if c.Queue > 0 && c.QueueTimeout == 0 {
+		c.QueueTimeout = caddy.Duration(DefaultQueueTimeout)
 	}
 	if c.StartTimeout == 0 {
 		c.StartTimeout = caddy.Duration(DefaultStartTimeout)
@@ -437,6 +479,9 @@ func (c Config) Validate() error {
 	if c.BreakerFailures < 0 {
 		return fmt.Errorf("engine %s: breaker failures may not be negative", c.Name)
 	}
+	if err := c.validateLifeOptions(); err != nil {
+		return err
+	}
 	if err := c.validateTransport(); err != nil {
 		return err
 	}
@@ -453,10 +498,28 @@ func (c Config) Validate() error {
 		{"dial_timeout", c.DialTimeout}, {"header_timeout", c.HeaderTimeout}, {"hangup_grace", c.HangupGrace}, {"request_timeout", c.RequestTimeout},
 		{"first_token_timeout", c.FirstTokenTimeout}, {"stream_idle_timeout", c.StreamIdleTimeout},
 		{"fallback_after", c.FallbackAfter}, {"retry_after_max", c.RetryAfterMax}, {"breaker cool-down", c.BreakerCooldown},
+		{"queue timeout", c.QueueTimeout},
 	} {
 		if d.v < 0 {
 			return fmt.Errorf("engine %s: %s may not be negative", c.Name, d.name)
 		}
+	}
+	return nil
+}
+
+// validateLifeOptions checks stop_cmd, preload and the concurrency limit.
+func (c Config) validateLifeOptions() error {
+	if len(c.StopCmd) > 0 && !c.Managed() {
+		return fmt.Errorf("engine %s: stop_cmd needs 'cmd': only an engine the gateway starts is stopped by it", c.Name)
+	}
+	if c.Preload && !c.Managed() {
+		return fmt.Errorf("engine %s: preload needs 'cmd': a remote engine is not started by the gateway", c.Name)
+	}
+	if c.MaxConcurrent < 0 || c.Queue < 0 {
+		return fmt.Errorf("engine %s: max_concurrent and queue may not be negative", c.Name)
+	}
+	if (c.Queue > 0 || c.QueueTimeout > 0) && c.MaxConcurrent == 0 {
+		return fmt.Errorf("engine %s: queue needs max_concurrent: without a limit no request ever waits", c.Name)
 	}
 	return nil
 }

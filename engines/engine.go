@@ -121,6 +121,7 @@ type Engine struct {
 	clock Clock
 	brk   *Breaker // the engine's own: transport failures (the host is sick)
 	obs   Observer
+	lim   *limiter // max_concurrent and its queue; nil without a limit
 
 	life   context.Context // ends when the engine is torn down
 	cancel context.CancelFunc
@@ -159,6 +160,9 @@ func New(cfg Config, rt http.RoundTripper, log *zap.Logger) (*Engine, error) {
 	e.lines.secrets = secretsOf(cfg)
 	e.brk = NewBreaker(cfg.BreakerFailures, time.Duration(cfg.BreakerCooldown), e.now)
 	e.life, e.cancel = context.WithCancel(context.Background())
+	if cfg.MaxConcurrent > 0 {
+		e.lim = newLimiter(cfg.MaxConcurrent, cfg.Queue, time.Duration(cfg.QueueTimeout), e.clock, e.life.Done())
+	}
 	if !cfg.Managed() {
 		u, err := url.Parse(cfg.To)
 		if err != nil {
@@ -177,7 +181,12 @@ func (e *Engine) SetObserver(o Observer) { e.obs = o }
 
 // SetClock sets the clock of the engine's timers and breakers (a FakeClock
 // in tests); call it before use.
-func (e *Engine) SetClock(c Clock) { e.clock = c }
+func (e *Engine) SetClock(c Clock) {
+	e.clock = c
+	if e.lim != nil {
+		e.lim.clock = c
+	}
+}
 
 // Clock is the engine's clock.
 func (e *Engine) Clock() Clock { return e.clock }
@@ -216,15 +225,24 @@ func (e *Engine) ModelBreaker(model string) *Breaker {
 	return b
 }
 
-// TryAcquire returns a lease at once if the engine is ready, nil otherwise.
-// It never waits and never starts anything: the fast path of a request.
+// TryAcquire returns a lease at once if the engine is ready and has a free
+// place (max_concurrent), nil otherwise. It never waits and never starts
+// anything: the fast path of a request.
 func (e *Engine) TryAcquire() *Lease {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.state != Ready || e.closed {
 		return nil
 	}
-	return e.leaseLocked()
+	var p *place
+	if e.lim != nil {
+		if p = e.lim.tryTake(); p == nil {
+			return nil
+		}
+	}
+	l := e.leaseLocked()
+	l.place = p
+	return l
 }
 
 // leaseLocked hands out a lease on a ready engine. Call with mu held.
@@ -249,19 +267,59 @@ func (e *Engine) Peek() *url.URL {
 	return e.base
 }
 
+// Borrow is Peek for a request that the engine serves as a fallback: where
+// it answers, and one of its max_concurrent places, held until Release (a
+// fallback's limit holds for the requests that fall back to it too). It is
+// no lease: the engine is never kept up or drained for it. It returns nil
+// when the engine is not ready (or down), and a *BusyError at once when
+// every place is taken: a fallback is no place to queue.
+func (e *Engine) Borrow() (*Lease, error) {
+	e.mu.Lock()
+	if e.state != Ready || e.closed || e.down.Load() {
+		e.mu.Unlock()
+		return nil, nil
+	}
+	l := &Lease{e: e, base: e.base, borrowed: true}
+	if e.lim != nil {
+		l.place = e.lim.tryTake()
+	}
+	e.mu.Unlock()
+	if e.lim != nil && l.place == nil {
+		e.busy(BusyQueueFull)
+		return nil, e.busyError(0)
+	}
+	return l, nil
+}
+
+// Busy reports whether every place of the engine's max_concurrent is taken
+// (never, without a limit): a request sent to it now would queue.
+func (e *Engine) Busy() bool { return e.lim != nil && e.lim.full() }
+
 // Lease is a request's hold on a ready engine: while any lease is held the
-// engine is never stopped for idleness or swapped out of its group.
+// engine is never stopped for idleness or swapped out of its group. It also
+// holds the request's place of the engine's max_concurrent, if it has one.
 type Lease struct {
-	e    *Engine
-	base *url.URL
-	once sync.Once
+	e        *Engine
+	base     *url.URL
+	place    *place // of the engine's limiter, or nil
+	borrowed bool   // Borrow's: a place only, no lease
+	once     sync.Once
 }
 
 // Base is the URL to send the leased request to.
 func (l *Lease) Base() *url.URL { return l.base }
 
 // Release gives the lease back; calling it again does nothing.
-func (l *Lease) Release() { l.once.Do(l.e.release) }
+func (l *Lease) Release() {
+	l.once.Do(func() {
+		if !l.borrowed {
+			l.e.release()
+		}
+		if l.place != nil {
+			l.e.lim.give(l.place)
+		}
+	})
+}
 
 // broadcast wakes everyone waiting for a change. Call with mu held.
 func (e *Engine) broadcast() {
@@ -287,7 +345,64 @@ func (e *Engine) wait(ctx context.Context) error {
 // whose ctx ends stops waiting without affecting the start. If the start it
 // waited for fails, Acquire returns that start's *StartError; the next call
 // tries a fresh start.
+//
+// With max_concurrent, the caller first takes a place: it may wait in the
+// engine's queue (leaving it at once when ctx ends), and gets a *BusyError
+// when the queue is full or its wait runs out.
 func (e *Engine) Acquire(ctx context.Context, wake bool) (*Lease, error) {
+	if e.lim == nil {
+		return e.acquire(ctx, wake)
+	}
+	p, err := e.takePlace(ctx)
+	if err != nil {
+		return nil, err
+	}
+	l, err := e.acquire(ctx, wake)
+	if err != nil {
+		e.lim.give(p)
+		return nil, err
+	}
+	l.place = p
+	return l, nil
+}
+
+// takePlace takes a place of the engine's limit, and says so to the
+// observer.
+func (e *Engine) takePlace(ctx context.Context) (*place, error) {
+	p, waited, queued, why, err := e.lim.take(ctx)
+	if queued {
+		outcome := QueueServed
+		switch {
+		case why == BusyQueueTimeout:
+			outcome = QueueTimedOut
+		case p == nil:
+			outcome = QueueLeft
+		}
+		if qo, ok := e.obs.(QueueObserver); ok {
+			qo.EngineQueueWait(e.cfg.Name, waited, outcome)
+		}
+	}
+	if why != "" {
+		e.busy(why)
+		return nil, e.busyError(waited)
+	}
+	return p, err
+}
+
+// busy tells the observer of a refusal.
+func (e *Engine) busy(why BusyReason) {
+	if qo, ok := e.obs.(QueueObserver); ok {
+		qo.EngineBusy(e.cfg.Name, why)
+	}
+}
+
+func (e *Engine) busyError(waited time.Duration) *BusyError {
+	return &BusyError{Engine: e.cfg.Name, MaxConcurrent: e.cfg.MaxConcurrent, Queue: e.cfg.Queue,
+		Waited: waited, RetryAfter: e.lim.retryAfter()}
+}
+
+// acquire is Acquire without the limit.
+func (e *Engine) acquire(ctx context.Context, wake bool) (*Lease, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var waitedFor uint64
@@ -437,7 +552,7 @@ func (e *Engine) run(seq uint64, delay time.Duration) {
 		return
 	}
 	if reason := e.awaitReady(proc, base); reason != "" {
-		proc.stop(time.Duration(e.cfg.StopTimeout))
+		e.stopProcess(proc, port)
 		e.startFailed(seq, proc, reason)
 		return
 	}
@@ -445,7 +560,7 @@ func (e *Engine) run(seq uint64, delay time.Duration) {
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
-		proc.stop(time.Duration(e.cfg.StopTimeout))
+		e.stopProcess(proc, port)
 		return
 	}
 	e.state, e.proc, e.base, e.port = Ready, proc, base, port
@@ -579,14 +694,44 @@ func (e *Engine) watch(proc *process) {
 }
 
 // Start starts the engine if it is stopped and waits until it is ready,
-// whatever the wake policy (the admin API's start).
+// whatever the wake policy (the admin API's start). It takes no place of
+// max_concurrent: it sends no request.
 func (e *Engine) Start(ctx context.Context) error {
-	l, err := e.Acquire(ctx, true)
+	l, err := e.acquire(ctx, true)
 	if err != nil {
 		return err
 	}
 	l.Release()
 	return nil
+}
+
+// Preload starts the engine if it is stopped, without waiting for it: the
+// config that has it with `preload` has begun to run (never call it from
+// Provision: `caddy validate` runs that). It honours the engine's group: a
+// peer that is running or starting keeps its turn, and the engine is left
+// stopped. A start that fails is logged as any start is, and the next
+// request tries a fresh one. A remote engine has nothing to start.
+func (e *Engine) Preload() {
+	if !e.cfg.Managed() {
+		return
+	}
+	if e.group != nil {
+		// held across the check and the start, so that two preloads of
+		// one group (two handlers, or two sites) never both start
+		e.group.mu.Lock()
+		defer e.group.mu.Unlock()
+		if peer := e.group.runningPeerLocked(e); peer != nil {
+			e.log.Info("not preloading: a peer of its group is running", zap.String("group", e.group.name), zap.String("peer", peer.Name()))
+			return
+		}
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed || e.state != Stopped {
+		return
+	}
+	e.log.Info("preloading engine")
+	e.beginStart()
 }
 
 // Stop stops a running engine. With drain, it first lets the requests that
@@ -633,10 +778,10 @@ func (e *Engine) finishStopWithin(drain bool, within time.Duration, reason StopR
 		}
 		cancel()
 	}
-	proc := e.proc
+	proc, port := e.proc, e.port
 	e.mu.Unlock()
 	if proc != nil {
-		proc.stop(time.Duration(e.cfg.StopTimeout))
+		e.stopProcess(proc, port)
 		e.log.Info("engine stopped", zap.Int("pid", proc.pid()), zap.String("reason", string(reason)))
 		if e.obs != nil {
 			e.obs.EngineStopped(e.cfg.Name, proc.pid(), reason)
@@ -707,6 +852,17 @@ type Status struct {
 	ModelBreakers map[string]string `json:"model_breakers,omitempty"`
 	LastError     string            `json:"last_error,omitempty"`
 	LastLines     []string          `json:"last_lines,omitempty"`
+	// Limit is the engine's max_concurrent and its queue, now; absent
+	// without a limit.
+	Limit *LimitStatus `json:"limit,omitempty"`
+}
+
+// LimitStatus is an engine's concurrency limit and its use.
+type LimitStatus struct {
+	MaxConcurrent int `json:"max_concurrent"`
+	InFlight      int `json:"in_flight"` // places taken: requests with a lease or waiting for the start
+	Queue         int `json:"queue"`     // how many may wait
+	Queued        int `json:"queued"`    // how many wait now
 }
 
 // Status reports the engine's state now.
@@ -751,6 +907,10 @@ func (e *Engine) Status() Status {
 	}
 	s.Breaker = worst.String()
 	s.LastLines = e.lines.last(keptLines)
+	if e.lim != nil {
+		held, queued := e.lim.counts()
+		s.Limit = &LimitStatus{MaxConcurrent: e.cfg.MaxConcurrent, InFlight: held, Queue: e.cfg.Queue, Queued: queued}
+	}
 	return s
 }
 

@@ -82,3 +82,14 @@ func (g *group) evictOthers(self *Engine) {
 		_ = o.Stop(self.life, true, StopGroup)
 	}
 }
+
+// runningPeerLocked returns a member other than self that is not stopped,
+// or nil. Call with mu held.
+func (g *group) runningPeerLocked(self *Engine) *Engine {
+	for o := range g.members {
+		if o != self && o.State() != Stopped {
+			return o
+		}
+	}
+	return nil
+}

@@ -97,21 +97,3 @@ func (p *process) exitReason() string {
 	}
 	return p.err.Error()
 }
-
-// stop sends SIGTERM to the process group, then SIGKILL after grace, and
-// returns once the process has exited and its output is read.
-func (p *process) stop(grace time.Duration) {
-	pgid := p.cmd.Process.Pid
-	if !p.exited() {
-		terminateGroup(pgid)
-		t := time.NewTimer(grace)
-		select {
-		case <-p.done:
-		case <-t.C:
-			killGroup(pgid)
-			<-p.done
-		}
-		t.Stop()
-	}
-	p.output.Wait()
-}

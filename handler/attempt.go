@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -130,17 +129,14 @@ func (g *Gateway) send(rp *reply, req *request, a *attempt) {
 		return
 	}
 
-	var base *url.URL
 	if c.acquire {
 		if !g.lease(rp, req, a) {
 			return
 		}
-		base = a.lease.Base()
-	} else if base = c.rt.eng.Peek(); base == nil {
-		a.outcome = outcomeNotRunning
-		a.err = fmt.Errorf("fallback engine %s is not running (the gateway never starts a fallback)", cfg.Name)
+	} else if !a.borrow() {
 		return
 	}
+	base := a.lease.Base()
 
 	ctx, a.cancel = context.WithCancelCause(ctx)
 	a.ctx = ctx
@@ -206,6 +202,22 @@ func (g *Gateway) mayWakeNode(ctx context.Context, a *attempt) bool {
 	}
 	g.wakeNode(rt, a.sent)
 	return true
+// borrow takes a place on a fallback, which is used only if it is up: never
+// started or leased, but its max_concurrent holds. It reports whether a
+// holds the place.
+func (a *attempt) borrow() bool {
+	l, err := a.c.rt.eng.Borrow()
+	switch {
+	case err != nil:
+		a.outcome, a.err = outcomeBusy, err
+	case l == nil:
+		a.outcome = outcomeNotRunning
+		a.err = fmt.Errorf("fallback engine %s is not running (the gateway never starts a fallback)", a.c.rt.cfg.Name)
+	default:
+		a.lease = l
+		return true
+	}
+	return false
 }
 
 // watchdog is the stream-idle budget: the gap between two reads of an
@@ -446,6 +458,12 @@ func (a *attempt) failureError() *Error {
 	case outcomeSlow:
 		return &Error{http.StatusServiceUnavailable, typeUnavailable, "engine_starting",
 			fmt.Sprintf("engine %s was still starting after %s", name, a.waited.Round(time.Millisecond))}
+	case outcomeBusy:
+		msg := fmt.Sprintf("engine %s is busy: the request waited %s in its queue", name, a.waited.Round(time.Millisecond))
+		if a.err != nil {
+			msg = a.err.Error()
+		}
+		return &Error{http.StatusTooManyRequests, typeRateLimit, "engine_busy", msg + "; retry later"}
 	}
 	return &Error{499, typeInvalidRequest, "client_closed_request", "the client went away"}
 }

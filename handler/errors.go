@@ -26,6 +26,7 @@ const (
 	typeUpstream       = "upstream_error"
 	typeUnavailable    = "service_unavailable"
 	typeTimeout        = "timeout_error"
+	typeRateLimit      = "rate_limit_error"
 )
 
 func errBadRequest(code, msg string) *Error {

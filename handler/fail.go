@@ -2,9 +2,13 @@ package handler
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/llmgateway/caddy-llm-gateway/engines"
 )
 
 // The final error: when no candidate gave an answer, the client gets the
@@ -52,8 +56,21 @@ func (g *Gateway) fail(rp *reply, failed []failure) {
 	if labels != nil {
 		rp.w.Header().Set("X-LLM-Attempts", strings.Join(labels, ", "))
 	}
+	if first.outcome == outcomeBusy {
+		rp.w.Header().Set("Retry-After", strconv.Itoa(int(first.busyRetryAfter()/time.Second)))
+	}
 	rp.firstByte(e.Status)
 	e.writeAs(rp.w, rp.api)
+}
+
+// busyRetryAfter is when a request refused by an engine's max_concurrent may
+// come back: the engine's estimate, else a second.
+func (a *attempt) busyRetryAfter() time.Duration {
+	var busy *engines.BusyError
+	if errors.As(a.err, &busy) && busy.RetryAfter >= time.Second {
+		return busy.RetryAfter
+	}
+	return time.Second
 }
 
 // passUpstreamError sends an upstream's error answer: status, headers and

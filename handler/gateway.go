@@ -171,6 +171,7 @@ func (c Config) Validate() error {
 	c = c.inherited()
 	names := map[string]bool{}
 	models := map[string]string{}
+	preloads := map[string]string{} // group → the engine that preloads in it
 	byName := map[string]engines.Config{}
 	for _, e := range c.Engines {
 		byName[e.Name] = e
@@ -191,6 +192,14 @@ func (c Config) Validate() error {
 		}
 		if err := validateFallbacks(e, byName); err != nil {
 			return engineErr(e.Name, err)
+		}
+		if e.Preload && e.Group != "" {
+			// one GPU runs one of them: a second preload would only evict
+			// the first
+			if other, ok := preloads[e.Group]; ok {
+				return engineErr(e.Name, fmt.Errorf("engines %s and %s of group %s both preload, but only one engine of a group runs at a time: preload one of them", other, e.Name, e.Group))
+			}
+			preloads[e.Group] = e.Name
 		}
 	}
 	for i, p := range c.Pools {

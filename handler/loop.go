@@ -260,6 +260,8 @@ func (g *Gateway) countFallback(first, c candidate, failed []failure) {
 		reason = "slow_start"
 	case len(failed) > 0 && failed[len(failed)-1].a.outcome == outcomeOpen:
 		reason = "breaker"
+	case len(failed) > 0 && failed[len(failed)-1].a.outcome == outcomeBusy:
+		reason = "busy"
 	}
 	g.Hooks.Fallback(first.rt.cfg.Name, c.rt.cfg.Name, reason)
 }

@@ -29,6 +29,7 @@ const (
 	outcomeNotRunning                 // stopped, and the gateway may not start it
 	outcomeOpen                       // a breaker keeps requests away from it
 	outcomeSlow                       // still starting after fallback_after: switched
+	outcomeBusy                       // max_concurrent reached: its queue full, or the wait ran out
 	outcomeCanceled                   // the client went away
 )
 
@@ -94,6 +95,7 @@ type policy struct {
 //	start failed         no       -                  no                   yes
 //	not running, slow    no       -                  no                   yes
 //	breaker open         no       -                  no                   yes
+//	busy (max_concurrent) no      -                  no                   yes   (429 engine_busy if nothing answers)
 //	client went away     no       abandon            no                   no
 //
 // After commit nothing switches: a cut answer counts a failure against the
@@ -132,6 +134,11 @@ func judge(j judgement, p policy) verdict {
 		return verdict{moveOn: true, reason: "slow"}
 	case outcomeOpen:
 		return verdict{moveOn: true, reason: "open"}
+	case outcomeBusy:
+		// the gateway's own limit, not the engine's health: like an
+		// upstream 429 it moves on (to the fallback, the next member),
+		// but nothing was sent, so no breaker hears of it
+		return verdict{moveOn: true, reason: "busy"}
 	}
 	return verdict{effect: effectAbandon, scope: scopeModel, reason: "canceled"}
 }

@@ -45,6 +45,7 @@ func TestVerdictTable(t *testing.T) {
 		"not running":           {j: judgement{outcome: outcomeNotRunning}, moveOn: true, reason: "stopped"},
 		"slow start":            {j: judgement{outcome: outcomeSlow}, moveOn: true, reason: "slow"},
 		"breaker open":          {j: judgement{outcome: outcomeOpen}, moveOn: true, reason: "open"},
+		"busy":                  {j: judgement{outcome: outcomeBusy}, moveOn: true, reason: "busy"},
 		"client went away":      {j: judgement{outcome: outcomeCanceled}, effect: effectAbandon, scope: scopeModel, reason: "canceled"},
 	}
 	for name, r := range rows {

@@ -72,8 +72,8 @@ func (g *Gateway) lease(rp *reply, req *request, a *attempt) bool {
 			wt.onKeepAlive()
 		case <-fallbackAt:
 			fallbackAt = nil
-			if !slow.eng.Probe(ctx) {
-				continue // the fallback is down too: keep waiting for our engine
+			if slow.eng.Busy() || !slow.eng.Probe(ctx) {
+				continue // the fallback is down or full too: keep waiting for our engine
 			}
 			cancel()
 			if r := <-done; r.lease != nil {
@@ -81,8 +81,14 @@ func (g *Gateway) lease(rp *reply, req *request, a *attempt) bool {
 				return a.acquiredResult(ctx, r)
 			}
 			a.outcome, a.waited = outcomeSlow, rp.since()
-			g.log.Info("engine slow to start: request goes to its fallback",
-				zap.String("engine", a.c.rt.cfg.Name), zap.String("fallback", slow.cfg.Name),
+			msg := "engine slow to start: request goes to its fallback"
+			if eng.State() == engines.Ready {
+				// it waited in the engine's queue (max_concurrent), not
+				// for a start
+				a.outcome = outcomeBusy
+				msg = "engine busy: a queued request goes to its fallback"
+			}
+			g.log.Info(msg, zap.String("engine", a.c.rt.cfg.Name), zap.String("fallback", slow.cfg.Name),
 				zap.Duration("waited", a.waited))
 			return false
 		}
@@ -95,9 +101,12 @@ func (a *attempt) acquiredResult(ctx context.Context, r acquired) bool {
 		return true
 	}
 	a.err = r.err
+	var busy *engines.BusyError
 	switch {
 	case ctx.Err() != nil:
 		a.outcome = outcomeCanceled
+	case errors.As(r.err, &busy):
+		a.outcome = outcomeBusy
 	case errors.Is(r.err, engines.ErrNotRunning):
 		a.outcome = outcomeNotRunning
 	default:
