@@ -202,6 +202,8 @@ func (g *Gateway) mayWakeNode(ctx context.Context, a *attempt) bool {
 	}
 	g.wakeNode(rt, a.sent)
 	return true
+}
+
 // borrow takes a place on a fallback, which is used only if it is up: never
 // started or leased, but its max_concurrent holds. It reports whether a
 // holds the place.
