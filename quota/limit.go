@@ -5,6 +5,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -45,10 +46,22 @@ func (w Window) bounds(t int64) (start, end int64) {
 		start = t - mod(t, n)
 		return start, start + n
 	}
+	if m := thisMonth.Load(); m != nil && t >= m.start && t < m.end {
+		return m.start, m.end
+	}
 	y, m, _ := time.Unix(t, 0).UTC().Date()
 	first := time.Date(y, m, 1, 0, 0, 0, 0, time.UTC)
-	return first.Unix(), first.AddDate(0, 1, 0).Unix()
+	span := &monthSpan{first.Unix(), first.AddDate(0, 1, 0).Unix()}
+	thisMonth.Store(span)
+	return span.start, span.end
 }
+
+// thisMonth caches the month last asked for: calendar arithmetic costs
+// more than the rest of an Admit, and nearly every call asks for the same
+// month.
+var thisMonth atomic.Pointer[monthSpan]
+
+type monthSpan struct{ start, end int64 }
 
 // mod is a modulo that stays non-negative before the epoch too.
 func mod(a, n int64) int64 {
