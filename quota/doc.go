@@ -73,8 +73,11 @@
 // two configs briefly hold the same store. Open therefore hands out handles
 // on one process-wide core per store (a refcounted registry, like Caddy's
 // usage pools): both configs count in the same counters, and the last Close
-// saves and closes the file. A second process on the same file is refused
-// after a second with an error that says so.
+// saves and closes the file. A file another process holds (a second server
+// on one data directory, or `caddy validate` beside a running one, which
+// provisions too) does not fail Open: after a second's wait the Limiter
+// counts in memory, degraded, and takes the file at the first save after it
+// is free, adding the counts it holds.
 //
 // Shared (Config.Redis): counters in Redis, one key per key name, counter
 // and window start (PREFIX:{name}:r|t:WINDOW:START), expiring ten minutes

@@ -197,12 +197,14 @@ type core struct {
 	clock engines.Clock
 	keys  sync.Map // key name → *keyState
 
-	file  *boltStore  // the embedded store, or nil
+	path  string      // the embedded store's file, or ""
+	file  *boltStore  // the embedded store once open (syncMu), or nil
 	redis *redisStore // the shared store, or nil
 
 	degraded atomic.Bool
 	hooksMu  sync.Mutex
 	hooks    map[*Limiter]func(error)
+	lastErr  error // why degraded; hooksMu
 
 	syncMu   sync.Mutex // one sync at a time
 	interval time.Duration
@@ -224,19 +226,19 @@ func newCore(cfg Config) (*core, error) {
 		c.redis = r
 		c.interval = r.syncInterval
 	case cfg.Path != "":
-		f, err := openBoltStore(cfg.Path)
-		if err != nil {
-			return nil, err
-		}
-		c.file = f
+		c.path = cfg.Path
 		c.interval = cfg.FlushInterval
 		if c.interval <= 0 {
 			c.interval = DefaultFlushInterval
 		}
-		if err := c.load(); err != nil {
-			f.close()
+		// A file another process holds is no reason to refuse a config:
+		// `caddy validate` provisions beside a running server. Count in
+		// memory, degraded, and take the file when it is free.
+		err := c.openFile(time.Second)
+		if err != nil && !errors.Is(err, errStoreHeld) {
 			return nil, err
 		}
+		c.setHealth(err)
 	default:
 		return c, nil // memory only: nothing to save
 	}
@@ -247,10 +249,15 @@ func newCore(cfg Config) (*core, error) {
 
 func (c *core) handle(onDegraded func(error)) *Limiter {
 	l := &Limiter{core: c}
-	if onDegraded != nil {
-		c.hooksMu.Lock()
-		c.hooks[l] = onDegraded
-		c.hooksMu.Unlock()
+	if onDegraded == nil {
+		return l
+	}
+	c.hooksMu.Lock()
+	c.hooks[l] = onDegraded
+	err := c.lastErr
+	c.hooksMu.Unlock()
+	if err != nil {
+		onDegraded(err) // a new handle hears of a degraded store at once
 	}
 	return l
 }
@@ -265,18 +272,31 @@ func (c *core) state(key string) *keyState {
 	return v.(*keyState)
 }
 
-// load starts the counters from the embedded store: only records of the
-// windows current now (the store drops the rest).
-func (c *core) load() error {
-	now := c.clock.Now().Unix()
-	recs, err := c.file.load(now)
+// openFile opens the embedded store and adds its counts of the windows
+// current now (the store drops the rest) to what was counted in memory
+// while the file was held elsewhere. Call before the loop starts or with
+// syncMu held.
+func (c *core) openFile(wait time.Duration) error {
+	f, err := openBoltStore(c.path, wait)
 	if err != nil {
 		return err
 	}
+	now := c.clock.Now().Unix()
+	recs, err := f.load(now)
+	if err != nil {
+		f.close()
+		return err
+	}
+	c.file = f
 	for _, r := range recs {
 		ks := c.state(r.key)
-		ctr := &ks.c[r.row][r.window]
-		ctr.start, ctr.used, ctr.active = r.start, r.used, true
+		ks.mu.Lock()
+		ctr, _ := ks.roll(r.row, r.window, now)
+		if ctr.start == r.start {
+			ks.dirty = ks.dirty || ctr.used != 0
+			ctr.used += r.used
+		}
+		ks.mu.Unlock()
 	}
 	return nil
 }
@@ -342,7 +362,12 @@ func (c *core) sync() error {
 	now := c.clock.Now().Unix()
 	var err error
 	switch {
-	case c.file != nil:
+	case c.path != "":
+		if c.file == nil {
+			if err = c.openFile(time.Millisecond); err != nil {
+				break
+			}
+		}
 		err = c.saveFile(now)
 	case c.redis != nil:
 		err = c.syncRedis(now)
@@ -413,6 +438,7 @@ func (c *core) setHealth(err error) {
 		return
 	}
 	c.hooksMu.Lock()
+	c.lastErr = err
 	hooks := make([]func(error), 0, len(c.hooks))
 	for _, h := range c.hooks {
 		hooks = append(hooks, h)

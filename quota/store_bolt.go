@@ -27,15 +27,18 @@ type boltStore struct {
 
 var countersBucket = []byte("counters/v1")
 
+// errStoreHeld: another process has the file locked.
+var errStoreHeld = errors.New("held by another process")
+
 // openBoltStore opens (or creates) the file. bbolt locks it: a second
-// process on the same file waits a second, then gets an error that says so.
-func openBoltStore(path string) (*boltStore, error) {
+// process on the same file waits up to wait, then gets errStoreHeld.
+func openBoltStore(path string, wait time.Duration) (*boltStore, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("quota store %s: %v", path, err)
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: wait})
 	if errors.Is(err, bolterrors.ErrTimeout) {
-		return nil, fmt.Errorf("quota store %s is held by another process (two servers on one data directory?)", path)
+		return nil, fmt.Errorf("quota store %s is %w (a second server on one data directory, or caddy validate beside a running one?); counting in memory until it is free", path, errStoreHeld)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("opening quota store %s: %v", path, err)

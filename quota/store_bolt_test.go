@@ -1,6 +1,7 @@
 package quota
 
 import (
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -116,8 +117,61 @@ func TestTwoLimitersOnOnePathShareCounters(t *testing.T) {
 		t.Errorf("stored %+v", rec)
 	}
 	// another process on the same file is told so
-	if _, err := openBoltStore(path); err == nil || !strings.Contains(err.Error(), "held by another process") {
+	if _, err := openBoltStore(path, time.Millisecond); !errors.Is(err, errStoreHeld) || !strings.Contains(err.Error(), path) {
 		t.Errorf("second open of a held file: %v", err)
+	}
+}
+
+func TestAHeldFileIsADegradedStoreNotAnError(t *testing.T) {
+	// caddy validate provisions beside the running server, whose process
+	// holds the file: the config must still load
+	clock := clockAt(0)
+	path := filepath.Join(t.TempDir(), "quota.db")
+	r := rules(t, []string{"10/m"}, nil)
+	first, err := Open(Config{Path: path, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.Admit("k", r, 0)
+	first.Admit("k", r, 0)
+	first.Close()
+
+	other, err := bolt.Open(path, 0o600, nil) // the other process
+	if err != nil {
+		t.Fatal(err)
+	}
+	var told []error
+	l, err := Open(Config{Path: path, Clock: clock, OnDegraded: func(err error) { told = append(told, err) }})
+	if err != nil {
+		other.Close()
+		t.Fatalf("Open of a held file: %v", err)
+	}
+	defer l.Close()
+	if !l.Degraded() || len(told) != 1 || !errors.Is(told[0], errStoreHeld) {
+		t.Fatalf("degraded %v, hook told %v", l.Degraded(), told)
+	}
+	for range 3 {
+		if _, d := l.Admit("k", r, 0); !d.OK {
+			t.Fatal(d)
+		}
+	}
+	if err := l.Sync(); !errors.Is(err, errStoreHeld) {
+		t.Errorf("sync while held: %v", err)
+	}
+	other.Close()
+	// the next save takes the file and adds what it held to what was
+	// counted meanwhile
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if l.Degraded() || len(told) != 2 || told[1] != nil {
+		t.Errorf("after the file came free: degraded %v, hook told %v", l.Degraded(), told)
+	}
+	if u := l.Usage("k", r).Limits[0]; u.Used != 5 {
+		t.Errorf("counted %d requests, want 2 from the file + 3 in memory", u.Used)
+	}
+	if rec := stored(t, l)["k/r/m"]; rec.used != 5 {
+		t.Errorf("stored %+v", rec)
 	}
 }
 
