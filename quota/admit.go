@@ -106,6 +106,9 @@ func (ks *keyState) rateBlocked(rate []Limit, now int64) (end int64) {
 // countRequest adds n to each window's request counter once, however many
 // limits share the window. Call with mu held.
 func (ks *keyState) countRequest(rate []Limit, now int64, n int64) {
+	if len(rate) == 0 {
+		return
+	}
 	var seen uint8
 	for _, l := range rate {
 		if seen&(1<<l.Window) != 0 {
