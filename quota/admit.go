@@ -1,0 +1,275 @@
+package quota
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// counter is one (kind, window) count of a key. Two limits of one kind and
+// window ("rate 5/m 10/m") share it; a change of a limit's count on reload
+// keeps it, so the window's usage carries over.
+type counter struct {
+	start    int64 // unix seconds: the window used and unsynced belong to
+	used     int64 // the local view: last shared/persisted total + unsynced
+	unsynced int64 // counted here and not yet pushed to a shared store
+	reserved int64 // tokens reserved by requests in flight, of no window
+	active   bool  // some rule has used it: persist and sync it
+}
+
+// keyState is everything counted for one key name. Its mutex is held only
+// for arithmetic on its counters, never across I/O.
+type keyState struct {
+	name  string
+	mu    sync.Mutex
+	c     [2][numWindows]counter // [requestsRow|tokensRow][window]
+	dirty bool                   // changed since the embedded store last saw it
+}
+
+// roll returns the counter of row and w, moved to the window holding now
+// (unix seconds): a counter of an older window starts again from zero. Only
+// reservations stay, since their requests are still in flight and will end
+// in the new window. Call with mu held.
+func (ks *keyState) roll(row int, w Window, now int64) (ctr *counter, end int64) {
+	ctr = &ks.c[row][w]
+	start, end := w.bounds(now)
+	if ctr.start != start {
+		ctr.start, ctr.used, ctr.unsynced = start, 0, 0
+	}
+	ctr.active = true
+	return ctr, end
+}
+
+// Admit asks whether a request of key may go ahead under rules, estimate
+// being the tokens it is expected to use (its reservation while in flight).
+//
+//   - Rate limits are checked first. A request over one is refused with
+//     ReasonRate and counted nowhere; the ticket is nil.
+//   - Then token limits: usage so far + reservations of requests in flight +
+//     max(estimate, 1) must stay within every token limit. A request over
+//     one gets ReasonTokens and reserves nothing, but it is counted against
+//     the rate limits (it is a request: refused with insufficient_quota, or
+//     served by the key's over_budget fallback) and it gets a ticket, so
+//     that a fallback's answer is counted too.
+//   - Admitted, it is counted against every rate limit, its estimate is
+//     reserved against every token limit, and the ticket carries the
+//     reservation.
+//
+// Whenever the ticket is not nil the caller must end it with Done (an answer
+// came, with its usage) or Cancel (none came); both are nil-safe and
+// idempotent, so `defer t.Cancel()` after Admit is always right. The ticket
+// is nil when there is nothing to settle: rules without token limits, or a
+// refusal by a rate limit. Rules that limit nothing cost nothing: a nil
+// ticket and OK.
+//
+// With a Redis store, rate limits are decided by Redis in one round trip
+// (see the package doc); everything else runs on the key's local counters
+// under a mutex held for a few additions, never across I/O.
+func (l *Limiter) Admit(key string, rules Rules, estimate int64) (*Ticket, Decision) {
+	if rules.Empty() {
+		return nil, Decision{OK: true}
+	}
+	c := l.core
+	ks := c.state(key)
+	if estimate < 0 {
+		estimate = 0
+	}
+	if len(rules.Rate) > 0 && c.redis != nil && c.redis.exactRates() && !c.degraded.Load() {
+		if t, d, ok := c.admitShared(ks, rules, estimate); ok {
+			return t, d
+		}
+		// Redis did not answer: the local counters decide, as below
+	}
+	now := c.clock.Now()
+	unix := now.Unix()
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	if end := ks.rateBlocked(rules.Rate, unix); end != 0 {
+		return nil, ks.refusal(ReasonRate, rules, end, now)
+	}
+	ks.countRequest(rules.Rate, unix, 1)
+	return ks.reserve(c, rules, estimate, now)
+}
+
+// rateBlocked is the latest end of a window whose rate limit one more
+// request would exceed, or 0 when all pass. Call with mu held.
+func (ks *keyState) rateBlocked(rate []Limit, now int64) (end int64) {
+	for _, l := range rate {
+		ctr, e := ks.roll(requestsRow, l.Window, now)
+		if ctr.used+1 > l.N && e > end {
+			end = e
+		}
+	}
+	return end
+}
+
+// countRequest adds n to each window's request counter once, however many
+// limits share the window. Call with mu held.
+func (ks *keyState) countRequest(rate []Limit, now int64, n int64) {
+	if len(rate) == 0 {
+		return
+	}
+	var seen uint8
+	for _, l := range rate {
+		if seen&(1<<l.Window) != 0 {
+			continue
+		}
+		seen |= 1 << l.Window
+		ctr, _ := ks.roll(requestsRow, l.Window, now)
+		ctr.used += n
+		ctr.unsynced += n
+	}
+	ks.dirty = true
+}
+
+// reserve runs the token check of a request already counted against the
+// rate limits, reserves its estimate when it passes, and makes its ticket.
+// Call with mu held.
+func (ks *keyState) reserve(c *core, rules Rules, estimate int64, now time.Time) (*Ticket, Decision) {
+	unix := now.Unix()
+	need := max(estimate, 1)
+	var windows uint8
+	var end int64
+	for _, l := range rules.Tokens {
+		ctr, e := ks.roll(tokensRow, l.Window, unix)
+		windows |= 1 << l.Window
+		if ctr.used+ctr.reserved+need > l.N && e > end {
+			end = e
+		}
+	}
+	if end != 0 {
+		return &Ticket{core: c, ks: ks, windows: windows}, ks.refusal(ReasonTokens, rules, end, now)
+	}
+	d := Decision{OK: true, Requests: ks.headroom(requestsRow, rules.Rate, now)}
+	if windows == 0 {
+		return nil, d // no budget: nothing to settle
+	}
+	t := &Ticket{core: c, ks: ks, windows: windows, reserved: estimate}
+	for w := Window(0); w < numWindows; w++ {
+		if windows&(1<<w) != 0 {
+			ks.c[tokensRow][w].reserved += estimate
+		}
+	}
+	d.Tokens = ks.headroom(tokensRow, rules.Tokens, now)
+	return t, d
+}
+
+// refusal is the decision for a request refused by reason until end (unix
+// seconds). Call with mu held.
+func (ks *keyState) refusal(reason Reason, rules Rules, end int64, now time.Time) Decision {
+	return Decision{
+		Reason:     reason,
+		RetryAfter: ceilSecond(time.Unix(end, 0).Sub(now)),
+		Requests:   ks.headroom(requestsRow, rules.Rate, now),
+		Tokens:     ks.headroom(tokensRow, rules.Tokens, now),
+	}
+}
+
+// headroom is the tightest limit of a kind: the one with least remaining
+// (the longer wait on a tie). Call with mu held, after roll.
+func (ks *keyState) headroom(row int, limits []Limit, now time.Time) Headroom {
+	var h Headroom
+	unix := now.Unix()
+	for i, l := range limits {
+		ctr := &ks.c[row][l.Window]
+		_, end := l.Window.bounds(unix)
+		left := max(l.N-ctr.used-ctr.reserved, 0)
+		reset := time.Unix(end, 0).Sub(now)
+		if i == 0 || left < h.Remaining || (left == h.Remaining && reset > h.Reset) {
+			h = Headroom{Limit: l.N, Remaining: left, Reset: reset}
+		}
+	}
+	return h
+}
+
+// ceilSecond rounds d up to a whole second: a Retry-After that is honest
+// never sends a client back before its window has reset.
+func ceilSecond(d time.Duration) time.Duration {
+	if r := d % time.Second; r != 0 {
+		d += time.Second - r
+	}
+	return d
+}
+
+// Ticket is an admitted request's hold on its key's token budgets: the
+// estimate reserved at Admit, released by Done or Cancel.
+type Ticket struct {
+	core     *core
+	ks       *keyState
+	reserved int64
+	windows  uint8 // the windows of the key's token limits at Admit
+	closed   atomic.Bool
+}
+
+// Done ends the request with its actual usage (prompt + completion tokens):
+// the reservation is released and the usage counted against every token
+// window of the key, in the window current now (usage is counted when the
+// answer ends). Only the first Done or Cancel counts.
+func (t *Ticket) Done(actualTokens int64) {
+	if t == nil || t.closed.Swap(true) {
+		return
+	}
+	t.settle(max(actualTokens, 0))
+}
+
+// Cancel ends a request that got no answer: the reservation is released and
+// nothing is counted. Only the first Done or Cancel counts.
+func (t *Ticket) Cancel() {
+	if t == nil || t.closed.Swap(true) {
+		return
+	}
+	t.settle(0)
+}
+
+func (t *Ticket) settle(tokens int64) {
+	now := t.core.clock.Now().Unix()
+	ks := t.ks
+	ks.mu.Lock()
+	for w := Window(0); w < numWindows; w++ {
+		if t.windows&(1<<w) == 0 {
+			continue
+		}
+		ctr, _ := ks.roll(tokensRow, w, now)
+		ctr.reserved -= t.reserved
+		ctr.used += tokens
+		ctr.unsynced += tokens
+	}
+	if tokens != 0 {
+		ks.dirty = true
+	}
+	ks.mu.Unlock()
+}
+
+// Usage is key's counters under rules in their current windows.
+func (l *Limiter) Usage(key string, rules Rules) KeyUsage {
+	u := KeyUsage{Key: key, Limits: []LimitUsage{}}
+	c := l.core
+	now := c.clock.Now().Unix()
+	var ks *keyState
+	if v, ok := c.keys.Load(key); ok {
+		ks = v.(*keyState)
+		ks.mu.Lock()
+		defer ks.mu.Unlock()
+	}
+	add := func(kind Kind, row int, limits []Limit) {
+		for _, lim := range limits {
+			start, end := lim.Window.bounds(now)
+			var used, reserved int64
+			if ks != nil {
+				ctr := &ks.c[row][lim.Window]
+				if ctr.start == start {
+					used = ctr.used
+				}
+				reserved = ctr.reserved
+			}
+			u.Limits = append(u.Limits, LimitUsage{
+				Kind: kind, Limit: lim, Used: used, Reserved: reserved,
+				Remaining: max(lim.N-used-reserved, 0),
+				Reset:     time.Unix(end, 0).UTC(),
+			})
+		}
+	}
+	add(Requests, requestsRow, rules.Rate)
+	add(Tokens, tokensRow, rules.Tokens)
+	return u
+}

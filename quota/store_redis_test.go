@@ -1,0 +1,439 @@
+package quota
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/llmgateway/caddy-llm-gateway/engines"
+	"github.com/redis/go-redis/v9"
+)
+
+// redisServer is a real redis-server on a free loopback port, with an
+// append-only file (written out on SIGTERM), so that a stop and a start
+// keep its data as a real deployment's would.
+type redisServer struct {
+	t    testing.TB
+	bin  string
+	dir  string
+	port int
+	cmd  *exec.Cmd
+	exit chan struct{}
+}
+
+// startRedis starts redis-server. Without it the test is skipped, except
+// in CI (CI=true), where .ci/run installs it and its absence is a failure.
+func startRedis(t testing.TB) *redisServer {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("redis-server is not installed (.ci/run installs Debian's redis-server)")
+		}
+		t.Skip("redis-server is not installed (apt-get install redis-server)")
+	}
+	s := &redisServer{t: t, bin: bin, dir: t.TempDir()}
+	t.Cleanup(s.stop)
+	// a free port may be taken between looking and binding: try again
+	for try := 0; ; try++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.port = l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		err = s.start()
+		if err == nil {
+			return s
+		}
+		if try == 4 {
+			t.Fatal(err)
+		}
+	}
+}
+
+func (s *redisServer) addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
+
+// start runs the server and returns once it says it accepts connections.
+func (s *redisServer) start() error {
+	s.cmd = exec.Command(s.bin,
+		"--bind", "127.0.0.1", "--port", strconv.Itoa(s.port),
+		"--dir", s.dir, "--save", "", "--appendonly", "yes", "--appendfsync", "everysec",
+		"--daemonize", "no", "--loglevel", "notice", "--protected-mode", "no")
+	out, err := s.cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	s.cmd.Stderr = s.cmd.Stdout
+	if err := s.cmd.Start(); err != nil {
+		return err
+	}
+	s.exit = make(chan struct{})
+	ready := make(chan struct{})
+	var log bytes.Buffer
+	var logMu sync.Mutex
+	go func() {
+		defer close(s.exit)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			logMu.Lock()
+			log.WriteString(sc.Text() + "\n")
+			logMu.Unlock()
+			if strings.Contains(sc.Text(), "Ready to accept connections") {
+				close(ready)
+				io.Copy(io.Discard, out)
+				break
+			}
+		}
+		s.cmd.Wait()
+	}()
+	select {
+	case <-ready:
+		return nil
+	case <-s.exit:
+		logMu.Lock()
+		defer logMu.Unlock()
+		return fmt.Errorf("redis-server on port %d did not start:\n%s", s.port, log.String())
+	}
+}
+
+// stop shuts the server down (SIGTERM: it writes its append-only file and
+// exits) and waits for it.
+func (s *redisServer) stop() {
+	if s.cmd == nil {
+		return
+	}
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	<-s.exit
+	s.cmd = nil
+}
+
+func (s *redisServer) restart() {
+	s.t.Helper()
+	if err := s.start(); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// get reads one Redis key with a client of the test's own.
+func (s *redisServer) get(key string) int64 {
+	s.t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: s.addr(), Protocol: 2, DisableIdentity: true})
+	defer c.Close()
+	v, err := c.Get(context.Background(), key).Int64()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		s.t.Fatal(err)
+	}
+	return v
+}
+
+// clockNearNow is a fake clock at the start of the current real minute:
+// Redis expires window keys by its own clock, so fake windows must be real
+// ones (2026-01-01 has long passed, and its keys would expire at once).
+func clockNearNow() *engines.FakeClock {
+	c := engines.NewFakeClock()
+	c.Advance(time.Now().Truncate(time.Minute).Sub(c.Now()))
+	return c
+}
+
+// frontDoor is one gateway's Limiter on the shared Redis: a private core,
+// as a second process would have (Open would share the core of the same
+// store within one process).
+func frontDoor(t *testing.T, rc RedisConfig, clock engines.Clock, onDegraded func(error)) *Limiter {
+	t.Helper()
+	if rc.Timeout == 0 {
+		rc.Timeout = 10 * time.Second // a busy machine must not look like an outage
+	}
+	c, err := newCore(Config{Redis: &rc, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.refs = 1
+	l := c.handle(onDegraded)
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+func TestTwoFrontDoorsOnOneRedisAllowFiveNotTen(t *testing.T) {
+	srv := startRedis(t)
+	clock := clockNearNow()
+	clock.Advance(20 * time.Second)
+	rc := RedisConfig{Addr: srv.addr(), Prefix: t.Name()}
+	a := frontDoor(t, rc, clock, nil)
+	b := frontDoor(t, rc, clock, nil)
+	r := rules(t, []string{"5/m"}, nil)
+
+	admitted := 0
+	var last Decision
+	for i := range 10 {
+		door := a
+		if i%2 == 1 {
+			door = b
+		}
+		tk, d := door.Admit("team-a", r, 0)
+		if d.OK {
+			admitted++
+			tk.Done(0)
+		}
+		last = d
+	}
+	if admitted != 5 {
+		t.Fatalf("two front doors admitted %d requests under rate 5/m, want 5", admitted)
+	}
+	if last.Reason != ReasonRate || last.RetryAfter != 40*time.Second {
+		t.Errorf("refusal %+v, want rate with RetryAfter 40s", last)
+	}
+	if a.Degraded() || b.Degraded() {
+		t.Error("degraded with Redis up")
+	}
+	start := clock.Now().Truncate(time.Minute).Unix()
+	if n := srv.get(rc.Prefix + ":{team-a}:r:m:" + strconv.FormatInt(start, 10)); n != 5 {
+		t.Errorf("Redis counts %d requests, want 5", n)
+	}
+	// a concurrent burst from both doors, next window: still exactly five
+	clock.Advance(time.Minute)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	admitted = 0
+	for i := range 20 {
+		door := a
+		if i%2 == 1 {
+			door = b
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, d := door.Admit("team-a", r, 0); d.OK {
+				mu.Lock()
+				admitted++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if admitted != 5 {
+		t.Errorf("a concurrent burst through two doors admitted %d, want 5", admitted)
+	}
+}
+
+func TestTwoFrontDoorsShareATokenBudget(t *testing.T) {
+	srv := startRedis(t)
+	clock := clockNearNow()
+	rc := RedisConfig{Addr: srv.addr(), Prefix: t.Name()}
+	a := frontDoor(t, rc, clock, nil)
+	b := frontDoor(t, rc, clock, nil)
+	r := rules(t, nil, []string{"1000/d"})
+
+	tk, d := a.Admit("k", r, 100)
+	if !d.OK {
+		t.Fatal(d)
+	}
+	tk.Done(700)
+	// b learns a's usage when a has pushed and b has pulled: one interval
+	// each (here, one Sync each)
+	if err := a.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	b.Admit("k", r, 1) // b's counter is active from now on, and synced
+	if err := b.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if _, d := b.Admit("k", r, 400); d.OK || d.Reason != ReasonTokens {
+		t.Errorf("b admitted 400 more tokens on a budget with 700 of 1000 used elsewhere: %+v", d)
+	}
+	if u := b.Usage("k", r).Limits[0]; u.Used != 700 || u.Reserved != 1 {
+		t.Errorf("b's view: %+v", u)
+	}
+	if err := b.Reset("k"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if u := a.Usage("k", r).Limits[0]; u.Used != 0 {
+		t.Errorf("a's view after b's Reset: %+v", u)
+	}
+}
+
+func TestRedisStoppedServesLocallyAndRecovers(t *testing.T) {
+	srv := startRedis(t)
+	clock := clockNearNow()
+	rc := RedisConfig{Addr: srv.addr(), Prefix: t.Name(), SyncInterval: time.Second}
+	var mu sync.Mutex
+	var told []error
+	l := frontDoor(t, rc, clock, func(err error) {
+		mu.Lock()
+		told = append(told, err)
+		mu.Unlock()
+	})
+	r := rules(t, []string{"5/m"}, []string{"10k/d"})
+	for range 2 {
+		tk, d := l.Admit("k", r, 10)
+		if !d.OK {
+			t.Fatal(d)
+		}
+		tk.Done(100)
+	}
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+
+	srv.stop()
+	// requests go on, on local counters: the shared count seen last (2)
+	// plus what is counted here
+	for i := range 3 {
+		tk, d := l.Admit("k", r, 10)
+		if !d.OK {
+			t.Fatalf("request %d with Redis down: %+v", i+1, d)
+		}
+		tk.Done(100)
+	}
+	if !l.Degraded() {
+		t.Fatal("not degraded with Redis down")
+	}
+	if _, d := l.Admit("k", r, 10); d.OK || d.Reason != ReasonRate {
+		t.Errorf("sixth request with Redis down: %+v, want the local rate limit", d)
+	}
+	if err := l.Sync(); err == nil {
+		t.Error("sync with Redis down succeeded")
+	}
+	mu.Lock()
+	if len(told) != 1 || told[0] == nil {
+		t.Errorf("hook told %v, want one error", told)
+	}
+	mu.Unlock()
+
+	srv.restart()
+	// the background sync (fake time) pushes what was counted meanwhile
+	clock.WaitForTimers(1)
+	clock.Advance(time.Second)
+	clock.WaitForTimers(1)
+	if l.Degraded() {
+		t.Fatal("still degraded after Redis came back")
+	}
+	mu.Lock()
+	if len(told) != 2 || told[1] != nil {
+		t.Errorf("hook told %v, want the error then nil", told)
+	}
+	mu.Unlock()
+	start := clock.Now().Truncate(time.Minute).Unix()
+	if n := srv.get(rc.Prefix + ":{k}:r:m:" + strconv.FormatInt(start, 10)); n != 5 {
+		t.Errorf("Redis counts %d requests after recovery, want 2 + 3 pushed", n)
+	}
+	day := clock.Now().Truncate(24 * time.Hour).Unix()
+	if n := srv.get(rc.Prefix + ":{k}:t:d:" + strconv.FormatInt(day, 10)); n != 500 {
+		t.Errorf("Redis counts %d tokens after recovery, want 500", n)
+	}
+	// and Redis decides again
+	if _, d := l.Admit("k", r, 10); d.OK {
+		t.Error("admitted past 5/m after recovery")
+	}
+}
+
+func TestRedisErrorsNeverShowThePassword(t *testing.T) {
+	srv := startRedis(t)
+	srv.stop()
+	const secret = "hunter2-quota-secret"
+	var told error
+	l := frontDoor(t, RedisConfig{Addr: srv.addr(), Password: secret, Timeout: time.Second}, clockNearNow(), func(err error) { told = err })
+	l.Admit("k", Rules{Rate: []Limit{{5, Minute}}}, 0)
+	err := l.Sync()
+	if err == nil || told == nil {
+		t.Fatalf("no error with Redis down: %v, %v", err, told)
+	}
+	for _, e := range []error{err, told} {
+		if strings.Contains(e.Error(), secret) {
+			t.Errorf("error shows the password: %v", e)
+		}
+	}
+}
+
+// The helper process: one gateway of TestTwoProcessesShareOneRedis.
+const helperEnv = "QUOTA_TEST_HELPER"
+
+func runHelper() int {
+	clock := engines.NewFakeClock()
+	at, _ := strconv.ParseInt(os.Getenv("QUOTA_TEST_NOW"), 10, 64)
+	clock.Advance(time.Unix(at, 0).Sub(clock.Now()))
+	l, err := Open(Config{Clock: clock, Redis: &RedisConfig{
+		Addr: os.Getenv("QUOTA_TEST_REDIS"), Prefix: os.Getenv("QUOTA_TEST_PREFIX"), Timeout: 10 * time.Second,
+	}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	defer l.Close()
+	r := Rules{Rate: []Limit{{5, Minute}}}
+	// both processes start counting together, on a line from the parent
+	bufio.NewReader(os.Stdin).ReadString('\n')
+	admitted := 0
+	for range 5 {
+		if _, d := l.Admit("team-a", r, 0); d.OK {
+			admitted++
+		}
+	}
+	if l.Degraded() {
+		fmt.Fprintln(os.Stderr, "degraded")
+		return 2
+	}
+	fmt.Println(admitted)
+	return 0
+}
+
+func TestTwoProcessesShareOneRedis(t *testing.T) {
+	srv := startRedis(t)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().Truncate(time.Minute).Unix()
+	type proc struct {
+		cmd   *exec.Cmd
+		stdin io.WriteCloser
+		out   bytes.Buffer
+	}
+	procs := make([]*proc, 2)
+	for i := range procs {
+		p := &proc{cmd: exec.Command(self, "-test.run=^$")}
+		p.cmd.Env = append(os.Environ(), helperEnv+"=1", "QUOTA_TEST_REDIS="+srv.addr(),
+			"QUOTA_TEST_PREFIX="+t.Name(), "QUOTA_TEST_NOW="+strconv.FormatInt(now, 10))
+		p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
+		if p.stdin, err = p.cmd.StdinPipe(); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		procs[i] = p
+	}
+	for _, p := range procs {
+		io.WriteString(p.stdin, "go\n")
+		p.stdin.Close()
+	}
+	total := 0
+	for i, p := range procs {
+		if err := p.cmd.Wait(); err != nil {
+			t.Fatalf("gateway process %d: %v\n%s", i, err, p.out.String())
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(p.out.String()))
+		if err != nil {
+			t.Fatalf("gateway process %d said %q", i, p.out.String())
+		}
+		total += n
+	}
+	if total != 5 {
+		t.Errorf("two gateway processes admitted %d requests under rate 5/m, want 5", total)
+	}
+}
