@@ -19,6 +19,7 @@ import (
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 	"github.com/llmgateway/caddy-llm-gateway/handler"
+	"github.com/llmgateway/caddy-llm-gateway/quota"
 	"github.com/llmgateway/caddy-llm-gateway/statuspage"
 )
 
@@ -26,7 +27,17 @@ import (
 //
 //	llm_gateway {
 //		keys <token...>                 # accepted bearer tokens; placeholders such as {env.GATEWAY_KEYS} allowed
-//		key <name> <token>              # a token named for logs and metrics
+//		key <name> <token> [{           # a token named for logs and metrics, with rules:
+//			models <name...>            # the models and pools it may use; default all
+//			rate <limit...>             # requests per window: 60/m, 1000/d (s, m, h, d, mo)
+//			tokens <limit...>           # prompt+completion tokens per window: 200k/d, 5M/mo
+//			over_budget refuse|fallback <model>  # once a token budget is spent; default refuse
+//		}]
+//		store redis <host:port> [{      # counters shared by several gateways (default: embedded)
+//			password <p>
+//			db <n>
+//			prefix <p>
+//		}]
 //		max_body <size>                 # default 32MiB
 //		wake on|off                     # may a request start a stopped engine; default on
 //		keepalive <duration>            # SSE comment interval while a stream waits; default 3s
@@ -148,14 +159,21 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config) (handler.Config, er
 			}
 			continue
 		case "key":
-			args := d.RemainingArgs()
-			if len(args) != 2 {
-				return cfg, d.Errf("key takes a name and a token: key <name> <token>")
+			k, err := parseKey(d)
+			if err != nil {
+				return cfg, err
 			}
-			if err := handler.CheckKey(handler.Key{Value: args[1]}); err != nil {
-				return cfg, d.Errf("key %s: %v", args[0], err)
+			cfg.Keys = append(cfg.Keys, k)
+			continue
+		case "store":
+			if cfg.Store != nil {
+				return cfg, d.Errf("store is given twice")
 			}
-			cfg.Keys = append(cfg.Keys, handler.Key{Name: args[0], Value: args[1]})
+			st, err := parseStore(d)
+			if err != nil {
+				return cfg, err
+			}
+			cfg.Store = &st
 			continue
 		case "ui":
 			if *ui != nil {
@@ -319,6 +337,97 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config) (handler.Config, er
 		return cfg, d.Errf("%v", err)
 	}
 	return cfg, nil
+}
+
+// parseKey parses `key <name> <token> [{ models … rate … tokens …
+// over_budget refuse|fallback <model> }]`.
+func parseKey(d *cf.Dispenser) (handler.Key, error) {
+	var k handler.Key
+	args := d.RemainingArgs()
+	if len(args) != 2 {
+		return k, d.Errf("key takes a name and a token: key <name> <token> [{ … }]")
+	}
+	if err := handler.CheckKey(handler.Key{Value: args[1]}); err != nil {
+		return k, d.Errf("key %s: %v", args[0], err)
+	}
+	k.Name, k.Value = args[0], args[1]
+	set := settings{}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		sub := d.Val()
+		if sub != "rate" && sub != "tokens" {
+			if err := set.once(d); err != nil {
+				return k, err
+			}
+		}
+		switch sub {
+		case "models":
+			k.Models = d.RemainingArgs()
+			if len(k.Models) == 0 {
+				return k, d.ArgErr()
+			}
+		case "rate", "tokens":
+			specs := d.RemainingArgs()
+			if len(specs) == 0 {
+				return k, d.Errf("%s takes limits such as 60/m or 200k/d", sub)
+			}
+			for _, spec := range specs {
+				l, err := quota.ParseLimit(spec)
+				if err != nil {
+					return k, d.Errf("key %s: %s: %v", k.Name, sub, err)
+				}
+				if sub == "rate" {
+					k.Rate = append(k.Rate, l)
+				} else {
+					k.Tokens = append(k.Tokens, l)
+				}
+			}
+		case "over_budget":
+			args := d.RemainingArgs()
+			switch {
+			case len(args) == 1 && args[0] == "refuse":
+			case len(args) == 2 && args[0] == "fallback":
+				k.OverBudgetFallback = args[1]
+			default:
+				return k, d.Errf("over_budget takes refuse or fallback <model>")
+			}
+		default:
+			return k, d.Errf("unknown key subdirective %q in key %s", sub, k.Name)
+		}
+	}
+	return k, nil
+}
+
+// parseStore parses `store redis <host:port> [{ password … db … prefix … }]`.
+func parseStore(d *cf.Dispenser) (handler.StoreConfig, error) {
+	var st handler.StoreConfig
+	args := d.RemainingArgs()
+	if len(args) != 2 || args[0] != "redis" {
+		return st, d.Errf("store takes redis <host:port>: the counters of the keys' limits, shared by several gateways")
+	}
+	st.Redis = args[1]
+	set := settings{}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		if err := set.once(d); err != nil {
+			return st, err
+		}
+		switch d.Val() {
+		case "password":
+			if err := oneArg(d, &st.Password); err != nil {
+				return st, err
+			}
+		case "db":
+			if err := countArg(d, &st.DB, 0); err != nil {
+				return st, err
+			}
+		case "prefix":
+			if err := oneArg(d, &st.Prefix); err != nil {
+				return st, err
+			}
+		default:
+			return st, d.Errf("unknown store subdirective %q", d.Val())
+		}
+	}
+	return st, nil
 }
 
 // pos is a place in a Caddyfile.

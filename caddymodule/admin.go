@@ -12,6 +12,7 @@ import (
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 	"github.com/llmgateway/caddy-llm-gateway/handler"
+	"github.com/llmgateway/caddy-llm-gateway/quota"
 )
 
 func init() {
@@ -53,6 +54,9 @@ func serveAdmin(w http.ResponseWriter, r *http.Request) error {
 	if parts[0] == "ui" {
 		adminPage.ServeHTTP(w, r)
 		return nil
+	}
+	if parts[0] == "keys" {
+		return serveKeysAdmin(w, r, parts[1:])
 	}
 	if parts[0] != "engines" {
 		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("unknown llm_gateway admin path %s", r.URL.Path)}
@@ -189,3 +193,40 @@ func writeAdminJSONStatus(w http.ResponseWriter, status int, v any) error {
 
 // Interface guards
 var _ caddy.AdminRouter = (*adminAPI)(nil)
+
+// serveKeysAdmin serves GET /llm_gateway/keys (each named key with limits:
+// requests and tokens used, reserved, remaining and reset times, by its
+// name, never its token) and POST /llm_gateway/keys/<name>/reset.
+func serveKeysAdmin(w http.ResponseWriter, r *http.Request, parts []string) error {
+	liveMu.Lock()
+	gws := append([]*handler.Gateway(nil), liveGateways...)
+	liveMu.Unlock()
+	switch {
+	case (len(parts) == 0 || parts[0] == "") && r.Method == http.MethodGet:
+		out := []quota.KeyUsage{}
+		seen := map[string]bool{}
+		for i := len(gws) - 1; i >= 0; i-- {
+			for _, u := range gws[i].KeyUsage() {
+				if !seen[u.Key] {
+					seen[u.Key] = true
+					out = append(out, u)
+				}
+			}
+		}
+		return writeAdminJSON(w, out)
+	case len(parts) == 2 && parts[1] == "reset" && r.Method == http.MethodPost:
+		found := false
+		for _, g := range gws {
+			ok, err := g.ResetKey(parts[0])
+			if err != nil {
+				return caddy.APIError{HTTPStatus: http.StatusInternalServerError, Err: err}
+			}
+			found = found || ok
+		}
+		if !found {
+			return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("no key named %q has limits in the running config", parts[0])}
+		}
+		return writeAdminJSON(w, map[string]string{"reset": parts[0]})
+	}
+	return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("%s %s is not supported", r.Method, r.URL.Path)}
+}

@@ -48,8 +48,16 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	}
 	pickPorts()
+	// Caddy's data directory (certificates, the key limits' counters) is
+	// this run's own: nothing carries over from another run
+	data, err := os.MkdirTemp("", "llmgw-data-")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("XDG_DATA_HOME", data)
 	code := m.Run()
 	removeBinary()
+	os.RemoveAll(data)
 	os.Exit(code)
 }
 

@@ -23,21 +23,24 @@ import (
 var metrics struct {
 	once sync.Once
 
-	requests  *prometheus.CounterVec
-	ttfb      *prometheus.HistogramVec
-	duration  *prometheus.HistogramVec
-	fallbacks *prometheus.CounterVec
-	replays   *prometheus.CounterVec
-	retries   *prometheus.CounterVec
-	dropped   *prometheus.CounterVec
-	tokens    *prometheus.CounterVec
-	starts    *prometheus.CounterVec
-	startDur  *prometheus.HistogramVec
-	stops     *prometheus.CounterVec
-	resumes   *prometheus.CounterVec
-	queueWait *prometheus.HistogramVec
-	busy      *prometheus.CounterVec
-	live      liveCollector
+	requests      *prometheus.CounterVec
+	ttfb          *prometheus.HistogramVec
+	duration      *prometheus.HistogramVec
+	fallbacks     *prometheus.CounterVec
+	replays       *prometheus.CounterVec
+	retries       *prometheus.CounterVec
+	dropped       *prometheus.CounterVec
+	tokens        *prometheus.CounterVec
+	starts        *prometheus.CounterVec
+	startDur      *prometheus.HistogramVec
+	stops         *prometheus.CounterVec
+	resumes       *prometheus.CounterVec
+	queueWait     *prometheus.HistogramVec
+	busy          *prometheus.CounterVec
+	keyTokens     *prometheus.CounterVec
+	refusals      *prometheus.CounterVec
+	quotaDegraded *prometheus.GaugeVec
+	live          liveCollector
 }
 
 const metricsNS = "llm_gateway"
@@ -64,12 +67,16 @@ func initMetrics(reg *prometheus.Registry) {
 		metrics.stops = counter("engine_stops_total", "Engine stops by reason (idle, group, admin, reload, crash).", "engine", "reason")
 		metrics.resumes = counter("resumes_total", "Cut streams continued on the fallback, by outcome (ok, failed).", "engine", "fallback", "outcome")
 		metrics.queueWait = histogram("queue_wait_seconds", "Time requests waited in an engine's queue (max_concurrent), by how the wait ended (served, timeout, canceled).", latency, "engine", "outcome")
+		metrics.keyTokens = counter("key_tokens_total", "Tokens reported in answers' usage, by the key's name and kind (prompt, completion).", "key", "kind")
+		metrics.refusals = counter("key_refusals_total", "Requests the key rules refused, by the key's name and reason (model, rate, tokens).", "key", "reason")
+		metrics.quotaDegraded = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metricsNS, Name: "quota_store_degraded",
+			Help: "1 while the key limits' counter store (embedded or redis) fails and the gateway counts locally."}, []string{"store"})
 		metrics.busy = counter("busy_total", "Requests an engine's max_concurrent refused, by reason (queue_full, queue_timeout); they went to a fallback or got 429 engine_busy.", "engine", "reason")
 	})
 	for _, c := range []prometheus.Collector{
 		metrics.requests, metrics.ttfb, metrics.duration, metrics.fallbacks, metrics.replays, metrics.retries,
 		metrics.dropped, metrics.tokens, metrics.starts, metrics.startDur, metrics.stops, metrics.resumes,
-		metrics.queueWait, metrics.busy, metrics.live,
+		metrics.queueWait, metrics.busy, metrics.keyTokens, metrics.refusals, metrics.quotaDegraded, metrics.live,
 	} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
@@ -108,6 +115,13 @@ func observeRequest(res handler.Result) {
 	if res.HasUsage {
 		metrics.tokens.WithLabelValues(res.Engine, model, "prompt").Add(float64(res.Usage.Prompt))
 		metrics.tokens.WithLabelValues(res.Engine, model, "completion").Add(float64(res.Usage.Completion))
+		if res.KeyName != "" {
+			metrics.keyTokens.WithLabelValues(res.KeyName, "prompt").Add(float64(res.Usage.Prompt))
+			metrics.keyTokens.WithLabelValues(res.KeyName, "completion").Add(float64(res.Usage.Completion))
+		}
+	}
+	if res.Refused != "" {
+		metrics.refusals.WithLabelValues(res.KeyName, res.Refused).Inc()
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	gwcaddyfile "github.com/llmgateway/caddy-llm-gateway/caddyfile"
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 	"github.com/llmgateway/caddy-llm-gateway/handler"
+	"github.com/llmgateway/caddy-llm-gateway/quota"
 	"github.com/llmgateway/caddy-llm-gateway/statuspage"
 )
 
@@ -44,6 +45,7 @@ type Gateway struct {
 	ui      *statuspage.Server
 	engines []*engines.Engine
 	poolKey []string
+	limiter *quota.Limiter
 	logger  *zap.Logger
 }
 
@@ -69,7 +71,8 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 
 	cfg.Keys = nil
 	for _, k := range g.Keys {
-		cfg.Keys = append(cfg.Keys, handler.Key{Name: k.Name, Value: repl.ReplaceKnown(k.Value, "")})
+		k.Value = repl.ReplaceKnown(k.Value, "")
+		cfg.Keys = append(cfg.Keys, k)
 	}
 	if len(g.Keys) > 0 && len(handler.SplitKeys(cfg.Keys)) == 0 {
 		// fail closed: configured keys that resolve to nothing (an unset
@@ -120,6 +123,12 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 	}
 	gw.Hooks = hooks
 	g.gw = gw
+	if cfg.HasLimits() {
+		if g.limiter, err = openLimiter(cfg, repl, g.logger); err != nil {
+			return fmt.Errorf("llm_gateway: %v", err)
+		}
+		gw.SetLimiter(g.limiter)
+	}
 	if err := g.provisionUI(handler.SplitKeys(cfg.Keys)); err != nil {
 		return fmt.Errorf("llm_gateway: %v", err)
 	}
@@ -194,6 +203,9 @@ func (g *Gateway) Validate() error { return nil }
 // still uses keeps running, the others are drained and stopped.
 func (g *Gateway) Cleanup() error {
 	unregisterForAdmin(g.engines)
+	if g.limiter != nil {
+		_ = g.limiter.Close() // the counters live on in the next config's handle, or in the store
+	}
 	if g.ui != nil {
 		g.ui.Close() // its pages reconnect to the next config's, which checks their key again
 	}

@@ -118,6 +118,12 @@ func (g *Gateway) withBodyFallbacks(req *request, plan []candidate) ([]candidate
 	if err != nil {
 		return nil, err
 	}
+	for _, c := range extra {
+		// a key cannot reach through fallbacks a model it may not use
+		if !slices.ContainsFunc(c.rt.cfg.Models, req.key.allows) {
+			return nil, req.key.notAllowed(c.rt.cfg.Models[0])
+		}
+	}
 	out := make([]candidate, 0, len(plan)+len(extra))
 	return append(append(out, plan...), extra...), nil
 }

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
+	"github.com/llmgateway/caddy-llm-gateway/quota"
 )
 
 // StatusClientClosed is the status recorded for a request whose client went
@@ -91,6 +92,11 @@ type Config struct {
 	// Default: true.
 	Passthrough *bool `json:"passthrough,omitempty"`
 
+	// Store is where the counters of the keys' rate and token limits live.
+	// Default: an embedded store under Caddy's data directory, which keeps
+	// them across reloads and restarts of this instance.
+	Store *StoreConfig `json:"store,omitempty"`
+
 	// Defaults sets any engine option for every engine that leaves it
 	// unset (llama-swap's globalTTL and more): `defaults { idle_timeout
 	// 10m }`. Not a name, models or model_name. Default: none.
@@ -102,6 +108,19 @@ type Config struct {
 	// Pools are model names served by whichever member is healthy; the
 	// pool named "auto" (else the first) is what "model": "auto" asks for.
 	Pools []PoolConfig `json:"pools,omitempty"`
+}
+
+// StoreConfig names a shared counter store, so that several gateway
+// instances enforce one budget per key.
+type StoreConfig struct {
+	// Redis is the address (host:port) of the Redis server.
+	Redis string `json:"redis"`
+	// Password authenticates to Redis; placeholders are resolved at load.
+	Password string `json:"password,omitempty"`
+	// DB is the Redis database number. Default: 0.
+	DB int `json:"db,omitempty"`
+	// Prefix starts every Redis key. Default: llm_gateway:quota.
+	Prefix string `json:"prefix,omitempty"`
 }
 
 // ConfigError is a mistake in a config, with the engine or pool it is
@@ -223,7 +242,7 @@ func (c Config) Validate() error {
 			return err
 		}
 	}
-	return nil
+	return c.validateKeyRules(models)
 }
 
 // CheckExtraPath refuses an extra path the gateway routes already, or one
@@ -335,6 +354,7 @@ type Gateway struct {
 	maxAttempts        int
 	listing            listing
 	clock              engines.Clock
+	limiter            *quota.Limiter
 
 	// Hooks are set by the caddy module, before serving, to count events.
 	Hooks Hooks
@@ -446,8 +466,10 @@ type Result struct {
 	HasUsage   bool
 	Known      bool // ModelAsked names a model or pool of this gateway
 	Handled    bool // the gateway served the request (a path under /v1/)
+	Refused    string // the caller's key rules refused it: "rate" or "tokens"
 
-	api api // the request's API family, for the shape of refusals
+	api api       // the request's API family, for the shape of refusals
+	key *keyRules // the caller's key's rules, nil for none
 }
 
 // Hooks let the caddy module count what happens inside a request; nil
@@ -497,23 +519,26 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, res *Result)
 		res.refuse(w, errBadRequest("invalid_path", "the request path must not contain '.', '..' or empty segments"))
 		return true
 	}
-	keyName, ok := g.keys.check(r)
+	kr, ok := g.keys.check(r)
 	if !ok {
 		res.refuse(w, &Error{http.StatusUnauthorized, typeAuthentication, "invalid_api_key",
 			"missing or invalid gateway key: send it as 'Authorization: Bearer <key>'"})
 		return true
 	}
-	res.KeyName = keyName
+	if kr != nil {
+		res.KeyName = kr.name
+	}
+	res.key = kr
 	switch {
 	case kind == passthroughPath:
 		g.servePassthrough(w, r, res)
 	case kind == extraPath:
 		g.serveRouted(w, r, res)
 	case p == "/v1/models" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
-		g.serveModels(w, r)
+		g.serveModels(w, r, kr)
 		res.Status = http.StatusOK
 	case strings.HasPrefix(p, "/v1/models/") && (r.Method == http.MethodGet || r.Method == http.MethodHead):
-		res.Status = g.serveModel(w, r, strings.TrimPrefix(p, "/v1/models/"))
+		res.Status = g.serveModel(w, r, strings.TrimPrefix(p, "/v1/models/"), kr)
 	case r.Method == http.MethodPost:
 		g.serveRouted(w, r, res)
 	default:
@@ -571,6 +596,11 @@ type request struct {
 	pool      string      // the pool being served, if any
 	keptError bool        // an attempt kept its error body whole already
 	form      *formFields // a multipart body's fields; nil for JSON
+
+	key         *keyRules   // the caller's key's rules, nil for none
+	rateHeaders http.Header // x-ratelimit-* of the caller's key
+	overBudget  bool        // served by the key's over_budget fallback
+	hideUsage   bool        // the usage chunk is the gateway's, not the client's
 }
 
 // json reports whether the body is JSON (not a multipart form).
@@ -601,6 +631,16 @@ func (g *Gateway) serveRouted(w http.ResponseWriter, r *http.Request, res *Resul
 		return
 	}
 	res.ModelAsked = req.model
+	req.key = res.key
+	req, t, gerr := g.admitKey(w, req, res)
+	if gerr != nil {
+		res.refuse(w, gerr)
+		return
+	}
+	if t != nil {
+		defer settle(t, req, res)
+		req.askUsage()
+	}
 	if p := g.pools[req.model]; p != nil {
 		res.Known = true
 		g.servePool(w, req, p, res)
@@ -758,5 +798,5 @@ func (g *Gateway) modelNames() []string {
 	for _, rt := range g.routes {
 		names = append(names, rt.cfg.Models...)
 	}
-	return append(names, g.poolIDs()...)
+	return append(names, g.poolIDs(nil)...)
 }

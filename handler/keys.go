@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+
+	"github.com/llmgateway/caddy-llm-gateway/quota"
 )
 
 // Key is one bearer token the gateway accepts.
@@ -18,6 +20,47 @@ type Key struct {
 	// resolved at provision time, and a value that expands to several
 	// tokens separated by commas or spaces accepts each of them.
 	Value string `json:"value"`
+
+	// Models are the models and pools this key may use; a request for
+	// another gets 403 model_not_allowed, and /v1/models lists only these.
+	// Needs a name. Default: all.
+	Models []string `json:"models,omitempty"`
+
+	// Rate are request limits of this key, such as "60/m"; several
+	// combine. Needs a name: every token of the name shares them.
+	// Default: none.
+	Rate []quota.Limit `json:"rate,omitempty"`
+
+	// Tokens are token budgets (prompt and completion) of this key, such
+	// as "200k/d" or "5M/mo". Default: none.
+	Tokens []quota.Limit `json:"tokens,omitempty"`
+
+	// OverBudgetFallback is the model a request goes to once a token
+	// budget is spent, instead of a 429 insufficient_quota. Default: ""
+	// (refuse).
+	OverBudgetFallback string `json:"over_budget_fallback,omitempty"`
+}
+
+// hasRules reports whether the key carries rules beyond its token.
+func (k Key) hasRules() bool {
+	return len(k.Models) > 0 || len(k.Rate) > 0 || len(k.Tokens) > 0 || k.OverBudgetFallback != ""
+}
+
+// rules are the key's limits, as the quota package counts them.
+func (k Key) rules() quota.Rules { return quota.Rules{Rate: k.Rate, Tokens: k.Tokens} }
+
+// keyRules are a named key's rules at runtime.
+type keyRules struct {
+	name       string
+	allowed    map[string]bool // nil: every model
+	models     []string        // allowed, in config order
+	limits     quota.Rules
+	overBudget string // the model served once a token budget is spent
+}
+
+// allows reports whether the key may use model (a model, alias or pool).
+func (kr *keyRules) allows(model string) bool {
+	return kr == nil || kr.allowed == nil || kr.allowed[model]
 }
 
 // keyring checks callers' tokens. Tokens are compared as SHA-256 digests with
@@ -25,7 +68,7 @@ type Key struct {
 // nor which key it matched shows in the timing.
 type keyring struct {
 	digests [][sha256.Size]byte
-	names   []string
+	rules   []*keyRules // per digest; every token of a name shares one
 }
 
 func newKeyring(keys []Key) *keyring {
@@ -33,22 +76,34 @@ func newKeyring(keys []Key) *keyring {
 		return nil
 	}
 	k := &keyring{}
+	byName := map[string]*keyRules{}
 	for _, key := range keys {
 		k.digests = append(k.digests, sha256.Sum256([]byte(key.Value)))
-		k.names = append(k.names, key.Name)
+		kr := byName[key.Name]
+		if kr == nil || key.Name == "" {
+			kr = &keyRules{name: key.Name, limits: key.rules(), overBudget: key.OverBudgetFallback}
+			if len(key.Models) > 0 {
+				kr.allowed, kr.models = map[string]bool{}, key.Models
+				for _, m := range key.Models {
+					kr.allowed[m] = true
+				}
+			}
+			byName[key.Name] = kr
+		}
+		k.rules = append(k.rules, kr)
 	}
 	return k
 }
 
-// check returns the matching key's name and whether the request carries a
-// valid key. A nil keyring accepts everyone.
-func (k *keyring) check(r *http.Request) (string, bool) {
+// check returns the matching key's rules and whether the request carries a
+// valid key. A nil keyring accepts everyone (with no rules).
+func (k *keyring) check(r *http.Request) (*keyRules, bool) {
 	if k == nil {
-		return "", true
+		return nil, true
 	}
 	token := callerToken(r.Header)
 	if token == "" {
-		return "", false
+		return nil, false
 	}
 	d := sha256.Sum256([]byte(token))
 	match := -1
@@ -58,9 +113,9 @@ func (k *keyring) check(r *http.Request) (string, bool) {
 		}
 	}
 	if match < 0 {
-		return "", false
+		return nil, false
 	}
-	return k.names[match], true
+	return k.rules[match], true
 }
 
 // callerToken finds the caller's key where the OpenAI SDKs (Authorization:
@@ -104,7 +159,9 @@ func SplitKeys(keys []Key) []Key {
 		for _, tok := range strings.FieldsFunc(k.Value, func(r rune) bool {
 			return r == ',' || r == ' ' || r == '\t' || r == '\n'
 		}) {
-			out = append(out, Key{Name: k.Name, Value: tok})
+			k := k
+			k.Value = tok
+			out = append(out, k)
 		}
 	}
 	return out

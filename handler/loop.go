@@ -237,9 +237,15 @@ func (g *Gateway) logMove(req *request, p *planner, a *attempt, v verdict) {
 func (g *Gateway) answer(rp *reply, p *planner, a *attempt) {
 	c := a.c
 	rp.res.Engine, rp.res.ModelSent = c.rt.cfg.Name, a.sent
-	if c.isFallback() {
+	switch {
+	case c.isFallback():
 		rp.res.Fallback = c.rt.cfg.Name
 		g.countFallback(p.walk[0], c, p.failed)
+	case a.req.overBudget:
+		rp.res.Fallback = c.rt.cfg.Name
+		if g.Hooks.Fallback != nil {
+			g.Hooks.Fallback(c.rt.cfg.Name, c.rt.cfg.Name, "over_budget")
+		}
 	}
 	g.commit(rp, a)
 }

@@ -95,7 +95,7 @@ func appendAnthropicModel(b []byte, id string) []byte {
 
 // serveAnthropicModels answers GET /v1/models in Anthropic's list shape:
 // the models whose engines speak the Messages API, and the pools.
-func (g *Gateway) serveAnthropicModels(w http.ResponseWriter, r *http.Request) {
+func (g *Gateway) serveAnthropicModels(w http.ResponseWriter, r *http.Request, kr *keyRules) {
 	f := g.fleet(r.Context())
 	var ids []string
 	for _, rt := range g.routes {
@@ -103,12 +103,12 @@ func (g *Gateway) serveAnthropicModels(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		for _, m := range rt.cfg.Models {
-			if rt.listable(rt.status(f, m)) {
+			if kr.allows(m) && rt.listable(rt.status(f, m)) {
 				ids = append(ids, m)
 			}
 		}
 	}
-	ids = append(ids, g.poolIDs()...)
+	ids = append(ids, g.poolIDs(kr)...)
 	b := []byte(`{"data":[`)
 	for i, id := range ids {
 		if i > 0 {
@@ -129,9 +129,9 @@ func (g *Gateway) serveAnthropicModels(w http.ResponseWriter, r *http.Request) {
 
 // serveModels answers GET /v1/models in OpenAI's list format (Anthropic's
 // for an Anthropic client).
-func (g *Gateway) serveModels(w http.ResponseWriter, r *http.Request) {
+func (g *Gateway) serveModels(w http.ResponseWriter, r *http.Request, kr *keyRules) {
 	if wantsAnthropic(r) {
-		g.serveAnthropicModels(w, r)
+		g.serveAnthropicModels(w, r, kr)
 		return
 	}
 	f := g.fleet(r.Context())
@@ -140,7 +140,7 @@ func (g *Gateway) serveModels(w http.ResponseWriter, r *http.Request) {
 	for _, rt := range g.routes {
 		for _, m := range rt.cfg.Models {
 			status := rt.status(f, m)
-			if !rt.listable(status) {
+			if !rt.listable(status) || !kr.allows(m) {
 				continue
 			}
 			if !first {
@@ -150,7 +150,7 @@ func (g *Gateway) serveModels(w http.ResponseWriter, r *http.Request) {
 			b = appendModel(b, m, rt, status)
 		}
 	}
-	for _, id := range g.poolIDs() {
+	for _, id := range g.poolIDs(kr) {
 		if !first {
 			b = append(b, ',')
 		}
@@ -161,14 +161,16 @@ func (g *Gateway) serveModels(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, r, b)
 }
 
-// poolIDs are the model ids pools answer to: each pool's name, and "auto"
-// when the default pool has another name.
-func (g *Gateway) poolIDs() []string {
+// poolIDs are the model ids pools answer to (those the key may use): each
+// pool's name, and "auto" when the default pool has another name.
+func (g *Gateway) poolIDs(kr *keyRules) []string {
 	var ids []string
 	for _, p := range g.poolList {
-		ids = append(ids, p.cfg.Name)
+		if kr.allows(p.cfg.Name) {
+			ids = append(ids, p.cfg.Name)
+		}
 	}
-	if d := g.pools[DefaultPool]; d != nil && d.cfg.Name != DefaultPool {
+	if d := g.pools[DefaultPool]; d != nil && d.cfg.Name != DefaultPool && kr.allows(DefaultPool) {
 		ids = append(ids, DefaultPool)
 	}
 	return ids
@@ -181,9 +183,9 @@ func appendPool(b []byte, id string) []byte {
 }
 
 // serveModel answers GET /v1/models/{id} and returns the status.
-func (g *Gateway) serveModel(w http.ResponseWriter, r *http.Request, id string) int {
+func (g *Gateway) serveModel(w http.ResponseWriter, r *http.Request, id string, kr *keyRules) int {
 	anthropic := wantsAnthropic(r)
-	if g.pools[id] != nil {
+	if g.pools[id] != nil && kr.allows(id) {
 		if anthropic {
 			writeJSON(w, r, append(appendAnthropicModel(nil, id), '\n'))
 		} else {
@@ -196,7 +198,7 @@ func (g *Gateway) serveModel(w http.ResponseWriter, r *http.Request, id string) 
 	if rt != nil {
 		status = rt.status(g.fleet(r.Context()), id)
 	}
-	if rt == nil || !rt.listable(status) || (anthropic && !rt.cfg.Speaks("anthropic")) {
+	if rt == nil || !kr.allows(id) || !rt.listable(status) || (anthropic && !rt.cfg.Speaks("anthropic")) {
 		e := g.unknownModel(id)
 		family := apiOpenAI
 		if anthropic {

@@ -48,6 +48,10 @@ func (g *Gateway) servePassthrough(w http.ResponseWriter, r *http.Request, res *
 		return
 	}
 	res.Known = true
+	if !res.key.allows(model) {
+		res.refuse(w, res.key.notAllowed(model))
+		return
+	}
 	if r.ContentLength > g.maxBody {
 		res.refuse(w, g.tooLarge())
 		return

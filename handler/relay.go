@@ -124,7 +124,7 @@ func (g *Gateway) commit(rp *reply, a *attempt) {
 		// the status and headers went out with the preamble, before the
 		// engine was known: it is named in the stream, and in trailers
 		// (X-LLM-Engine, X-LLM-Fallback) a client reads after the body
-		if a.c.isFallback() {
+		if a.c.isFallback() || a.req.overBudget {
 			rp.comment("fallback " + name)
 			rp.w.Header().Set(http.TrailerPrefix+"X-LLM-Fallback", name)
 		} else {
@@ -134,11 +134,23 @@ func (g *Gateway) commit(rp *reply, a *attempt) {
 	} else {
 		h := rp.w.Header()
 		copyHeader(h, resp.Header)
+		if a.req.rateHeaders != nil {
+			// the caller's key's limits, not the engine's (whose key is
+			// another account)
+			for k := range h {
+				if strings.HasPrefix(k, "X-Ratelimit-") {
+					delete(h, k)
+				}
+			}
+			for k, v := range a.req.rateHeaders {
+				h[k] = v
+			}
+		}
 		if g.annotate && st == nil && resp.StatusCode == http.StatusOK && isJSON(resp.Header) {
 			h.Del("Content-Length") // the annotated body is longer
 		}
 		h.Set("X-LLM-Engine", name)
-		if a.c.isFallback() {
+		if a.c.isFallback() || a.req.overBudget {
 			h.Set("X-LLM-Fallback", name)
 		}
 		if st != nil {
@@ -303,6 +315,12 @@ func (g *Gateway) relayEvents(rp *reply, a *attempt) error {
 			g.droppedEvent(a)
 			continue
 		}
+		if hasUsage && a.req.hideUsage && emptyChoices(ev) {
+			// the usage chunk the gateway asked for, not the client
+			rp.res.Usage, rp.res.HasUsage = usage, true
+			send(false)
+			continue
+		}
 		if st.rewrite != nil {
 			ev = st.rewrite.apply(ev)
 		}
@@ -319,6 +337,25 @@ func (g *Gateway) relayEvents(rp *reply, a *attempt) error {
 			return nil
 		}
 	}
+}
+
+// emptyChoices reports whether a chunk's choices are an empty array: the
+// usage chunk of stream_options.include_usage.
+func emptyChoices(ev []byte) bool {
+	i := bytes.Index(ev, []byte(`"choices"`))
+	if i < 0 {
+		return false
+	}
+	j := skipSpace(ev, i+len(`"choices"`))
+	if j >= len(ev) || ev[j] != ':' {
+		return false
+	}
+	j = skipSpace(ev, j+1)
+	if j >= len(ev) || ev[j] != '[' {
+		return false
+	}
+	j = skipSpace(ev, j+1)
+	return j < len(ev) && ev[j] == ']'
 }
 
 // extend appends ev to batch without copying when ev follows batch in the

@@ -1,0 +1,291 @@
+package handler
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/llmgateway/caddy-llm-gateway/quota"
+)
+
+// Keys that carry rules: the models a key may use, its request rates and its
+// token budgets, and the cheaper model its requests go to once a budget is
+// spent. The counting is the quota package's (its Limiter outlives configs
+// and persists or shares the counters); here is what a request meets:
+//
+//   - a model the key may not use: 403 model_not_allowed, naming the ones it
+//     may (body fallbacks included: a key cannot reach a model through them);
+//   - over a rate limit: 429 rate_limit_exceeded with Retry-After;
+//   - over a token budget: 429 insufficient_quota with Retry-After, or, with
+//     over_budget fallback <model>, the request is served by that model
+//     (X-LLM-Fallback names the engine that answered);
+//   - every answer to a key with limits carries OpenAI's x-ratelimit-*
+//     headers, so SDKs and agents back off on their own.
+//
+// The gateway's own refusals never move to engine fallbacks or body
+// fallbacks: those are for upstream failures.
+//
+// Tokens are taken from the answer's usage when it ends. A streamed chat or
+// text completion of a key with a token budget is sent with
+// stream_options.include_usage, and the usage chunk the client did not ask
+// for is not passed on. While a request is in flight, an estimate from its
+// size is reserved, so a burst cannot overshoot a budget by much.
+
+// SetLimiter gives the gateway the counters of its keys' rules; without one
+// (no key has limits) only the model rules apply. Call before serving.
+func (g *Gateway) SetLimiter(l *quota.Limiter) { g.limiter = l }
+
+// KeyRules returns each named key's limits, for the admin API.
+func (g *Gateway) KeyRules() map[string]quota.Rules {
+	out := map[string]quota.Rules{}
+	if g.keys == nil {
+		return out
+	}
+	for _, kr := range g.keys.rules {
+		if kr.name != "" && !kr.limits.Empty() {
+			out[kr.name] = kr.limits
+		}
+	}
+	return out
+}
+
+// KeyUsage is the usage of every named key with limits, for the admin API.
+func (g *Gateway) KeyUsage() []quota.KeyUsage {
+	if g.limiter == nil {
+		return nil
+	}
+	return g.limiter.All(g.KeyRules())
+}
+
+// ResetKey clears a key's counters; it reports whether the key has limits
+// here.
+func (g *Gateway) ResetKey(name string) (bool, error) {
+	if _, ok := g.KeyRules()[name]; !ok || g.limiter == nil {
+		return false, nil
+	}
+	return true, g.limiter.Reset(name)
+}
+
+// HasLimits reports whether a key of the config has rate or token limits.
+func (c Config) HasLimits() bool {
+	for _, k := range c.Keys {
+		if len(k.Rate) > 0 || len(k.Tokens) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// validateKeyRules checks the keys' rules against the config: a name, known
+// models, an over_budget fallback that is served here and a token budget
+// for it to apply to, one set of rules per name.
+func (c Config) validateKeyRules(models map[string]string) error {
+	byName := map[string]Key{}
+	for _, k := range c.Keys {
+		if !k.hasRules() {
+			continue
+		}
+		if k.Name == "" {
+			return fmt.Errorf("a key with models, rate, tokens or over_budget needs a name (key <name> <token> { … })")
+		}
+		if prev, ok := byName[k.Name]; ok && fmt.Sprint(prev.Models, prev.Rate, prev.Tokens, prev.OverBudgetFallback) !=
+			fmt.Sprint(k.Models, k.Rate, k.Tokens, k.OverBudgetFallback) {
+			return fmt.Errorf("key %s is given twice with different rules", k.Name)
+		}
+		byName[k.Name] = k
+		known := func(m string) bool {
+			if _, ok := models[m]; ok || m == DefaultPool && len(c.Pools) > 0 {
+				return true
+			}
+			for _, p := range c.Pools {
+				if p.Name == m {
+					return true
+				}
+			}
+			return false
+		}
+		for _, m := range k.Models {
+			if !known(m) {
+				return fmt.Errorf("key %s: models: %q is no model or pool of this gateway", k.Name, m)
+			}
+		}
+		if err := k.rules().Validate(); err != nil {
+			return fmt.Errorf("key %s: %v", k.Name, err)
+		}
+		if f := k.OverBudgetFallback; f != "" {
+			if !known(f) {
+				return fmt.Errorf("key %s: over_budget fallback %q is no model or pool of this gateway", k.Name, f)
+			}
+			if len(k.Tokens) == 0 {
+				return fmt.Errorf("key %s: over_budget fallback needs a token budget (tokens 200k/d) to apply to", k.Name)
+			}
+		}
+	}
+	return nil
+}
+
+// admitKey applies the caller's key rules to a routed request. It returns
+// the request to serve (the over_budget fallback's once a budget is spent)
+// and the ticket to settle when the answer ends, or the gateway's refusal.
+func (g *Gateway) admitKey(w http.ResponseWriter, req *request, res *Result) (*request, *quota.Ticket, *Error) {
+	kr := req.key
+	if kr == nil {
+		return req, nil, nil
+	}
+	if !kr.allows(req.model) {
+		res.Refused = "model"
+		return nil, nil, kr.notAllowed(req.model)
+	}
+	if g.limiter == nil || kr.limits.Empty() {
+		return req, nil, nil
+	}
+	est := estimateTokens(req)
+	t, d := g.limiter.Admit(kr.name, kr.limits, est)
+	req.rateHeaders = rateHeaders(d)
+	for k, v := range req.rateHeaders {
+		w.Header()[k] = v
+	}
+	if !d.OK {
+		retry := strconv.FormatInt(int64(max(1, d.RetryAfter.Seconds())), 10)
+		switch {
+		case d.Reason == quota.ReasonTokens && kr.overBudget != "" && kr.overBudget != req.model:
+			over, err := req.switchModel(kr.overBudget)
+			if err != nil {
+				t.Cancel()
+				return nil, nil, err
+			}
+			over.overBudget = true
+			return over, t, nil
+		case d.Reason == quota.ReasonTokens:
+			t.Cancel()
+			res.Refused = "tokens"
+			w.Header().Set("Retry-After", retry)
+			return nil, nil, &Error{http.StatusTooManyRequests, "insufficient_quota", "insufficient_quota",
+				fmt.Sprintf("key %s has spent its token budget (%s); it renews in %s", kr.name, limitsOf(kr.limits.Tokens), d.RetryAfter)}
+		default:
+			res.Refused = "rate"
+			w.Header().Set("Retry-After", retry)
+			return nil, nil, &Error{http.StatusTooManyRequests, "requests", "rate_limit_exceeded",
+				fmt.Sprintf("key %s is over its rate limit (%s); try again in %s", kr.name, limitsOf(kr.limits.Rate), d.RetryAfter)}
+		}
+	}
+	return req, t, nil
+}
+
+// settle counts what a request used against its key: the answer's usage,
+// or, for an answer that reported none, the estimate; nothing for a request
+// that got no answer.
+func settle(t *quota.Ticket, req *request, res *Result) {
+	if t == nil {
+		return
+	}
+	switch {
+	case res.HasUsage:
+		t.Done(int64(res.Usage.Prompt + res.Usage.Completion))
+	case res.Status >= 200 && res.Status < 300:
+		t.Done(estimateTokens(req))
+	default:
+		t.Cancel()
+	}
+}
+
+// estimateTokens is what a request is expected to use, reserved while it is
+// in flight: its prompt at about four bytes a token, and the completion it
+// asks for at most (max_tokens), else as much again as the prompt.
+func estimateTokens(req *request) int64 {
+	prompt := int64(len(req.body)/4 + 1)
+	if req.json() {
+		if m, ok := lastMember(req.body, skipSpace(req.body, 0), "max_tokens"); ok {
+			if n, err := strconv.ParseInt(string(req.body[m.value.start:m.value.end]), 10, 64); err == nil && n > 0 {
+				return prompt + n
+			}
+		}
+	}
+	return 2 * prompt
+}
+
+func limitsOf(ls []quota.Limit) string {
+	var s []string
+	for _, l := range ls {
+		s = append(s, l.String())
+	}
+	return strings.Join(s, ", ")
+}
+
+// notAllowed is the refusal of a model the key may not use.
+func (kr *keyRules) notAllowed(model string) *Error {
+	return &Error{http.StatusForbidden, typeInvalidRequest, "model_not_allowed",
+		fmt.Sprintf("key %s may not use the model %q; it may use: %s", kr.name, model, strings.Join(kr.models, ", "))}
+}
+
+// rateHeaders are OpenAI's rate-limit headers for a decision: the tightest
+// request and token limits, what is left of them and when they reset.
+func rateHeaders(d quota.Decision) http.Header {
+	h := http.Header{}
+	add := func(kind string, hr quota.Headroom) {
+		if hr.Limit == 0 {
+			return
+		}
+		h.Set("X-Ratelimit-Limit-"+kind, strconv.FormatInt(hr.Limit, 10))
+		h.Set("X-Ratelimit-Remaining-"+kind, strconv.FormatInt(max(0, hr.Remaining), 10))
+		h.Set("X-Ratelimit-Reset-"+kind, resetString(hr.Reset))
+	}
+	add("Requests", d.Requests)
+	add("Tokens", d.Tokens)
+	return h
+}
+
+// resetString writes a reset time as OpenAI does: "1s", "6m0s", "2h3m".
+func resetString(d time.Duration) string {
+	if d < time.Second {
+		return "0s"
+	}
+	return d.Round(time.Second).String()
+}
+
+// switchModel is the request as sent for another model: the body's model
+// rewritten, everything else as it was.
+func (req *request) switchModel(model string) (*request, *Error) {
+	out := *req
+	out.body = req.bodyFor(model)
+	out.model = model
+	if req.form != nil {
+		boundary, _ := formBoundary(req.r.Header.Get("Content-Type"))
+		f, err := scanForm(out.body, boundary)
+		if err != nil {
+			return nil, err
+		}
+		out.form = &f
+		return &out, nil
+	}
+	fields, err := scanBody(out.body)
+	if err != nil {
+		return nil, errBadRequest("invalid_json", err.Error())
+	}
+	out.fields = fields
+	return &out, nil
+}
+
+// askUsage makes a streamed chat or text completion report its usage (for a
+// key with a token budget): stream_options.include_usage is set, and when
+// the client had not asked for it, the usage chunk is kept from it.
+func (req *request) askUsage() {
+	p := req.r.URL.Path
+	if !req.stream || !req.json() || req.api != apiOpenAI ||
+		!(strings.HasSuffix(p, "/chat/completions") || strings.HasSuffix(p, "/completions")) {
+		return
+	}
+	if so, ok := lastMember(req.body, skipSpace(req.body, 0), "stream_options"); ok && req.body[so.value.start] == '{' {
+		if iu, ok := lastMember(req.body, so.value.start, "include_usage"); ok && string(req.body[iu.value.start:iu.value.end]) == "true" {
+			return // the client asked: it gets the chunk
+		}
+	}
+	body := applyFilters(req.body, []filter{{path: []string{"stream_options", "include_usage"}, value: []byte("true")}})
+	fields, err := scanBody(body)
+	if err != nil {
+		return
+	}
+	req.body, req.fields, req.hideUsage = body, fields, true
+}
