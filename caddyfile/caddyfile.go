@@ -136,6 +136,7 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config) (handler.Config, er
 	var uiAt pos
 	engineAt := map[string]pos{} // where each engine and pool block starts,
 	poolAt := map[string]pos{}   // for the errors of the validation below
+	keyAt := map[string]pos{}
 	set := settings{}
 	var keysAt *pos // the first keys or key line
 	var defaultTransport json.RawMessage
@@ -159,7 +160,11 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config) (handler.Config, er
 			}
 			continue
 		case "key":
+			at := here(d)
 			k, err := parseKey(d)
+			if _, ok := keyAt[k.Name]; !ok {
+				keyAt[k.Name] = at
+			}
 			if err != nil {
 				return cfg, err
 			}
@@ -331,6 +336,9 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config) (handler.Config, er
 				return cfg, at.errf("%v", err)
 			}
 			if at, ok := poolAt[ce.Pool]; ok && ce.Pool != "" {
+				return cfg, at.errf("%v", err)
+			}
+			if at, ok := keyAt[ce.Key]; ok && ce.Key != "" {
 				return cfg, at.errf("%v", err)
 			}
 		}

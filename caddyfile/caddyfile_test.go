@@ -764,6 +764,24 @@ func TestParseErrorsNameTheProblemAndTheLine(t *testing.T) {
 		models m
 	}
 }`, "{engine.port} needs 'cmd'", 5},
+		{"a bad rate", `llm_gateway {
+	key team team-key-0123456789 {
+		rate 60/fortnight
+	}` + remote + `
+}`, "key team: rate:", 3},
+		{"a bad over_budget", `llm_gateway {
+	key team team-key-0123456789 {
+		over_budget maybe
+	}` + remote + `
+}`, "over_budget takes refuse or fallback <model>", 3},
+		{"a key's unknown model", `llm_gateway {
+	key team team-key-0123456789 {
+		models gpt-9
+	}` + remote + `
+}`, `key team: models: "gpt-9" is no model or pool`, 2},
+		{"a store that is not redis", `llm_gateway {
+	store memcached 127.0.0.1:11211` + remote + `
+}`, "store takes redis <host:port>", 2},
 		{"an extra path under /v1/", `llm_gateway {
 	extra_paths /rerank /v1/rerank` + remote + `
 }`, `"/v1/rerank" is under /v1/`, 2},

@@ -82,6 +82,9 @@ func (c Config) HasLimits() bool {
 // models, an over_budget fallback that is served here and a token budget
 // for it to apply to, one set of rules per name.
 func (c Config) validateKeyRules(models map[string]string) error {
+	keyErr := func(name, format string, args ...any) error {
+		return &ConfigError{Key: name, Err: fmt.Errorf(format, args...)}
+	}
 	byName := map[string]Key{}
 	for _, k := range c.Keys {
 		if !k.hasRules() {
@@ -92,7 +95,7 @@ func (c Config) validateKeyRules(models map[string]string) error {
 		}
 		if prev, ok := byName[k.Name]; ok && fmt.Sprint(prev.Models, prev.Rate, prev.Tokens, prev.OverBudgetFallback) !=
 			fmt.Sprint(k.Models, k.Rate, k.Tokens, k.OverBudgetFallback) {
-			return fmt.Errorf("key %s is given twice with different rules", k.Name)
+			return keyErr(k.Name, "key %s is given twice with different rules", k.Name)
 		}
 		byName[k.Name] = k
 		known := func(m string) bool {
@@ -108,18 +111,18 @@ func (c Config) validateKeyRules(models map[string]string) error {
 		}
 		for _, m := range k.Models {
 			if !known(m) {
-				return fmt.Errorf("key %s: models: %q is no model or pool of this gateway", k.Name, m)
+				return keyErr(k.Name, "key %s: models: %q is no model or pool of this gateway", k.Name, m)
 			}
 		}
 		if err := k.rules().Validate(); err != nil {
-			return fmt.Errorf("key %s: %v", k.Name, err)
+			return keyErr(k.Name, "key %s: %v", k.Name, err)
 		}
 		if f := k.OverBudgetFallback; f != "" {
 			if !known(f) {
-				return fmt.Errorf("key %s: over_budget fallback %q is no model or pool of this gateway", k.Name, f)
+				return keyErr(k.Name, "key %s: over_budget fallback %q is no model or pool of this gateway", k.Name, f)
 			}
 			if len(k.Tokens) == 0 {
-				return fmt.Errorf("key %s: over_budget fallback needs a token budget (tokens 200k/d) to apply to", k.Name)
+				return keyErr(k.Name, "key %s: over_budget fallback needs a token budget (tokens 200k/d) to apply to", k.Name)
 			}
 		}
 	}

@@ -128,6 +128,7 @@ type StoreConfig struct {
 type ConfigError struct {
 	Engine string // the engine the error is about, if one
 	Pool   string // the pool the error is about, if one
+	Key    string // the key (by name) the error is about, if one
 	Err    error
 }
 

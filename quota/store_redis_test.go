@@ -7,125 +7,31 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
+	"github.com/llmgateway/caddy-llm-gateway/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
 
-// redisServer is a real redis-server on a free loopback port, with an
-// append-only file (written out on SIGTERM), so that a stop and a start
-// keep its data as a real deployment's would.
+// redisServer is a real redis-server on a free loopback port (see
+// internal/redistest), with the test it serves.
 type redisServer struct {
-	t    testing.TB
-	bin  string
-	dir  string
-	port int
-	cmd  *exec.Cmd
-	exit chan struct{}
+	*redistest.Server
+	t testing.TB
 }
 
-// startRedis starts redis-server. Without it the test is skipped, except
-// in CI (CI=true), where .ci/run installs it and its absence is a failure.
-func startRedis(t testing.TB) *redisServer {
-	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("redis-server is not installed (.ci/run installs Debian's redis-server)")
-		}
-		t.Skip("redis-server is not installed (apt-get install redis-server)")
-	}
-	s := &redisServer{t: t, bin: bin, dir: t.TempDir()}
-	t.Cleanup(s.stop)
-	// a free port may be taken between looking and binding: try again
-	for try := 0; ; try++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.port = l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		err = s.start()
-		if err == nil {
-			return s
-		}
-		if try == 4 {
-			t.Fatal(err)
-		}
-	}
-}
+func startRedis(t testing.TB) *redisServer { return &redisServer{redistest.Start(t), t} }
 
-func (s *redisServer) addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
-
-// start runs the server and returns once it says it accepts connections.
-func (s *redisServer) start() error {
-	s.cmd = exec.Command(s.bin,
-		"--bind", "127.0.0.1", "--port", strconv.Itoa(s.port),
-		"--dir", s.dir, "--save", "", "--appendonly", "yes", "--appendfsync", "everysec",
-		"--daemonize", "no", "--loglevel", "notice", "--protected-mode", "no")
-	out, err := s.cmd.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	s.cmd.Stderr = s.cmd.Stdout
-	if err := s.cmd.Start(); err != nil {
-		return err
-	}
-	s.exit = make(chan struct{})
-	ready := make(chan struct{})
-	var log bytes.Buffer
-	var logMu sync.Mutex
-	go func() {
-		defer close(s.exit)
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			logMu.Lock()
-			log.WriteString(sc.Text() + "\n")
-			logMu.Unlock()
-			if strings.Contains(sc.Text(), "Ready to accept connections") {
-				close(ready)
-				io.Copy(io.Discard, out)
-				break
-			}
-		}
-		s.cmd.Wait()
-	}()
-	select {
-	case <-ready:
-		return nil
-	case <-s.exit:
-		logMu.Lock()
-		defer logMu.Unlock()
-		return fmt.Errorf("redis-server on port %d did not start:\n%s", s.port, log.String())
-	}
-}
-
-// stop shuts the server down (SIGTERM: it writes its append-only file and
-// exits) and waits for it.
-func (s *redisServer) stop() {
-	if s.cmd == nil {
-		return
-	}
-	s.cmd.Process.Signal(syscall.SIGTERM)
-	<-s.exit
-	s.cmd = nil
-}
-
-func (s *redisServer) restart() {
-	s.t.Helper()
-	if err := s.start(); err != nil {
-		s.t.Fatal(err)
-	}
-}
+func (s *redisServer) addr() string { return s.Addr() }
+func (s *redisServer) stop()        { s.Stop() }
+func (s *redisServer) restart()     { s.Restart(s.t) }
 
 // get reads one Redis key with a client of the test's own.
 func (s *redisServer) get(key string) int64 {
