@@ -113,7 +113,7 @@ func TestRateLimitedKeyGets429WithAnHonestRetryAfter(t *testing.T) {
 	}
 	resp, body := postJSON(t, url, `{"model":"big","messages":[]}`, "Authorization", auth)
 	now := clock.Now()
-	want := int(now.Truncate(time.Minute).Add(time.Minute).Sub(now).Seconds()+0.999) // to the second, up
+	want := int(now.Truncate(time.Minute).Add(time.Minute).Sub(now).Seconds() + 0.999) // to the second, up
 	if resp.StatusCode != 429 || !strings.Contains(body, `"code":"rate_limit_exceeded"`) || resp.Header.Get("Retry-After") != strconv.Itoa(want) {
 		t.Fatalf("%d Retry-After %q (want %d) %s", resp.StatusCode, resp.Header.Get("Retry-After"), want, body)
 	}

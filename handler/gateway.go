@@ -465,8 +465,8 @@ type Result struct {
 	Duration   time.Duration
 	Usage      Usage // tokens, when the answer reported them
 	HasUsage   bool
-	Known      bool // ModelAsked names a model or pool of this gateway
-	Handled    bool // the gateway served the request (a path under /v1/)
+	Known      bool   // ModelAsked names a model or pool of this gateway
+	Handled    bool   // the gateway served the request (a path under /v1/)
 	Refused    string // the caller's key rules refused it: "rate" or "tokens"
 
 	api api       // the request's API family, for the shape of refusals
