@@ -750,17 +750,18 @@ var errTooLarge = errors.New("body too large")
 
 // readBody reads at most limit bytes; one more is errTooLarge. The buffer
 // grows as bytes arrive: a claimed Content-Length is trusted for a first
-// allocation only up to 16 KiB, so connections that announce a large body
-// and send slowly hold only what they sent.
+// allocation only up to firstRead, so connections that announce a large body
+// and send slowly hold only what they sent (300 of them, 4 KiB each).
 func readBody(rc io.Reader, length, limit int64) ([]byte, error) {
-	if length >= 0 && length <= 16<<10 {
+	const firstRead = 4 << 10
+	if length >= 0 && length <= firstRead {
 		buf := make([]byte, length)
 		if _, err := io.ReadFull(rc, buf); err != nil {
 			return nil, err
 		}
 		return buf, nil
 	}
-	buf := make([]byte, 0, 16<<10)
+	buf := make([]byte, 0, firstRead)
 	for {
 		if int64(len(buf)) > limit {
 			return nil, errTooLarge

@@ -133,7 +133,7 @@ func TestAnAnnouncedBodyIsNotAllocatedBeforeItArrives(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cap(body) > 16<<10 {
+	if cap(body) > 4<<10 {
 		t.Fatalf("a 1 MiB claim with 13 bytes sent holds %d bytes", cap(body))
 	}
 }
