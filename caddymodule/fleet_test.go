@@ -1,7 +1,6 @@
 package caddymodule
 
 import (
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -75,25 +74,7 @@ func freeAddr(t *testing.T) string {
 // frontModels is the front door's /v1/models as id → status.
 func frontModels(t *testing.T) map[string]string {
 	t.Helper()
-	req := mustReq(http.MethodGet, gwURL+"/v1/models")
-	req.Header.Set("Authorization", "Bearer "+frontKey)
-	_, body := do(t, req)
-	var list struct {
-		Data []struct {
-			ID     string `json:"id"`
-			Status struct {
-				Value string `json:"value"`
-			} `json:"status"`
-		} `json:"data"`
-	}
-	if err := json.Unmarshal([]byte(body), &list); err != nil {
-		t.Fatalf("%v: %s", err, body)
-	}
-	out := map[string]string{}
-	for _, m := range list.Data {
-		out[m.ID] = m.Status.Value
-	}
-	return out
+	return modelStatuses(t, "Authorization", "Bearer "+frontKey)
 }
 
 func TestFleetRoutesByWhatEachNodeReports(t *testing.T) {

@@ -93,7 +93,18 @@ func engineOnAdmin(t *testing.T, name string) map[string]any {
 // modelStatus is a model's status.value in /v1/models.
 func modelStatus(t *testing.T, model string) string {
 	t.Helper()
-	_, body := do(t, mustReq(http.MethodGet, gwURL+"/v1/models"))
+	return modelStatuses(t)[model]
+}
+
+// modelStatuses is every model's status.value in /v1/models, asked with
+// the header pairs given.
+func modelStatuses(t *testing.T, header ...string) map[string]string {
+	t.Helper()
+	req := mustReq(http.MethodGet, gwURL+"/v1/models")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	_, body := do(t, req)
 	var list struct {
 		Data []struct {
 			ID     string `json:"id"`
@@ -105,12 +116,11 @@ func modelStatus(t *testing.T, model string) string {
 	if err := json.Unmarshal([]byte(body), &list); err != nil {
 		t.Fatalf("%v: %s", err, body)
 	}
+	out := map[string]string{}
 	for _, m := range list.Data {
-		if m.ID == model {
-			return m.Status.Value
-		}
+		out[m.ID] = m.Status.Value
 	}
-	return ""
+	return out
 }
 
 func TestDeadMemberIsMarkedDownSkippedAndBackAfterItReturns(t *testing.T) {
