@@ -178,15 +178,17 @@ func TestAClientThatStopsReadingIsNotBlamedOnTheEngine(t *testing.T) {
 	}))
 	defer up.Close()
 	g, url := testGateway(t, Config{Engines: []engines.Config{{Name: "e", To: up.URL, Models: []string{"m"},
-		StreamIdleTimeout: caddy.Duration(200 * time.Millisecond)}}}, nil)
+		StreamIdleTimeout: caddy.Duration(time.Second)}}}, nil)
 	resp, err := http.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"m","stream":true}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	// the client pauses far longer than the engine's stream_idle_timeout,
-	// with the gateway blocked writing to it all the while
-	time.Sleep(2 * time.Second)
+	// the client pauses (this sleep is the scenario, not a wait for an
+	// event) far longer than the engine's stream_idle_timeout, with the
+	// gateway blocked writing to it all the while; the timeout is a second,
+	// longer than a busy machine's scheduling gaps between two reads
+	time.Sleep(4 * time.Second)
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
 		t.Fatalf("the stream was cut after %d bytes: %v", len(body), err)
