@@ -71,7 +71,14 @@ func (e *syntaxError) Unwrap() error { return errBadJSON }
 
 // scanBody validates b as one JSON object and returns where its interesting
 // top-level members are. It does not allocate on valid input.
-func scanBody(b []byte) (bodyFields, error) {
+func scanBody(b []byte) (bodyFields, error) { return scanObject(b, true) }
+
+// scanAnswer is scanBody for what an engine sends (an answer, a stream's
+// event): the same validation and members, without looking for members
+// repeated under case folding, which only a request can use to mislead.
+func scanAnswer(b []byte) (bodyFields, error) { return scanObject(b, false) }
+
+func scanObject(b []byte, request bool) (bodyFields, error) {
 	var f bodyFields
 	i := skipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
@@ -107,7 +114,9 @@ func scanBody(b []byte) (bodyFields, error) {
 		if i < len(b) && b[i] == ',' {
 			m.nextComma = i
 		}
-		f.fold(b[keyStart+1 : keyEnd-1])
+		if request {
+			f.fold(b[keyStart+1 : keyEnd-1])
+		}
 		if slot := f.slot(b[keyStart+1 : keyEnd-1]); slot != nil {
 			*slot = m // a repeated member: the last one wins, as in encoding/json
 		}
@@ -195,22 +204,30 @@ func (f *bodyFields) fold(rawName []byte) {
 	}
 }
 
+// equalFold reports whether b equals s (lower-case ASCII) under Unicode
+// case folding.
 func equalFold(b []byte, s string) bool {
-	if len(b) == len(s) {
-		// the common case, ASCII: no conversion
-		for i := range b {
-			c := b[i]
-			if 'A' <= c && c <= 'Z' {
-				c += 'a' - 'A'
-			}
-			if c != s[i] {
-				goto unicode
-			}
-		}
-		return true
+	ascii := true
+	for _, c := range b {
+		ascii = ascii && c < utf8.RuneSelf
 	}
-unicode:
-	return strings.EqualFold(string(b), s)
+	if !ascii {
+		// the Kelvin sign folds to k, the long s to s: Unicode's rules
+		return strings.EqualFold(string(b), s)
+	}
+	// ASCII folds byte for byte, and only to ASCII
+	if len(b) != len(s) {
+		return false
+	}
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != s[i] {
+			return false
+		}
+	}
+	return true
 }
 
 func expectEnd(b []byte, i int) error {

@@ -302,7 +302,7 @@ func (r *rewriteIDs) apply(ev []byte) []byte {
 		return ev
 	}
 	data = bytes.TrimSpace(data)
-	f, err := scanBody(data)
+	f, err := scanAnswer(data)
 	if err != nil {
 		return ev
 	}

@@ -285,7 +285,7 @@ func inspectEvent(ev []byte) (eventKind, Usage, bool) {
 	case len(data) == 0:
 		return eventComment, Usage{}, false
 	case data[0] == '{':
-		f, err := scanBody(data)
+		f, err := scanAnswer(data)
 		if err != nil {
 			return eventMalformed, Usage{}, false
 		}

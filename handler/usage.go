@@ -14,7 +14,7 @@ type Usage struct {
 // OpenAI's prompt_tokens/completion_tokens, or the Responses API's
 // input_tokens/output_tokens. It does not decode anything else.
 func usageOf(doc []byte) (Usage, bool) {
-	f, err := scanBody(doc)
+	f, err := scanAnswer(doc)
 	if err != nil {
 		return Usage{}, false
 	}
