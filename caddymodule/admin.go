@@ -27,9 +27,12 @@ func init() {
 //	POST /llm_gateway/engines/<name>/stop   stop it (?drain=true lets requests in flight finish)
 //	GET  /llm_gateway/pools                 every pool and its members' breaker state
 //	GET  /llm_gateway/pools/<name>/probe    a tiny completion through each member: 200 if all pass, 503 if not
+//	GET  /llm_gateway/keys                  every named key with limits: usage per limit, by name
+//	POST /llm_gateway/keys/<name>/reset     clear a key's counters
 //	GET  /llm_gateway/ui/                   the status page (statuspage.Server), no key needed
 //
-// It never shows a key: engine statuses carry no credentials.
+// It never shows a key: engine statuses carry no credentials, and keys
+// are named by their configured names.
 type adminAPI struct{}
 
 // CaddyModule returns the Caddy module information.
@@ -198,35 +201,55 @@ var _ caddy.AdminRouter = (*adminAPI)(nil)
 // requests and tokens used, reserved, remaining and reset times, by its
 // name, never its token) and POST /llm_gateway/keys/<name>/reset.
 func serveKeysAdmin(w http.ResponseWriter, r *http.Request, parts []string) error {
-	liveMu.Lock()
-	gws := append([]*handler.Gateway(nil), liveGateways...)
-	liveMu.Unlock()
 	switch {
 	case (len(parts) == 0 || parts[0] == "") && r.Method == http.MethodGet:
-		out := []quota.KeyUsage{}
-		seen := map[string]bool{}
-		for i := len(gws) - 1; i >= 0; i-- {
-			for _, u := range gws[i].KeyUsage() {
-				if !seen[u.Key] {
-					seen[u.Key] = true
-					out = append(out, u)
-				}
-			}
-		}
-		return writeAdminJSON(w, out)
+		return writeAdminJSON(w, liveKeyUsage())
 	case len(parts) == 2 && parts[1] == "reset" && r.Method == http.MethodPost:
-		found := false
-		for _, g := range gws {
-			ok, err := g.ResetKey(parts[0])
-			if err != nil {
-				return caddy.APIError{HTTPStatus: http.StatusInternalServerError, Err: err}
-			}
-			found = found || ok
-		}
-		if !found {
-			return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("no key named %q has limits in the running config", parts[0])}
+		if err := resetKey(parts[0]); err != nil {
+			return err
 		}
 		return writeAdminJSON(w, map[string]string{"reset": parts[0]})
 	}
 	return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("%s %s is not supported", r.Method, r.URL.Path)}
+}
+
+// liveKeyUsage is the usage of every named key with limits in the live
+// configs, each key once, as the newest config that has it counts it. The
+// admin API and the status page show it.
+func liveKeyUsage() []quota.KeyUsage {
+	liveMu.Lock()
+	gws := append([]*handler.Gateway(nil), liveGateways...)
+	liveMu.Unlock()
+	out := []quota.KeyUsage{} // no keys is [], not null
+	seen := map[string]bool{}
+	for i := len(gws) - 1; i >= 0; i-- {
+		for _, u := range gws[i].KeyUsage() {
+			if !seen[u.Key] {
+				seen[u.Key] = true
+				out = append(out, u)
+			}
+		}
+	}
+	return out
+}
+
+// resetKey clears a named key's counters in every live config that limits
+// it: the admin API's reset, and the status page's. It is a 404 APIError
+// when no live config has limits for the key.
+func resetKey(name string) error {
+	liveMu.Lock()
+	gws := append([]*handler.Gateway(nil), liveGateways...)
+	liveMu.Unlock()
+	found := false
+	for _, g := range gws {
+		ok, err := g.ResetKey(name)
+		if err != nil {
+			return caddy.APIError{HTTPStatus: http.StatusInternalServerError, Err: err}
+		}
+		found = found || ok
+	}
+	if !found {
+		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("no key named %q has limits in the running config", name)}
+	}
+	return nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 	"github.com/llmgateway/caddy-llm-gateway/handler"
+	"github.com/llmgateway/caddy-llm-gateway/quota"
 	"github.com/llmgateway/caddy-llm-gateway/statuspage"
 )
 
@@ -41,7 +42,7 @@ func recordRequest(r *http.Request, res *handler.Result) {
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // liveSource is the running gateway for the status page: the live configs'
-// engines and pools, and the admin API's engine actions.
+// engines, pools and keys, and the admin API's engine actions and key reset.
 type liveSource struct{}
 
 func (liveSource) Engines() []*engines.Engine {
@@ -64,12 +65,21 @@ func (liveSource) Act(ctx context.Context, name, action string, drain bool) erro
 	if err == nil {
 		err = engineAction(ctx, e, action, drain)
 	}
+	return asPageError(err)
+}
+
+// asPageError keeps an admin API error's status for the status page.
+func asPageError(err error) error {
 	var apiErr caddy.APIError
 	if errors.As(err, &apiErr) {
 		return pageError{apiErr}
 	}
 	return err
 }
+
+func (liveSource) KeyUsage() []quota.KeyUsage { return liveKeyUsage() }
+
+func (liveSource) ResetKey(name string) error { return asPageError(resetKey(name)) }
 
 // pageError gives an admin API error's status to the status page.
 type pageError struct{ caddy.APIError }

@@ -3,7 +3,9 @@ package caddymodule
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -12,6 +14,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/llmgateway/caddy-llm-gateway/quota"
 )
 
 // The status page is tested in a real browser: Debian's chromium-headless-shell
@@ -216,6 +220,126 @@ func TestStatusPageInARealBrowser(t *testing.T) {
 	startGateway(t, fmt.Sprintf(strings.Replace(uiSite, "idle_timeout 10m", "idle_timeout 11m", 1), engineCmd("--load-time 1500ms")))
 	until(t, ctx, "the reconnect", `document.querySelector('#conn').textContent === 'live (reconnected)'`)
 	until(t, ctx, "the new config", `document.querySelector('article[data-engine="demo"]').textContent.includes('after 660 s idle')`)
+}
+
+// pageKey is a key with limits whose usage the page shows. Its name is its
+// own: the counters of the test binary's run outlive a test.
+const pageKey = "page-team-gateway-key-0456"
+
+// The page's keys section and an engine's queue line (issues 14 and 15): a
+// request of a key with limits shows on its bars, the Reset button clears
+// them as the admin API's reset does, and an engine with max_concurrent
+// shows its places and queue while a request holds it.
+func TestStatusPageShowsKeyUsageAndEngineQueueInARealBrowser(t *testing.T) {
+	ctx := browser(t)
+	held := newHeldUpstream(t)
+	counted := newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"id":"c1","object":"chat.completion","created":1,"model":"up","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"ok"}}],"usage":{"prompt_tokens":7,"completion_tokens":5,"total_tokens":12}}`)
+	})
+	// windows are days, so that the test never straddles one
+	startGateway(t, fmt.Sprintf(`
+		key ops %s
+		key page-team %s {
+			rate 100/d
+			tokens 200k/d
+		}
+		ui /llm
+		engine counted {
+			to %s
+			models counted
+		}
+		engine gpu {
+			to %s
+			models gpu
+			max_concurrent 1
+			queue 2
+		}`, uiKey, pageKey, counted.URL, held.URL))
+	if resp, body := do(t, mustReq(http.MethodPost, adminURL+"/llm_gateway/keys/page-team/reset")); resp.StatusCode != 200 {
+		t.Fatalf("a fresh start for page-team: %d %s", resp.StatusCode, body)
+	}
+
+	run(t, ctx, "opening the page", chromedp.Navigate(gwURL+"/llm"), chromedp.WaitVisible(chromedp.CSS("#key")),
+		chromedp.SendKeys(chromedp.CSS("#key"), uiKey), chromedp.Click(chromedp.CSS("#key-form button")))
+	card := `document.querySelector('article[data-key="page-team"]')`
+	limit := func(which, field string) string {
+		return fmt.Sprintf(`(%s.querySelector('[data-limit=%q] .%s') || {}).textContent`, card, which, field)
+	}
+	run(t, ctx, "the keys", chromedp.WaitVisible(chromedp.CSS(`article[data-key="page-team"]`)))
+	until(t, ctx, "page-team unused", limit("requests 100/d", "used")+` === '0 of 100' && `+limit("tokens 200k/d", "used")+` === '0 of 200k'`)
+	if eval[bool](t, ctx, `document.querySelector('article[data-key="ops"]') !== null`) {
+		t.Fatal("a key without limits has a card")
+	}
+
+	// a request of the key: one request and its 12 tokens on the bars
+	if resp, body := post(t, "/v1/chat/completions", `{"model":"counted","messages":[{"role":"user","content":"hi"}]}`, "Authorization", "Bearer "+pageKey); resp.StatusCode != 200 {
+		t.Fatalf("the key's request: %d %s", resp.StatusCode, body)
+	}
+	until(t, ctx, "the request on the bars", limit("requests 100/d", "used")+` === '1 of 100' && `+limit("tokens 200k/d", "used")+` === '12 of 200k'`)
+	if got := eval[string](t, ctx, limit("requests 100/d", "remaining")+` + ' ' + `+limit("tokens 200k/d", "remaining")); got != "99 left 199988 left" {
+		t.Fatalf("remaining: %q", got)
+	}
+	if got := eval[string](t, ctx, limit("tokens 200k/d", "countdown")); !strings.HasPrefix(got, "in ") {
+		t.Fatalf("the reset countdown: %q", got)
+	}
+	if got := eval[string](t, ctx, fmt.Sprintf(`%s.querySelector('[data-limit="tokens 200k/d"] meter').value + '/' + %s.querySelector('[data-limit="tokens 200k/d"] meter').max`, card, card)); got != "12/200000" {
+		t.Fatalf("the tokens bar: %q", got)
+	}
+
+	// Reset, confirmed: the page and the admin API show the counters at zero
+	run(t, ctx, "pressing Reset", chromedp.Click(chromedp.CSS(`article[data-key="page-team"] button[data-act="reset"]`)), chromedp.WaitVisible(chromedp.CSS("#confirm-ok")))
+	if got := eval[string](t, ctx, `document.querySelector('#confirm-text').textContent`); !strings.Contains(got, "page-team") {
+		t.Fatalf("the confirmation: %q", got)
+	}
+	run(t, ctx, "confirming", chromedp.Click(chromedp.CSS("#confirm-ok")))
+	until(t, ctx, "the reset on the bars", limit("requests 100/d", "used")+` === '0 of 100' && `+limit("tokens 200k/d", "used")+` === '0 of 200k'`)
+	_, body := do(t, mustReq(http.MethodGet, adminURL+"/llm_gateway/keys"))
+	var usage []quota.KeyUsage
+	if err := json.Unmarshal([]byte(body), &usage); err != nil {
+		t.Fatalf("%v: %s", err, body)
+	}
+	if len(usage) != 1 || usage[0].Key != "page-team" || len(usage[0].Limits) != 2 || usage[0].Limits[0].Used != 0 || usage[0].Limits[1].Used != 0 {
+		t.Fatalf("the admin API after the page's reset: %s", body)
+	}
+
+	// an engine with max_concurrent: one request holds its place, one waits
+	line := `(document.querySelector('article[data-engine="gpu"] [data-field="concurrency"]') || {}).textContent`
+	until(t, ctx, "gpu's free places", line+` === 'in flight 0/1 · queued 0/2'`)
+	answered := make(chan error, 2)
+	ask := func() {
+		_, err := sdk(uiKey).Chat.Completions.New(context.Background(), chatParams("gpu", "hi"))
+		answered <- err
+	}
+	go ask()
+	held.awaitArrivals(t, 1)
+	go ask()
+	awaitQueued(t, "gpu", 1)
+	until(t, ctx, "gpu busy with one waiting", line+` === 'in flight 1/1 · queued 1/2'`)
+	held.free()
+	for range 2 {
+		if err := <-answered; err != nil {
+			t.Fatalf("a request to gpu: %v", err)
+		}
+	}
+	until(t, ctx, "gpu free again", line+` === 'in flight 0/1 · queued 0/2'`)
+	if eval[bool](t, ctx, `document.querySelector('article[data-engine="counted"] [data-field="concurrency"]') !== null`) {
+		t.Fatal("an engine without max_concurrent shows a concurrency line")
+	}
+
+	// no key is in the page, its API or the admin API's keys
+	seen := eval[string](t, ctx, `document.documentElement.outerHTML`) + body
+	req := mustReq(http.MethodGet, gwURL+"/llm/api/state")
+	req.Header.Set("Authorization", "Bearer "+uiKey)
+	_, state := do(t, req)
+	seen += state + streamUntil(t, "/llm/api/events", "state")
+	if !strings.Contains(seen, `"name":"page-team"`) {
+		t.Fatalf("the test saw too little to prove anything: %s", state)
+	}
+	for _, secret := range []string{pageKey, uiKey} {
+		if strings.Contains(seen, secret) {
+			t.Errorf("a key appears in the page or what it was sent")
+		}
+	}
 }
 
 // streamUntil reads one of the page's event streams, with the key, up to

@@ -96,8 +96,8 @@ func (b *Board) LastStart(name string) (Start, bool) {
 	return s, ok
 }
 
-// Nudge tells connected pages that an engine changed, so they do not wait
-// for their next look.
+// Nudge tells connected pages that an engine or a key's counters changed,
+// so they do not wait for their next look.
 func (b *Board) Nudge() {
 	b.mu.Lock()
 	close(b.nudge)

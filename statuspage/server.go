@@ -35,12 +35,13 @@ const (
 // Server serves the page and its API under Prefix:
 //
 //	GET  <prefix>/                           the page (and its script and styles): no key needed, it holds no data
-//	GET  <prefix>/api/state                  engines and pools, JSON
-//	GET  <prefix>/api/events                 server-sent events: "state" (engines and pools, when they change), "requests" (new recent requests)
+//	GET  <prefix>/api/state                  engines, pools and keys' usage, JSON
+//	GET  <prefix>/api/events                 server-sent events: "state" (engines, pools and keys' usage, when they change), "requests" (new recent requests)
 //	GET  <prefix>/api/logs/<engine>          server-sent events: "lines" (the engine's kept output, then each new line)
 //	POST <prefix>/api/engines/<name>/start   the admin API's start
 //	POST <prefix>/api/engines/<name>/stop    the admin API's stop (?drain=true)
 //	POST <prefix>/api/stop-all               stop every running engine
+//	POST <prefix>/api/keys/<name>/reset      the admin API's reset of a key's counters
 //
 // Every /api/ call needs one of Keys (none needed when Keys is nil).
 type Server struct {
@@ -175,12 +176,20 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, rest string) {
 		writeJSON(w, http.StatusOK, map[string]string{"engine": parts[1], "done": parts[2]})
 	case r.Method == http.MethodPost && rest == "stop-all":
 		s.stopAll(w, r)
+	case r.Method == http.MethodPost && len(parts) == 3 && parts[0] == "keys" && parts[2] == "reset":
+		err := s.Source.ResetKey(parts[1])
+		s.Board.Nudge() // the pages show the counters at zero at once
+		if err != nil {
+			writeError(w, statusOf(err), "action_failed", engines.Mask(err.Error(), nil))
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"key": parts[1], "done": "reset"})
 	default:
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("%s %s is not part of the status page's API", r.Method, r.URL.Path))
 	}
 }
 
-// StatusError lets Source.Act say which status its error deserves.
+// StatusError lets Source.Act and Source.ResetKey say which status its error deserves.
 type StatusError interface {
 	error
 	StatusCode() int

@@ -7,6 +7,7 @@ import (
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 	"github.com/llmgateway/caddy-llm-gateway/handler"
+	"github.com/llmgateway/caddy-llm-gateway/quota"
 )
 
 // Source is the running gateway as the page sees it; the caddy module
@@ -19,14 +20,20 @@ type Source interface {
 	// Act runs the admin API's "start" or "stop" (drain: let requests in
 	// flight finish) on the named engine.
 	Act(ctx context.Context, engine, action string, drain bool) error
+	// KeyUsage is every named key with limits, each limit's usage in its
+	// current window, by the key's name: never its token.
+	KeyUsage() []quota.KeyUsage
+	// ResetKey runs the admin API's reset of the named key's counters.
+	ResetKey(name string) error
 }
 
-// snapshot is what the page shows of engines and pools. Times that count
+// snapshot is what the page shows of engines, pools and keys. Times that count
 // down are sent as moments (Unix ms), so an unchanged snapshot is the same
 // bytes and is not sent again, while the page counts down on its own.
 type snapshot struct {
 	Engines []engineView `json:"engines"`
 	Pools   []poolView   `json:"pools"`
+	Keys    []keyView    `json:"keys"`
 }
 
 type engineView struct {
@@ -53,6 +60,9 @@ type engineView struct {
 	IdleStopAt       int64             `json:"idle_stop_at,omitempty"` // when the idle stop is due, while idle
 	RemoteReachable  *bool             `json:"reachable,omitempty"`    // a remote engine's last probe
 	RemoteProbedAtMs int64             `json:"probed_at,omitempty"`
+	// Limit is the engine's max_concurrent and queue with their use now
+	// (issue 15); absent without max_concurrent.
+	Limit *engines.LimitStatus `json:"limit,omitempty"`
 }
 
 type poolView struct {
@@ -71,6 +81,40 @@ type memberView struct {
 	Breaker     string `json:"breaker"`
 	EngineState string `json:"engine_state"`
 	Skipped     bool   `json:"skipped,omitempty"`
+}
+
+// keyView is a named key with limits (issue 14), by its configured name:
+// the page is never sent a token.
+type keyView struct {
+	Name   string      `json:"name"`
+	Limits []limitView `json:"limits"`
+}
+
+// limitView is one limit of a key in its current window.
+type limitView struct {
+	Kind      quota.Kind `json:"kind"`  // requests or tokens
+	Limit     string     `json:"limit"` // as configured: "60/m"
+	Max       int64      `json:"max"`   // the limit's count per window
+	Used      int64      `json:"used"`
+	Reserved  int64      `json:"reserved,omitempty"` // tokens reserved by requests in flight
+	Remaining int64      `json:"remaining"`
+	ResetAt   int64      `json:"reset_at"` // when the window ends, Unix ms (a whole second)
+}
+
+func keyViews(usage []quota.KeyUsage) []keyView {
+	out := make([]keyView, 0, len(usage))
+	for _, u := range usage {
+		kv := keyView{Name: u.Key, Limits: make([]limitView, 0, len(u.Limits))}
+		for _, l := range u.Limits {
+			kv.Limits = append(kv.Limits, limitView{
+				Kind: l.Kind, Limit: l.Limit.String(), Max: l.Limit.N,
+				Used: l.Used, Reserved: l.Reserved, Remaining: l.Remaining,
+				ResetAt: l.Reset.UnixMilli(),
+			})
+		}
+		out = append(out, kv)
+	}
+	return out
 }
 
 // remoteProbeEvery bounds how often the page probes remote engines,
@@ -113,12 +157,12 @@ func (c *reachability) get(name string) (bool, time.Time, bool) {
 	return up, c.at, ok
 }
 
-// takeSnapshot reads every engine and pool now.
+// takeSnapshot reads every engine, pool and key now.
 func (s *Server) takeSnapshot(ctx context.Context) snapshot {
 	es := s.Source.Engines()
 	s.reach.refresh(ctx, es)
 	now := time.Now()
-	snap := snapshot{Engines: make([]engineView, 0, len(es)), Pools: []poolView{}}
+	snap := snapshot{Engines: make([]engineView, 0, len(es)), Pools: []poolView{}, Keys: keyViews(s.Source.KeyUsage())}
 	shown := map[string]string{}  // as the page shows it
 	actual := map[string]string{} // as the handler's pool sees it
 	for _, e := range es {
@@ -140,6 +184,7 @@ func (s *Server) engineView(e *engines.Engine, now time.Time) engineView {
 		PID: st.PID, Port: st.Port, Leases: st.Leases, Group: st.Group, Fallback: cfg.Fallback,
 		Breaker: st.EngineBreaker, ModelBreakers: st.ModelBreakers, LastError: engines.Mask(st.LastError, nil),
 		IdleTimeoutSecs: int64(time.Duration(cfg.IdleTimeout) / time.Second),
+		Limit:           st.Limit,
 	}
 	switch {
 	case st.State == "draining":

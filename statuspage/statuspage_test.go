@@ -17,6 +17,7 @@ import (
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 	"github.com/llmgateway/caddy-llm-gateway/handler"
+	"github.com/llmgateway/caddy-llm-gateway/quota"
 )
 
 func TestRingKeepsTheNewestInOrderAndALateReaderSkipsAhead(t *testing.T) {
@@ -71,10 +72,11 @@ func TestBoardNumbersRequestsAndBoundsWhatItKeeps(t *testing.T) {
 	}
 }
 
-// fakeSource is a gateway of given engines.
+// fakeSource is a gateway of given engines and keys.
 type fakeSource struct {
 	mu   sync.Mutex
 	es   []*engines.Engine
+	keys []quota.KeyUsage
 	acts []string
 }
 
@@ -85,6 +87,58 @@ func (f *fakeSource) Act(ctx context.Context, name, action string, drain bool) e
 	defer f.mu.Unlock()
 	f.acts = append(f.acts, fmt.Sprintf("%s %s %v", action, name, drain))
 	return nil
+}
+
+// KeyUsage is a copy, as the gateway's is: ResetKey changes f.keys.
+func (f *fakeSource) KeyUsage() []quota.KeyUsage {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]quota.KeyUsage, 0, len(f.keys))
+	for _, u := range f.keys {
+		out = append(out, quota.KeyUsage{Key: u.Key, Limits: append([]quota.LimitUsage(nil), u.Limits...)})
+	}
+	return out
+}
+
+// ResetKey zeroes a known key's counters, as the gateway does; an unknown
+// key is the admin API's 404.
+func (f *fakeSource) ResetKey(name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.acts = append(f.acts, "reset "+name)
+	for _, u := range f.keys {
+		if u.Key == name {
+			for i := range u.Limits {
+				u.Limits[i].Used, u.Limits[i].Remaining = 0, u.Limits[i].Limit.N
+			}
+			return nil
+		}
+	}
+	return notFound{name}
+}
+
+type notFound struct{ key string }
+
+func (e notFound) Error() string {
+	return fmt.Sprintf("no key named %q has limits in the running config", e.key)
+}
+func (e notFound) StatusCode() int { return http.StatusNotFound }
+
+// teamUsage is a key "team-a" with a rate limit and a token budget, part
+// used, the budget's window ending at reset.
+func teamUsage(t *testing.T, reset time.Time) []quota.KeyUsage {
+	t.Helper()
+	limit := func(spec string) quota.Limit {
+		l, err := quota.ParseLimit(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	return []quota.KeyUsage{{Key: "team-a", Limits: []quota.LimitUsage{
+		{Kind: quota.Requests, Limit: limit("60/m"), Used: 12, Remaining: 48, Reset: reset.Truncate(time.Minute)},
+		{Kind: quota.Tokens, Limit: limit("200k/d"), Used: 1500, Reserved: 300, Remaining: 198200, Reset: reset},
+	}}}
 }
 
 func remoteEngine(t *testing.T, name string) *engines.Engine {
@@ -191,7 +245,7 @@ func get(t *testing.T, ts *httptest.Server, path, key string) *http.Response {
 }
 
 func TestWithoutAKeyTheAPIShowsNothing(t *testing.T) {
-	src := &fakeSource{es: []*engines.Engine{remoteEngine(t, "secret-engine-name")}}
+	src := &fakeSource{es: []*engines.Engine{remoteEngine(t, "secret-engine-name")}, keys: teamUsage(t, time.Now())}
 	ts, board := newTestServer(t, src, NewKeys([]string{"right-key"}))
 	board.Record(Request{Model: "secret-engine-name-model", Status: 200})
 	for _, key := range []string{"", "wrong-key"} {
@@ -202,15 +256,17 @@ func TestWithoutAKeyTheAPIShowsNothing(t *testing.T) {
 				t.Errorf("GET %s with key %q: %d %s", path, key, resp.StatusCode, body)
 			}
 		}
-		req, _ := http.NewRequest(http.MethodPost, ts.URL+"/llm/api/engines/secret-engine-name/stop", nil)
-		req.Header.Set("Authorization", "Bearer "+key)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusUnauthorized {
-			t.Errorf("POST stop with key %q: %d", key, resp.StatusCode)
+		for _, path := range []string{"/llm/api/engines/secret-engine-name/stop", "/llm/api/keys/team-a/reset"} {
+			req, _ := http.NewRequest(http.MethodPost, ts.URL+path, nil)
+			req.Header.Set("Authorization", "Bearer "+key)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusUnauthorized {
+				t.Errorf("POST %s with key %q: %d", path, key, resp.StatusCode)
+			}
 		}
 	}
 	if len(src.acts) != 0 {
@@ -228,7 +284,7 @@ func TestWithoutAKeyTheAPIShowsNothing(t *testing.T) {
 }
 
 func TestEventsSendStateThenRequestsInOrderAndNeverAKey(t *testing.T) {
-	src := &fakeSource{es: []*engines.Engine{remoteEngine(t, "cloud")}}
+	src := &fakeSource{es: []*engines.Engine{remoteEngine(t, "cloud")}, keys: teamUsage(t, time.Now().Add(time.Hour))}
 	ts, board := newTestServer(t, src, NewKeys([]string{"the-callers-token"}))
 	board.Record(Request{Model: "m1", Engine: "cloud", Status: 200, KeyName: "team-a", TokensIn: 3, TokensOut: 5})
 	board.Record(Request{Model: "m2", Engine: "cloud", Status: 502, KeyName: "team-a"})
@@ -238,11 +294,15 @@ func TestEventsSendStateThenRequestsInOrderAndNeverAKey(t *testing.T) {
 	}
 	events := readEvents(resp.Body)
 	var snap snapshot
-	if err := json.Unmarshal([]byte(next(t, events, "state")), &snap); err != nil {
+	state := next(t, events, "state")
+	if err := json.Unmarshal([]byte(state), &snap); err != nil {
 		t.Fatal(err)
 	}
 	if len(snap.Engines) != 1 || snap.Engines[0].Name != "cloud" || snap.Engines[0].Managed {
 		t.Fatalf("state: %+v", snap)
+	}
+	if len(snap.Keys) != 1 || snap.Keys[0].Name != "team-a" || len(snap.Keys[0].Limits) != 2 {
+		t.Fatalf("keys in the state: %s", state)
 	}
 	type batch struct {
 		Requests []Request `json:"requests"`
@@ -276,6 +336,7 @@ func TestEventsSendStateThenRequestsInOrderAndNeverAKey(t *testing.T) {
 			want++
 		}
 	}
+	seen += state
 	if strings.Contains(seen, "the-callers-token") || !strings.Contains(seen, `"key":"team-a"`) {
 		t.Fatalf("the stream shows the key, or not its name: %s", seen)
 	}
@@ -436,5 +497,81 @@ func TestStateShowsTheEnginesAndModelsBreakers(t *testing.T) {
 	v := snap.Engines[0]
 	if v.Breaker != "closed" || v.ModelBreakers["cloud-model"] != "open" {
 		t.Fatalf("engine breaker %s, model breakers %v", v.Breaker, v.ModelBreakers)
+	}
+}
+
+// pagePost sends a POST of the page's API with key, returning status and body.
+func pagePost(t *testing.T, ts *httptest.Server, path, key string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, ts.URL+path, nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+func TestStateShowsEachKeysLimitsWithMomentsThatStayTheSameBytes(t *testing.T) {
+	reset := time.Date(2030, 1, 2, 0, 0, 0, 0, time.UTC)
+	s := &Server{Prefix: "/llm", Board: NewBoard(5), Source: &fakeSource{keys: teamUsage(t, reset)}}
+	first, _ := json.Marshal(s.takeSnapshot(context.Background()))
+	want := `"keys":[{"name":"team-a","limits":[` +
+		fmt.Sprintf(`{"kind":"requests","limit":"60/m","max":60,"used":12,"remaining":48,"reset_at":%d},`, reset.UnixMilli()) +
+		fmt.Sprintf(`{"kind":"tokens","limit":"200k/d","max":200000,"used":1500,"reserved":300,"remaining":198200,"reset_at":%d}]}]`, reset.UnixMilli())
+	if !strings.Contains(string(first), want) {
+		t.Fatalf("snapshot:\n%s\nwant in it:\n%s", first, want)
+	}
+	// the page counts down to reset_at itself: the snapshot holds no "time
+	// left", so taken again it is the same bytes and a stream does not send it
+	if again, _ := json.Marshal(s.takeSnapshot(context.Background())); string(again) != string(first) {
+		t.Fatalf("an unchanged snapshot changed:\n%s\n%s", first, again)
+	}
+	// no keys with limits: an empty list, which the page hides
+	none, _ := json.Marshal((&Server{Prefix: "/llm", Board: NewBoard(5), Source: &fakeSource{}}).takeSnapshot(context.Background()))
+	if !strings.Contains(string(none), `"keys":[]`) {
+		t.Fatalf("without keys: %s", none)
+	}
+}
+
+func TestResetOfAKeyGoesToTheSourceAndShowsAtOnce(t *testing.T) {
+	src := &fakeSource{es: []*engines.Engine{remoteEngine(t, "cloud")}, keys: teamUsage(t, time.Now().Add(time.Hour))}
+	ts, _ := newTestServer(t, src, NewKeys([]string{"k1"}))
+	events := readEvents(get(t, ts, "/llm/api/events", "k1").Body)
+	if state := next(t, events, "state"); !strings.Contains(state, `"used":12`) {
+		t.Fatalf("before the reset: %s", state)
+	}
+	if status, body := pagePost(t, ts, "/llm/api/keys/team-a/reset", "k1"); status != 200 || !strings.Contains(body, `"key":"team-a"`) {
+		t.Fatalf("reset: %d %s", status, body)
+	}
+	// the open stream sends the zeroed counters
+	state := next(t, events, "state")
+	if strings.Contains(state, `"used":12`) || !strings.Contains(state, `"used":0`) {
+		t.Fatalf("after the reset: %s", state)
+	}
+	// a key the gateway does not limit: the source's 404, not a 500
+	if status, body := pagePost(t, ts, "/llm/api/keys/nobody/reset", "k1"); status != http.StatusNotFound || !strings.Contains(body, `no key named \"nobody\"`) {
+		t.Fatalf("reset of an unknown key: %d %s", status, body)
+	}
+	if fmt.Sprint(src.acts) != "[reset team-a reset nobody]" {
+		t.Fatalf("actions: %v", src.acts)
+	}
+}
+
+func TestAnEngineWithMaxConcurrentShowsItsPlacesAndQueue(t *testing.T) {
+	e, err := engines.New(engines.Config{Name: "gpu", To: "http://127.0.0.1:9", Models: []string{"gpu"}, MaxConcurrent: 4, Queue: 8}, http.DefaultTransport, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Destruct() })
+	s := &Server{Prefix: "/llm", Board: NewBoard(5), Source: &fakeSource{es: []*engines.Engine{e, remoteEngine(t, "plain")}}}
+	b, _ := json.Marshal(s.takeSnapshot(context.Background()))
+	if !strings.Contains(string(b), `"limit":{"max_concurrent":4,"in_flight":0,"queue":8,"queued":0}`) {
+		t.Fatalf("the engine's limit is not in the snapshot: %s", b)
+	}
+	if n := strings.Count(string(b), `"limit":{`); n != 1 {
+		t.Fatalf("%d engines show a limit, want only gpu: %s", n, b)
 	}
 }

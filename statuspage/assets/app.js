@@ -143,8 +143,12 @@ function startEvents() {
 const fmtMs = (ms) => (ms >= 10000 ? (ms / 1000).toFixed(0) + ' s' : ms >= 1000 ? (ms / 1000).toFixed(1) + ' s' : Math.round(ms) + ' ms');
 function countdown(at) {
   const s = Math.max(0, Math.round((at - Date.now()) / 1000));
+  if (s >= 86400) return 'in ' + Math.floor(s / 86400) + ' d ' + Math.floor((s % 86400) / 3600) + ' h';
+  if (s >= 3600) return 'in ' + Math.floor(s / 3600) + ' h ' + Math.floor((s % 3600) / 60) + ' min';
   return 'in ' + (s >= 60 ? Math.floor(s / 60) + ' min ' + (s % 60) + ' s' : s + ' s');
 }
+// fmtCount writes a count as the Caddyfile does: 200000 is 200k.
+const fmtCount = (n) => (n >= 1e6 && n % 1e5 === 0 ? n / 1e6 + 'M' : n >= 1e4 && n % 100 === 0 ? n / 1e3 + 'k' : String(n));
 
 function renderState(snap) {
   engines = snap.engines || [];
@@ -158,6 +162,7 @@ function renderState(snap) {
   }
   for (const card of [...box.children]) if (!seen.has(card.dataset.engine)) card.remove();
   renderPools(snap.pools || []);
+  renderKeys(snap.keys || []);
   renderLogChoice();
   tick();
 }
@@ -186,6 +191,10 @@ function updateEngine(card, e) {
   if (e.managed) rows.push(['pid / port', e.pid ? e.pid + ' / ' + e.port : '–']);
   else rows.push(['remote', e.reachable === undefined ? 'not probed yet' : e.reachable ? 'reachable' : 'not reachable']);
   rows.push(['leases', String(e.leases)]);
+  if (e.limit) {
+    const l = e.limit;
+    rows.push(['concurrency', 'in flight ' + l.in_flight + '/' + l.max_concurrent + ' · ' + (l.queue ? 'queued ' + l.queued + '/' + l.queue : 'no queue')]);
+  }
   if (e.idle_stop_at) rows.push(['idle stop', { at: e.idle_stop_at }]);
   else if (e.managed && e.idle_timeout_s) rows.push(['idle stop', 'after ' + e.idle_timeout_s + ' s idle']);
   if (e.group) rows.push(['group', e.group]);
@@ -228,6 +237,46 @@ function renderPools(pools) {
     return el('article', { class: 'card', 'data-pool': p.name },
       el('h3', { text: p.name }), el('p', { class: 'muted', text: 'members in the order the next request tries them' }), ol);
   }));
+}
+
+// ---- keys with limits ----
+// A card per key, kept across updates (as engine cards are) so that the
+// Reset button keeps its focus; its limits are redrawn.
+function renderKeys(keys) {
+  $('#keys-section').hidden = keys.length === 0;
+  const box = $('#keys');
+  const seen = new Set();
+  for (const k of keys) {
+    seen.add(k.name);
+    let card = box.querySelector('[data-key="' + CSS.escape(k.name) + '"]');
+    if (!card) card = box.appendChild(keyCard(k.name));
+    card.querySelector('.limits').replaceWith(el('div', { class: 'limits' }, ...k.limits.map(limitRow)));
+  }
+  for (const card of [...box.children]) if (!seen.has(card.dataset.key)) card.remove();
+}
+
+function keyCard(name) {
+  const reset = el('button', { type: 'button', 'data-act': 'reset', text: 'Reset' });
+  reset.addEventListener('click', () => resetKey(name));
+  return el('article', { class: 'card', 'data-key': name, 'aria-label': 'key ' + name },
+    el('h3', { text: name }), el('div', { class: 'limits' }), el('div', { class: 'actions' }, reset));
+}
+
+// limitRow is one limit: a bar of what was used of it, what is left, and
+// when its window resets.
+function limitRow(l) {
+  const label = l.kind + ' ' + l.limit;
+  const used = fmtCount(l.used) + ' of ' + fmtCount(l.max) + (l.reserved ? ' (+' + fmtCount(l.reserved) + ' in flight)' : '');
+  return el('div', { class: 'limit', 'data-limit': l.kind + ' ' + l.limit },
+    el('div', { class: 'row spread' }, el('span', { text: label }), el('span', { class: 'used num', text: used })),
+    el('meter', { min: '0', max: String(l.max), value: String(Math.min(l.used, l.max)), low: String(l.max * 0.7), high: String(l.max * 0.9), optimum: '0', 'aria-label': label + ': ' + used }),
+    el('div', { class: 'muted small' }, el('span', { class: 'remaining', text: fmtCount(l.remaining) + ' left' }),
+      ' · resets ', el('span', { class: 'countdown', 'data-at': String(l.reset_at) })));
+}
+
+async function resetKey(name) {
+  if (!(await confirmAction('Reset the counters of key ' + name + '? Its requests and tokens count from zero again in every window.'))) return;
+  await post('api/keys/' + encodeURIComponent(name) + '/reset', 'Resetting ' + name + '…', name + ': counters reset');
 }
 
 function tick() {
