@@ -161,6 +161,10 @@ func TestAnthropicSDKThroughTheGateway(t *testing.T) {
 	if err != nil || text != "hello from the primary" {
 		t.Fatalf("stream: %q %v", text, err)
 	}
+	// the prompt's tokens come in message_start, the answer's in message_delta
+	if u := lastResult.Load().Usage; u != (Usage{Prompt: 3, Completion: 5}) {
+		t.Fatalf("usage of the stream: %+v", u)
+	}
 	// the caller's x-api-key never leaves; anthropic-version passes
 	for _, h := range primary.headers {
 		if strings.Contains(fmt.Sprint(h), anthropicKey) {

@@ -187,6 +187,11 @@ func (g *Gateway) commit(rp *reply, a *attempt) {
 		if classifyEvent(held[:n], false) == eventDone {
 			st.whole = true
 		}
+		if a.req.api == apiAnthropic {
+			if u, ok := messageStartUsage(held[:n]); ok {
+				rp.res.Usage, rp.res.HasUsage = u, true
+			}
+		}
 		held = held[n:]
 	}
 	if _, err := rp.w.Write(st.held); err != nil {
@@ -328,7 +333,7 @@ func (g *Gateway) relayEvents(rp *reply, a *attempt) error {
 		st.tr.add(ev)
 		batch = extend(batch, ev)
 		if hasUsage {
-			rp.res.Usage, rp.res.HasUsage = usage, true
+			rp.res.Usage, rp.res.HasUsage = rp.res.Usage.update(usage), true
 		}
 		if kind == eventDone {
 			st.whole = true

@@ -2,6 +2,7 @@ package handler
 
 import (
 	"bytes"
+	"encoding/json"
 	"strconv"
 )
 
@@ -54,4 +55,43 @@ func intMember(obj []byte, name string) (int, bool) {
 	k := skipDigits(obj, j)
 	n, err := strconv.Atoi(string(obj[j:k]))
 	return n, err == nil
+}
+
+// update is u with the counts a later report has: a stream may report its
+// prompt and its completion in different events (Anthropic's message_start
+// and message_delta), or cumulative counts in every chunk (vLLM).
+func (u Usage) update(later Usage) Usage {
+	if later.Prompt > 0 {
+		u.Prompt = later.Prompt
+	}
+	if later.Completion > 0 {
+		u.Completion = later.Completion
+	}
+	return u
+}
+
+// messageStartUsage reads the usage of an Anthropic message_start event,
+// which sits in its "message" (the prompt's input_tokens; message_delta
+// reports the output at the top level).
+func messageStartUsage(ev []byte) (Usage, bool) {
+	if !bytes.Contains(ev, []byte(`message_start`)) {
+		return Usage{}, false
+	}
+	data, ok := dataOf(ev)
+	if !ok {
+		return Usage{}, false
+	}
+	var e struct {
+		Type    string `json:"type"`
+		Message struct {
+			Usage *struct {
+				Input  int `json:"input_tokens"`
+				Output int `json:"output_tokens"`
+			} `json:"usage"`
+		} `json:"message"`
+	}
+	if json.Unmarshal(data, &e) != nil || e.Type != "message_start" || e.Message.Usage == nil {
+		return Usage{}, false
+	}
+	return Usage{e.Message.Usage.Input, e.Message.Usage.Output}, true
 }
