@@ -49,6 +49,9 @@ type bodyFields struct {
 	messages       member // a chat request's messages
 	id             member // in stream chunks
 	created        member
+	// finished: in an answer, a choice has a finish_reason that is a
+	// string (the chunk that says a chat or text completion is whole)
+	finished bool
 	// twice names model, stream or fallbacks when the object has more
 	// than one member of that name under Unicode case folding.
 	twice string
@@ -105,7 +108,12 @@ func scanObject(b []byte, request bool) (bodyFields, error) {
 		i = skipSpace(b, i+1)
 		valStart := i
 		// depth counts the top-level object as 1, as encoding/json's limit does
-		valEnd, err := skipValue(b, i, 2)
+		var valEnd int
+		if !request && i < len(b) && b[i] == '[' && string(b[keyStart:keyEnd]) == `"choices"` {
+			valEnd, f.finished, err = skipChoices(b, i)
+		} else {
+			valEnd, err = skipValue(b, i, 2)
+		}
 		if err != nil {
 			return f, err
 		}
@@ -247,6 +255,73 @@ func skipSpace(b []byte, i int) int {
 		}
 	}
 	return i
+}
+
+// skipChoices is skipValue for an answer's "choices" array, which also
+// reports whether a choice has a finish_reason that is a string: the scan
+// that validates a stream's event finds the end of the answer on its way,
+// where a second search of every event cost as much as the scan.
+func skipChoices(b []byte, i int) (int, bool, error) {
+	finished := false
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == ']' {
+		return i + 1, false, nil
+	}
+	for {
+		var err error
+		if i < len(b) && b[i] == '{' {
+			// a choice: its members, one level down
+			i = skipSpace(b, i+1)
+			for i < len(b) && b[i] != '}' {
+				if b[i] != '"' {
+					return i, false, &syntaxError{i, "expected a member name"}
+				}
+				keyStart := i
+				if i, err = skipString(b, i); err != nil {
+					return i, false, err
+				}
+				key := b[keyStart:i]
+				i = skipSpace(b, i)
+				if i >= len(b) || b[i] != ':' {
+					return i, false, &syntaxError{i, "expected ':' after a member name"}
+				}
+				i = skipSpace(b, i+1)
+				if string(key) == `"finish_reason"` && i < len(b) && b[i] == '"' {
+					finished = true
+				}
+				if i, err = skipValue(b, i, 4); err != nil {
+					return i, false, err
+				}
+				i = skipSpace(b, i)
+				if i < len(b) && b[i] == ',' {
+					i = skipSpace(b, i+1)
+					if i < len(b) && b[i] == '}' {
+						return i, false, &syntaxError{i, "expected a member name"}
+					}
+				} else if i >= len(b) || b[i] != '}' {
+					return i, false, &syntaxError{i, "expected ',' or '}'"}
+				}
+			}
+			if i >= len(b) {
+				return i, false, &syntaxError{i, "unexpected end of input"}
+			}
+			i++
+		} else if i, err = skipValue(b, i, 3); err != nil {
+			return i, false, err
+		}
+		i = skipSpace(b, i)
+		if i >= len(b) {
+			return i, false, &syntaxError{i, "unexpected end of input"}
+		}
+		switch b[i] {
+		case ',':
+			i = skipSpace(b, i+1)
+		case ']':
+			return i + 1, finished, nil
+		default:
+			return i, false, &syntaxError{i, "expected ',' or ']'"}
+		}
+	}
 }
 
 // skipValue returns the offset just past the JSON value starting at i.

@@ -314,7 +314,8 @@ func (g *Gateway) relayEvents(rp *reply, a *attempt) error {
 			send(false)
 			return err
 		}
-		kind, usage, hasUsage := inspectEvent(ev)
+		info, _ := inspectEvent(ev)
+		kind, usage, hasUsage := info.kind, info.usage, info.hasUsage
 		if kind == eventMalformed {
 			send(false)
 			g.droppedEvent(a)
@@ -329,7 +330,11 @@ func (g *Gateway) relayEvents(rp *reply, a *attempt) error {
 		if st.rewrite != nil {
 			ev = st.rewrite.apply(ev)
 		}
-		st.note(ev)
+		if st.rule == endFinish {
+			st.whole = st.whole || info.finished // found by the scan
+		} else {
+			st.note(ev)
+		}
 		st.tr.add(ev)
 		batch = extend(batch, ev)
 		if hasUsage {

@@ -273,29 +273,37 @@ func classifyAnthropic(ev []byte) eventKind {
 // inspectEvent is classifyEvent for a committed stream, which also wants
 // the token usage an event may carry: one validating scan of an object's
 // top level finds both, so counting tokens costs no second pass.
-func inspectEvent(ev []byte) (eventKind, Usage, bool) {
+func inspectEvent(ev []byte) (eventInfo, error) {
 	data, ok := dataOf(ev)
 	if !ok {
-		return eventComment, Usage{}, false
+		return eventInfo{kind: eventComment}, nil
 	}
 	data = bytes.TrimSpace(data)
 	switch {
 	case string(data) == "[DONE]":
-		return eventDone, Usage{}, false
+		return eventInfo{kind: eventDone}, nil
 	case len(data) == 0:
-		return eventComment, Usage{}, false
+		return eventInfo{kind: eventComment}, nil
 	case data[0] == '{':
 		f, err := scanAnswer(data)
 		if err != nil {
-			return eventMalformed, Usage{}, false
+			return eventInfo{kind: eventMalformed}, err
 		}
 		u, has := usageIn(data, f)
-		return eventContent, u, has
+		return eventInfo{kind: eventContent, usage: u, hasUsage: has, finished: f.finished}, nil
 	}
 	if end, err := skipValue(data, 0, 1); err != nil || end != len(data) {
-		return eventMalformed, Usage{}, false
+		return eventInfo{kind: eventMalformed}, err
 	}
-	return eventContent, Usage{}, false
+	return eventInfo{kind: eventContent}, nil
+}
+
+// eventInfo is what the relay learns of one event in one scan.
+type eventInfo struct {
+	kind     eventKind
+	usage    Usage
+	hasUsage bool
+	finished bool // a choice got its finish_reason
 }
 
 // chunkProbe decodes just enough of a streamed chunk to see whether it

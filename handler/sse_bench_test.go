@@ -13,7 +13,7 @@ func BenchmarkClassifyEvent(b *testing.B) {
 	b.ReportAllocs()
 	b.SetBytes(int64(len(benchChunk)))
 	for b.Loop() {
-		if kind, _, _ := inspectEvent(benchChunk); kind != eventContent {
+		if info, _ := inspectEvent(benchChunk); info.kind != eventContent {
 			b.Fatal("not content")
 		}
 	}
