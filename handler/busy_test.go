@@ -185,3 +185,44 @@ func TestAQueuedRequestGoesToTheFallbackAfterFallbackAfter(t *testing.T) {
 		t.Fatalf("the request that left still waits: %+v", st.Limit)
 	}
 }
+
+func TestAPoolPrefersAnIdleMemberToABusyOnesQueue(t *testing.T) {
+	held := newHeldEngine(t)
+	idle := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { answerOK(w, "idle") }))
+	defer idle.Close()
+	_, url := testGateway(t, Config{
+		Engines: []engines.Config{
+			{Name: "a", To: held.URL, Models: []string{"m-a"}, ModelName: "m", MaxConcurrent: 1, Queue: 4},
+			{Name: "b", To: idle.URL, Models: []string{"m-b"}, ModelName: "m", MaxConcurrent: 1, Queue: 4},
+		},
+		Pools: []PoolConfig{{Name: "m", Members: []string{"a", "b"}}},
+	}, nil)
+	// a holds one request; every next request goes to b, whatever the
+	// rotation says, instead of waiting in a's queue
+	var first chan int
+	for first == nil {
+		done := make(chan int, 1)
+		go func() {
+			resp, _ := postJSON(t, url, `{"model":"m"}`)
+			done <- resp.StatusCode
+		}()
+		select {
+		case <-held.arrived:
+			first = done
+		case st := <-done: // the rotation gave it to b
+			if st != 200 {
+				t.Fatalf("%d", st)
+			}
+		}
+	}
+	for range 4 {
+		resp, body := postJSON(t, url, `{"model":"m"}`)
+		if resp.StatusCode != 200 || resp.Header.Get("X-LLM-Engine") != "b" {
+			t.Fatalf("%d %s %s", resp.StatusCode, resp.Header.Get("X-LLM-Engine"), body)
+		}
+	}
+	held.free()
+	if st := <-first; st != 200 {
+		t.Fatalf("the held request: %d", st)
+	}
+}

@@ -192,6 +192,18 @@ func (p *pool) order(key string, rank func(*poolMember) int) []*poolMember {
 	if rank == nil {
 		rank = readiness
 	}
+	if rotation := rank; key == "" {
+		// a member whose max_concurrent places are all taken ranks as one
+		// that is starting: an idle member goes first, and the busy one's
+		// queue only after
+		rank = func(m *poolMember) int {
+			r := rotation(m)
+			if r == nodeLoaded && m.rt.eng.Busy() {
+				return nodeLoading
+			}
+			return r
+		}
+	}
 	healthy := make([]*poolMember, 0, len(p.members))
 	for _, m := range p.members {
 		// a member whose engine failed its health checks is skipped before
