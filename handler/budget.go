@@ -196,14 +196,17 @@ func settle(t *quota.Ticket, req *request, res *Result) {
 
 // estimateTokens is what a request is expected to use, reserved while it is
 // in flight: its prompt at about four bytes a token, and the completion it
-// asks for at most (max_tokens), else as much again as the prompt.
+// asks for at most (max_tokens), else as much again as the prompt. An
+// upload (a multipart form: audio, images) is not text: its file says
+// nothing of the tokens it costs, so it reserves one.
 func estimateTokens(req *request) int64 {
+	if !req.json() {
+		return 1
+	}
 	prompt := int64(len(req.body)/4 + 1)
-	if req.json() {
-		if m, ok := lastMember(req.body, skipSpace(req.body, 0), "max_tokens"); ok {
-			if n, err := strconv.ParseInt(string(req.body[m.value.start:m.value.end]), 10, 64); err == nil && n > 0 {
-				return prompt + n
-			}
+	if m, ok := lastMember(req.body, skipSpace(req.body, 0), "max_tokens"); ok {
+		if n, err := strconv.ParseInt(string(req.body[m.value.start:m.value.end]), 10, 64); err == nil && n > 0 {
+			return prompt + n
 		}
 	}
 	return 2 * prompt

@@ -310,3 +310,20 @@ func BenchmarkKeyWithLimits(b *testing.B) {
 		})
 	}
 }
+
+func TestAnUploadReservesNoTokensForItsFile(t *testing.T) {
+	body, ct := multipartBody(t, [][2]string{{"model", "whisper"}}, make([]byte, 4<<20))
+	r := httptest.NewRequest(http.MethodPost, "/v1/audio/transcriptions", strings.NewReader(string(body)))
+	r.Header.Set("Content-Type", ct)
+	req, gerr := readForm(r, body, strings.TrimPrefix(ct, "multipart/form-data; boundary="))
+	if gerr != nil {
+		t.Fatal(gerr)
+	}
+	// a key with 10k tokens a day may still upload 4 MB of audio
+	if est := estimateTokens(req); est != 1 {
+		t.Fatalf("a 4 MB upload reserves %d tokens", est)
+	}
+	if est := estimateTokens(&request{body: []byte(`{"model":"m","max_tokens":100,"messages":[]}`)}); est != 12+100 {
+		t.Fatalf("a chat request reserves %d tokens", est)
+	}
+}
