@@ -138,7 +138,6 @@ func (g *Gateway) admitKey(w http.ResponseWriter, req *request, res *Result) (*r
 		return req, nil, nil
 	}
 	if !kr.allows(req.model) {
-		res.Refused = "model"
 		return nil, nil, kr.notAllowed(req.model)
 	}
 	if g.limiter == nil || kr.limits.Empty() {

@@ -623,6 +623,9 @@ func (req *request) bodyFor(model string) []byte {
 func (res *Result) refuse(w http.ResponseWriter, e *Error) {
 	e.writeAs(w, res.api)
 	res.Status = e.Status
+	if e.Code == "model_not_allowed" {
+		res.Refused = "model" // however the key's list was met: model, fallbacks, /upstream/
+	}
 }
 
 func (g *Gateway) serveRouted(w http.ResponseWriter, r *http.Request, res *Result) {
