@@ -44,8 +44,14 @@ func keysSite(keepalive string) string {
 
 func TestKeyRulesThroughCaddy(t *testing.T) {
 	startGateway(t, keysSite("3s"))
+	// the counters outlive a test in this binary's data directory (as they
+	// outlive a config): this test starts from none (go test -count=2)
+	if resp, body := do(t, mustReq(http.MethodPost, adminURL+"/llm_gateway/keys/team-a/reset")); resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
 	team := sdk(teamKey)
 	ctx := context.Background()
+	before := scrape(t) // the metrics outlive a test too
 
 	_, err := team.Chat.Completions.New(ctx, chatParams("other", "hi"))
 	if e := apiError(t, err, 403); e.Code != "model_not_allowed" || !strings.Contains(e.Message, "it may use: demo") {
@@ -81,10 +87,13 @@ func TestKeyRulesThroughCaddy(t *testing.T) {
 	if !strings.Contains(body, `"key": "team-a"`) || !strings.Contains(body, `"used": 3`) || strings.Contains(body, teamKey) {
 		t.Fatalf("%s", body)
 	}
-	_, metricsBody := do(t, mustReq(http.MethodGet, adminURL+"/metrics"))
-	if !strings.Contains(metricsBody, `llm_gateway_key_refusals_total{key="team-a",reason="rate"} 2`) ||
-		!strings.Contains(metricsBody, `llm_gateway_key_refusals_total{key="team-a",reason="model"} 1`) || strings.Contains(metricsBody, teamKey) {
-		t.Fatalf("metrics:\n%s", grepLines(metricsBody, "key_"))
+	after := scrape(t)
+	refused := func(reason string) float64 {
+		labels := `key="team-a",reason="` + reason + `"`
+		return sample(t, after, "llm_gateway_key_refusals_total", labels) - sample(t, before, "llm_gateway_key_refusals_total", labels)
+	}
+	if refused("rate") != 2 || refused("model") != 1 || strings.Contains(after, teamKey) {
+		t.Fatalf("refusals: rate %v, model %v; metrics:\n%s", refused("rate"), refused("model"), grepLines(after, "key_"))
 	}
 	// a reset gives the key its window back
 	resp, body := do(t, mustReq(http.MethodPost, adminURL+"/llm_gateway/keys/team-a/reset"))
