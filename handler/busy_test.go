@@ -39,13 +39,9 @@ func newHeldEngine(t *testing.T) *heldEngine {
 func (h *heldEngine) free() { h.once.Do(func() { close(h.release) }) }
 
 // holdOne sends a request that the engine holds, and returns once it has
-// arrived; the channel gets its answer's status.
-func holdOne(t *testing.T, h *heldEngine, url string) <-chan int {
-	done := make(chan int, 1)
-	go func() {
-		resp, _ := postJSON(t, url, `{"model":"m"}`)
-		done <- resp.StatusCode
-	}()
+// arrived; the channel gets its answer.
+func holdOne(t *testing.T, h *heldEngine, url string) <-chan answer {
+	done := postLater(t, url, `{"model":"m"}`)
 	<-h.arrived
 	return done
 }
@@ -69,7 +65,7 @@ func TestABusyEngineSendsTheOverflowToItsFallbackWithoutTouchingItsBreaker(t *te
 		}
 	}
 	gpu.free()
-	if status := <-first; status != 200 {
+	if status := (<-first).resp.StatusCode; status != 200 {
 		t.Fatalf("the request in flight: %d", status)
 	}
 	if strings.Join(reasons, ",") != "busy,busy,busy" {
@@ -159,15 +155,7 @@ func TestAQueuedRequestGoesToTheFallbackAfterFallbackAfter(t *testing.T) {
 	first := holdOne(t, gpu, url) // its header_timeout is armed
 	defer func() { gpu.free(); <-first }()
 
-	type answer struct {
-		resp *http.Response
-		body string
-	}
-	done := make(chan answer, 1)
-	go func() {
-		resp, body := postJSON(t, url, `{"model":"m"}`)
-		done <- answer{resp, body}
-	}()
+	done := postLater(t, url, `{"model":"m"}`)
 	// queued: its keep-alive, fallback_after and queue timeout are armed
 	clock.WaitForTimers(4)
 	if st := g.byName["gpu"].eng.Status(); st.Limit.Queued != 1 {
@@ -199,19 +187,15 @@ func TestAPoolPrefersAnIdleMemberToABusyOnesQueue(t *testing.T) {
 	}, nil)
 	// a holds one request; every next request goes to b, whatever the
 	// rotation says, instead of waiting in a's queue
-	var first chan int
+	var first <-chan answer
 	for first == nil {
-		done := make(chan int, 1)
-		go func() {
-			resp, _ := postJSON(t, url, `{"model":"m"}`)
-			done <- resp.StatusCode
-		}()
+		done := postLater(t, url, `{"model":"m"}`)
 		select {
 		case <-held.arrived:
 			first = done
-		case st := <-done: // the rotation gave it to b
-			if st != 200 {
-				t.Fatalf("%d", st)
+		case a := <-done: // the rotation gave it to b
+			if a.resp.StatusCode != 200 {
+				t.Fatalf("%d", a.resp.StatusCode)
 			}
 		}
 	}
@@ -222,7 +206,7 @@ func TestAPoolPrefersAnIdleMemberToABusyOnesQueue(t *testing.T) {
 		}
 	}
 	held.free()
-	if st := <-first; st != 200 {
-		t.Fatalf("the held request: %d", st)
+	if a := <-first; a.resp.StatusCode != 200 {
+		t.Fatalf("the held request: %d", a.resp.StatusCode)
 	}
 }

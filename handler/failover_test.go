@@ -86,6 +86,22 @@ func postJSON(t *testing.T, url, body string, header ...string) (*http.Response,
 	return resp, string(b)
 }
 
+// answer is a response and its body.
+type answer struct {
+	resp *http.Response
+	body string
+}
+
+// postLater posts body in the background; the channel gets the answer.
+func postLater(t *testing.T, url, body string) <-chan answer {
+	done := make(chan answer, 1)
+	go func() {
+		resp, b := postJSON(t, url, body)
+		done <- answer{resp, b}
+	}()
+	return done
+}
+
 func answerOK(w http.ResponseWriter, model string) {
 	w.Header().Set("Content-Type", "application/json")
 	fmt.Fprintf(w, `{"id":"c1","object":"chat.completion","created":1,"model":%q,"choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"ok"}}]}`, model)
@@ -182,15 +198,7 @@ func TestHangUpAfterLongSilenceMovesOnWithoutASecondTry(t *testing.T) {
 		{Name: "backup", To: backup.URL, Models: []string{"backup"}},
 	}}, clock)
 
-	type answer struct {
-		resp *http.Response
-		body string
-	}
-	done := make(chan answer, 1)
-	go func() {
-		resp, body := postJSON(t, url, `{"model":"m"}`)
-		done <- answer{resp, body}
-	}()
+	done := postLater(t, url, `{"model":"m"}`)
 	<-arrived
 	clock.Advance(15 * time.Second) // the engine says nothing for 15 s (hangup_grace: dial_timeout 10 s)…
 	close(release)                  // …then hangs up

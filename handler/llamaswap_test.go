@@ -3,7 +3,6 @@ package handler
 import (
 	"bytes"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/json"
 	"io"
 	"mime/multipart"
@@ -99,18 +98,38 @@ func TestFilterPathsTheGatewayReadsAreRefused(t *testing.T) {
 	}
 }
 
-func TestFiltersApplyPerEngineAfterTheModelRewrite(t *testing.T) {
+// loggingUpstream is an upstream on 127.0.0.1 that logs one line per
+// request (what line makes of it and its body) and answers with respond;
+// lines returns the log so far.
+func loggingUpstream(t *testing.T, line func(r *http.Request, body []byte) string, respond http.HandlerFunc) (url string, lines func() []string) {
 	var mu sync.Mutex
-	var got []string
+	var log []string
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		mu.Lock()
-		got = append(got, string(b))
+		log = append(log, line(r, b))
 		mu.Unlock()
-		answerOK(w, "x")
+		respond(w, r)
 	}))
-	defer up.Close()
-	cfg := Config{Engines: []engines.Config{{Name: "r1", To: up.URL, Models: []string{"r1"}, ModelName: "deepseek-r1",
+	t.Cleanup(up.Close)
+	return up.URL, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), log...)
+	}
+}
+
+func answerJSON(body string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, body)
+	}
+}
+
+func TestFiltersApplyPerEngineAfterTheModelRewrite(t *testing.T) {
+	upURL, sent := loggingUpstream(t, func(_ *http.Request, b []byte) string { return string(b) },
+		func(w http.ResponseWriter, _ *http.Request) { answerOK(w, "x") })
+	cfg := Config{Engines: []engines.Config{{Name: "r1", To: upURL, Models: []string{"r1"}, ModelName: "deepseek-r1",
 		Strip: []string{"temperature", "top_p"}, Set: []engines.BodySetting{{Path: "max_tokens", Value: json.RawMessage(`2048`)}}}}}
 	_, url := testGateway(t, cfg, nil)
 	resp, body := postJSON(t, url, `{"model":"r1","messages":[{"role":"user","content":"hi"}],"temperature":0.7,"top_p":0.9}`)
@@ -118,7 +137,7 @@ func TestFiltersApplyPerEngineAfterTheModelRewrite(t *testing.T) {
 		t.Fatalf("%d %s", resp.StatusCode, body)
 	}
 	want := `{"model":"deepseek-r1","messages":[{"role":"user","content":"hi"}],"max_tokens":2048}`
-	if len(got) != 1 || got[0] != want {
+	if got := sent(); len(got) != 1 || got[0] != want {
 		t.Fatalf("engine got %q\nwant %q", got, want)
 	}
 }
@@ -144,21 +163,13 @@ func multipartBody(t *testing.T, fields [][2]string, file []byte) ([]byte, strin
 }
 
 func TestMultipartIsRoutedByItsModelFieldAndForwardedByteForByte(t *testing.T) {
-	var mu sync.Mutex
-	var bodies [][]byte
-	var types []string
-	audio := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		mu.Lock()
-		bodies, types = append(bodies, b), append(types, r.Header.Get("Content-Type"))
-		mu.Unlock()
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"text":"hello"}`)
-	}))
-	defer audio.Close()
+	// each line: the Content-Type, a NUL, the body
+	audioURL, uploads := loggingUpstream(t, func(r *http.Request, b []byte) string {
+		return r.Header.Get("Content-Type") + "\x00" + string(b)
+	}, answerJSON(`{"text":"hello"}`))
 	chat, chatHits := failing(t)
 	cfg := Config{Engines: []engines.Config{
-		{Name: "whisper", To: audio.URL, Models: []string{"whisper-1"}, ModelName: "ggml-large-v3"},
+		{Name: "whisper", To: audioURL, Models: []string{"whisper-1"}, ModelName: "ggml-large-v3"},
 		{Name: "chat", To: chat.URL, Models: []string{"qwen"}},
 	}}
 	_, url := testGateway(t, cfg, nil)
@@ -179,8 +190,9 @@ func TestMultipartIsRoutedByItsModelFieldAndForwardedByteForByte(t *testing.T) {
 	}
 	// byte for byte, but for the model field's value, which model_name renames
 	want := bytes.Replace(body, []byte("\r\n\r\nwhisper-1\r\n"), []byte("\r\n\r\nggml-large-v3\r\n"), 1)
-	if len(bodies) != 1 || sha256.Sum256(bodies[0]) != sha256.Sum256(want) || types[0] != ct {
-		t.Fatalf("the engine got %d bodies; the upload was not forwarded byte for byte", len(bodies))
+	got := uploads()
+	if len(got) != 1 || got[0] != ct+"\x00"+string(want) {
+		t.Fatalf("the engine got %d bodies; the upload was not forwarded byte for byte", len(got))
 	}
 	if chatHits.Load() != 0 {
 		t.Fatal("the chat engine was called")
@@ -208,7 +220,7 @@ func TestMultipartIsRoutedByItsModelFieldAndForwardedByteForByte(t *testing.T) {
 			t.Errorf("%v: %d %s", tc.fields, resp.StatusCode, out)
 		}
 	}
-	if len(bodies) != 1 {
+	if len(uploads()) != 1 {
 		t.Fatalf("refused uploads reached the engine")
 	}
 }
@@ -227,18 +239,13 @@ func FuzzScanForm(f *testing.F) {
 }
 
 func TestExtraPathsAreRoutedByTheBodysModel(t *testing.T) {
-	var mu sync.Mutex
-	var paths []string
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		paths = append(paths, r.URL.Path+" "+modelOf(r)+" "+r.Header.Get("Authorization"))
-		mu.Unlock()
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"results":[]}`)
-	}))
-	defer up.Close()
+	upURL, seen := loggingUpstream(t, func(r *http.Request, b []byte) string {
+		var body struct{ Model string }
+		_ = json.Unmarshal(b, &body)
+		return r.URL.Path + " " + body.Model + " " + r.Header.Get("Authorization")
+	}, answerJSON(`{"results":[]}`))
 	cfg := Config{Keys: []Key{{Value: "gateway-key-0123456789"}}, Engines: []engines.Config{
-		{Name: "rr", To: up.URL, Models: []string{"bge"}, ModelName: "bge-reranker", APIKey: "engine-key-abcdefgh"}}}
+		{Name: "rr", To: upURL, Models: []string{"bge"}, ModelName: "bge-reranker", APIKey: "engine-key-abcdefgh"}}}
 	_, url := testGateway(t, cfg, nil)
 	for _, p := range []string{"/rerank", "/infill", "/tokenize"} {
 		req, _ := http.NewRequest(http.MethodPost, url+p, strings.NewReader(`{"model":"bge","query":"q","documents":["a"]}`))
@@ -254,7 +261,7 @@ func TestExtraPathsAreRoutedByTheBodysModel(t *testing.T) {
 		}
 	}
 	want := "/rerank bge-reranker Bearer engine-key-abcdefgh,/infill bge-reranker Bearer engine-key-abcdefgh,/tokenize bge-reranker Bearer engine-key-abcdefgh"
-	if got := strings.Join(paths, ","); got != want {
+	if got := strings.Join(seen(), ","); got != want {
 		t.Fatalf("engine saw %s", got)
 	}
 	// an unknown model is the gateway's OpenAI-shaped 404, and a key is needed
@@ -315,19 +322,11 @@ func TestExtraPathsOffRoutesNone(t *testing.T) {
 }
 
 func TestPassthroughReachesTheEnginesOwnPages(t *testing.T) {
-	var mu sync.Mutex
-	var seen []string
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		mu.Lock()
-		seen = append(seen, r.Method+" "+r.URL.RequestURI()+" "+r.Header.Get("Authorization")+" "+r.Header.Get("X-Api-Key")+" "+string(b))
-		mu.Unlock()
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"total_slots":4}`)
-	}))
-	defer up.Close()
+	upURL, seen := loggingUpstream(t, func(r *http.Request, b []byte) string {
+		return r.Method + " " + r.URL.RequestURI() + " " + r.Header.Get("Authorization") + " " + r.Header.Get("X-Api-Key") + " " + string(b)
+	}, answerJSON(`{"total_slots":4}`))
 	cfg := Config{Keys: []Key{{Value: "gateway-key-0123456789"}}, Engines: []engines.Config{
-		{Name: "llama", To: up.URL, Models: []string{"Qwen/Qwen3-8B", "qwen"}, APIKey: "engine-key-abcdefgh"}}}
+		{Name: "llama", To: upURL, Models: []string{"Qwen/Qwen3-8B", "qwen"}, APIKey: "engine-key-abcdefgh"}}}
 	_, url := testGateway(t, cfg, nil)
 	call := func(method, path, body string) (int, string) {
 		req, _ := http.NewRequest(method, url+path, strings.NewReader(body))
@@ -355,8 +354,8 @@ func TestPassthroughReachesTheEnginesOwnPages(t *testing.T) {
 		`POST /slots/0 Bearer engine-key-abcdefgh  {"action":"save"}`,
 		"GET / Bearer engine-key-abcdefgh  ",
 	}
-	if strings.Join(seen, "\n") != strings.Join(want, "\n") {
-		t.Fatalf("engine saw:\n%s", strings.Join(seen, "\n"))
+	if strings.Join(seen(), "\n") != strings.Join(want, "\n") {
+		t.Fatalf("engine saw:\n%s", strings.Join(seen(), "\n"))
 	}
 	if st, out := call("GET", "/upstream/nope/props", ""); st != 404 || !strings.Contains(out, "model_not_found") {
 		t.Fatalf("%d %s", st, out)
@@ -369,8 +368,8 @@ func TestPassthroughReachesTheEnginesOwnPages(t *testing.T) {
 	if resp.StatusCode != 401 {
 		t.Fatalf("without a key: %d", resp.StatusCode)
 	}
-	if len(seen) != 3 {
-		t.Fatalf("refused requests reached the engine: %v", seen)
+	if len(seen()) != 3 {
+		t.Fatalf("refused requests reached the engine: %v", seen())
 	}
 }
 
