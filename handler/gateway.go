@@ -799,9 +799,5 @@ func (g *Gateway) unknownModel(model string) *Error {
 // modelNames lists every model name and alias, then the pools, in config
 // order.
 func (g *Gateway) modelNames() []string {
-	var names []string
-	for _, rt := range g.routes {
-		names = append(names, rt.cfg.Models...)
-	}
-	return append(names, g.poolIDs(nil)...)
+	return append(g.engineModels(), g.poolIDs(nil)...)
 }
