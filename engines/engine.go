@@ -1,6 +1,8 @@
 package engines
 
 import (
+	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
+
 	"context"
 	"errors"
 	"fmt"
@@ -118,7 +120,7 @@ type Engine struct {
 	log   *zap.Logger
 	lines lineBuffer
 	group *group
-	clock Clock
+	clock clock.Clock
 	brk   *Breaker // the engine's own: transport failures (the host is sick)
 	obs   Observer
 	lim   *limiter // max_concurrent and its queue; nil without a limit
@@ -139,7 +141,7 @@ type Engine struct {
 	readyAt   time.Time
 	lastUsed  time.Time
 	failures  int // consecutive failed starts and quick crashes
-	idleTimer Timer
+	idleTimer clock.Timer
 	idleGen   uint64
 	closed    bool
 	modelBrks map[string]*Breaker // one per model sent: status failures and answer timeouts
@@ -156,7 +158,7 @@ type Engine struct {
 // the engine's output.
 func New(cfg Config, rt http.RoundTripper, log *zap.Logger) (*Engine, error) {
 	cfg = cfg.WithDefaults()
-	e := &Engine{cfg: cfg, rt: rt, log: log, clock: RealClock, changed: make(chan struct{})}
+	e := &Engine{cfg: cfg, rt: rt, log: log, clock: clock.Real, changed: make(chan struct{})}
 	e.lines.secrets = secretsOf(cfg)
 	e.brk = NewBreaker(cfg.BreakerFailures, time.Duration(cfg.BreakerCooldown), e.now)
 	e.life, e.cancel = context.WithCancel(context.Background())
@@ -179,9 +181,9 @@ func New(cfg Config, rt http.RoundTripper, log *zap.Logger) (*Engine, error) {
 // SetObserver sets who hears about starts and stops; call it before use.
 func (e *Engine) SetObserver(o Observer) { e.obs = o }
 
-// SetClock sets the clock of the engine's timers and breakers (a FakeClock
+// SetClock sets the clock of the engine's timers and breakers (a clock.Fake
 // in tests); call it before use.
-func (e *Engine) SetClock(c Clock) {
+func (e *Engine) SetClock(c clock.Clock) {
 	e.clock = c
 	if e.lim != nil {
 		e.lim.clock = c
@@ -189,7 +191,7 @@ func (e *Engine) SetClock(c Clock) {
 }
 
 // Clock is the engine's clock.
-func (e *Engine) Clock() Clock { return e.clock }
+func (e *Engine) Clock() clock.Clock { return e.clock }
 
 func (e *Engine) now() time.Time { return e.clock.Now() }
 

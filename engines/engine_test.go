@@ -1,6 +1,8 @@
 package engines
 
 import (
+	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
+
 	"context"
 	"errors"
 	"fmt"
@@ -141,7 +143,7 @@ func TestWakeOffNeverStarts(t *testing.T) {
 
 func TestStartTimeoutKillsTheProcessAndSaysSo(t *testing.T) {
 	e := testEngine(t, "slowpoke", func(c *Config) { c.StartTimeout = caddy.Duration(200 * time.Millisecond) }, "--load-time", "10m")
-	clock := NewFakeClock()
+	clock := clock.NewFake()
 	e.SetClock(clock)
 	errc := make(chan error, 1)
 	go func() {
@@ -343,7 +345,7 @@ func TestHealthChecksMarkARemoteEngineDownAndUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Destruct()
-	clock := NewFakeClock()
+	clock := clock.NewFake()
 	e.SetClock(clock)
 	e.StartHealthChecks()
 

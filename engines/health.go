@@ -1,6 +1,8 @@
 package engines
 
 import (
+	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
+
 	"context"
 	"time"
 
@@ -38,7 +40,7 @@ func (e *Engine) StartHealthChecks() {
 }
 
 func (e *Engine) checkHealthEvery(interval time.Duration) {
-	var t Timer
+	var t clock.Timer
 	for {
 		// the next check is armed only once this one is recorded, so a
 		// slow check never overlaps the next

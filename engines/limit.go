@@ -1,6 +1,8 @@
 package engines
 
 import (
+	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
+
 	"context"
 	"fmt"
 	"sync"
@@ -83,7 +85,7 @@ type limiter struct {
 	max      int
 	queueMax int
 	timeout  time.Duration
-	clock    Clock
+	clock    clock.Clock
 	closed   <-chan struct{} // the engine's end: every waiter leaves with ErrClosed
 
 	mu      sync.Mutex
@@ -102,8 +104,8 @@ type place struct {
 	at time.Time
 }
 
-func newLimiter(max, queueMax int, timeout time.Duration, clock Clock, closed <-chan struct{}) *limiter {
-	return &limiter{max: max, queueMax: queueMax, timeout: timeout, clock: clock, closed: closed}
+func newLimiter(max, queueMax int, timeout time.Duration, clk clock.Clock, closed <-chan struct{}) *limiter {
+	return &limiter{max: max, queueMax: queueMax, timeout: timeout, clock: clk, closed: closed}
 }
 
 // tryTake takes a free place if one is free and nobody waits for it.

@@ -1,6 +1,8 @@
 package engines
 
 import (
+	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
+
 	"context"
 	"errors"
 	"net/http"
@@ -14,7 +16,7 @@ import (
 
 // limitedEngine is a remote engine (always ready, no process) with
 // max_concurrent and a queue, on a fake clock, and what its observer heard.
-func limitedEngine(t *testing.T, maxConcurrent, queue int, timeout time.Duration) (*Engine, *FakeClock, *queueLog) {
+func limitedEngine(t *testing.T, maxConcurrent, queue int, timeout time.Duration) (*Engine, *clock.Fake, *queueLog) {
 	t.Helper()
 	cfg := Config{Name: "limited", To: "http://127.0.0.1:1", Models: []string{"m"},
 		MaxConcurrent: maxConcurrent, Queue: queue, QueueTimeout: caddy.Duration(timeout)}
@@ -26,7 +28,7 @@ func limitedEngine(t *testing.T, maxConcurrent, queue int, timeout time.Duration
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.Destruct() })
-	clock := NewFakeClock()
+	clock := clock.NewFake()
 	e.SetClock(clock)
 	log := &queueLog{}
 	e.SetObserver(log)
@@ -67,7 +69,7 @@ type acquireResult struct {
 
 // queueUp starts an Acquire and returns once it waits in the queue: each
 // waiter arms one queue-timeout timer, so n armed timers are n waiters.
-func queueUp(ctx context.Context, e *Engine, clock *FakeClock, waiters int) <-chan acquireResult {
+func queueUp(ctx context.Context, e *Engine, clock *clock.Fake, waiters int) <-chan acquireResult {
 	ch := make(chan acquireResult, 1)
 	go func() {
 		l, err := e.Acquire(ctx, true)

@@ -1,6 +1,8 @@
 package engines
 
 import (
+	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
+
 	"strconv"
 	"strings"
 	"time"
@@ -88,7 +90,7 @@ func (e *Engine) runStopCmd(proc *process, port int, grace time.Duration) bool {
 
 // endStopCmd waits for the stop command until t fires (at once if it has
 // fired), then kills what is left of it, and reads the rest of its output.
-func (e *Engine) endStopCmd(sc *process, t Timer, expired bool) {
+func (e *Engine) endStopCmd(sc *process, t clock.Timer, expired bool) {
 	if !expired {
 		select {
 		case <-sc.done:

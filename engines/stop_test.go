@@ -1,6 +1,8 @@
 package engines
 
 import (
+	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
+
 	"context"
 	"os"
 	"path/filepath"
@@ -59,14 +61,14 @@ func TestStopCmdThatDoesNothingStillEndsTheEngineAfterStopTimeout(t *testing.T) 
 		c.StopTimeout = caddy.Duration(10 * time.Second)
 	}, "--ignore-sigterm")
 	// the start runs on the wall clock (its probes), the stop on fake time
-	clock := &switchClock{}
-	clock.to(RealClock)
-	e.SetClock(clock)
+	sw := &switchClock{}
+	sw.to(clock.Real)
+	e.SetClock(sw)
 	if err := e.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	fake := NewFakeClock()
-	clock.to(fake)
+	fake := clock.NewFake()
+	sw.to(fake)
 	pid := e.Status().PID
 	stopped := make(chan error, 1)
 	go func() { stopped <- e.Stop(context.Background(), false, StopAdmin) }()
@@ -129,10 +131,10 @@ func readTestFile(t *testing.T, path string) string {
 // the engine runs: a start on the wall clock, then a stop on fake time.
 type switchClock struct{ c atomic.Value }
 
-func (s *switchClock) to(c Clock)                     { s.c.Store(&c) }
-func (s *switchClock) now() Clock                     { return *s.c.Load().(*Clock) }
-func (s *switchClock) Now() time.Time                 { return s.now().Now() }
-func (s *switchClock) NewTimer(d time.Duration) Timer { return s.now().NewTimer(d) }
-func (s *switchClock) AfterFunc(d time.Duration, f func()) Timer {
+func (s *switchClock) to(c clock.Clock)                     { s.c.Store(&c) }
+func (s *switchClock) now() clock.Clock                     { return *s.c.Load().(*clock.Clock) }
+func (s *switchClock) Now() time.Time                       { return s.now().Now() }
+func (s *switchClock) NewTimer(d time.Duration) clock.Timer { return s.now().NewTimer(d) }
+func (s *switchClock) AfterFunc(d time.Duration, f func()) clock.Timer {
 	return s.now().AfterFunc(d, f)
 }

@@ -1,6 +1,8 @@
 package handler
 
 import (
+	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
+
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -231,12 +233,12 @@ func (a *attempt) borrow() bool {
 // client (blocked), the budget does not run, so a client that stops
 // reading is never taken for an engine that stopped talking.
 type watchdog struct {
-	clock   engines.Clock
+	clock   clock.Clock
 	idle    time.Duration
 	t0      time.Time
 	last    atomic.Int64 // when the last read returned, in ns since t0; 0: none yet
 	blocked atomic.Bool  // the relay is writing to the client
-	timer   engines.Timer
+	timer   clock.Timer
 	fire    func()
 }
 

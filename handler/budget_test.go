@@ -1,6 +1,8 @@
 package handler
 
 import (
+	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
+
 	"fmt"
 	"io"
 	"net/http"
@@ -36,7 +38,7 @@ func limits(t *testing.T, specs ...string) []quota.Limit {
 }
 
 // budgetGateway serves cfg with an in-memory limiter on clock.
-func budgetGateway(t *testing.T, cfg Config, clock *engines.FakeClock) string {
+func budgetGateway(t *testing.T, cfg Config, clock *clock.Fake) string {
 	t.Helper()
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
@@ -93,7 +95,7 @@ func (e *usageEngine) calls() int {
 
 func TestRateLimitedKeyGets429WithAnHonestRetryAfter(t *testing.T) {
 	big := newUsageEngine(t, "big", 10)
-	clock := engines.NewFakeClock()
+	clock := clock.NewFake()
 	url := budgetGateway(t, Config{
 		Keys: []Key{{Name: "team-a", Value: teamKey, Rate: limits(t, "5/m")}, {Name: "free", Value: otherKey}},
 		Engines: []engines.Config{
@@ -134,7 +136,7 @@ func TestRateLimitedKeyGets429WithAnHonestRetryAfter(t *testing.T) {
 func TestSpentTokenBudgetGoesToTheCheaperModel(t *testing.T) {
 	big := newUsageEngine(t, "big", 600)
 	small := newUsageEngine(t, "small", 600)
-	clock := engines.NewFakeClock()
+	clock := clock.NewFake()
 	url := budgetGateway(t, Config{
 		Keys: []Key{{Name: "team-a", Value: teamKey, Tokens: limits(t, "1000/d"), OverBudgetFallback: "small"}},
 		Engines: []engines.Config{
@@ -195,7 +197,7 @@ func TestSpentTokenBudgetGoesToTheCheaperModel(t *testing.T) {
 
 func TestSpentTokenBudgetWithoutFallbackIsInsufficientQuota(t *testing.T) {
 	big := newUsageEngine(t, "big", 600)
-	clock := engines.NewFakeClock()
+	clock := clock.NewFake()
 	url := budgetGateway(t, Config{
 		Keys:    []Key{{Name: "team-a", Value: teamKey, Tokens: limits(t, "1000/d")}},
 		Engines: []engines.Config{{Name: "big", To: big.URL, Models: []string{"big"}}},
@@ -221,7 +223,7 @@ func TestKeyMayUseOnlyItsModels(t *testing.T) {
 			{Name: "gpt", To: up.URL, Models: []string{"gpt-4o"}},
 		},
 		Pools: []PoolConfig{{Name: "auto", Members: []string{"qwen"}}},
-	}, engines.NewFakeClock())
+	}, clock.NewFake())
 	auth := "Bearer " + teamKey
 	resp, body := postJSON(t, url, `{"model":"gpt-4o"}`, "Authorization", auth)
 	if resp.StatusCode != 403 || !strings.Contains(body, `"code":"model_not_allowed"`) || !strings.Contains(body, "it may use: qwen, auto") {

@@ -1,6 +1,8 @@
 package handler
 
 import (
+	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
+
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -142,7 +144,7 @@ func TestABusyFallbackIsNotUsedEither(t *testing.T) {
 }
 
 func TestAQueuedRequestGoesToTheFallbackAfterFallbackAfter(t *testing.T) {
-	clock := engines.NewFakeClock()
+	clock := clock.NewFake()
 	gpu := newHeldEngine(t)
 	cpu := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { answerOK(w, "cpu") }))
 	defer cpu.Close()

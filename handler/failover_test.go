@@ -1,6 +1,8 @@
 package handler
 
 import (
+	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
+
 	"bufio"
 	"encoding/json"
 	"fmt"
@@ -22,7 +24,7 @@ import (
 // upstreams, served by an httptest server on 127.0.0.1.
 
 // testGateway builds a gateway for cfg and serves it; clock may be nil.
-func testGateway(t *testing.T, cfg Config, clock engines.Clock) (*Gateway, string) {
+func testGateway(t *testing.T, cfg Config, clock clock.Clock) (*Gateway, string) {
 	t.Helper()
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
@@ -179,7 +181,7 @@ func hangUp(w http.ResponseWriter) {
 }
 
 func TestHangUpAfterLongSilenceMovesOnWithoutASecondTry(t *testing.T) {
-	clock := engines.NewFakeClock()
+	clock := clock.NewFake()
 	var hits atomic.Int32
 	arrived := make(chan struct{}, 4)
 	release := make(chan struct{})

@@ -1,6 +1,8 @@
 package handler
 
 import (
+	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
+
 	"fmt"
 	"io"
 	"net"
@@ -87,7 +89,7 @@ func answeredBy(t *testing.T, url string, header ...string) string {
 func TestPoolPrefersTheNodeWhereTheModelIsLoaded(t *testing.T) {
 	a := newNode(t, "a", map[string]string{"qwen": "unloaded"})
 	b := newNode(t, "b", map[string]string{"qwen": "loaded"})
-	clock := engines.NewFakeClock()
+	clock := clock.NewFake()
 	_, url := testGateway(t, fleetConfig(a, b, true), clock)
 
 	// loaded on b: served there, a is never woken
@@ -138,7 +140,7 @@ func TestPoolPrefersTheNodeWhereTheModelIsLoaded(t *testing.T) {
 func TestWakeOffNeverMakesANodeLoadAModel(t *testing.T) {
 	a := newNode(t, "a", map[string]string{"qwen": "unloaded"})
 	b := newNode(t, "b", map[string]string{"qwen": "unloaded"})
-	clock := engines.NewFakeClock()
+	clock := clock.NewFake()
 	_, url := testGateway(t, fleetConfig(a, b, false), clock)
 	resp, body := postJSON(t, url, `{"model":"qwen"}`)
 	if resp.StatusCode != 503 || !strings.Contains(body, "pool_unavailable") {
@@ -171,8 +173,8 @@ func TestTwoFrontDoorsSendASessionToTheSameNode(t *testing.T) {
 	b := newNode(t, "b", map[string]string{"qwen": "loaded"})
 	cfg := fleetConfig(a, b, true)
 	cfg.Pools[0].StickyHeader = "X-Session"
-	clock1 := engines.NewFakeClock()
-	clock2 := engines.NewFakeClock()
+	clock1 := clock.NewFake()
+	clock2 := clock.NewFake()
 	_, front1 := testGateway(t, cfg, clock1)
 	_, front2 := testGateway(t, cfg, clock2)
 	placement := func() map[string]string {

@@ -4,6 +4,8 @@
 package handler
 
 import (
+	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
+
 	"errors"
 	"fmt"
 	"io"
@@ -354,7 +356,7 @@ type Gateway struct {
 	maxFallbacks       int
 	maxAttempts        int
 	listing            listing
-	clock              engines.Clock
+	clock              clock.Clock
 	limiter            *quota.Limiter
 
 	// Hooks are set by the caddy module, before serving, to count events.
@@ -371,7 +373,7 @@ func New(cfg Config, engs []*engines.Engine, log *zap.Logger) (*Gateway, error) 
 		log = zap.NewNop()
 	}
 	g := &Gateway{
-		clock:   engines.RealClock,
+		clock:   clock.Real,
 		log:     log,
 		keys:    newKeyring(SplitKeys(cfg.Keys)),
 		maxBody: cfg.MaxBody,
@@ -449,7 +451,7 @@ func New(cfg Config, engs []*engines.Engine, log *zap.Logger) (*Gateway, error) 
 
 // SetClock sets the clock of the gateway's budgets, back-offs and waits (a
 // FakeClock in tests); call it before serving.
-func (g *Gateway) SetClock(c engines.Clock) { g.clock = c }
+func (g *Gateway) SetClock(c clock.Clock) { g.clock = c }
 
 // Result says what happened to a request, for the caddy module's
 // placeholders and access logs.

@@ -1,6 +1,8 @@
 package handler
 
 import (
+	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
+
 	"bufio"
 	"context"
 	"io"
@@ -238,7 +240,7 @@ func TestAStreamThatEndsWithoutFinishingIsACut(t *testing.T) {
 }
 
 func TestAStreamWaitingForItsFirstTokenGetsThePreambleAndKeepAlives(t *testing.T) {
-	clock := engines.NewFakeClock()
+	clock := clock.NewFake()
 	arrived, release := make(chan struct{}), make(chan struct{})
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.ReadAll(r.Body)
@@ -288,7 +290,7 @@ func TestAStreamWaitingForItsFirstTokenGetsThePreambleAndKeepAlives(t *testing.T
 // A stream that waited gets its headers before the engine is known: the
 // engine is named in the stream and in the trailers.
 func TestAStreamThatWaitedNamesItsEngineInTrailers(t *testing.T) {
-	clock := engines.NewFakeClock()
+	clock := clock.NewFake()
 	arrived, release := make(chan struct{}), make(chan struct{})
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.ReadAll(r.Body)

@@ -1,13 +1,14 @@
 package handler
 
 import (
+	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
+
 	"net/http"
 	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/llmgateway/caddy-llm-gateway/engines"
 )
 
 // The rule at the heart of the gateway: walk a plan of candidates, judge
@@ -47,12 +48,12 @@ type planner struct {
 	failed   []failure
 	budget   *failoverBudget // a pool's, or nil
 	rewaited bool            // the engine was waited for again after its fallback failed a slow start
-	clock    engines.Clock
+	clock    clock.Clock
 	max      int    // upstream attempts allowed in all (max_attempts)
 	family   string // the request's API family: candidates that do not speak it are skipped
 }
 
-func newPlanner(plan []candidate, budget *failoverBudget, clock engines.Clock, maxAttempts int) *planner {
+func newPlanner(plan []candidate, budget *failoverBudget, clock clock.Clock, maxAttempts int) *planner {
 	return &planner{walk: plan, budget: budget, clock: clock, i: -1, max: maxAttempts, family: "openai"}
 }
 

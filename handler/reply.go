@@ -1,6 +1,8 @@
 package handler
 
 import (
+	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
+
 	"context"
 	"net/http"
 	"strconv"
@@ -29,7 +31,7 @@ const DefaultKeepAlive = 3 * time.Second
 type reply struct {
 	w         http.ResponseWriter
 	rc        *http.ResponseController
-	clock     engines.Clock
+	clock     clock.Clock
 	stream    bool // the client asked for an event stream
 	api       api  // the API family: the shape of the gateway's own errors
 	preamble  bool // SSE headers went out before any upstream answered
@@ -91,8 +93,8 @@ func (rp *reply) abort() {
 // stream) and the keep-alive's.
 type waitTimers struct {
 	rp        *reply
-	preamble  engines.Timer
-	keepAlive engines.Timer
+	preamble  clock.Timer
+	keepAlive clock.Timer
 }
 
 func (rp *reply) timers() *waitTimers {
@@ -149,7 +151,7 @@ func (rp *reply) during(wait func()) {
 	var (
 		mu      sync.Mutex
 		stopped bool
-		t       engines.Timer
+		t       clock.Timer
 	)
 	first := rp.keepAlive
 	if !rp.preamble {

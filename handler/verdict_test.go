@@ -1,6 +1,8 @@
 package handler
 
 import (
+	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
+
 	"net/http"
 	"testing"
 	"time"
@@ -105,7 +107,7 @@ func TestPlannerTransitions(t *testing.T) {
 	primary.fallback, primary.contextFallback = fallback, ctxfb
 	plan := buildPlan(primary)
 	pol := policy{retryAfterMax: 5 * time.Second, hangupGrace: 10 * time.Second}
-	clock := engines.NewFakeClock()
+	clock := clock.NewFake()
 
 	walk := func(t *testing.T, p *planner, outcomes ...outcome) []string {
 		var steps []string

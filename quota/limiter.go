@@ -1,6 +1,8 @@
 package quota
 
 import (
+	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
+
 	"context"
 	"errors"
 	"fmt"
@@ -11,7 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/llmgateway/caddy-llm-gateway/engines"
 )
 
 // Config says where a Limiter keeps its counters. It is runtime
@@ -34,7 +35,7 @@ type Config struct {
 	// one).
 	OnDegraded func(err error)
 	// Clock is the time windows are counted in. Default: the wall clock.
-	Clock engines.Clock
+	Clock clock.Clock
 }
 
 // Default intervals.
@@ -194,7 +195,7 @@ func (l *Limiter) Close() error {
 type core struct {
 	id    string // registry key; "" when private
 	refs  int    // open handles; registry's lock
-	clock engines.Clock
+	clock clock.Clock
 	keys  sync.Map // key name → *keyState
 
 	path  string      // the embedded store's file, or ""
@@ -215,7 +216,7 @@ type core struct {
 func newCore(cfg Config) (*core, error) {
 	c := &core{clock: cfg.Clock, hooks: map[*Limiter]func(error){}}
 	if c.clock == nil {
-		c.clock = engines.RealClock
+		c.clock = clock.Real
 	}
 	switch {
 	case cfg.Redis != nil:

@@ -1,13 +1,14 @@
 package quota
 
 import (
+	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
+
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/llmgateway/caddy-llm-gateway/engines"
 	"go.uber.org/goleak"
 )
 
@@ -39,15 +40,15 @@ func rules(t *testing.T, rate []string, tokens []string) Rules {
 }
 
 // clockAt is a fake clock standing at 2026-01-01 00:00:00 UTC plus d.
-func clockAt(d time.Duration) *engines.FakeClock {
-	c := engines.NewFakeClock()
+func clockAt(d time.Duration) *clock.Fake {
+	c := clock.NewFake()
 	c.Advance(d)
 	return c
 }
 
 // openFile opens a Limiter on a fresh embedded store and closes it at the
 // end of the test.
-func openFile(t *testing.T, clock engines.Clock) (*Limiter, string) {
+func openFile(t *testing.T, clock clock.Clock) (*Limiter, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "llm_gateway", "quota.db")
 	l, err := Open(Config{Path: path, Clock: clock})

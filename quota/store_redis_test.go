@@ -1,6 +1,8 @@
 package quota
 
 import (
+	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
+
 	"bufio"
 	"bytes"
 	"context"
@@ -15,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmgateway/caddy-llm-gateway/engines"
 	"github.com/llmgateway/caddy-llm-gateway/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -48,8 +49,8 @@ func (s *redisServer) get(key string) int64 {
 // clockNearNow is a fake clock at the start of the current real minute:
 // Redis expires window keys by its own clock, so fake windows must be real
 // ones (2026-01-01 has long passed, and its keys would expire at once).
-func clockNearNow() *engines.FakeClock {
-	c := engines.NewFakeClock()
+func clockNearNow() *clock.Fake {
+	c := clock.NewFake()
 	c.Advance(time.Now().Truncate(time.Minute).Sub(c.Now()))
 	return c
 }
@@ -57,7 +58,7 @@ func clockNearNow() *engines.FakeClock {
 // frontDoor is one gateway's Limiter on the shared Redis: a private core,
 // as a second process would have (Open would share the core of the same
 // store within one process).
-func frontDoor(t *testing.T, rc RedisConfig, clock engines.Clock, onDegraded func(error)) *Limiter {
+func frontDoor(t *testing.T, rc RedisConfig, clock clock.Clock, onDegraded func(error)) *Limiter {
 	t.Helper()
 	if rc.Timeout == 0 {
 		rc.Timeout = 10 * time.Second // a busy machine must not look like an outage
@@ -270,7 +271,7 @@ func TestRedisErrorsNeverShowThePassword(t *testing.T) {
 const helperEnv = "QUOTA_TEST_HELPER"
 
 func runHelper() int {
-	clock := engines.NewFakeClock()
+	clock := clock.NewFake()
 	at, _ := strconv.ParseInt(os.Getenv("QUOTA_TEST_NOW"), 10, 64)
 	clock.Advance(time.Unix(at, 0).Sub(clock.Now()))
 	l, err := Open(Config{Clock: clock, Redis: &RedisConfig{

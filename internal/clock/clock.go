@@ -1,4 +1,6 @@
-package engines
+// Package clock is the time the gateway runs on: the wall clock in production,
+// a fake one that tests advance.
+package clock
 
 import (
 	"sort"
@@ -7,7 +9,7 @@ import (
 )
 
 // Clock is the time engines and the handler run on: the real one in
-// production, a FakeClock in tests, so that budgets, back-offs, idle stops
+// production, a Fake in tests, so that budgets, back-offs, idle stops
 // and fallback_after are tested without waiting for them.
 type Clock interface {
 	Now() time.Time
@@ -24,8 +26,8 @@ type Timer interface {
 	Reset(d time.Duration) bool
 }
 
-// RealClock is the wall clock.
-var RealClock Clock = realClock{}
+// Real is the wall clock.
+var Real Clock = realClock{}
 
 type realClock struct{}
 
@@ -43,40 +45,40 @@ func (r realTimer) C() <-chan time.Time        { return r.t.C }
 func (r realTimer) Stop() bool                 { return r.t.Stop() }
 func (r realTimer) Reset(d time.Duration) bool { return r.t.Reset(d) }
 
-// FakeClock is a Clock that moves only when a test advances it. Timers
+// Fake is a Clock that moves only when a test advances it. Timers
 // whose time has come fire in order of their deadlines: AfterFunc callbacks
 // each in a goroutine of their own (as the real ones do), channel timers by
 // a send the timer's owner receives when it is ready.
-type FakeClock struct {
+type Fake struct {
 	mu      sync.Mutex
 	now     time.Time
 	timers  []*fakeTimer
 	changed chan struct{} // closed and replaced whenever a timer is armed
 }
 
-// NewFakeClock makes a fake clock standing at a fixed instant.
-func NewFakeClock() *FakeClock {
-	return &FakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), changed: make(chan struct{})}
+// NewFake makes a fake clock standing at a fixed instant.
+func NewFake() *Fake {
+	return &Fake{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), changed: make(chan struct{})}
 }
 
 // Now is the fake time.
-func (f *FakeClock) Now() time.Time {
+func (f *Fake) Now() time.Time {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.now
 }
 
 // AfterFunc arms a timer that calls fn in a new goroutine.
-func (f *FakeClock) AfterFunc(d time.Duration, fn func()) Timer {
+func (f *Fake) AfterFunc(d time.Duration, fn func()) Timer {
 	return f.arm(d, fn, nil)
 }
 
 // NewTimer arms a timer that sends on its channel.
-func (f *FakeClock) NewTimer(d time.Duration) Timer {
+func (f *Fake) NewTimer(d time.Duration) Timer {
 	return f.arm(d, nil, make(chan time.Time, 1))
 }
 
-func (f *FakeClock) arm(d time.Duration, fn func(), c chan time.Time) *fakeTimer {
+func (f *Fake) arm(d time.Duration, fn func(), c chan time.Time) *fakeTimer {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	t := &fakeTimer{clock: f, fn: fn, c: c}
@@ -85,7 +87,7 @@ func (f *FakeClock) arm(d time.Duration, fn func(), c chan time.Time) *fakeTimer
 }
 
 // schedule puts t in the queue d from now. Call with mu held.
-func (f *FakeClock) schedule(t *fakeTimer, d time.Duration) {
+func (f *Fake) schedule(t *fakeTimer, d time.Duration) {
 	t.at = f.now.Add(d)
 	t.armed = true
 	f.timers = append(f.timers, t)
@@ -94,7 +96,7 @@ func (f *FakeClock) schedule(t *fakeTimer, d time.Duration) {
 }
 
 // Advance moves the clock by d, firing every timer that comes due on the way.
-func (f *FakeClock) Advance(d time.Duration) {
+func (f *Fake) Advance(d time.Duration) {
 	f.mu.Lock()
 	end := f.now.Add(d)
 	for {
@@ -122,7 +124,7 @@ func (f *FakeClock) Advance(d time.Duration) {
 }
 
 // Waiters is how many timers are armed now.
-func (f *FakeClock) Waiters() int {
+func (f *Fake) Waiters() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return len(f.timers)
@@ -130,7 +132,7 @@ func (f *FakeClock) Waiters() int {
 
 // WaitForTimers blocks until at least n timers are armed: the way a test
 // knows the code under test has reached its wait before advancing time.
-func (f *FakeClock) WaitForTimers(n int) {
+func (f *Fake) WaitForTimers(n int) {
 	for {
 		f.mu.Lock()
 		if len(f.timers) >= n {
@@ -144,7 +146,7 @@ func (f *FakeClock) WaitForTimers(n int) {
 }
 
 type fakeTimer struct {
-	clock *FakeClock
+	clock *Fake
 	at    time.Time
 	fn    func()
 	c     chan time.Time
