@@ -8,7 +8,6 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
-
 )
 
 // The rule at the heart of the gateway: walk a plan of candidates, judge

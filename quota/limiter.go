@@ -12,7 +12,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
 )
 
 // Config says where a Limiter keeps its counters. It is runtime
