@@ -149,7 +149,7 @@ func (g *Gateway) send(rp *reply, req *request, a *attempt) {
 
 	body := req.bodyFor(a.sent)
 	if fs := c.rt.filters; len(fs) > 0 && req.json() {
-		body = applyFilters(body, fs)
+		body = ApplyFilters(body, fs)
 	}
 	up := newUpstreamRequest(ctx, req.r, base, cfg, body)
 

@@ -20,41 +20,41 @@ import (
 // as encoding/json does, so a hostile body cannot exhaust the stack.
 const maxNesting = 10000
 
-// span is a half-open byte range [start, end) of a body. The zero span is
+// Span is a half-open byte range [start, end) of a body. The zero Span is
 // "absent": no member ever starts at offset 0, where the '{' is.
-type span struct{ start, end int }
+type Span struct{ Start, End int }
 
-func (s span) ok() bool { return s.end > s.start }
+func (s Span) OK() bool { return s.End > s.Start }
 
-// member records one top-level member: the key's first byte (its opening
-// quote), the value's span, and the commas around it, so that the member can
+// Member records one top-level Member: the key's first byte (its opening
+// quote), the value's span, and the commas around it, so that the Member can
 // be removed while the object stays valid JSON.
-type member struct {
-	key       int
-	value     span
-	prevComma int // offset of the ',' before the key, -1 if first
-	nextComma int // offset of the ',' after the value, -1 if last
+type Member struct {
+	Key       int
+	Value     Span
+	PrevComma int // offset of the ',' before the key, -1 if first
+	NextComma int // offset of the ',' after the value, -1 if last
 }
 
-func (m member) ok() bool { return m.value.ok() }
+func (m Member) OK() bool { return m.Value.OK() }
 
-// bodyFields are the top-level members the gateway looks at.
-type bodyFields struct {
-	model          member
-	stream         member
-	fallbacks      member
-	user           member
-	promptCacheKey member
-	usage          member // in answers: token counts
-	messages       member // a chat request's messages
-	id             member // in stream chunks
-	created        member
-	// finished: in an answer, a choice has a finish_reason that is a
+// Fields are the top-level members the gateway looks at.
+type Fields struct {
+	Model          Member
+	Stream         Member
+	Fallbacks      Member
+	User           Member
+	PromptCacheKey Member
+	Usage          Member // in answers: token counts
+	Messages       Member // a chat request's messages
+	ID             Member // in stream chunks
+	Created        Member
+	// Finished: in an answer, a choice has a finish_reason that is a
 	// string (the chunk that says a chat or text completion is whole)
-	finished bool
-	// twice names model, stream or fallbacks when the object has more
+	Finished bool
+	// Twice names model, stream or fallbacks when the object has more
 	// than one member of that name under Unicode case folding.
-	twice string
+	Twice string
 	seen  uint8 // which of those three were seen, as a bit each
 }
 
@@ -72,22 +72,22 @@ func (e *syntaxError) Error() string {
 
 func (e *syntaxError) Unwrap() error { return errBadJSON }
 
-// scanBody validates b as one JSON object and returns where its interesting
+// ScanRequest validates b as one JSON object and returns where its interesting
 // top-level members are. It does not allocate on valid input.
-func scanBody(b []byte) (bodyFields, error) { return scanObject(b, true) }
+func ScanRequest(b []byte) (Fields, error) { return scanObject(b, true) }
 
-// scanAnswer is scanBody for what an engine sends (an answer, a stream's
+// ScanAnswer is scanBody for what an engine sends (an answer, a stream's
 // event): the same validation and members, without looking for members
 // repeated under case folding, which only a request can use to mislead.
-func scanAnswer(b []byte) (bodyFields, error) { return scanObject(b, false) }
+func ScanAnswer(b []byte) (Fields, error) { return scanObject(b, false) }
 
-func scanObject(b []byte, request bool) (bodyFields, error) {
-	var f bodyFields
-	i := skipSpace(b, 0)
+func scanObject(b []byte, request bool) (Fields, error) {
+	var f Fields
+	i := SkipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return f, &syntaxError{i, "the body must be a JSON object"}
 	}
-	i = skipSpace(b, i+1)
+	i = SkipSpace(b, i+1)
 	if i < len(b) && b[i] == '}' {
 		return f, expectEnd(b, i+1)
 	}
@@ -101,26 +101,26 @@ func scanObject(b []byte, request bool) (bodyFields, error) {
 		if err != nil {
 			return f, err
 		}
-		i = skipSpace(b, keyEnd)
+		i = SkipSpace(b, keyEnd)
 		if i >= len(b) || b[i] != ':' {
 			return f, &syntaxError{i, "expected ':' after a member name"}
 		}
-		i = skipSpace(b, i+1)
+		i = SkipSpace(b, i+1)
 		valStart := i
 		// depth counts the top-level object as 1, as encoding/json's limit does
 		var valEnd int
 		if !request && i < len(b) && b[i] == '[' && string(b[keyStart:keyEnd]) == `"choices"` {
-			valEnd, f.finished, err = skipChoices(b, i)
+			valEnd, f.Finished, err = skipChoices(b, i)
 		} else {
-			valEnd, err = skipValue(b, i, 2)
+			valEnd, err = SkipValue(b, i, 2)
 		}
 		if err != nil {
 			return f, err
 		}
-		m := member{key: keyStart, value: span{valStart, valEnd}, prevComma: prevComma, nextComma: -1}
-		i = skipSpace(b, valEnd)
+		m := Member{Key: keyStart, Value: Span{valStart, valEnd}, PrevComma: prevComma, NextComma: -1}
+		i = SkipSpace(b, valEnd)
 		if i < len(b) && b[i] == ',' {
-			m.nextComma = i
+			m.NextComma = i
 		}
 		if request {
 			f.fold(b[keyStart+1 : keyEnd-1])
@@ -134,7 +134,7 @@ func scanObject(b []byte, request bool) (bodyFields, error) {
 		switch b[i] {
 		case ',':
 			prevComma = i
-			i = skipSpace(b, i+1)
+			i = SkipSpace(b, i+1)
 		case '}':
 			return f, expectEnd(b, i+1)
 		default:
@@ -157,7 +157,7 @@ func decodedName(buf, rawName []byte) ([]byte, bool) {
 // slot returns where a member with this raw (still escaped) name is kept, or
 // nil when the gateway does not care about it. A name written with escapes
 // ("mod\u0065l") is compared decoded, because that is how upstreams read it.
-func (f *bodyFields) slot(rawName []byte) *member {
+func (f *Fields) slot(rawName []byte) *Member {
 	var buf [32]byte
 	name, ok := decodedName(buf[:0], rawName)
 	if !ok {
@@ -165,23 +165,23 @@ func (f *bodyFields) slot(rawName []byte) *member {
 	}
 	switch string(name) {
 	case "model":
-		return &f.model
+		return &f.Model
 	case "stream":
-		return &f.stream
+		return &f.Stream
 	case "fallbacks":
-		return &f.fallbacks
+		return &f.Fallbacks
 	case "user":
-		return &f.user
+		return &f.User
 	case "prompt_cache_key":
-		return &f.promptCacheKey
+		return &f.PromptCacheKey
 	case "usage":
-		return &f.usage
+		return &f.Usage
 	case "messages":
-		return &f.messages
+		return &f.Messages
 	case "id":
-		return &f.id
+		return &f.ID
 	case "created":
-		return &f.created
+		return &f.Created
 	}
 	return nil
 }
@@ -192,7 +192,7 @@ func (f *bodyFields) slot(rawName []byte) *member {
 var foldNames = [...]string{"model", "stream", "fallbacks"}
 
 // fold records a member name against foldNames.
-func (f *bodyFields) fold(rawName []byte) {
+func (f *Fields) fold(rawName []byte) {
 	// a folded name is at most 3 bytes per letter (the Kelvin sign is 3)
 	if len(rawName) < 5 || len(rawName) > 9*6 {
 		return
@@ -204,8 +204,8 @@ func (f *bodyFields) fold(rawName []byte) {
 	}
 	for i, want := range foldNames {
 		if len(name) >= len(want) && equalFold(name, want) {
-			if f.seen&(1<<i) != 0 && f.twice == "" {
-				f.twice = want
+			if f.seen&(1<<i) != 0 && f.Twice == "" {
+				f.Twice = want
 			}
 			f.seen |= 1 << i
 		}
@@ -239,13 +239,13 @@ func equalFold(b []byte, s string) bool {
 }
 
 func expectEnd(b []byte, i int) error {
-	if i = skipSpace(b, i); i != len(b) {
+	if i = SkipSpace(b, i); i != len(b) {
 		return &syntaxError{i, "unexpected data after the top-level object"}
 	}
 	return nil
 }
 
-func skipSpace(b []byte, i int) int {
+func SkipSpace(b []byte, i int) int {
 	for i < len(b) {
 		switch b[i] {
 		case ' ', '\t', '\n', '\r':
@@ -263,7 +263,7 @@ func skipSpace(b []byte, i int) int {
 // where a second search of every event cost as much as the scan.
 func skipChoices(b []byte, i int) (int, bool, error) {
 	finished := false
-	i = skipSpace(b, i+1)
+	i = SkipSpace(b, i+1)
 	if i < len(b) && b[i] == ']' {
 		return i + 1, false, nil
 	}
@@ -271,7 +271,7 @@ func skipChoices(b []byte, i int) (int, bool, error) {
 		var err error
 		if i < len(b) && b[i] == '{' {
 			// a choice: its members, one level down
-			i = skipSpace(b, i+1)
+			i = SkipSpace(b, i+1)
 			for i < len(b) && b[i] != '}' {
 				if b[i] != '"' {
 					return i, false, &syntaxError{i, "expected a member name"}
@@ -281,20 +281,20 @@ func skipChoices(b []byte, i int) (int, bool, error) {
 					return i, false, err
 				}
 				key := b[keyStart:i]
-				i = skipSpace(b, i)
+				i = SkipSpace(b, i)
 				if i >= len(b) || b[i] != ':' {
 					return i, false, &syntaxError{i, "expected ':' after a member name"}
 				}
-				i = skipSpace(b, i+1)
+				i = SkipSpace(b, i+1)
 				if string(key) == `"finish_reason"` && i < len(b) && b[i] == '"' {
 					finished = true
 				}
-				if i, err = skipValue(b, i, 4); err != nil {
+				if i, err = SkipValue(b, i, 4); err != nil {
 					return i, false, err
 				}
-				i = skipSpace(b, i)
+				i = SkipSpace(b, i)
 				if i < len(b) && b[i] == ',' {
-					i = skipSpace(b, i+1)
+					i = SkipSpace(b, i+1)
 					if i < len(b) && b[i] == '}' {
 						return i, false, &syntaxError{i, "expected a member name"}
 					}
@@ -306,16 +306,16 @@ func skipChoices(b []byte, i int) (int, bool, error) {
 				return i, false, &syntaxError{i, "unexpected end of input"}
 			}
 			i++
-		} else if i, err = skipValue(b, i, 3); err != nil {
+		} else if i, err = SkipValue(b, i, 3); err != nil {
 			return i, false, err
 		}
-		i = skipSpace(b, i)
+		i = SkipSpace(b, i)
 		if i >= len(b) {
 			return i, false, &syntaxError{i, "unexpected end of input"}
 		}
 		switch b[i] {
 		case ',':
-			i = skipSpace(b, i+1)
+			i = SkipSpace(b, i+1)
 		case ']':
 			return i + 1, finished, nil
 		default:
@@ -324,8 +324,8 @@ func skipChoices(b []byte, i int) (int, bool, error) {
 	}
 }
 
-// skipValue returns the offset just past the JSON value starting at i.
-func skipValue(b []byte, i, depth int) (int, error) {
+// SkipValue returns the offset just past the JSON value starting at i.
+func SkipValue(b []byte, i, depth int) (int, error) {
 	if i >= len(b) {
 		return i, &syntaxError{i, "expected a value"}
 	}
@@ -355,7 +355,7 @@ func skipComposite(b []byte, i, depth int) (int, error) {
 	if isObject {
 		closer = '}'
 	}
-	i = skipSpace(b, i+1)
+	i = SkipSpace(b, i+1)
 	if i < len(b) && b[i] == closer {
 		return i + 1, nil
 	}
@@ -368,22 +368,22 @@ func skipComposite(b []byte, i, depth int) (int, error) {
 			if i, err = skipString(b, i); err != nil {
 				return i, err
 			}
-			i = skipSpace(b, i)
+			i = SkipSpace(b, i)
 			if i >= len(b) || b[i] != ':' {
 				return i, &syntaxError{i, "expected ':' after a member name"}
 			}
-			i = skipSpace(b, i+1)
+			i = SkipSpace(b, i+1)
 		}
-		if i, err = skipValue(b, i, depth+1); err != nil {
+		if i, err = SkipValue(b, i, depth+1); err != nil {
 			return i, err
 		}
-		i = skipSpace(b, i)
+		i = SkipSpace(b, i)
 		if i >= len(b) {
 			return i, &syntaxError{i, "unexpected end of input"}
 		}
 		switch b[i] {
 		case ',':
-			i = skipSpace(b, i+1)
+			i = SkipSpace(b, i+1)
 		case closer:
 			return i + 1, nil
 		default:
@@ -466,12 +466,12 @@ func skipNumber(b []byte, i int) (int, error) {
 	case i < len(b) && b[i] == '0':
 		i++
 	case i < len(b) && b[i] >= '1' && b[i] <= '9':
-		i = skipDigits(b, i)
+		i = SkipDigits(b, i)
 	default:
 		return start, &syntaxError{start, "bad number"}
 	}
 	if i < len(b) && b[i] == '.' {
-		j := skipDigits(b, i+1)
+		j := SkipDigits(b, i+1)
 		if j == i+1 {
 			return start, &syntaxError{start, "bad number"}
 		}
@@ -482,7 +482,7 @@ func skipNumber(b []byte, i int) (int, error) {
 		if i < len(b) && (b[i] == '+' || b[i] == '-') {
 			i++
 		}
-		j := skipDigits(b, i)
+		j := SkipDigits(b, i)
 		if j == i {
 			return start, &syntaxError{start, "bad number"}
 		}
@@ -491,21 +491,21 @@ func skipNumber(b []byte, i int) (int, error) {
 	return i, nil
 }
 
-func skipDigits(b []byte, i int) int {
+func SkipDigits(b []byte, i int) int {
 	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
 		i++
 	}
 	return i
 }
 
-// stringValue returns the decoded value of a member that holds a JSON string,
+// StringValue returns the decoded value of a member that holds a JSON string,
 // and false when the member is absent or not a string. The common case, a
 // string without escapes, returns a sub-slice of b without copying.
-func stringValue(b []byte, m member) ([]byte, bool) {
-	if !m.ok() || b[m.value.start] != '"' {
+func StringValue(b []byte, m Member) ([]byte, bool) {
+	if !m.OK() || b[m.Value.Start] != '"' {
 		return nil, false
 	}
-	raw := b[m.value.start+1 : m.value.end-1]
+	raw := b[m.Value.Start+1 : m.Value.End-1]
 	for _, c := range raw {
 		if c == '\\' {
 			return appendUnquoted(nil, raw)
@@ -574,64 +574,64 @@ func hex4(b []byte) int {
 	return n
 }
 
-// isTrue reports whether the member holds the literal true.
-func isTrue(b []byte, m member) bool {
-	return m.ok() && string(b[m.value.start:m.value.end]) == "true"
+// IsTrue reports whether the member holds the literal true.
+func IsTrue(b []byte, m Member) bool {
+	return m.OK() && string(b[m.Value.Start:m.Value.End]) == "true"
 }
 
-// edit replaces b[start:end] with repl.
-type edit struct {
-	start, end int
-	repl       []byte
+// Edit replaces b[start:end] with repl.
+type Edit struct {
+	Start, End int
+	Repl       []byte
 }
 
-// replaceValue is the edit that sets a member's value to a JSON string.
-func replaceValue(m member, s string) edit {
-	return edit{m.value.start, m.value.end, appendJSONString(make([]byte, 0, len(s)+2), s)}
+// ReplaceValue is the edit that sets a member's value to a JSON string.
+func ReplaceValue(m Member, s string) Edit {
+	return Edit{m.Value.Start, m.Value.End, AppendString(make([]byte, 0, len(s)+2), s)}
 }
 
-// removeMember is the edit that deletes a member and one adjacent comma, so
+// RemoveMember is the edit that deletes a member and one adjacent comma, so
 // the object stays valid whichever position the member had.
-func removeMember(m member) edit {
+func RemoveMember(m Member) Edit {
 	switch {
-	case m.prevComma >= 0:
-		return edit{m.prevComma, m.value.end, nil}
-	case m.nextComma >= 0:
-		return edit{m.key, m.nextComma + 1, nil}
+	case m.PrevComma >= 0:
+		return Edit{m.PrevComma, m.Value.End, nil}
+	case m.NextComma >= 0:
+		return Edit{m.Key, m.NextComma + 1, nil}
 	default:
-		return edit{m.key, m.value.end, nil}
+		return Edit{m.Key, m.Value.End, nil}
 	}
 }
 
-// applyEdits returns b with the edits applied; edits must not overlap. With no
+// ApplyEdits returns b with the edits applied; edits must not overlap. With no
 // edits it returns b itself.
-func applyEdits(b []byte, edits ...edit) []byte {
+func ApplyEdits(b []byte, edits ...Edit) []byte {
 	if len(edits) == 0 {
 		return b
 	}
 	// a handful of edits at most: insertion sort keeps this allocation-free
 	for i := 1; i < len(edits); i++ {
-		for j := i; j > 0 && edits[j].start < edits[j-1].start; j-- {
+		for j := i; j > 0 && edits[j].Start < edits[j-1].Start; j-- {
 			edits[j], edits[j-1] = edits[j-1], edits[j]
 		}
 	}
 	n := len(b)
 	for _, e := range edits {
-		n += len(e.repl) - (e.end - e.start)
+		n += len(e.Repl) - (e.End - e.Start)
 	}
 	out := make([]byte, 0, n)
 	prev := 0
 	for _, e := range edits {
-		out = append(out, b[prev:e.start]...)
-		out = append(out, e.repl...)
-		prev = e.end
+		out = append(out, b[prev:e.Start]...)
+		out = append(out, e.Repl...)
+		prev = e.End
 	}
 	return append(out, b[prev:]...)
 }
 
-// appendJSONString appends s as a JSON string literal. Invalid UTF-8 becomes
+// AppendString appends s as a JSON string literal. Invalid UTF-8 becomes
 // U+FFFD, as encoding/json does.
-func appendJSONString(dst []byte, s string) []byte {
+func AppendString(dst []byte, s string) []byte {
 	const hex = "0123456789abcdef"
 	dst = append(dst, '"')
 	for i := 0; i < len(s); {

@@ -36,11 +36,11 @@ func chatBody(size int) []byte {
 }
 
 // raw returns the bytes of a member's value, "" when it is absent.
-func raw(b []byte, m member) string {
-	if !m.ok() {
+func raw(b []byte, m Member) string {
+	if !m.OK() {
 		return ""
 	}
-	return string(b[m.value.start:m.value.end])
+	return string(b[m.Value.Start:m.Value.End])
 }
 
 // jsonMember is one top-level member as encoding/json reads it: the decoded
@@ -122,11 +122,11 @@ func TestScanBodyFindsTopLevelMembersOnly(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := []byte(tc.body)
-			f, err := scanBody(b)
+			f, err := ScanRequest(b)
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := want{raw(b, f.model), raw(b, f.stream), raw(b, f.fallbacks), raw(b, f.user), raw(b, f.promptCacheKey)}
+			got := want{raw(b, f.Model), raw(b, f.Stream), raw(b, f.Fallbacks), raw(b, f.User), raw(b, f.PromptCacheKey)}
 			if got != tc.want {
 				t.Errorf("got  %+v\nwant %+v", got, tc.want)
 			}
@@ -150,11 +150,11 @@ func TestStreamIsTrueOnlyForTheLiteralTrue(t *testing.T) {
 		`{"model":"m","messages":[{"stream":true}]}`: false,
 	} {
 		b := []byte(body)
-		f, err := scanBody(b)
+		f, err := ScanRequest(b)
 		if err != nil {
 			t.Fatalf("%s: %v", body, err)
 		}
-		if got := isTrue(b, f.stream); got != want {
+		if got := IsTrue(b, f.Stream); got != want {
 			t.Errorf("%s: stream %v, want %v", body, got, want)
 		}
 	}
@@ -185,11 +185,11 @@ func TestStringValueDecodesAsEncodingJSON(t *testing.T) {
 		{`{"name":"gpt-4o"}`, "", false},
 	} {
 		b := []byte(`{"model":` + tc.value + `}`)
-		f, err := scanBody(b)
+		f, err := ScanRequest(b)
 		if err != nil {
 			t.Fatalf("%s: %v", b, err)
 		}
-		got, ok := stringValue(b, f.model)
+		got, ok := StringValue(b, f.Model)
 		if ok != tc.ok || string(got) != tc.want {
 			t.Errorf("%s: got %q, %v; want %q, %v", tc.value, got, ok, tc.want, tc.ok)
 		}
@@ -198,18 +198,18 @@ func TestStringValueDecodesAsEncodingJSON(t *testing.T) {
 			t.Errorf("%s: encoding/json decodes %q, the test wants %q", tc.value, oracle, tc.want)
 		}
 	}
-	if _, ok := stringValue([]byte(`{}`), member{}); ok {
+	if _, ok := StringValue([]byte(`{}`), Member{}); ok {
 		t.Error("an absent member has a string value")
 	}
 }
 
 func TestStringValueWithoutEscapesIsASubsliceOfTheBody(t *testing.T) {
 	b := []byte(`{"model":"llama-3.1-8b"}`)
-	f, err := scanBody(b)
+	f, err := ScanRequest(b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, _ := stringValue(b, f.model)
+	got, _ := StringValue(b, f.Model)
 	if &got[0] != &b[10] {
 		t.Error("stringValue copied a string that has no escapes")
 	}
@@ -290,7 +290,7 @@ func TestScanBodyRejectsMalformedInput(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := []byte(tc.body)
-			_, err := scanBody(b)
+			_, err := ScanRequest(b)
 			if !errors.Is(err, errBadJSON) {
 				t.Fatalf("got %v, want an error wrapping errBadJSON", err)
 			}
@@ -314,7 +314,7 @@ func TestNestingLimitIsEncodingJSONs(t *testing.T) {
 	for _, levels := range []int{maxNesting - 1, maxNesting, maxNesting + 1} {
 		for opener, closer := range map[string]string{"[": "]", `{"a":`: "}"} {
 			b := []byte(`{"model":"m","deep":` + strings.Repeat(opener, levels-1) + "0" + strings.Repeat(closer, levels-1) + `}`)
-			_, err := scanBody(b)
+			_, err := ScanRequest(b)
 			if valid := json.Valid(b); (err == nil) != valid {
 				t.Errorf("%d levels of %s: scanBody says %v, encoding/json valid=%v", levels, opener, err, valid)
 			}
@@ -336,14 +336,14 @@ func TestReplaceModelKeepsEveryOtherByte(t *testing.T) {
 	models := []string{"llama-3.1-8b-instruct", "", `quo"te\back/slash`, "tab\tnew\nline\x00\x1f\x7f", "ünï 🙏 \u2028", "bad \xff utf-8"}
 	for name, b := range bodies {
 		for _, model := range models {
-			f, err := scanBody(b)
+			f, err := ScanRequest(b)
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
-			e := replaceValue(f.model, model)
-			out := applyEdits(b, e)
+			e := ReplaceValue(f.Model, model)
+			out := ApplyEdits(b, e)
 
-			start, end := f.model.value.start, f.model.value.end
+			start, end := f.Model.Value.Start, f.Model.Value.End
 			tailLen := len(b) - end
 			if !bytes.Equal(out[:start], b[:start]) || !bytes.Equal(out[len(out)-tailLen:], b[end:]) {
 				t.Fatalf("%s, model %q: bytes outside the model's value changed:\n%s\n%s", name, model, b, out)
@@ -352,7 +352,7 @@ func TestReplaceModelKeepsEveryOtherByte(t *testing.T) {
 			if err := json.Unmarshal(out[start:len(out)-tailLen], &got); err != nil || got != asDecoded(model) {
 				t.Errorf("%s: the new value decodes to %q (%v), want %q", name, got, err, asDecoded(model))
 			}
-			if _, err := scanBody(out); err != nil || !json.Valid(out) {
+			if _, err := ScanRequest(out); err != nil || !json.Valid(out) {
 				t.Errorf("%s, model %q: the result is no longer valid: %v\n%s", name, model, err, out)
 			}
 		}
@@ -377,11 +377,11 @@ func TestRemoveFallbacksInEveryPosition(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := []byte(tc.body)
-			f, err := scanBody(b)
+			f, err := ScanRequest(b)
 			if err != nil {
 				t.Fatal(err)
 			}
-			out := applyEdits(b, removeMember(f.fallbacks))
+			out := ApplyEdits(b, RemoveMember(f.Fallbacks))
 			if !json.Valid(out) {
 				t.Fatalf("not valid JSON: %q", out)
 			}
@@ -409,7 +409,7 @@ func TestReplaceModelAndRemoveFallbacksTogether(t *testing.T) {
 		string(chat[:len(chat)-1]) + `,"fallbacks":["gpt-4o","claude"]}`,
 	} {
 		b := []byte(body)
-		f, err := scanBody(b)
+		f, err := ScanRequest(b)
 		if err != nil {
 			t.Fatalf("%s: %v", body, err)
 		}
@@ -418,11 +418,11 @@ func TestReplaceModelAndRemoveFallbacksTogether(t *testing.T) {
 		want = slices.Delete(want, lastNamed(want, "fallbacks"), lastNamed(want, "fallbacks")+1)
 
 		// edits may come in either order
-		for _, edits := range [][]edit{
-			{replaceValue(f.model, "engine-model"), removeMember(f.fallbacks)},
-			{removeMember(f.fallbacks), replaceValue(f.model, "engine-model")},
+		for _, edits := range [][]Edit{
+			{ReplaceValue(f.Model, "engine-model"), RemoveMember(f.Fallbacks)},
+			{RemoveMember(f.Fallbacks), ReplaceValue(f.Model, "engine-model")},
 		} {
-			out := applyEdits(b, edits...)
+			out := ApplyEdits(b, edits...)
 			if !json.Valid(out) {
 				t.Fatalf("not valid JSON: %q", out)
 			}
@@ -435,7 +435,7 @@ func TestReplaceModelAndRemoveFallbacksTogether(t *testing.T) {
 
 func TestApplyEditsWithoutEditsReturnsTheBody(t *testing.T) {
 	b := []byte(`{"model":"m"}`)
-	if out := applyEdits(b); &out[0] != &b[0] || len(out) != len(b) {
+	if out := ApplyEdits(b); &out[0] != &b[0] || len(out) != len(b) {
 		t.Error("applyEdits without edits copied the body")
 	}
 }
@@ -445,7 +445,7 @@ func TestAppendJSONStringRoundTrips(t *testing.T) {
 		"", "gpt-4o", `"`, `\`, `\"`, "/", "</script>&", "\x00\x01\x1f \x7f",
 		"\b\f\n\r\t", "ünïcødé", "🙏", "\u2028\u2029", "\ufffd", "\xff", "a\xc3", "\xed\xa0\x80", // a UTF-8-encoded surrogate
 	} {
-		b := appendJSONString([]byte("prefix:"), s)
+		b := AppendString([]byte("prefix:"), s)
 		if !bytes.HasPrefix(b, []byte("prefix:")) {
 			t.Fatalf("%q: the prefix was lost: %q", s, b)
 		}
@@ -460,11 +460,11 @@ func TestScanBodyAndStringValueDoNotAllocate(t *testing.T) {
 	for _, size := range []int{256, 4 << 10, 64 << 10} {
 		b := chatBody(size)
 		allocs := testing.AllocsPerRun(50, func() {
-			f, err := scanBody(b)
+			f, err := ScanRequest(b)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if m, ok := stringValue(b, f.model); !ok || len(m) == 0 || !isTrue(b, f.stream) {
+			if m, ok := StringValue(b, f.Model); !ok || len(m) == 0 || !IsTrue(b, f.Stream) {
 				t.Fatal("the chat body lost its model or stream")
 			}
 		})
@@ -491,7 +491,7 @@ func FuzzScanBody(f *testing.F) {
 		f.Add([]byte(body), `quo"te`)
 	}
 	f.Fuzz(func(t *testing.T, body []byte, model string) {
-		fields, err := scanBody(body)
+		fields, err := ScanRequest(body)
 		if want := startsWithObject(body) && json.Valid(body); (err == nil) != want {
 			t.Fatalf("scanBody says %v, encoding/json says valid object=%v: %q", err, want, body)
 		}
@@ -506,15 +506,15 @@ func FuzzScanBody(f *testing.F) {
 		if err := json.Unmarshal(body, &top); err != nil {
 			t.Fatal(err)
 		}
-		for name, m := range map[string]member{
-			"model": fields.model, "stream": fields.stream, "fallbacks": fields.fallbacks,
-			"user": fields.user, "prompt_cache_key": fields.promptCacheKey,
+		for name, m := range map[string]Member{
+			"model": fields.Model, "stream": fields.Stream, "fallbacks": fields.Fallbacks,
+			"user": fields.User, "prompt_cache_key": fields.PromptCacheKey,
 		} {
 			if got := raw(body, m); got != string(top[name]) {
 				t.Fatalf("%s: scanner found %q, encoding/json %q: %q", name, got, top[name], body)
 			}
 		}
-		got, ok := stringValue(body, fields.model)
+		got, ok := StringValue(body, fields.Model)
 		var want string
 		isString := len(top["model"]) > 0 && top["model"][0] == '"'
 		if isString && json.Unmarshal(top["model"], &want) != nil {
@@ -523,15 +523,15 @@ func FuzzScanBody(f *testing.F) {
 		if ok != isString || (ok && asDecoded(string(got)) != want) {
 			t.Fatalf("model %q (%v), encoding/json decodes %q (%v): %q", got, ok, want, isString, body)
 		}
-		if isTrue(body, fields.stream) != (string(top["stream"]) == "true") {
+		if IsTrue(body, fields.Stream) != (string(top["stream"]) == "true") {
 			t.Fatalf("isTrue disagrees with stream %s", top["stream"])
 		}
 
 		members := topLevelMembers(t, body)
-		if fields.model.ok() {
-			out := applyEdits(body, replaceValue(fields.model, model))
+		if fields.Model.OK() {
+			out := ApplyEdits(body, ReplaceValue(fields.Model, model))
 			want := slices.Clone(members)
-			want[lastNamed(want, "model")].value = string(appendJSONString(nil, model))
+			want[lastNamed(want, "model")].value = string(AppendString(nil, model))
 			if got := topLevelMembers(t, out); !slices.Equal(got, want) {
 				t.Fatalf("after setting the model to %q: members %q, want %q", model, got, want)
 			}
@@ -541,8 +541,8 @@ func FuzzScanBody(f *testing.F) {
 				t.Fatalf("after setting the model to %q it decodes as %q (%v)", model, decoded, err)
 			}
 		}
-		if fields.fallbacks.ok() {
-			out := applyEdits(body, removeMember(fields.fallbacks))
+		if fields.Fallbacks.OK() {
+			out := ApplyEdits(body, RemoveMember(fields.Fallbacks))
 			if !json.Valid(out) {
 				t.Fatalf("removing fallbacks broke the body: %q", out)
 			}
@@ -569,11 +569,11 @@ func BenchmarkScanBody(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(bb.body)))
 			for b.Loop() {
-				f, err := scanBody(bb.body)
+				f, err := ScanRequest(bb.body)
 				if err != nil {
 					b.Fatal(err)
 				}
-				if _, ok := stringValue(bb.body, f.model); !ok {
+				if _, ok := StringValue(bb.body, f.Model); !ok {
 					b.Fatal("no model")
 				}
 			}
@@ -586,14 +586,14 @@ func BenchmarkScanBody(b *testing.B) {
 func BenchmarkSpliceModel(b *testing.B) {
 	for _, bb := range benchBodies {
 		b.Run(bb.name, func(b *testing.B) {
-			f, err := scanBody(bb.body)
+			f, err := ScanRequest(bb.body)
 			if err != nil {
 				b.Fatal(err)
 			}
 			b.ReportAllocs()
 			b.SetBytes(int64(len(bb.body)))
 			for b.Loop() {
-				out := applyEdits(bb.body, replaceValue(f.model, "Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf"))
+				out := ApplyEdits(bb.body, ReplaceValue(f.Model, "Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf"))
 				if len(out) < len(bb.body) {
 					b.Fatal("the body shrank")
 				}

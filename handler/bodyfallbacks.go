@@ -18,16 +18,16 @@ import (
 // stripFallbacks removes every top-level "fallbacks" member from the body
 // and returns the new body, its fields, and the raw value of the (last)
 // member that was there, if any.
-func stripFallbacks(body []byte, fields bodyFields) ([]byte, bodyFields, []byte, error) {
+func stripFallbacks(body []byte, fields Fields) ([]byte, Fields, []byte, error) {
 	var raw []byte
-	for fields.fallbacks.ok() {
+	for fields.Fallbacks.OK() {
 		if raw == nil {
-			v := fields.fallbacks.value
-			raw = append([]byte(nil), body[v.start:v.end]...)
+			v := fields.Fallbacks.Value
+			raw = append([]byte(nil), body[v.Start:v.End]...)
 		}
-		body = applyEdits(body, removeMember(fields.fallbacks))
+		body = ApplyEdits(body, RemoveMember(fields.Fallbacks))
 		var err error
-		if fields, err = scanBody(body); err != nil {
+		if fields, err = ScanRequest(body); err != nil {
 			return nil, fields, nil, err // cannot happen: removal keeps JSON valid
 		}
 	}
@@ -132,7 +132,7 @@ func (g *Gateway) withBodyFallbacks(req *request, plan []candidate) ([]candidate
 // annotate_response): which engine answered, with which model, how long it
 // took, and which candidate of the plan it was (0: the primary).
 func annotate(body []byte, provider, model string, latencyMS int64, index int) []byte {
-	if _, err := scanBody(body); err != nil {
+	if _, err := ScanRequest(body); err != nil {
 		return body // not a JSON object: leave it as it is
 	}
 	end := len(body) - 1
@@ -150,9 +150,9 @@ func annotate(body []byte, provider, model string, latencyMS int64, index int) [
 		b = append(b, ',')
 	}
 	b = append(b, `"extra_fields":{"provider":`...)
-	b = appendJSONString(b, provider)
+	b = AppendString(b, provider)
 	b = append(b, `,"model":`...)
-	b = appendJSONString(b, model)
+	b = AppendString(b, model)
 	b = append(b, fmt.Sprintf(`,"latency_ms":%d,"fallback_index":%d}`, latencyMS, index)...)
 	return append(b, body[end:]...)
 }

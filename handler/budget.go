@@ -203,8 +203,8 @@ func estimateTokens(req *request) int64 {
 		return 1
 	}
 	prompt := int64(len(req.body)/4 + 1)
-	if m, ok := lastMember(req.body, skipSpace(req.body, 0), "max_tokens"); ok {
-		if n, err := strconv.ParseInt(string(req.body[m.value.start:m.value.end]), 10, 64); err == nil && n > 0 {
+	if m, ok := LastMember(req.body, SkipSpace(req.body, 0), "max_tokens"); ok {
+		if n, err := strconv.ParseInt(string(req.body[m.Value.Start:m.Value.End]), 10, 64); err == nil && n > 0 {
 			return prompt + n
 		}
 	}
@@ -265,7 +265,7 @@ func (req *request) switchModel(model string) (*request, *Error) {
 		out.form = &f
 		return &out, nil
 	}
-	fields, err := scanBody(out.body)
+	fields, err := ScanRequest(out.body)
 	if err != nil {
 		return nil, errBadRequest("invalid_json", err.Error())
 	}
@@ -282,13 +282,13 @@ func (req *request) askUsage() {
 		!(strings.HasSuffix(p, "/chat/completions") || strings.HasSuffix(p, "/completions")) {
 		return
 	}
-	if so, ok := lastMember(req.body, skipSpace(req.body, 0), "stream_options"); ok && req.body[so.value.start] == '{' {
-		if iu, ok := lastMember(req.body, so.value.start, "include_usage"); ok && string(req.body[iu.value.start:iu.value.end]) == "true" {
+	if so, ok := LastMember(req.body, SkipSpace(req.body, 0), "stream_options"); ok && req.body[so.Value.Start] == '{' {
+		if iu, ok := LastMember(req.body, so.Value.Start, "include_usage"); ok && string(req.body[iu.Value.Start:iu.Value.End]) == "true" {
 			return // the client asked: it gets the chunk
 		}
 	}
-	body := applyFilters(req.body, []filter{{path: []string{"stream_options", "include_usage"}, value: []byte("true")}})
-	fields, err := scanBody(body)
+	body := ApplyFilters(req.body, []Filter{{Path: []string{"stream_options", "include_usage"}, Value: []byte("true")}})
+	fields, err := ScanRequest(body)
 	if err != nil {
 		return
 	}

@@ -42,11 +42,11 @@ func (e *Error) JSON() []byte {
 // error travels in a stream (whose HTTP status went out long ago).
 func (e *Error) appendObject(b []byte, withStatus bool) []byte {
 	b = append(b, `{"error":{"message":`...)
-	b = appendJSONString(b, e.Message)
+	b = AppendString(b, e.Message)
 	b = append(b, `,"type":`...)
-	b = appendJSONString(b, e.Type)
+	b = AppendString(b, e.Type)
 	b = append(b, `,"code":`...)
-	b = appendJSONString(b, e.Code)
+	b = AppendString(b, e.Code)
 	if withStatus {
 		b = append(b, `,"status":`...)
 		b = strconv.AppendInt(b, int64(e.Status), 10)
@@ -94,9 +94,9 @@ func (e *Error) anthropic() (int, []byte) {
 		status, typ = 529, "overloaded_error"
 	}
 	b := append(make([]byte, 0, 96+len(e.Message)), `{"type":"error","error":{"type":`...)
-	b = appendJSONString(b, typ)
+	b = AppendString(b, typ)
 	b = append(b, `,"message":`...)
-	b = appendJSONString(b, e.Message)
+	b = AppendString(b, e.Message)
 	return status, append(b, "}}"...)
 }
 

@@ -17,45 +17,45 @@ import (
 // "temperature"); otherwise a caller could keep a stripped field by changing
 // its case.
 
-// filter is one parsed filter.
-type filter struct {
-	path  []string
-	value []byte // nil: strip
+// Filter is one parsed Filter.
+type Filter struct {
+	Path  []string
+	Value []byte // nil: strip
 }
 
 // filtersOf parses an engine's filters; the config was validated, so every
 // path is well formed and every value is JSON.
-func filtersOf(cfg engines.Config) []filter {
-	var fs []filter
+func filtersOf(cfg engines.Config) []Filter {
+	var fs []Filter
 	for _, p := range cfg.Strip {
-		fs = append(fs, filter{path: strings.Split(p, ".")})
+		fs = append(fs, Filter{Path: strings.Split(p, ".")})
 	}
 	for _, s := range cfg.Set {
-		fs = append(fs, filter{path: strings.Split(s.Path, "."), value: []byte(s.Value)})
+		fs = append(fs, Filter{Path: strings.Split(s.Path, "."), Value: []byte(s.Value)})
 	}
 	return fs
 }
 
-// applyFilters returns body with the filters applied in order. body must be
+// ApplyFilters returns body with the filters applied in order. body must be
 // a JSON object that scanBody accepted.
-func applyFilters(body []byte, fs []filter) []byte {
+func ApplyFilters(body []byte, fs []Filter) []byte {
 	for _, f := range fs {
 		body = f.apply(body)
 	}
 	return body
 }
 
-func (f filter) apply(body []byte) []byte {
-	obj := skipSpace(body, 0) // the '{' of the object the path is in
-	for i, seg := range f.path {
-		last := i == len(f.path)-1
+func (f Filter) apply(body []byte) []byte {
+	obj := SkipSpace(body, 0) // the '{' of the object the path is in
+	for i, seg := range f.Path {
+		last := i == len(f.Path)-1
 		if !last {
-			if m, ok := lastMember(body, obj, seg); ok && body[m.value.start] == '{' {
-				obj = m.value.start
+			if m, ok := LastMember(body, obj, seg); ok && body[m.Value.Start] == '{' {
+				obj = m.Value.Start
 				continue
 			}
 		}
-		if f.value == nil {
+		if f.Value == nil {
 			if !last {
 				return body // nothing at this path to strip
 			}
@@ -64,7 +64,7 @@ func (f filter) apply(body []byte) []byte {
 		// set: replace whatever holds this name with the rest of the
 		// path, built as nested objects
 		body = removeAll(body, obj, seg)
-		return insertMember(body, obj, seg, nest(f.path[i+1:], f.value))
+		return insertMember(body, obj, seg, nest(f.Path[i+1:], f.Value))
 	}
 	return body
 }
@@ -73,7 +73,7 @@ func (f filter) apply(body []byte) []byte {
 func nest(names []string, value []byte) []byte {
 	var out []byte
 	for _, n := range names {
-		out = appendJSONString(append(out, '{'), n)
+		out = AppendString(append(out, '{'), n)
 		out = append(out, ':')
 	}
 	out = append(out, value...)
@@ -85,8 +85,8 @@ func nest(names []string, value []byte) []byte {
 
 // eachMember calls fn for the members of the object whose '{' is at obj, in
 // order, until fn returns false; it returns the offset of the object's '}'.
-func eachMember(b []byte, obj int, fn func(name []byte, m member) bool) int {
-	i := skipSpace(b, obj+1)
+func eachMember(b []byte, obj int, fn func(name []byte, m Member) bool) int {
+	i := SkipSpace(b, obj+1)
 	if i < len(b) && b[i] == '}' {
 		return i
 	}
@@ -94,13 +94,13 @@ func eachMember(b []byte, obj int, fn func(name []byte, m member) bool) int {
 	for i < len(b) && b[i] == '"' {
 		keyStart := i
 		keyEnd, _ := skipString(b, i)
-		i = skipSpace(b, keyEnd)
-		i = skipSpace(b, i+1) // past ':'
-		valEnd, _ := skipValue(b, i, 2)
-		m := member{key: keyStart, value: span{i, valEnd}, prevComma: prevComma, nextComma: -1}
-		i = skipSpace(b, valEnd)
+		i = SkipSpace(b, keyEnd)
+		i = SkipSpace(b, i+1) // past ':'
+		valEnd, _ := SkipValue(b, i, 2)
+		m := Member{Key: keyStart, Value: Span{i, valEnd}, PrevComma: prevComma, NextComma: -1}
+		i = SkipSpace(b, valEnd)
 		if i < len(b) && b[i] == ',' {
-			m.nextComma = i
+			m.NextComma = i
 		}
 		if fn != nil && !fn(b[keyStart+1:keyEnd-1], m) {
 			fn = nil
@@ -109,7 +109,7 @@ func eachMember(b []byte, obj int, fn func(name []byte, m member) bool) int {
 			return i
 		}
 		prevComma = i
-		i = skipSpace(b, i+1)
+		i = SkipSpace(b, i+1)
 	}
 	return i
 }
@@ -122,11 +122,11 @@ func matches(rawName []byte, name string) bool {
 	return ok && strings.EqualFold(string(n), name)
 }
 
-// lastMember finds the last member of the object at obj named name.
-func lastMember(b []byte, obj int, name string) (member, bool) {
-	var found member
+// LastMember finds the last member of the object at obj named name.
+func LastMember(b []byte, obj int, name string) (Member, bool) {
+	var found Member
 	ok := false
-	eachMember(b, obj, func(raw []byte, m member) bool {
+	eachMember(b, obj, func(raw []byte, m Member) bool {
 		if matches(raw, name) {
 			found, ok = m, true
 		}
@@ -138,23 +138,23 @@ func lastMember(b []byte, obj int, name string) (member, bool) {
 // removeAll removes every member of the object at obj named name.
 func removeAll(b []byte, obj int, name string) []byte {
 	for {
-		m, ok := lastMember(b, obj, name)
+		m, ok := LastMember(b, obj, name)
 		if !ok {
 			return b
 		}
-		b = applyEdits(b, removeMember(m))
+		b = ApplyEdits(b, RemoveMember(m))
 	}
 }
 
 // insertMember adds "name": value as the last member of the object at obj.
 func insertMember(b []byte, obj int, name string, value []byte) []byte {
 	empty := true
-	end := eachMember(b, obj, func([]byte, member) bool { empty = false; return false })
+	end := eachMember(b, obj, func([]byte, Member) bool { empty = false; return false })
 	var m []byte
 	if !empty {
 		m = append(m, ',')
 	}
-	m = appendJSONString(m, name)
+	m = AppendString(m, name)
 	m = append(append(m, ':'), value...)
-	return applyEdits(b, edit{end, end, m})
+	return ApplyEdits(b, Edit{end, end, m})
 }

@@ -14,7 +14,7 @@ import (
 
 // formFields is what the gateway reads of a multipart/form-data body.
 type formFields struct {
-	model  span // the model field's value
+	model  Span // the model field's value
 	stream bool // a "stream" field of true
 }
 
@@ -73,7 +73,7 @@ func scanForm(body []byte, boundary string) (formFields, *Error) {
 		if end < 0 {
 			return f, errBadRequest("invalid_multipart", "the multipart body ends inside a part (no closing boundary)")
 		}
-		value := span{valStart, valStart + end}
+		value := Span{valStart, valStart + end}
 		name, isFile := partName(headers)
 		if !isFile {
 			switch {
@@ -87,10 +87,10 @@ func scanForm(body []byte, boundary string) (formFields, *Error) {
 					return f, ambiguousField("stream")
 				}
 				seenStream = true
-				f.stream = string(body[value.start:value.end]) == "true"
+				f.stream = string(body[value.Start:value.End]) == "true"
 			}
 		}
-		i = value.end + 2
+		i = value.End + 2
 	}
 	return f, nil
 }

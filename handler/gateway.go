@@ -330,7 +330,7 @@ type route struct {
 	contextFallback *route
 	contextModel    string
 	plan            []candidate
-	filters         []filter // set and strip
+	filters         []Filter // set and strip
 }
 
 // Gateway serves requests for one handler instance. It holds no engine
@@ -590,7 +590,7 @@ func cleanPath(p string) bool {
 type request struct {
 	r         *http.Request
 	body      []byte // as sent upstream: gateway-only fields removed
-	fields    bodyFields
+	fields    Fields
 	model     string
 	stream    bool
 	fallbacks []byte // the raw "fallbacks" value, if the body had one
@@ -616,9 +616,9 @@ func (req *request) bodyFor(model string) []byte {
 	case model == req.model:
 		return req.body
 	case req.form != nil:
-		return applyEdits(req.body, edit{req.form.model.start, req.form.model.end, []byte(model)})
+		return ApplyEdits(req.body, Edit{req.form.model.Start, req.form.model.End, []byte(model)})
 	}
-	return applyEdits(req.body, replaceValue(req.fields.model, model))
+	return ApplyEdits(req.body, ReplaceValue(req.fields.Model, model))
 }
 
 // refuse answers with an error of the gateway's own.
@@ -713,28 +713,28 @@ func (g *Gateway) readRequest(r *http.Request) (*request, *Error) {
 	if boundary, ok := formBoundary(r.Header.Get("Content-Type")); ok {
 		return readForm(r, body, boundary)
 	}
-	fields, err := scanBody(body)
+	fields, err := ScanRequest(body)
 	if err != nil {
 		return nil, errBadRequest("invalid_json", "the request body is not valid JSON: "+err.Error())
 	}
-	if fields.twice != "" {
+	if fields.Twice != "" {
 		// upstreams decoding with Go's encoding/json match member names
 		// case-insensitively and take the last: the gateway must not
 		// route by one "model" while the engine runs another
 		return nil, errBadRequest("ambiguous_member", fmt.Sprintf(
-			"the request body has more than one %q member (names are compared ignoring case, as many engines do); send it once", fields.twice))
+			"the request body has more than one %q member (names are compared ignoring case, as many engines do); send it once", fields.Twice))
 	}
 	var fallbacks []byte
-	if fields.fallbacks.ok() {
+	if fields.Fallbacks.OK() {
 		if body, fields, fallbacks, err = stripFallbacks(body, fields); err != nil {
 			return nil, errBadRequest("invalid_json", err.Error())
 		}
 	}
-	model, ok := stringValue(body, fields.model)
+	model, ok := StringValue(body, fields.Model)
 	if !ok || len(model) == 0 {
 		return nil, errBadRequest("missing_model", `the request body has no "model": name one of GET /v1/models`)
 	}
-	return &request{r: r, body: body, fields: fields, model: string(model), stream: isTrue(body, fields.stream),
+	return &request{r: r, body: body, fields: fields, model: string(model), stream: IsTrue(body, fields.Stream),
 		fallbacks: fallbacks, api: apiOf(r.URL.Path)}, nil
 }
 
@@ -744,10 +744,10 @@ func readForm(r *http.Request, body []byte, boundary string) (*request, *Error) 
 	if gerr != nil {
 		return nil, gerr
 	}
-	if !f.model.ok() {
+	if !f.model.OK() {
 		return nil, errBadRequest("missing_model", `the multipart body has no "model" field: name one of GET /v1/models`)
 	}
-	return &request{r: r, body: body, model: string(body[f.model.start:f.model.end]), stream: f.stream,
+	return &request{r: r, body: body, model: string(body[f.model.Start:f.model.End]), stream: f.stream,
 		form: &f, api: apiOf(r.URL.Path)}, nil
 }
 

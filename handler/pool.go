@@ -163,16 +163,16 @@ func (p *pool) sessionKey(req *request) string {
 	if p.cfg.StickyHeader != "" {
 		return req.r.Header.Get(p.cfg.StickyHeader)
 	}
-	var m member
+	var m Member
 	switch p.cfg.StickyBody {
 	case "user":
-		m = req.fields.user
+		m = req.fields.User
 	case "prompt_cache_key":
-		m = req.fields.promptCacheKey
+		m = req.fields.PromptCacheKey
 	default:
 		return ""
 	}
-	v, _ := stringValue(req.body, m)
+	v, _ := StringValue(req.body, m)
 	return string(v)
 }
 
@@ -363,14 +363,14 @@ func (g *Gateway) ProbePool(ctx context.Context, name string) ([]ProbeResult, er
 
 func (g *Gateway) probeMember(ctx context.Context, m *poolMember) ProbeResult {
 	res := ProbeResult{Member: m.id, Model: m.model}
-	body := []byte(`{"model":` + string(appendJSONString(nil, m.model)) + `,"messages":[{"role":"user","content":"ping"}],"max_tokens":1}`)
+	body := []byte(`{"model":` + string(AppendString(nil, m.model)) + `,"messages":[{"role":"user","content":"ping"}],"max_tokens":1}`)
 	r, err := http.NewRequestWithContext(ctx, http.MethodPost, "/v1/chat/completions", nil)
 	if err != nil {
 		res.Reason = err.Error()
 		return res
 	}
 	r.Header.Set("Content-Type", "application/json")
-	fields, _ := scanBody(body)
+	fields, _ := ScanRequest(body)
 	req := &request{r: r, body: body, fields: fields, model: m.model}
 	rp := g.newReply(discardWriter{}, false, apiOpenAI, &Result{})
 	c := candidate{rt: m.rt, model: m.model, role: rolePool, acquire: true, brk: engines.NewBreaker(1, time.Second, nil), label: m.id}

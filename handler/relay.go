@@ -97,9 +97,9 @@ func hasFinishReason(ev []byte) bool {
 			return false
 		}
 		ev = ev[i+len(markFinish):]
-		j := skipSpace(ev, 0)
+		j := SkipSpace(ev, 0)
 		if j < len(ev) && ev[j] == ':' {
-			if k := skipSpace(ev, j+1); k < len(ev) && ev[k] == '"' {
+			if k := SkipSpace(ev, j+1); k < len(ev) && ev[k] == '"' {
 				return true
 			}
 		}
@@ -356,15 +356,15 @@ func emptyChoices(ev []byte) bool {
 	if i < 0 {
 		return false
 	}
-	j := skipSpace(ev, i+len(`"choices"`))
+	j := SkipSpace(ev, i+len(`"choices"`))
 	if j >= len(ev) || ev[j] != ':' {
 		return false
 	}
-	j = skipSpace(ev, j+1)
+	j = SkipSpace(ev, j+1)
 	if j >= len(ev) || ev[j] != '[' {
 		return false
 	}
-	j = skipSpace(ev, j+1)
+	j = SkipSpace(ev, j+1)
 	return j < len(ev) && ev[j] == ']'
 }
 

@@ -72,7 +72,7 @@ func (g *Gateway) newTranscript(a *attempt) *transcript {
 	req := a.req
 	chat := strings.HasSuffix(req.r.URL.Path, "/chat/completions") || req.r.URL.Path == "/v1/messages"
 	if a.c.role != rolePrimary || !a.c.rt.cfg.Resumes() || len(resumers(a.c)) == 0 ||
-		!chat || !req.fields.messages.ok() {
+		!chat || !req.fields.Messages.OK() {
 		return nil
 	}
 	return &transcript{api: req.api}
@@ -214,7 +214,7 @@ func (g *Gateway) continueOn(rp *reply, a *attempt, c candidate, cause error) *a
 	t := a.stream.tr
 	req := a.req
 	body := prefillBody(req, string(t.text))
-	fields, err := scanBody(body)
+	fields, err := ScanRequest(body)
 	if err != nil {
 		return nil
 	}
@@ -271,10 +271,10 @@ func (g *Gateway) countResume(a *attempt, on candidate, outcome string) {
 // prefillBody is the request with the text so far as a last assistant
 // message (the model is set by the attempt, as for any candidate).
 func prefillBody(req *request, text string) []byte {
-	msgs := req.fields.messages.value
-	closing := msgs.end - 1 // the array's ']'
+	msgs := req.fields.Messages.Value
+	closing := msgs.End - 1 // the array's ']'
 	i := closing - 1
-	for i > msgs.start && (req.body[i] == ' ' || req.body[i] == '\n' || req.body[i] == '\r' || req.body[i] == '\t') {
+	for i > msgs.Start && (req.body[i] == ' ' || req.body[i] == '\n' || req.body[i] == '\r' || req.body[i] == '\t') {
 		i--
 	}
 	var ins []byte
@@ -282,9 +282,9 @@ func prefillBody(req *request, text string) []byte {
 		ins = append(ins, ',')
 	}
 	ins = append(ins, `{"role":"assistant","content":`...)
-	ins = appendJSONString(ins, text)
+	ins = AppendString(ins, text)
 	ins = append(ins, '}')
-	return applyEdits(req.body, edit{closing, closing, ins})
+	return ApplyEdits(req.body, Edit{closing, closing, ins})
 }
 
 // rewriteIDs gives a resumed stream's chunks the id and created of the
@@ -302,20 +302,20 @@ func (r *rewriteIDs) apply(ev []byte) []byte {
 		return ev
 	}
 	data = bytes.TrimSpace(data)
-	f, err := scanAnswer(data)
+	f, err := ScanAnswer(data)
 	if err != nil {
 		return ev
 	}
-	var edits []edit
-	if f.id.ok() && len(r.id) > 0 {
-		edits = append(edits, edit{f.id.value.start, f.id.value.end, r.id})
+	var edits []Edit
+	if f.ID.OK() && len(r.id) > 0 {
+		edits = append(edits, Edit{f.ID.Value.Start, f.ID.Value.End, r.id})
 	}
-	if f.created.ok() && len(r.created) > 0 {
-		edits = append(edits, edit{f.created.value.start, f.created.value.end, r.created})
+	if f.Created.OK() && len(r.created) > 0 {
+		edits = append(edits, Edit{f.Created.Value.Start, f.Created.Value.End, r.created})
 	}
 	if len(edits) == 0 {
 		return ev
 	}
-	out := append([]byte("data: "), applyEdits(data, edits...)...)
+	out := append([]byte("data: "), ApplyEdits(data, edits...)...)
 	return append(out, "\n\n"...)
 }

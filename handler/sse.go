@@ -229,7 +229,7 @@ func classifyEvent(ev []byte, probe bool) eventKind {
 	if len(data) == 0 {
 		return eventComment
 	}
-	if end, err := skipValue(data, 0, 1); err != nil || end != len(data) {
+	if end, err := SkipValue(data, 0, 1); err != nil || end != len(data) {
 		return eventMalformed
 	}
 	if !probe {
@@ -252,7 +252,7 @@ func classifyAnthropic(ev []byte) eventKind {
 	if len(data) == 0 {
 		return eventComment
 	}
-	if end, err := skipValue(data, 0, 1); err != nil || end != len(data) {
+	if end, err := SkipValue(data, 0, 1); err != nil || end != len(data) {
 		return eventMalformed
 	}
 	var t struct {
@@ -285,14 +285,14 @@ func inspectEvent(ev []byte) (eventInfo, error) {
 	case len(data) == 0:
 		return eventInfo{kind: eventComment}, nil
 	case data[0] == '{':
-		f, err := scanAnswer(data)
+		f, err := ScanAnswer(data)
 		if err != nil {
 			return eventInfo{kind: eventMalformed}, err
 		}
 		u, has := usageIn(data, f)
-		return eventInfo{kind: eventContent, usage: u, hasUsage: has, finished: f.finished}, nil
+		return eventInfo{kind: eventContent, usage: u, hasUsage: has, finished: f.Finished}, nil
 	}
-	if end, err := skipValue(data, 0, 1); err != nil || end != len(data) {
+	if end, err := SkipValue(data, 0, 1); err != nil || end != len(data) {
 		return eventInfo{kind: eventMalformed}, err
 	}
 	return eventInfo{kind: eventContent}, nil

@@ -61,7 +61,7 @@ func FuzzSkipChoices(f *testing.F) {
 			return
 		}
 		end, finished, err := skipChoices(b, 0)
-		wantEnd, wantErr := skipValue(b, 0, 3)
+		wantEnd, wantErr := SkipValue(b, 0, 3)
 		if (err == nil) != (wantErr == nil) || (err == nil && end != wantEnd) {
 			t.Fatalf("%q: skipChoices %d %v, skipValue %d %v", b, end, err, wantEnd, wantErr)
 		}

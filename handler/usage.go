@@ -15,7 +15,7 @@ type Usage struct {
 // OpenAI's prompt_tokens/completion_tokens, or the Responses API's
 // input_tokens/output_tokens. It does not decode anything else.
 func usageOf(doc []byte) (Usage, bool) {
-	f, err := scanAnswer(doc)
+	f, err := ScanAnswer(doc)
 	if err != nil {
 		return Usage{}, false
 	}
@@ -23,11 +23,11 @@ func usageOf(doc []byte) (Usage, bool) {
 }
 
 // usageIn reads the usage member a scan of doc found.
-func usageIn(doc []byte, f bodyFields) (Usage, bool) {
-	if !f.usage.ok() || doc[f.usage.value.start] != '{' {
+func usageIn(doc []byte, f Fields) (Usage, bool) {
+	if !f.Usage.OK() || doc[f.Usage.Value.Start] != '{' {
 		return Usage{}, false
 	}
-	u := doc[f.usage.value.start:f.usage.value.end]
+	u := doc[f.Usage.Value.Start:f.Usage.Value.End]
 	p, okP := intMember(u, "prompt_tokens")
 	if !okP {
 		p, okP = intMember(u, "input_tokens")
@@ -47,12 +47,12 @@ func intMember(obj []byte, name string) (int, bool) {
 	if i < 0 {
 		return 0, false
 	}
-	j := skipSpace(obj, i+len(name)+2)
+	j := SkipSpace(obj, i+len(name)+2)
 	if j >= len(obj) || obj[j] != ':' {
 		return 0, false
 	}
-	j = skipSpace(obj, j+1)
-	k := skipDigits(obj, j)
+	j = SkipSpace(obj, j+1)
+	k := SkipDigits(obj, j)
 	n, err := strconv.Atoi(string(obj[j:k]))
 	return n, err == nil
 }
