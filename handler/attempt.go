@@ -1,6 +1,8 @@
 package handler
 
 import (
+	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
+
 	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
 
 	"context"
@@ -149,7 +151,7 @@ func (g *Gateway) send(rp *reply, req *request, a *attempt) {
 
 	body := req.bodyFor(a.sent)
 	if fs := c.rt.filters; len(fs) > 0 && req.json() {
-		body = ApplyFilters(body, fs)
+		body = jsonmember.ApplyFilters(body, fs)
 	}
 	up := newUpstreamRequest(ctx, req.r, base, cfg, body)
 

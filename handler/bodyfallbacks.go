@@ -1,6 +1,8 @@
 package handler
 
 import (
+	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
+
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -18,16 +20,16 @@ import (
 // stripFallbacks removes every top-level "fallbacks" member from the body
 // and returns the new body, its fields, and the raw value of the (last)
 // member that was there, if any.
-func stripFallbacks(body []byte, fields Fields) ([]byte, Fields, []byte, error) {
+func stripFallbacks(body []byte, fields jsonmember.Fields) ([]byte, jsonmember.Fields, []byte, error) {
 	var raw []byte
 	for fields.Fallbacks.OK() {
 		if raw == nil {
 			v := fields.Fallbacks.Value
 			raw = append([]byte(nil), body[v.Start:v.End]...)
 		}
-		body = ApplyEdits(body, RemoveMember(fields.Fallbacks))
+		body = jsonmember.ApplyEdits(body, jsonmember.RemoveMember(fields.Fallbacks))
 		var err error
-		if fields, err = ScanRequest(body); err != nil {
+		if fields, err = jsonmember.ScanRequest(body); err != nil {
 			return nil, fields, nil, err // cannot happen: removal keeps JSON valid
 		}
 	}
@@ -132,7 +134,7 @@ func (g *Gateway) withBodyFallbacks(req *request, plan []candidate) ([]candidate
 // annotate_response): which engine answered, with which model, how long it
 // took, and which candidate of the plan it was (0: the primary).
 func annotate(body []byte, provider, model string, latencyMS int64, index int) []byte {
-	if _, err := ScanRequest(body); err != nil {
+	if _, err := jsonmember.ScanRequest(body); err != nil {
 		return body // not a JSON object: leave it as it is
 	}
 	end := len(body) - 1
@@ -150,9 +152,9 @@ func annotate(body []byte, provider, model string, latencyMS int64, index int) [
 		b = append(b, ',')
 	}
 	b = append(b, `"extra_fields":{"provider":`...)
-	b = AppendString(b, provider)
+	b = jsonmember.AppendString(b, provider)
 	b = append(b, `,"model":`...)
-	b = AppendString(b, model)
+	b = jsonmember.AppendString(b, model)
 	b = append(b, fmt.Sprintf(`,"latency_ms":%d,"fallback_index":%d}`, latencyMS, index)...)
 	return append(b, body[end:]...)
 }

@@ -1,6 +1,8 @@
 package handler
 
 import (
+	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
+
 	"fmt"
 	"net/http"
 	"strconv"
@@ -203,7 +205,7 @@ func estimateTokens(req *request) int64 {
 		return 1
 	}
 	prompt := int64(len(req.body)/4 + 1)
-	if m, ok := LastMember(req.body, SkipSpace(req.body, 0), "max_tokens"); ok {
+	if m, ok := jsonmember.LastMember(req.body, jsonmember.SkipSpace(req.body, 0), "max_tokens"); ok {
 		if n, err := strconv.ParseInt(string(req.body[m.Value.Start:m.Value.End]), 10, 64); err == nil && n > 0 {
 			return prompt + n
 		}
@@ -265,7 +267,7 @@ func (req *request) switchModel(model string) (*request, *Error) {
 		out.form = &f
 		return &out, nil
 	}
-	fields, err := ScanRequest(out.body)
+	fields, err := jsonmember.ScanRequest(out.body)
 	if err != nil {
 		return nil, errBadRequest("invalid_json", err.Error())
 	}
@@ -282,13 +284,13 @@ func (req *request) askUsage() {
 		!(strings.HasSuffix(p, "/chat/completions") || strings.HasSuffix(p, "/completions")) {
 		return
 	}
-	if so, ok := LastMember(req.body, SkipSpace(req.body, 0), "stream_options"); ok && req.body[so.Value.Start] == '{' {
-		if iu, ok := LastMember(req.body, so.Value.Start, "include_usage"); ok && string(req.body[iu.Value.Start:iu.Value.End]) == "true" {
+	if so, ok := jsonmember.LastMember(req.body, jsonmember.SkipSpace(req.body, 0), "stream_options"); ok && req.body[so.Value.Start] == '{' {
+		if iu, ok := jsonmember.LastMember(req.body, so.Value.Start, "include_usage"); ok && string(req.body[iu.Value.Start:iu.Value.End]) == "true" {
 			return // the client asked: it gets the chunk
 		}
 	}
-	body := ApplyFilters(req.body, []Filter{{Path: []string{"stream_options", "include_usage"}, Value: []byte("true")}})
-	fields, err := ScanRequest(body)
+	body := jsonmember.ApplyFilters(req.body, []jsonmember.Filter{{Path: []string{"stream_options", "include_usage"}, Value: []byte("true")}})
+	fields, err := jsonmember.ScanRequest(body)
 	if err != nil {
 		return
 	}

@@ -1,6 +1,8 @@
 package handler
 
 import (
+	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
+
 	"net/http"
 	"strconv"
 	"strings"
@@ -42,11 +44,11 @@ func (e *Error) JSON() []byte {
 // error travels in a stream (whose HTTP status went out long ago).
 func (e *Error) appendObject(b []byte, withStatus bool) []byte {
 	b = append(b, `{"error":{"message":`...)
-	b = AppendString(b, e.Message)
+	b = jsonmember.AppendString(b, e.Message)
 	b = append(b, `,"type":`...)
-	b = AppendString(b, e.Type)
+	b = jsonmember.AppendString(b, e.Type)
 	b = append(b, `,"code":`...)
-	b = AppendString(b, e.Code)
+	b = jsonmember.AppendString(b, e.Code)
 	if withStatus {
 		b = append(b, `,"status":`...)
 		b = strconv.AppendInt(b, int64(e.Status), 10)
@@ -94,9 +96,9 @@ func (e *Error) anthropic() (int, []byte) {
 		status, typ = 529, "overloaded_error"
 	}
 	b := append(make([]byte, 0, 96+len(e.Message)), `{"type":"error","error":{"type":`...)
-	b = AppendString(b, typ)
+	b = jsonmember.AppendString(b, typ)
 	b = append(b, `,"message":`...)
-	b = AppendString(b, e.Message)
+	b = jsonmember.AppendString(b, e.Message)
 	return status, append(b, "}}"...)
 }
 

@@ -1,6 +1,8 @@
 package handler
 
 import (
+	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
+
 	"bytes"
 	"mime"
 	"strings"
@@ -14,8 +16,8 @@ import (
 
 // formFields is what the gateway reads of a multipart/form-data body.
 type formFields struct {
-	model  Span // the model field's value
-	stream bool // a "stream" field of true
+	model  jsonmember.Span // the model field's value
+	stream bool            // a "stream" field of true
 }
 
 // maxFormParts bounds the parts of a routed form body: a body of a million
@@ -73,7 +75,7 @@ func scanForm(body []byte, boundary string) (formFields, *Error) {
 		if end < 0 {
 			return f, errBadRequest("invalid_multipart", "the multipart body ends inside a part (no closing boundary)")
 		}
-		value := Span{valStart, valStart + end}
+		value := jsonmember.Span{Start: valStart, End: valStart + end}
 		name, isFile := partName(headers)
 		if !isFile {
 			switch {

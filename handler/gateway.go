@@ -4,6 +4,8 @@
 package handler
 
 import (
+	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
+
 	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
 
 	"errors"
@@ -330,7 +332,7 @@ type route struct {
 	contextFallback *route
 	contextModel    string
 	plan            []candidate
-	filters         []Filter // set and strip
+	filters         []jsonmember.Filter // set and strip
 }
 
 // Gateway serves requests for one handler instance. It holds no engine
@@ -590,7 +592,7 @@ func cleanPath(p string) bool {
 type request struct {
 	r         *http.Request
 	body      []byte // as sent upstream: gateway-only fields removed
-	fields    Fields
+	fields    jsonmember.Fields
 	model     string
 	stream    bool
 	fallbacks []byte // the raw "fallbacks" value, if the body had one
@@ -616,9 +618,9 @@ func (req *request) bodyFor(model string) []byte {
 	case model == req.model:
 		return req.body
 	case req.form != nil:
-		return ApplyEdits(req.body, Edit{req.form.model.Start, req.form.model.End, []byte(model)})
+		return jsonmember.ApplyEdits(req.body, jsonmember.Edit{Start: req.form.model.Start, End: req.form.model.End, Repl: []byte(model)})
 	}
-	return ApplyEdits(req.body, ReplaceValue(req.fields.Model, model))
+	return jsonmember.ApplyEdits(req.body, jsonmember.ReplaceValue(req.fields.Model, model))
 }
 
 // refuse answers with an error of the gateway's own.
@@ -713,7 +715,7 @@ func (g *Gateway) readRequest(r *http.Request) (*request, *Error) {
 	if boundary, ok := formBoundary(r.Header.Get("Content-Type")); ok {
 		return readForm(r, body, boundary)
 	}
-	fields, err := ScanRequest(body)
+	fields, err := jsonmember.ScanRequest(body)
 	if err != nil {
 		return nil, errBadRequest("invalid_json", "the request body is not valid JSON: "+err.Error())
 	}
@@ -730,11 +732,11 @@ func (g *Gateway) readRequest(r *http.Request) (*request, *Error) {
 			return nil, errBadRequest("invalid_json", err.Error())
 		}
 	}
-	model, ok := StringValue(body, fields.Model)
+	model, ok := jsonmember.StringValue(body, fields.Model)
 	if !ok || len(model) == 0 {
 		return nil, errBadRequest("missing_model", `the request body has no "model": name one of GET /v1/models`)
 	}
-	return &request{r: r, body: body, fields: fields, model: string(model), stream: IsTrue(body, fields.Stream),
+	return &request{r: r, body: body, fields: fields, model: string(model), stream: jsonmember.IsTrue(body, fields.Stream),
 		fallbacks: fallbacks, api: apiOf(r.URL.Path)}, nil
 }
 
@@ -802,4 +804,17 @@ func (g *Gateway) unknownModel(model string) *Error {
 // order.
 func (g *Gateway) modelNames() []string {
 	return append(g.engineModels(), g.poolIDs(nil)...)
+}
+
+// filtersOf parses an engine's filters; the config was validated, so every
+// path is well formed and every value is JSON.
+func filtersOf(cfg engines.Config) []jsonmember.Filter {
+	var fs []jsonmember.Filter
+	for _, p := range cfg.Strip {
+		fs = append(fs, jsonmember.Filter{Path: strings.Split(p, ".")})
+	}
+	for _, s := range cfg.Set {
+		fs = append(fs, jsonmember.Filter{Path: strings.Split(s.Path, "."), Value: []byte(s.Value)})
+	}
+	return fs
 }

@@ -1,6 +1,8 @@
 package handler
 
 import (
+	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
+
 	"bytes"
 	"crypto/rand"
 	"encoding/json"
@@ -21,35 +23,37 @@ import (
 // routing, extra paths, the /upstream/ passthrough and the defaults block.
 
 func TestFiltersEditOnlyTheNamedMembers(t *testing.T) {
-	set := func(path, value string) Filter { return Filter{strings.Split(path, "."), []byte(value)} }
-	strip := func(path string) Filter { return Filter{Path: strings.Split(path, ".")} }
+	set := func(path, value string) jsonmember.Filter {
+		return jsonmember.Filter{Path: strings.Split(path, "."), Value: []byte(value)}
+	}
+	strip := func(path string) jsonmember.Filter { return jsonmember.Filter{Path: strings.Split(path, ".")} }
 	for _, tc := range []struct {
 		name    string
 		body    string
-		filters []Filter
+		filters []jsonmember.Filter
 		want    string
 	}{
 		{"replace a top-level value", `{"model":"m", "temperature": 0.9 ,"x":1}`,
-			[]Filter{set("temperature", "0.6")}, `{"model":"m" ,"x":1,"temperature":0.6}`},
-		{"add a missing member", `{"model":"m"}`, []Filter{set("n_probs", "5")}, `{"model":"m","n_probs":5}`},
-		{"add to an empty object", `{}`, []Filter{set("a", "true")}, `{"a":true}`},
-		{"create a nested path", `{"model":"m"}`, []Filter{set("chat_template_kwargs.enable_thinking", "false")},
+			[]jsonmember.Filter{set("temperature", "0.6")}, `{"model":"m" ,"x":1,"temperature":0.6}`},
+		{"add a missing member", `{"model":"m"}`, []jsonmember.Filter{set("n_probs", "5")}, `{"model":"m","n_probs":5}`},
+		{"add to an empty object", `{}`, []jsonmember.Filter{set("a", "true")}, `{"a":true}`},
+		{"create a nested path", `{"model":"m"}`, []jsonmember.Filter{set("chat_template_kwargs.enable_thinking", "false")},
 			`{"model":"m","chat_template_kwargs":{"enable_thinking":false}}`},
-		{"set inside an existing object", `{"kw":{"a":1,"b":2},"z":0}`, []Filter{set("kw.b", `"x"`)},
+		{"set inside an existing object", `{"kw":{"a":1,"b":2},"z":0}`, []jsonmember.Filter{set("kw.b", `"x"`)},
 			`{"kw":{"a":1,"b":"x"},"z":0}`},
-		{"a non-object on the path is replaced", `{"kw":7}`, []Filter{set("kw.a", "1")}, `{"kw":{"a":1}}`},
+		{"a non-object on the path is replaced", `{"kw":7}`, []jsonmember.Filter{set("kw.a", "1")}, `{"kw":{"a":1}}`},
 		{"strip a member, every case of it", `{"Temperature":1,"model":"m","temperature":2,"te\u006dperature":3}`,
-			[]Filter{strip("temperature")}, `{"model":"m"}`},
-		{"strip the first member", `{"top_p":1,"model":"m"}`, []Filter{strip("top_p")}, `{"model":"m"}`},
-		{"strip a nested member", `{"kw":{"a":1,"b":2}}`, []Filter{strip("kw.a")}, `{"kw":{"b":2}}`},
-		{"strip what is absent", `{"model":"m"}`, []Filter{strip("kw.a"), strip("x")}, `{"model":"m"}`},
+			[]jsonmember.Filter{strip("temperature")}, `{"model":"m"}`},
+		{"strip the first member", `{"top_p":1,"model":"m"}`, []jsonmember.Filter{strip("top_p")}, `{"model":"m"}`},
+		{"strip a nested member", `{"kw":{"a":1,"b":2}}`, []jsonmember.Filter{strip("kw.a")}, `{"kw":{"b":2}}`},
+		{"strip what is absent", `{"model":"m"}`, []jsonmember.Filter{strip("kw.a"), strip("x")}, `{"model":"m"}`},
 		{"a member named in a nested value is not touched", `{"messages":[{"temperature":1}],"model":"m"}`,
-			[]Filter{strip("temperature")}, `{"messages":[{"temperature":1}],"model":"m"}`},
-		{"max_tokens capped", `{"max_tokens":100000,"model":"m"}`, []Filter{set("max_tokens", "4096")},
+			[]jsonmember.Filter{strip("temperature")}, `{"messages":[{"temperature":1}],"model":"m"}`},
+		{"max_tokens capped", `{"max_tokens":100000,"model":"m"}`, []jsonmember.Filter{set("max_tokens", "4096")},
 			`{"model":"m","max_tokens":4096}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := string(ApplyFilters([]byte(tc.body), tc.filters))
+			got := string(jsonmember.ApplyFilters([]byte(tc.body), tc.filters))
 			if got != tc.want {
 				t.Fatalf("got  %s\nwant %s", got, tc.want)
 			}
@@ -65,7 +69,7 @@ func FuzzFilters(f *testing.F) {
 	f.Add([]byte(`{ "a" : { } , "b":[1,{"c":2}] }`), "a.b", `"x"`)
 	f.Add([]byte(`{}`), "temperature", "")
 	f.Fuzz(func(t *testing.T, body []byte, path, value string) {
-		if _, err := ScanRequest(body); err != nil {
+		if _, err := jsonmember.ScanRequest(body); err != nil {
 			return
 		}
 		cfg := engines.Config{Name: "e", Strip: []string{path}}
@@ -75,11 +79,11 @@ func FuzzFilters(f *testing.F) {
 		if cfg.ValidateFilters() != nil {
 			return
 		}
-		out := ApplyFilters(body, filtersOf(cfg))
+		out := jsonmember.ApplyFilters(body, filtersOf(cfg))
 		if !json.Valid(out) {
 			t.Fatalf("filter %q=%q made invalid JSON of %s: %s", path, value, body, out)
 		}
-		if _, err := ScanRequest(out); err != nil {
+		if _, err := jsonmember.ScanRequest(out); err != nil {
 			t.Fatalf("scan: %v", err)
 		}
 	})

@@ -1,6 +1,8 @@
 package handler
 
 import (
+	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
+
 	"net/http"
 	"strconv"
 
@@ -56,9 +58,9 @@ func (rt *route) listable(status string) bool {
 // appendModel appends one OpenAI model object.
 func appendModel(b []byte, id string, rt *route, status string) []byte {
 	b = append(b, `{"id":`...)
-	b = AppendString(b, id)
+	b = jsonmember.AppendString(b, id)
 	b = append(b, `,"object":"model","created":0,"owned_by":`...)
-	b = AppendString(b, rt.cfg.Name)
+	b = jsonmember.AppendString(b, rt.cfg.Name)
 	b = append(b, `,"status":{"value":"`...)
 	b = append(b, status...)
 	b = append(b, '"', '}')
@@ -87,9 +89,9 @@ func wantsAnthropic(r *http.Request) bool { return r.Header.Get("Anthropic-Versi
 // appendAnthropicModel appends one model object of Anthropic's list.
 func appendAnthropicModel(b []byte, id string) []byte {
 	b = append(b, `{"type":"model","id":`...)
-	b = AppendString(b, id)
+	b = jsonmember.AppendString(b, id)
 	b = append(b, `,"display_name":`...)
-	b = AppendString(b, id)
+	b = jsonmember.AppendString(b, id)
 	return append(b, `,"created_at":"1970-01-01T00:00:00Z"}`...)
 }
 
@@ -118,9 +120,9 @@ func (g *Gateway) serveAnthropicModels(w http.ResponseWriter, r *http.Request, k
 	}
 	b = append(b, `],"has_more":false,"first_id":`...)
 	if len(ids) > 0 {
-		b = AppendString(b, ids[0])
+		b = jsonmember.AppendString(b, ids[0])
 		b = append(b, `,"last_id":`...)
-		b = AppendString(b, ids[len(ids)-1])
+		b = jsonmember.AppendString(b, ids[len(ids)-1])
 	} else {
 		b = append(b, `null,"last_id":null`...)
 	}
@@ -178,7 +180,7 @@ func (g *Gateway) poolIDs(kr *keyRules) []string {
 
 func appendPool(b []byte, id string) []byte {
 	b = append(b, `{"id":`...)
-	b = AppendString(b, id)
+	b = jsonmember.AppendString(b, id)
 	return append(b, `,"object":"model","created":0,"owned_by":"pool"}`...)
 }
 

@@ -1,6 +1,8 @@
 package handler
 
 import (
+	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
+
 	"context"
 	"fmt"
 	"hash/fnv"
@@ -163,7 +165,7 @@ func (p *pool) sessionKey(req *request) string {
 	if p.cfg.StickyHeader != "" {
 		return req.r.Header.Get(p.cfg.StickyHeader)
 	}
-	var m Member
+	var m jsonmember.Member
 	switch p.cfg.StickyBody {
 	case "user":
 		m = req.fields.User
@@ -172,7 +174,7 @@ func (p *pool) sessionKey(req *request) string {
 	default:
 		return ""
 	}
-	v, _ := StringValue(req.body, m)
+	v, _ := jsonmember.StringValue(req.body, m)
 	return string(v)
 }
 
@@ -363,14 +365,14 @@ func (g *Gateway) ProbePool(ctx context.Context, name string) ([]ProbeResult, er
 
 func (g *Gateway) probeMember(ctx context.Context, m *poolMember) ProbeResult {
 	res := ProbeResult{Member: m.id, Model: m.model}
-	body := []byte(`{"model":` + string(AppendString(nil, m.model)) + `,"messages":[{"role":"user","content":"ping"}],"max_tokens":1}`)
+	body := []byte(`{"model":` + string(jsonmember.AppendString(nil, m.model)) + `,"messages":[{"role":"user","content":"ping"}],"max_tokens":1}`)
 	r, err := http.NewRequestWithContext(ctx, http.MethodPost, "/v1/chat/completions", nil)
 	if err != nil {
 		res.Reason = err.Error()
 		return res
 	}
 	r.Header.Set("Content-Type", "application/json")
-	fields, _ := ScanRequest(body)
+	fields, _ := jsonmember.ScanRequest(body)
 	req := &request{r: r, body: body, fields: fields, model: m.model}
 	rp := g.newReply(discardWriter{}, false, apiOpenAI, &Result{})
 	c := candidate{rt: m.rt, model: m.model, role: rolePool, acquire: true, brk: engines.NewBreaker(1, time.Second, nil), label: m.id}

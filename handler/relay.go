@@ -1,6 +1,8 @@
 package handler
 
 import (
+	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
+
 	"bytes"
 	"context"
 	"errors"
@@ -97,9 +99,9 @@ func hasFinishReason(ev []byte) bool {
 			return false
 		}
 		ev = ev[i+len(markFinish):]
-		j := SkipSpace(ev, 0)
+		j := jsonmember.SkipSpace(ev, 0)
 		if j < len(ev) && ev[j] == ':' {
-			if k := SkipSpace(ev, j+1); k < len(ev) && ev[k] == '"' {
+			if k := jsonmember.SkipSpace(ev, j+1); k < len(ev) && ev[k] == '"' {
 				return true
 			}
 		}
@@ -356,15 +358,15 @@ func emptyChoices(ev []byte) bool {
 	if i < 0 {
 		return false
 	}
-	j := SkipSpace(ev, i+len(`"choices"`))
+	j := jsonmember.SkipSpace(ev, i+len(`"choices"`))
 	if j >= len(ev) || ev[j] != ':' {
 		return false
 	}
-	j = SkipSpace(ev, j+1)
+	j = jsonmember.SkipSpace(ev, j+1)
 	if j >= len(ev) || ev[j] != '[' {
 		return false
 	}
-	j = SkipSpace(ev, j+1)
+	j = jsonmember.SkipSpace(ev, j+1)
 	return j < len(ev) && ev[j] == ']'
 }
 

@@ -1,6 +1,8 @@
 package handler
 
 import (
+	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
+
 	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
 
 	"context"
@@ -255,9 +257,9 @@ func (l *loading) delta(text string) {
 	b = append(b, `data: {"id":"chatcmpl-llm-gateway-loading","object":"chat.completion.chunk","created":`...)
 	b = strconv.AppendInt(b, l.rp.clock.Now().Unix(), 10)
 	b = append(b, `,"model":`...)
-	b = AppendString(b, l.model)
+	b = jsonmember.AppendString(b, l.model)
 	b = append(b, `,"choices":[{"index":0,"delta":{"role":"assistant","reasoning_content":`...)
-	b = AppendString(b, text)
+	b = jsonmember.AppendString(b, text)
 	b = append(b, "}}]}\n\n"...)
 	_, _ = l.rp.w.Write(b)
 	_ = l.rp.rc.Flush()

@@ -1,6 +1,8 @@
 package handler
 
 import (
+	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
+
 	"bytes"
 	"encoding/json"
 	"strings"
@@ -214,7 +216,7 @@ func (g *Gateway) continueOn(rp *reply, a *attempt, c candidate, cause error) *a
 	t := a.stream.tr
 	req := a.req
 	body := prefillBody(req, string(t.text))
-	fields, err := ScanRequest(body)
+	fields, err := jsonmember.ScanRequest(body)
 	if err != nil {
 		return nil
 	}
@@ -282,9 +284,9 @@ func prefillBody(req *request, text string) []byte {
 		ins = append(ins, ',')
 	}
 	ins = append(ins, `{"role":"assistant","content":`...)
-	ins = AppendString(ins, text)
+	ins = jsonmember.AppendString(ins, text)
 	ins = append(ins, '}')
-	return ApplyEdits(req.body, Edit{closing, closing, ins})
+	return jsonmember.ApplyEdits(req.body, jsonmember.Edit{Start: closing, End: closing, Repl: ins})
 }
 
 // rewriteIDs gives a resumed stream's chunks the id and created of the
@@ -302,20 +304,20 @@ func (r *rewriteIDs) apply(ev []byte) []byte {
 		return ev
 	}
 	data = bytes.TrimSpace(data)
-	f, err := ScanAnswer(data)
+	f, err := jsonmember.ScanAnswer(data)
 	if err != nil {
 		return ev
 	}
-	var edits []Edit
+	var edits []jsonmember.Edit
 	if f.ID.OK() && len(r.id) > 0 {
-		edits = append(edits, Edit{f.ID.Value.Start, f.ID.Value.End, r.id})
+		edits = append(edits, jsonmember.Edit{Start: f.ID.Value.Start, End: f.ID.Value.End, Repl: r.id})
 	}
 	if f.Created.OK() && len(r.created) > 0 {
-		edits = append(edits, Edit{f.Created.Value.Start, f.Created.Value.End, r.created})
+		edits = append(edits, jsonmember.Edit{Start: f.Created.Value.Start, End: f.Created.Value.End, Repl: r.created})
 	}
 	if len(edits) == 0 {
 		return ev
 	}
-	out := append([]byte("data: "), ApplyEdits(data, edits...)...)
+	out := append([]byte("data: "), jsonmember.ApplyEdits(data, edits...)...)
 	return append(out, "\n\n"...)
 }

@@ -1,6 +1,8 @@
 package handler
 
 import (
+	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
+
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -229,7 +231,7 @@ func classifyEvent(ev []byte, probe bool) eventKind {
 	if len(data) == 0 {
 		return eventComment
 	}
-	if end, err := SkipValue(data, 0, 1); err != nil || end != len(data) {
+	if end, err := jsonmember.SkipValue(data, 0, 1); err != nil || end != len(data) {
 		return eventMalformed
 	}
 	if !probe {
@@ -252,7 +254,7 @@ func classifyAnthropic(ev []byte) eventKind {
 	if len(data) == 0 {
 		return eventComment
 	}
-	if end, err := SkipValue(data, 0, 1); err != nil || end != len(data) {
+	if end, err := jsonmember.SkipValue(data, 0, 1); err != nil || end != len(data) {
 		return eventMalformed
 	}
 	var t struct {
@@ -285,14 +287,14 @@ func inspectEvent(ev []byte) (eventInfo, error) {
 	case len(data) == 0:
 		return eventInfo{kind: eventComment}, nil
 	case data[0] == '{':
-		f, err := ScanAnswer(data)
+		f, err := jsonmember.ScanAnswer(data)
 		if err != nil {
 			return eventInfo{kind: eventMalformed}, err
 		}
 		u, has := usageIn(data, f)
 		return eventInfo{kind: eventContent, usage: u, hasUsage: has, finished: f.Finished}, nil
 	}
-	if end, err := SkipValue(data, 0, 1); err != nil || end != len(data) {
+	if end, err := jsonmember.SkipValue(data, 0, 1); err != nil || end != len(data) {
 		return eventInfo{kind: eventMalformed}, err
 	}
 	return eventInfo{kind: eventContent}, nil

@@ -1,6 +1,8 @@
 package handler
 
 import (
+	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
+
 	"bytes"
 	"encoding/json"
 	"strconv"
@@ -15,7 +17,7 @@ type Usage struct {
 // OpenAI's prompt_tokens/completion_tokens, or the Responses API's
 // input_tokens/output_tokens. It does not decode anything else.
 func usageOf(doc []byte) (Usage, bool) {
-	f, err := ScanAnswer(doc)
+	f, err := jsonmember.ScanAnswer(doc)
 	if err != nil {
 		return Usage{}, false
 	}
@@ -23,7 +25,7 @@ func usageOf(doc []byte) (Usage, bool) {
 }
 
 // usageIn reads the usage member a scan of doc found.
-func usageIn(doc []byte, f Fields) (Usage, bool) {
+func usageIn(doc []byte, f jsonmember.Fields) (Usage, bool) {
 	if !f.Usage.OK() || doc[f.Usage.Value.Start] != '{' {
 		return Usage{}, false
 	}
@@ -47,12 +49,12 @@ func intMember(obj []byte, name string) (int, bool) {
 	if i < 0 {
 		return 0, false
 	}
-	j := SkipSpace(obj, i+len(name)+2)
+	j := jsonmember.SkipSpace(obj, i+len(name)+2)
 	if j >= len(obj) || obj[j] != ':' {
 		return 0, false
 	}
-	j = SkipSpace(obj, j+1)
-	k := SkipDigits(obj, j)
+	j = jsonmember.SkipSpace(obj, j+1)
+	k := jsonmember.SkipDigits(obj, j)
 	n, err := strconv.Atoi(string(obj[j:k]))
 	return n, err == nil
 }

@@ -1,9 +1,7 @@
-package handler
+package jsonmember
 
 import (
 	"strings"
-
-	"github.com/llmgateway/caddy-llm-gateway/engines"
 )
 
 // An engine's body filters (llama-swap's setParams and stripParams): `set`
@@ -21,19 +19,6 @@ import (
 type Filter struct {
 	Path  []string
 	Value []byte // nil: strip
-}
-
-// filtersOf parses an engine's filters; the config was validated, so every
-// path is well formed and every value is JSON.
-func filtersOf(cfg engines.Config) []Filter {
-	var fs []Filter
-	for _, p := range cfg.Strip {
-		fs = append(fs, Filter{Path: strings.Split(p, ".")})
-	}
-	for _, s := range cfg.Set {
-		fs = append(fs, Filter{Path: strings.Split(s.Path, "."), Value: []byte(s.Value)})
-	}
-	return fs
 }
 
 // ApplyFilters returns body with the filters applied in order. body must be

@@ -1,4 +1,8 @@
-package handler
+// Package jsonmember reads and edits the top-level members of a JSON object
+// in place: a validating scanner that records where members sit, byte edits
+// that keep every other byte, and the set/strip filters over dotted paths.
+// It knows nothing of requests.
+package jsonmember
 
 import (
 	"errors"
