@@ -16,6 +16,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
+	"github.com/llmgateway/caddy-llm-gateway/internal/sse"
 )
 
 // An Anthropic engine that speaks the Messages API, streaming and not, and
@@ -304,7 +305,7 @@ func FuzzClassifyAnthropic(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, ev []byte) {
 		k := classifyAnthropic(ev)
-		data, ok := dataOf(ev)
+		data, ok := sse.Data(ev)
 		if !ok && k != eventComment {
 			t.Fatalf("no data, kind %d", k)
 		}

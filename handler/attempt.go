@@ -2,6 +2,7 @@ package handler
 
 import (
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
+	"github.com/llmgateway/caddy-llm-gateway/internal/sse"
 
 	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
 
@@ -87,7 +88,7 @@ func (a *attempt) close() {
 		a.resp.Body.Close()
 	}
 	if a.stream != nil {
-		a.stream.events.release()
+		a.stream.events.Release()
 	}
 	if a.cancel != nil {
 		a.cancel(context.Canceled)
@@ -290,7 +291,7 @@ func (w *watchdog) stop() { w.timer.Stop() }
 // what makes the commit point "first content", not "first byte".
 func (g *Gateway) awaitFirstContent(a *attempt) {
 	cfg := &a.c.rt.cfg
-	st := &stream{events: newSSEReader(a.resp.Body), rule: endRule(a.req)}
+	st := &stream{events: sse.NewReader(a.resp.Body), rule: endRule(a.req)}
 	a.stream = st
 	g.startIdle(a)
 	if d := time.Duration(cfg.FirstTokenTimeout); d > 0 {
@@ -298,7 +299,7 @@ func (g *Gateway) awaitFirstContent(a *attempt) {
 		defer t.Stop()
 	}
 	for {
-		ev, err := st.events.next()
+		ev, err := st.events.Next()
 		a.idle.touch()
 		if err != nil {
 			if err == io.EOF {

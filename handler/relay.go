@@ -2,6 +2,7 @@ package handler
 
 import (
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
+	"github.com/llmgateway/caddy-llm-gateway/internal/sse"
 
 	"bytes"
 	"context"
@@ -26,7 +27,7 @@ import (
 // events held back before the first content, whether the answer said it is
 // whole, and what a resumable stream has said so far.
 type stream struct {
-	events  *sseReader
+	events  *sse.Reader
 	held    []byte      // events read before the first content event
 	rule    int         // how the answer says it is whole (endRule)
 	whole   bool        // an event said the answer is complete
@@ -181,7 +182,7 @@ func (g *Gateway) commit(rp *reply, a *attempt) {
 		return
 	}
 	for held := st.held; len(held) > 0; {
-		n := eventEnd(held)
+		n := sse.EventEnd(held)
 		if n < 0 {
 			n = len(held)
 		}
@@ -297,10 +298,10 @@ func (g *Gateway) relayEvents(rp *reply, a *attempt) error {
 		a.idle.unblock()
 	}
 	for {
-		if !st.events.buffered() {
+		if !st.events.Buffered() {
 			send(true) // the next read may block: everything read so far goes out now
 		}
-		ev, err := st.events.next()
+		ev, err := st.events.Next()
 		a.idle.touch()
 		if err == io.EOF {
 			send(true)
@@ -371,7 +372,7 @@ func emptyChoices(ev []byte) bool {
 }
 
 // extend appends ev to batch without copying when ev follows batch in the
-// same buffer, which is how consecutive events come out of an sseReader.
+// same buffer, which is how consecutive events come out of an sse.Reader.
 func extend(batch, ev []byte) []byte {
 	n := len(batch)
 	if n == 0 {
@@ -399,7 +400,7 @@ func (g *Gateway) drainAfterDone(a *attempt) {
 	t := time.AfterFunc(100*time.Millisecond, func() { a.cancel(context.Canceled) })
 	defer t.Stop()
 	for {
-		if _, err := a.stream.events.next(); err != nil {
+		if _, err := a.stream.events.Next(); err != nil {
 			return
 		}
 	}

@@ -2,6 +2,7 @@ package handler
 
 import (
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
+	"github.com/llmgateway/caddy-llm-gateway/internal/sse"
 
 	"bytes"
 	"encoding/json"
@@ -101,7 +102,7 @@ func (t *transcript) add(ev []byte) {
 	if t == nil || t.off {
 		return
 	}
-	data, ok := dataOf(ev)
+	data, ok := sse.Data(ev)
 	if !ok {
 		return
 	}
@@ -181,7 +182,7 @@ func (t *transcript) stop() {
 // addAll records every event in a run of events.
 func (t *transcript) addAll(events []byte) {
 	for len(events) > 0 && t != nil && !t.off {
-		n := eventEnd(events)
+		n := sse.EventEnd(events)
 		if n < 0 {
 			n = len(events)
 		}
@@ -244,7 +245,7 @@ func (g *Gateway) continueOn(rp *reply, a *attempt, c candidate, cause error) *a
 	held := st.held
 	st.held = nil
 	for len(held) > 0 {
-		n := eventEnd(held)
+		n := sse.EventEnd(held)
 		if n < 0 {
 			n = len(held)
 		}
@@ -299,7 +300,7 @@ func (r *rewriteIDs) apply(ev []byte) []byte {
 	if r == nil {
 		return ev
 	}
-	data, ok := dataOf(ev)
+	data, ok := sse.Data(ev)
 	if !ok {
 		return ev
 	}

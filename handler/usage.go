@@ -2,6 +2,7 @@ package handler
 
 import (
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
+	"github.com/llmgateway/caddy-llm-gateway/internal/sse"
 
 	"bytes"
 	"encoding/json"
@@ -79,7 +80,7 @@ func messageStartUsage(ev []byte) (Usage, bool) {
 	if !bytes.Contains(ev, []byte(`message_start`)) {
 		return Usage{}, false
 	}
-	data, ok := dataOf(ev)
+	data, ok := sse.Data(ev)
 	if !ok {
 		return Usage{}, false
 	}

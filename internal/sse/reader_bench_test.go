@@ -1,4 +1,4 @@
-package handler
+package sse
 
 import (
 	"bytes"
@@ -8,26 +8,15 @@ import (
 
 var benchChunk = []byte(`data: {"id":"chatcmpl-AbCdEf0123456789","object":"chat.completion.chunk","created":1732000000,"model":"gpt-4o-mini-2024-07-18","system_fingerprint":"fp_0123456789","choices":[{"index":0,"delta":{"content":" the quick"},"logprobs":null,"finish_reason":null}]}` + "\n\n")
 
-// BenchmarkClassifyEvent is the per-event work of relaying a committed stream.
-func BenchmarkClassifyEvent(b *testing.B) {
-	b.ReportAllocs()
-	b.SetBytes(int64(len(benchChunk)))
-	for b.Loop() {
-		if info, _ := inspectEvent(benchChunk); info.kind != eventContent {
-			b.Fatal("not content")
-		}
-	}
-}
-
 // BenchmarkSSEReader splits a 50-event stream into events.
 func BenchmarkSSEReader(b *testing.B) {
 	stream := bytes.Repeat(benchChunk, 50)
 	b.ReportAllocs()
 	b.SetBytes(int64(len(stream)))
 	for b.Loop() {
-		r := newSSEReader(bytes.NewReader(stream))
+		r := NewReader(bytes.NewReader(stream))
 		for {
-			if _, err := r.next(); err == io.EOF {
+			if _, err := r.Next(); err == io.EOF {
 				break
 			} else if err != nil {
 				b.Fatal(err)

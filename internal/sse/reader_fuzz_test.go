@@ -1,4 +1,4 @@
-package handler
+package sse
 
 import (
 	"bytes"
@@ -7,7 +7,7 @@ import (
 	"testing/iotest"
 )
 
-// FuzzSSEReader checks that the events an sseReader finds do not depend on
+// FuzzSSEReader checks that the events a Reader finds do not depend on
 // how the body arrives: whole, or one byte per read.
 func FuzzSSEReader(f *testing.F) {
 	f.Add([]byte("data: {\"a\":1}\n\ndata: [DONE]\n\n"))
@@ -23,16 +23,16 @@ func FuzzSSEReader(f *testing.F) {
 			if whole[i] != bytewise[i] {
 				t.Fatalf("event %d: %q vs %q", i, whole[i], bytewise[i])
 			}
-			classifyEvent([]byte(whole[i]), true) // must not panic
+			Data([]byte(whole[i])) // must not panic
 		}
 	})
 }
 
 func events(r io.Reader) ([]string, error) {
-	s := newSSEReader(r)
+	s := NewReader(r)
 	var out []string
 	for {
-		ev, err := s.next()
+		ev, err := s.Next()
 		if err == io.EOF {
 			return out, nil
 		}

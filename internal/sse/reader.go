@@ -1,0 +1,204 @@
+// Package sse splits a server-sent event stream into events, with a buffer
+// that starts small and grows only for a fast or large stream, pooled
+// between streams. It knows nothing of what the events say.
+package sse
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"sync"
+)
+
+// An event stream is relayed event by event: the gateway must know where an
+// event ends to tell a clean end from a cut, to hold back everything before
+// the first content event (the commit point), and to drop a `data:` line
+// that is not JSON instead of passing garbage to the client's SDK.
+
+// MaxEventSize bounds one event; a larger one is a broken stream.
+const MaxEventSize = 1 << 20
+
+// The read buffer starts small, so thousands of slow streams stay cheap, and
+// doubles (up to fastReadSize) each time a read fills it: a fast stream is
+// then read, written and flushed in as few calls as reverse_proxy's 32 KiB
+// copy buffer needs.
+const (
+	firstReadSize = 4 << 10
+	fastReadSize  = 32 << 10
+)
+
+var (
+	ErrCutMidEvent   = errors.New("the stream ended in the middle of an event")
+	ErrEventTooLarge = errors.New("an event larger than 1 MiB")
+)
+
+// Reader splits an upstream body into events. Its buffer starts small
+// and grows only for large events, so thousands of open streams stay cheap.
+type Reader struct {
+	r          io.Reader
+	buf        []byte
+	start, end int  // unread bytes are buf[start:end]
+	pend       int  // length of the complete event at start, once found; -1 if not yet
+	filled     bool // the last read filled the buffer
+	err        error
+}
+
+func NewReader(r io.Reader) *Reader {
+	return &Reader{r: r, buf: getBuf(firstReadSize), pend: -1}
+}
+
+// Read buffers of 4, 8, 16 and 32 KiB are pooled: a busy gateway reuses
+// them instead of making garbage for every stream.
+var bufPools [4]sync.Pool
+
+func poolIndex(size int) int {
+	switch size {
+	case 4 << 10:
+		return 0
+	case 8 << 10:
+		return 1
+	case 16 << 10:
+		return 2
+	case 32 << 10:
+		return 3
+	}
+	return -1
+}
+
+func getBuf(size int) []byte {
+	if i := poolIndex(size); i >= 0 {
+		if b, ok := bufPools[i].Get().(*[]byte); ok {
+			return *b
+		}
+	}
+	return make([]byte, size)
+}
+
+func putBuf(b []byte) {
+	if i := poolIndex(len(b)); i >= 0 {
+		bufPools[i].Put(&b)
+	}
+}
+
+// Release gives the reader's buffer back; no event it returned may be used
+// afterwards.
+func (s *Reader) Release() {
+	if s.buf != nil {
+		putBuf(s.buf)
+		s.buf, s.start, s.end, s.pend = nil, 0, 0, -1
+	}
+}
+
+// EventEnd returns the offset just past the blank line ending the first
+// event in b, or -1. Lines end in \n or \r\n.
+func EventEnd(b []byte) int {
+	for i := 0; ; {
+		j := bytes.IndexByte(b[i:], '\n')
+		if j < 0 {
+			return -1
+		}
+		i += j + 1
+		switch {
+		case i < len(b) && b[i] == '\n':
+			return i + 1
+		case i+1 < len(b) && b[i] == '\r' && b[i+1] == '\n':
+			return i + 2
+		}
+	}
+}
+
+// Buffered reports whether a whole event is already read, so that the next
+// call to Next will not block.
+func (s *Reader) Buffered() bool {
+	if s.pend < 0 {
+		s.pend = EventEnd(s.buf[s.start:s.end])
+	}
+	return s.pend >= 0
+}
+
+// Next returns the next event including its terminating blank line; the
+// slice is valid until the following call. A body that ends at an event
+// boundary gives io.EOF; one that ends inside an event gives ErrCutMidEvent;
+// a read error is returned as it is.
+func (s *Reader) Next() ([]byte, error) {
+	for {
+		if s.Buffered() {
+			ev := s.buf[s.start : s.start+s.pend]
+			s.start += s.pend
+			s.pend = -1
+			return ev, nil
+		}
+		if s.err != nil {
+			if s.err == io.EOF && len(bytes.TrimSpace(s.buf[s.start:s.end])) > 0 {
+				return nil, ErrCutMidEvent
+			}
+			return nil, s.err
+		}
+		s.fill()
+	}
+}
+
+// fill reads more of the body, compacting or growing the buffer first.
+func (s *Reader) fill() {
+	if s.start == s.end {
+		s.start, s.end = 0, 0
+	}
+	if s.filled && len(s.buf) < fastReadSize {
+		// the last read filled the buffer: this stream is fast
+		nb := getBuf(2 * len(s.buf))
+		s.end = copy(nb, s.buf[s.start:s.end])
+		putBuf(s.buf)
+		s.start, s.buf, s.filled = 0, nb, false
+	}
+	if s.end == len(s.buf) {
+		if s.start > 0 {
+			s.end = copy(s.buf, s.buf[s.start:s.end])
+			s.start = 0
+		} else if len(s.buf) >= MaxEventSize {
+			s.err = ErrEventTooLarge
+			return
+		} else {
+			nb := getBuf(min(2*len(s.buf), MaxEventSize))
+			s.end = copy(nb, s.buf[s.start:s.end])
+			putBuf(s.buf)
+			s.start, s.buf = 0, nb
+		}
+	}
+	n, err := s.r.Read(s.buf[s.end:])
+	s.filled = n > 0 && s.end+n == len(s.buf)
+	s.end += n
+	if err != nil {
+		s.err = err
+	}
+}
+
+// Data returns the event's data payload (data lines joined by \n) and
+// whether it has one. A single data line, the usual case, is returned
+// without copying.
+func Data(ev []byte) ([]byte, bool) {
+	var data []byte
+	found, joined := false, false
+	for len(ev) > 0 {
+		line := ev
+		if i := bytes.IndexByte(ev, '\n'); i >= 0 {
+			line, ev = ev[:i], ev[i+1:]
+		} else {
+			ev = nil
+		}
+		line = bytes.TrimSuffix(line, []byte{'\r'})
+		if !bytes.HasPrefix(line, []byte("data:")) {
+			continue
+		}
+		v := bytes.TrimPrefix(line[5:], []byte{' '})
+		switch {
+		case !found:
+			data, found = v, true
+		case !joined:
+			data = append(append(append([]byte(nil), data...), '\n'), v...)
+			joined = true
+		default:
+			data = append(append(data, '\n'), v...)
+		}
+	}
+	return data, found
+}
