@@ -2,6 +2,7 @@ package handler
 
 import (
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
+	"github.com/llmgateway/caddy-llm-gateway/internal/multipart"
 
 	"fmt"
 	"net/http"
@@ -259,7 +260,7 @@ func (req *request) switchModel(model string) (*request, *Error) {
 	out.body = req.bodyFor(model)
 	out.model = model
 	if req.form != nil {
-		boundary, _ := formBoundary(req.r.Header.Get("Content-Type"))
+		boundary, _ := multipart.Boundary(req.r.Header.Get("Content-Type"))
 		f, err := scanForm(out.body, boundary)
 		if err != nil {
 			return nil, err

@@ -5,6 +5,7 @@ package handler
 
 import (
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
+	"github.com/llmgateway/caddy-llm-gateway/internal/multipart"
 
 	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
 
@@ -598,9 +599,9 @@ type request struct {
 	fallbacks []byte // the raw "fallbacks" value, if the body had one
 	api       api    // OpenAI's or Anthropic's
 	budget    *failoverBudget
-	pool      string      // the pool being served, if any
-	keptError bool        // an attempt kept its error body whole already
-	form      *formFields // a multipart body's fields; nil for JSON
+	pool      string            // the pool being served, if any
+	keptError bool              // an attempt kept its error body whole already
+	form      *multipart.Fields // a multipart body's fields; nil for JSON
 
 	key         *keyRules   // the caller's key's rules, nil for none
 	rateHeaders http.Header // x-ratelimit-* of the caller's key
@@ -618,7 +619,7 @@ func (req *request) bodyFor(model string) []byte {
 	case model == req.model:
 		return req.body
 	case req.form != nil:
-		return jsonmember.ApplyEdits(req.body, jsonmember.Edit{Start: req.form.model.Start, End: req.form.model.End, Repl: []byte(model)})
+		return jsonmember.ApplyEdits(req.body, jsonmember.Edit{Start: req.form.Model.Start, End: req.form.Model.End, Repl: []byte(model)})
 	}
 	return jsonmember.ApplyEdits(req.body, jsonmember.ReplaceValue(req.fields.Model, model))
 }
@@ -712,7 +713,7 @@ func (g *Gateway) readRequest(r *http.Request) (*request, *Error) {
 		}
 		return nil, errBadRequest("body_read_error", "reading the request body: "+err.Error())
 	}
-	if boundary, ok := formBoundary(r.Header.Get("Content-Type")); ok {
+	if boundary, ok := multipart.Boundary(r.Header.Get("Content-Type")); ok {
 		return readForm(r, body, boundary)
 	}
 	fields, err := jsonmember.ScanRequest(body)
@@ -746,11 +747,25 @@ func readForm(r *http.Request, body []byte, boundary string) (*request, *Error) 
 	if gerr != nil {
 		return nil, gerr
 	}
-	if !f.model.OK() {
+	if !f.Model.OK() {
 		return nil, errBadRequest("missing_model", `the multipart body has no "model" field: name one of GET /v1/models`)
 	}
-	return &request{r: r, body: body, model: string(body[f.model.Start:f.model.End]), stream: f.stream,
+	return &request{r: r, body: body, model: string(body[f.Model.Start:f.Model.End]), stream: f.Stream,
 		form: &f, api: apiOf(r.URL.Path)}, nil
+}
+
+// scanForm finds a multipart body's routing fields; a malformed body or a
+// field given twice is a 400.
+func scanForm(body []byte, boundary string) (multipart.Fields, *Error) {
+	f, err := multipart.Scan(body, boundary)
+	var twice *multipart.AmbiguousError
+	switch {
+	case errors.As(err, &twice):
+		return f, errBadRequest("ambiguous_member", err.Error())
+	case err != nil:
+		return f, errBadRequest("invalid_multipart", err.Error())
+	}
+	return f, nil
 }
 
 var errTooLarge = errors.New("body too large")

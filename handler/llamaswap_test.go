@@ -236,8 +236,8 @@ func FuzzScanForm(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		// the boundary of multipartBody is random: fuzz with a fixed one
 		fields, err := scanForm(b, "b")
-		if err == nil && fields.model.OK() && (fields.model.Start < 0 || fields.model.End > len(b)) {
-			t.Fatalf("model span %v outside the body", fields.model)
+		if err == nil && fields.Model.OK() && (fields.Model.Start < 0 || fields.Model.End > len(b)) {
+			t.Fatalf("model span %v outside the body", fields.Model)
 		}
 	})
 }

@@ -1,6 +1,10 @@
-package handler
+// Package multipart finds the routing fields of a multipart/form-data body
+// (its "model" and "stream" parts) without decoding or copying its files.
+package multipart
 
 import (
+	"errors"
+
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 
 	"bytes"
@@ -14,19 +18,28 @@ import (
 // "model" member, and at most rewrites those bytes for an engine's
 // model_name. The file parts are never decoded or copied.
 
-// formFields is what the gateway reads of a multipart/form-data body.
-type formFields struct {
-	model  jsonmember.Span // the model field's value
-	stream bool            // a "stream" field of true
+// Fields is what the gateway reads of a multipart/form-data body.
+type Fields struct {
+	Model  jsonmember.Span // the model field's value
+	Stream bool            // a "stream" field of true
+}
+
+// AmbiguousError is a field given more than once (names compared ignoring
+// case): the engine might read the other one.
+type AmbiguousError struct{ Name string }
+
+func (e *AmbiguousError) Error() string {
+	return "the multipart body has more than one " + `"` + e.Name + `"` +
+		" field (names are compared ignoring case); send it once"
 }
 
 // maxFormParts bounds the parts of a routed form body: a body of a million
 // empty parts is not an upload.
 const maxFormParts = 1000
 
-// formBoundary returns the boundary of a multipart/form-data content type,
+// Boundary returns the boundary of a multipart/form-data content type,
 // and whether the type is one.
-func formBoundary(contentType string) (string, bool) {
+func Boundary(contentType string) (string, bool) {
 	mt, params, err := mime.ParseMediaType(contentType)
 	if err != nil || mt != "multipart/form-data" {
 		return "", false
@@ -35,16 +48,16 @@ func formBoundary(contentType string) (string, bool) {
 	return b, b != ""
 }
 
-// scanForm finds the model and stream fields of a multipart body. A field
+// Scan finds the model and stream fields of a multipart body. A field
 // given twice (under any case, as with JSON members) is an error: the engine
 // might read the other one.
-func scanForm(body []byte, boundary string) (formFields, *Error) {
-	var f formFields
+func Scan(body []byte, boundary string) (Fields, error) {
+	var f Fields
 	delim := []byte("--" + boundary)
 	// the first delimiter may follow a preamble; later ones follow CRLF
 	i := bytes.Index(body, delim)
 	if i < 0 {
-		return f, errBadRequest("invalid_multipart", "the multipart body has no part with its boundary")
+		return f, errors.New("the multipart body has no part with its boundary")
 	}
 	next := append([]byte("\r\n"), delim...)
 	seenModel, seenStream := false, false
@@ -54,18 +67,18 @@ func scanForm(body []byte, boundary string) (formFields, *Error) {
 			break // the closing delimiter
 		}
 		if parts == maxFormParts {
-			return f, errBadRequest("invalid_multipart", "the multipart body has more than 1000 parts")
+			return f, errors.New("the multipart body has more than 1000 parts")
 		}
 		// the rest of the delimiter line (transport padding), then headers
 		eol := bytes.Index(body[i:], []byte("\r\n"))
 		if eol < 0 {
-			return f, errBadRequest("invalid_multipart", "the multipart body ends inside a delimiter line")
+			return f, errors.New("the multipart body ends inside a delimiter line")
 		}
 		i += eol + 2
 		hdrEnd := bytes.Index(body[i:], []byte("\r\n\r\n"))
 		if hdrEnd < 0 {
 			if !bytes.HasPrefix(body[i:], []byte("\r\n")) {
-				return f, errBadRequest("invalid_multipart", "a part of the multipart body has no end of its headers")
+				return f, errors.New("a part of the multipart body has no end of its headers")
 			}
 			hdrEnd = -2 // a part without headers
 		}
@@ -73,7 +86,7 @@ func scanForm(body []byte, boundary string) (formFields, *Error) {
 		valStart := i + hdrEnd + 4
 		end := bytes.Index(body[valStart:], next)
 		if end < 0 {
-			return f, errBadRequest("invalid_multipart", "the multipart body ends inside a part (no closing boundary)")
+			return f, errors.New("the multipart body ends inside a part (no closing boundary)")
 		}
 		value := jsonmember.Span{Start: valStart, End: valStart + end}
 		name, isFile := partName(headers)
@@ -81,25 +94,20 @@ func scanForm(body []byte, boundary string) (formFields, *Error) {
 			switch {
 			case strings.EqualFold(name, "model"):
 				if seenModel {
-					return f, ambiguousField("model")
+					return f, &AmbiguousError{"model"}
 				}
-				seenModel, f.model = true, value
+				seenModel, f.Model = true, value
 			case strings.EqualFold(name, "stream"):
 				if seenStream {
-					return f, ambiguousField("stream")
+					return f, &AmbiguousError{"stream"}
 				}
 				seenStream = true
-				f.stream = string(body[value.Start:value.End]) == "true"
+				f.Stream = string(body[value.Start:value.End]) == "true"
 			}
 		}
 		i = value.End + 2
 	}
 	return f, nil
-}
-
-func ambiguousField(name string) *Error {
-	return errBadRequest("ambiguous_member", "the multipart body has more than one "+`"`+name+`"`+
-		" field (names are compared ignoring case); send it once")
 }
 
 // partName reads a part's form field name from its Content-Disposition, and
