@@ -4,7 +4,7 @@ import (
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
 
-	demoengine "github.com/llmgateway/caddy-llm-gateway/examples/demo-engine"
+	"github.com/llmgateway/caddy-llm-gateway/internal/demoengine"
 )
 
 func init() {

@@ -8,7 +8,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
 
-	demoengine "github.com/llmgateway/caddy-llm-gateway/examples/demo-engine"
+	"github.com/llmgateway/caddy-llm-gateway/internal/demoengine"
 )
 
 // Every route the README lists works on the quickstart's demo engine the way

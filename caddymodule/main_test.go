@@ -25,7 +25,7 @@ import (
 
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
 
-	demoengine "github.com/llmgateway/caddy-llm-gateway/examples/demo-engine"
+	"github.com/llmgateway/caddy-llm-gateway/internal/demoengine"
 )
 
 // The test binary doubles as the engine binary: with LLMGW_TEST_ENGINE=1 in

@@ -19,7 +19,7 @@ import (
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 
-	demoengine "github.com/llmgateway/caddy-llm-gateway/examples/demo-engine"
+	"github.com/llmgateway/caddy-llm-gateway/internal/demoengine"
 )
 
 // The test binary is also the engine: with LLMGW_TEST_ENGINE=1 it runs the
