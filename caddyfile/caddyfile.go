@@ -634,7 +634,7 @@ func parseEngineOptions(d *cf.Dispenser, ec *engines.Config, where string) error
 		case "to":
 			err = oneArg(d, &ec.To)
 			if err == nil {
-				err = requireEnv(d, "to", ec.To)
+				err = checkValues(d, "to", ec.To)
 			}
 		case "models":
 			ec.Models = d.RemainingArgs()
@@ -663,7 +663,7 @@ func parseEngineOptions(d *cf.Dispenser, ec *engines.Config, where string) error
 			if len(ec.Cmd) == 0 {
 				err = d.ArgErr()
 			} else {
-				err = requireEnv(d, "cmd", ec.Cmd...)
+				err = checkValues(d, "cmd", ec.Cmd...)
 			}
 		case "dir":
 			err = oneArg(d, &ec.Dir)
@@ -702,7 +702,7 @@ func parseEngineOptions(d *cf.Dispenser, ec *engines.Config, where string) error
 			if len(ec.StopCmd) == 0 {
 				err = d.Errf("stop_cmd takes a program and its arguments: stop_cmd docker stop <name>")
 			} else {
-				err = requireEnv(d, "stop_cmd", ec.StopCmd...)
+				err = checkValues(d, "stop_cmd", ec.StopCmd...)
 			}
 		case "preload":
 			ec.Preload = true

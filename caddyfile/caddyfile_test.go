@@ -539,6 +539,40 @@ func TestParseErrorsNameTheProblemAndTheLine(t *testing.T) {
 		models llama
 	}
 }`, "engine llama: {engine.port} needs 'cmd'", 2},
+		{"llama-swap's ${PORT} in cmd (issue 28)", `llm_gateway {
+	engine qwen {
+		cmd llama-server --port ${PORT} -m /models/qwen.gguf
+		to http://127.0.0.1:{engine.port}
+		models qwen
+	}
+}`, "cmd: ${PORT} is llama-swap's placeholder and nothing fills it in here: write {engine.port}", 3},
+		{"llama-swap's ${PORT} in to", `llm_gateway {
+	engine qwen {
+		cmd llama-server --port {engine.port}
+		to http://127.0.0.1:${PORT}
+		models qwen
+	}
+}`, "to: ${PORT} is llama-swap's placeholder", 4},
+		{"Caddy's {port} in cmd", `llm_gateway {
+	engine qwen {
+		cmd llama-server --port {port}
+		to http://127.0.0.1:{engine.port}
+		models qwen
+	}
+}`, "cmd: {port} is the port of the request to Caddy, not the engine's: write {engine.port}", 3},
+		{"the adapter's {http.request.port} in stop_cmd", `llm_gateway {
+	engine qwen {
+		cmd docker run --rm --name qwen -p {engine.port}:8080 qwen-image
+		to http://127.0.0.1:{engine.port}
+		models qwen
+		stop_cmd docker stop qwen-{http.request.port}
+	}
+}`, "stop_cmd: {http.request.port} is the port of the request to Caddy", 6},
+		{"a ${…} in defaults' to", `llm_gateway {
+	defaults {
+		to http://127.0.0.1:${PORT}
+	}` + remote + `
+}`, "to: ${PORT} is llama-swap's placeholder", 3},
 		{"cmd without a program", `llm_gateway {
 	engine llama {
 		cmd

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"reflect"
+	"regexp"
 	"runtime"
 	"strings"
 	"time"
@@ -24,6 +25,35 @@ const PortPlaceholder = "{engine.port}"
 // PIDPlaceholder in StopCmd is replaced by the pid of the engine's process
 // (the leader of its process group) when the engine is stopped.
 const PIDPlaceholder = "{engine.pid}"
+
+// foreignPlaceholder matches what other tools write for a value filled in
+// at start: llama-swap's ${PORT} and ${MODEL_ID}, a shell's ${NAME}.
+var foreignPlaceholder = regexp.MustCompile(`\$\{[^}]*\}?`)
+
+// CheckPlaceholders refuses, in an option that takes {engine.port} (named
+// option, for the error), the placeholders that nothing here fills in and
+// that would reach the engine as written: llama-swap's ${PORT} validates
+// today and fails at the first request with "invalid port" (issue 28), and
+// {port} is the request's port in a Caddyfile (the adapter turns it into
+// {http.request.port}), never the engine's.
+func CheckPlaceholders(option string, values ...string) error {
+	for _, v := range values {
+		if m := foreignPlaceholder.FindString(v); m != "" {
+			switch m {
+			case "${PORT}":
+				return fmt.Errorf("%s: %s is llama-swap's placeholder and nothing fills it in here: write %s (a free port picked at each start)", option, m, PortPlaceholder)
+			}
+			return fmt.Errorf("%s: %s is not filled in here: write %s for the engine's port, {env.NAME} for an environment variable (in a shell script, $NAME without braces)",
+				option, m, PortPlaceholder)
+		}
+		for _, p := range []string{"{port}", "{http.request.port}"} {
+			if strings.Contains(v, p) {
+				return fmt.Errorf("%s: %s is the port of the request to Caddy, not the engine's: write %s (a free port picked at each start)", option, p, PortPlaceholder)
+			}
+		}
+	}
+	return nil
+}
 
 // Config describes one engine: an upstream serving one or more models, which
 // the gateway may also start and stop when it has a command.
@@ -434,6 +464,14 @@ func (c Config) Validate() error {
 	}
 	if c.Managed() && !canStartProcesses {
 		return errNoLocalEngines(c.Name)
+	}
+	for _, o := range []struct {
+		name   string
+		values []string
+	}{{"to", []string{c.To}}, {"cmd", c.Cmd}, {"stop_cmd", c.StopCmd}} {
+		if err := CheckPlaceholders(o.name, o.values...); err != nil {
+			return fmt.Errorf("engine %s: %v", c.Name, err)
+		}
 	}
 	// a placeholder such as {env.CPU_ENGINE} is checked once resolved, at
 	// provision; {engine.port} stands for a port here
