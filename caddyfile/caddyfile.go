@@ -72,7 +72,7 @@ import (
 //			cmd <program> <args...>     # the gateway starts the engine on demand
 //			dir <path>
 //			env <KEY=VALUE|KEY VALUE>   # repeatable
-//			ready <path>                # readiness probe, default /health
+//			ready <path>|none           # readiness probe, default /health; none: ready once running
 //			health_interval <duration>  # remote engines: active health checks; default 0 (off)
 //			health_path <path>          # default: the ready path; any 2xx passes
 //			health_timeout <duration>   # default 5s
@@ -682,8 +682,8 @@ func parseEngineOptions(d *cf.Dispenser, ec *engines.Config, where string) error
 			}
 		case "ready":
 			err = oneArg(d, &ec.Ready)
-			if err == nil && !strings.HasPrefix(ec.Ready, "/") {
-				err = d.Errf("ready takes a path starting with '/', not %q", ec.Ready)
+			if err == nil && !strings.HasPrefix(ec.Ready, "/") && ec.Ready != engines.ReadyNone {
+				err = d.Errf("ready takes a path starting with '/', or none, not %q", ec.Ready)
 			}
 		case "wake":
 			var b bool

@@ -262,6 +262,20 @@ func TestParseEverySubdirective(t *testing.T) {
 				{Name: "chat", Members: []string{"a"}, StickyHeader: "X-Session-Id"},
 			},
 		}},
+		{"{engine.name} in a defaults cmd, ready none (issue 28)", `llm_gateway {
+	defaults {
+		cmd llama-server -m /models/{engine.name}.gguf --port {engine.port}
+		to http://127.0.0.1:{engine.port}
+		ready none
+	}
+	engine qwen {
+		models qwen
+	}
+}`, handler.Config{
+			Defaults: &engines.Config{Cmd: []string{"llama-server", "-m", "/models/{engine.name}.gguf", "--port", "{engine.port}"},
+				To: "http://127.0.0.1:{engine.port}", Ready: "none"},
+			Engines: []engines.Config{{Name: "qwen", Models: []string{"qwen"}}},
+		}},
 		{"engines keep their order", `llm_gateway {
 	engine b {
 		to http://10.0.0.2:8000
@@ -532,7 +546,7 @@ func TestParseErrorsNameTheProblemAndTheLine(t *testing.T) {
 		models llama
 		ready health
 	}
-}`, `ready takes a path starting with '/', not "health"`, 6},
+}`, `ready takes a path starting with '/', or none, not "health"`, 6},
 		{"{engine.port} without cmd", `llm_gateway {
 	engine llama {
 		to http://127.0.0.1:{engine.port}
@@ -553,6 +567,13 @@ func TestParseErrorsNameTheProblemAndTheLine(t *testing.T) {
 		models qwen
 	}
 }`, "to: ${PORT} is llama-swap's placeholder", 4},
+		{"llama-swap's ${MODEL_ID} in cmd", `llm_gateway {
+	engine qwen {
+		cmd llama-server --port {engine.port} --alias ${MODEL_ID}
+		to http://127.0.0.1:{engine.port}
+		models qwen
+	}
+}`, "cmd: ${MODEL_ID} is llama-swap's placeholder and nothing fills it in here: write {engine.name}", 3},
 		{"Caddy's {port} in cmd", `llm_gateway {
 	engine qwen {
 		cmd llama-server --port {port}

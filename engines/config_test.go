@@ -1,8 +1,15 @@
 package engines
 
 import (
+	"context"
+	"io"
+	"net/http"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
 )
 
 // A placeholder pasted from llama-swap, or Caddy's request {port}, would
@@ -50,5 +57,82 @@ func TestForeignPortPlaceholdersAreRefusedWithWhatToWrite(t *testing.T) {
 	shell.Cmd = []string{"sh", "-c", "exec llama-server --port $PORT", "--", "{engine.port}"}
 	if err := shell.Validate(); err != nil {
 		t.Fatalf("$PORT without braces is refused: %v", err)
+	}
+}
+
+// {engine.name} (llama-swap's ${MODEL_ID}) is the engine's name wherever
+// {engine.port} may be written, also when it comes from the defaults that
+// every engine shares, which are left as they are (issue 28).
+func TestEngineNamePlaceholderIsTheEnginesName(t *testing.T) {
+	defaults := Config{
+		Cmd:     []string{"llama-server", "-m", "/models/{engine.name}.gguf", "--alias", "{engine.name}", "--port", "{engine.port}"},
+		To:      "http://127.0.0.1:{engine.port}",
+		Env:     []string{"LOG_PREFIX={engine.name}"},
+		Dir:     "/srv/{engine.name}",
+		StopCmd: []string{"docker", "stop", "llm-{engine.name}"},
+	}
+	for _, name := range []string{"qwen", "gemma"} {
+		c := Config{Name: name, Models: []string{name}}.Inherit(defaults).WithDefaults()
+		want := Config{
+			Cmd:     []string{"llama-server", "-m", "/models/" + name + ".gguf", "--alias", name, "--port", "{engine.port}"},
+			To:      "http://127.0.0.1:{engine.port}",
+			Env:     []string{"LOG_PREFIX=" + name},
+			Dir:     "/srv/" + name,
+			StopCmd: []string{"docker", "stop", "llm-" + name},
+		}
+		got := Config{Cmd: c.Cmd, To: c.To, Env: c.Env, Dir: c.Dir, StopCmd: c.StopCmd}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("engine %s: got %+v\nwant %+v", name, got, want)
+		}
+		if err := c.Validate(); err != nil {
+			t.Errorf("engine %s: %v", name, err)
+		}
+	}
+	if defaults.Cmd[2] != "/models/{engine.name}.gguf" || defaults.Env[0] != "LOG_PREFIX={engine.name}" {
+		t.Fatalf("the shared defaults were changed: %+v", defaults)
+	}
+}
+
+// The process itself gets its name: the demo engine serves the model its
+// --model flag names.
+func TestEngineNamePlaceholderReachesTheProcess(t *testing.T) {
+	e := testEngine(t, "named-engine", nil, "--model", NamePlaceholder)
+	l, err := e.Acquire(context.Background(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	resp, err := (&http.Client{Transport: direct}).Get(l.Base().JoinPath("/v1/models").String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(body), `"named-engine"`) {
+		t.Fatalf("the engine was not started with its name: /v1/models answered %s", body)
+	}
+}
+
+// `ready none` (llama-swap's checkEndpoint: none) makes a started engine
+// ready once its process runs, for a server without a health path: here one
+// whose /health says "loading" for ten minutes. The fake clock never moves,
+// so no probe and no start_timeout could end the wait.
+func TestReadyNoneIsReadyOnceTheProcessRuns(t *testing.T) {
+	e := testEngine(t, "unprobed", func(c *Config) { c.Ready = ReadyNone }, "--load-time", "10m")
+	e.SetClock(NewFakeClock())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	l, err := e.Acquire(ctx, true)
+	if err != nil {
+		t.Fatalf("not ready with ready none: %v", err)
+	}
+	defer l.Release()
+	if !e.Probe(ctx) {
+		t.Fatal("a running engine with ready none does not pass its probe")
+	}
+	bad := Config{Name: "remote", To: "http://10.0.0.1:8000", Models: []string{"m"}, Ready: ReadyNone,
+		HealthInterval: caddy.Duration(time.Second)}
+	if err := bad.WithDefaults().Validate(); err == nil || !strings.Contains(err.Error(), "need a health_path") {
+		t.Fatalf("health checks of a ready none engine without health_path: got %v", err)
 	}
 }
