@@ -405,6 +405,18 @@ func (c Config) withName() Config {
 	return c
 }
 
+// Repeated is the first name that names lists twice, or "".
+func Repeated(names []string) string {
+	seen := make(map[string]bool, len(names))
+	for _, n := range names {
+		if seen[n] {
+			return n
+		}
+		seen[n] = true
+	}
+	return ""
+}
+
 // ProbesReady reports whether the engine has a readiness probe (not
 // `ready none`).
 func (c Config) ProbesReady() bool { return c.Ready != ReadyNone }
@@ -532,6 +544,9 @@ func (c Config) Validate() error {
 	}
 	if len(c.Models) == 0 {
 		return fmt.Errorf("engine %s: missing 'models' (the names clients ask for)", c.Name)
+	}
+	if m := Repeated(c.Models); m != "" {
+		return fmt.Errorf("engine %s: model %s is listed twice in its models", c.Name, m)
 	}
 	if err := c.ValidateFilters(); err != nil {
 		return err

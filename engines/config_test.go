@@ -136,3 +136,12 @@ func TestReadyNoneIsReadyOnceTheProcessRuns(t *testing.T) {
 		t.Fatalf("health checks of a ready none engine without health_path: got %v", err)
 	}
 }
+
+// A name listed twice in one engine's models is a slip, said as such
+// (rather than "served by both engine demo and engine demo").
+func TestAModelListedTwiceIsSaidSo(t *testing.T) {
+	c := Config{Name: "demo", To: "http://127.0.0.1:9001", Models: []string{"demo", "gpt-4o-mini", "demo"}}
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "engine demo: model demo is listed twice in its models") {
+		t.Fatalf("got %v", err)
+	}
+}
