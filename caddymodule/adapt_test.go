@@ -169,7 +169,7 @@ func TestForeignPortPlaceholdersAreRefusedAtTheirLine(t *testing.T) {
 		{"${PORT}", "${PORT} is llama-swap's placeholder and nothing fills it in here: write {engine.port}"},
 		{"{port}", "{http.request.port} is the port of the request to Caddy, not the engine's: write {engine.port}"},
 	} {
-		body := ":8080 {\n\tllm_gateway {\n\t\tengine qwen {\n\t\t\tcmd llama-server --port " + tc.value +
+		body := ":" + freePort(t) + " {\n\tllm_gateway {\n\t\tengine qwen {\n\t\t\tcmd llama-server --port " + tc.value +
 			"\n\t\t\tto http://127.0.0.1:{engine.port}\n\t\t\tmodels qwen\n\t\t}\n\t}\n}\n"
 		_, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(body), map[string]any{"filename": "Caddyfile"})
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "Caddyfile:4") {
