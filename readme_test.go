@@ -144,3 +144,75 @@ func TestREADMEErrorTableListsEveryCode(t *testing.T) {
 		}
 	}
 }
+
+// caddyInvocation is a command line that runs Caddy: `./caddy run`,
+// `caddy llm-probe`, `go run ./cmd/caddy run`, … with a config.
+var caddyInvocation = regexp.MustCompile("(?:go run \\./cmd/caddy|[\\w./-]*caddy) (?:run|llm-probe|validate|adapt) --config \\S+")
+
+// Every run line, in the README, the docs and the examples, runs the binary
+// the README's build step writes, `./caddy`: a `caddy` on PATH is not what
+// ./build.sh makes. The one exception is the README's first command, which
+// runs before any build (issue 28).
+func TestRunLinesUseTheBinaryTheBuildWrites(t *testing.T) {
+	const quickstart = "go run ./cmd/caddy run --config examples/quickstart/Caddyfile"
+	files := []string{"README.md"}
+	for _, pattern := range []string{"docs/*.md", "examples/*/Caddyfile", "examples/*/*/Caddyfile"} {
+		found, err := filepath.Glob(pattern)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, found...)
+	}
+	seen := 0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, cmd := range caddyInvocation.FindAllString(string(b), -1) {
+			seen++
+			if cmd != quickstart && !strings.HasPrefix(cmd, "./caddy ") {
+				t.Errorf("%s runs %q: write ./caddy (what ./build.sh writes)", f, cmd)
+			}
+		}
+	}
+	if seen < 10 {
+		t.Fatalf("found only %d run lines: is the pattern stale?", seen)
+	}
+}
+
+// The quick test subsets the README and docs name are packages with tests,
+// and the text around the README's first command says what a cold cache
+// costs, where a person reads it (issue 28).
+func TestREADMESaysWhatTheFirstRunCostsAndAQuickSubset(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	top, _, _ := strings.Cut(string(readme), "## Try it")
+	for _, want := range []string{"go run ./cmd/caddy run --config examples/quickstart/Caddyfile", "prints nothing for minutes", "go test ./handler/ ./engines/ ./caddyfile/"} {
+		if !strings.Contains(top, want) {
+			t.Errorf("the README's opening lacks %q", want)
+		}
+	}
+	dev, err := os.ReadFile("docs/development.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	subset := regexp.MustCompile("`go test ((?:\\./\\w+/ ?)+)`")
+	n := 0
+	for _, text := range []string{top, string(dev)} {
+		for _, m := range subset.FindAllStringSubmatch(text, -1) {
+			for _, pkg := range strings.Fields(m[1]) {
+				n++
+				tests, _ := filepath.Glob(filepath.Join(pkg, "*_test.go"))
+				if len(tests) == 0 {
+					t.Errorf("the quick subset names %s, which has no tests", pkg)
+				}
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no quick test subset is named")
+	}
+}
