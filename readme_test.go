@@ -1,11 +1,14 @@
 package caddyllmgateway
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/llmgateway/caddy-llm-gateway/handler"
 )
 
 // fence is one fenced code block of a Markdown file.
@@ -214,5 +217,55 @@ func TestREADMESaysWhatTheFirstRunCostsAndAQuickSubset(t *testing.T) {
 	}
 	if n == 0 {
 		t.Fatal("no quick test subset is named")
+	}
+}
+
+// docs/llama-swap.md holds a real llama-swap config and its translation,
+// which is examples/llama-swap/translated/Caddyfile as printed (the
+// caddymodule tests adapt and validate that file), and says how long a key
+// must be and how to make one (issue 28).
+func TestLlamaSwapPageHoldsTheTranslationTheTestsLoad(t *testing.T) {
+	const page, example = "docs/llama-swap.md", "examples/llama-swap/translated/Caddyfile"
+	want, err := os.ReadFile(example)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var yaml, translated bool
+	for _, f := range fences(t, page) {
+		text := strings.Join(f.lines, "\n")
+		switch f.lang {
+		case "caddyfile":
+			translated = translated || text == strings.TrimRight(string(want), "\n")
+		case "yaml":
+			yaml = true
+			for _, key := range []string{"macros:", "groups:", "aliases:", "filters:", "cmdStop:", "docker run", "preload:", "${PORT}", "${MODEL_ID}"} {
+				if !strings.Contains(text, key) {
+					t.Errorf("the llama-swap config lacks %s", key)
+				}
+			}
+			if n := strings.Count(text, "\n    cmd:"); n != 5 {
+				t.Errorf("the llama-swap config has %d models, want 5", n)
+			}
+		}
+	}
+	if !yaml || !translated {
+		t.Fatalf("%s: a llama-swap config %v, %s as printed %v", page, yaml, example, translated)
+	}
+	b, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{fmt.Sprintf("shorter than %d characters", handler.MinKeyLength), "openssl rand -hex 24", "{args[1:]}", "memory budget"} {
+		if !strings.Contains(string(b), s) {
+			t.Errorf("%s does not say %q", page, s)
+		}
+	}
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	top, _, _ := strings.Cut(string(readme), "```")
+	if !strings.Contains(top, "(docs/llama-swap.md)") {
+		t.Error("the README's opening does not link docs/llama-swap.md")
 	}
 }
