@@ -1,11 +1,14 @@
 package caddyllmgateway
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/llmgateway/caddy-llm-gateway/handler"
 )
 
 // fence is one fenced code block of a Markdown file.
@@ -142,5 +145,127 @@ func TestREADMEErrorTableListsEveryCode(t *testing.T) {
 		if !strings.Contains(string(readme), "`"+c+"`") {
 			t.Errorf("the README's error table lacks %s", c)
 		}
+	}
+}
+
+// caddyInvocation is a command line that runs Caddy: `./caddy run`,
+// `caddy llm-probe`, `go run ./cmd/caddy run`, … with a config.
+var caddyInvocation = regexp.MustCompile("(?:go run \\./cmd/caddy|[\\w./-]*caddy) (?:run|llm-probe|validate|adapt) --config \\S+")
+
+// Every run line, in the README, the docs and the examples, runs the binary
+// the README's build step writes, `./caddy`: a `caddy` on PATH is not what
+// ./build.sh makes. The one exception is the README's first command, which
+// runs before any build (issue 28).
+func TestRunLinesUseTheBinaryTheBuildWrites(t *testing.T) {
+	const quickstart = "go run ./cmd/caddy run --config examples/quickstart/Caddyfile"
+	files := []string{"README.md"}
+	for _, pattern := range []string{"docs/*.md", "examples/*/Caddyfile", "examples/*/*/Caddyfile"} {
+		found, err := filepath.Glob(pattern)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, found...)
+	}
+	seen := 0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, cmd := range caddyInvocation.FindAllString(string(b), -1) {
+			seen++
+			if cmd != quickstart && !strings.HasPrefix(cmd, "./caddy ") {
+				t.Errorf("%s runs %q: write ./caddy (what ./build.sh writes)", f, cmd)
+			}
+		}
+	}
+	if seen < 10 {
+		t.Fatalf("found only %d run lines: is the pattern stale?", seen)
+	}
+}
+
+// The quick test subsets the README and docs name are packages with tests,
+// and the text around the README's first command says what a cold cache
+// costs, where a person reads it (issue 28).
+func TestREADMESaysWhatTheFirstRunCostsAndAQuickSubset(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	top, _, _ := strings.Cut(string(readme), "## Try it")
+	for _, want := range []string{"go run ./cmd/caddy run --config examples/quickstart/Caddyfile", "prints nothing for minutes", "go test ./handler/ ./engines/ ./caddyfile/"} {
+		if !strings.Contains(top, want) {
+			t.Errorf("the README's opening lacks %q", want)
+		}
+	}
+	dev, err := os.ReadFile("docs/development.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	subset := regexp.MustCompile("`go test ((?:\\./\\w+/ ?)+)`")
+	n := 0
+	for _, text := range []string{top, string(dev)} {
+		for _, m := range subset.FindAllStringSubmatch(text, -1) {
+			for _, pkg := range strings.Fields(m[1]) {
+				n++
+				tests, _ := filepath.Glob(filepath.Join(pkg, "*_test.go"))
+				if len(tests) == 0 {
+					t.Errorf("the quick subset names %s, which has no tests", pkg)
+				}
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no quick test subset is named")
+	}
+}
+
+// docs/llama-swap.md holds a real llama-swap config and its translation,
+// which is examples/llama-swap/translated/Caddyfile as printed (the
+// caddymodule tests adapt and validate that file), and says how long a key
+// must be and how to make one (issue 28).
+func TestLlamaSwapPageHoldsTheTranslationTheTestsLoad(t *testing.T) {
+	const page, example = "docs/llama-swap.md", "examples/llama-swap/translated/Caddyfile"
+	want, err := os.ReadFile(example)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var yaml, translated bool
+	for _, f := range fences(t, page) {
+		text := strings.Join(f.lines, "\n")
+		switch f.lang {
+		case "caddyfile":
+			translated = translated || text == strings.TrimRight(string(want), "\n")
+		case "yaml":
+			yaml = true
+			for _, key := range []string{"macros:", "groups:", "aliases:", "filters:", "cmdStop:", "docker run", "preload:", "${PORT}", "${MODEL_ID}"} {
+				if !strings.Contains(text, key) {
+					t.Errorf("the llama-swap config lacks %s", key)
+				}
+			}
+			if n := strings.Count(text, "\n    cmd:"); n != 5 {
+				t.Errorf("the llama-swap config has %d models, want 5", n)
+			}
+		}
+	}
+	if !yaml || !translated {
+		t.Fatalf("%s: a llama-swap config %v, %s as printed %v", page, yaml, example, translated)
+	}
+	b, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{fmt.Sprintf("shorter than %d characters", handler.MinKeyLength), "openssl rand -hex 24", "{args[1:]}", "memory budget"} {
+		if !strings.Contains(string(b), s) {
+			t.Errorf("%s does not say %q", page, s)
+		}
+	}
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	top, _, _ := strings.Cut(string(readme), "```")
+	if !strings.Contains(top, "(docs/llama-swap.md)") {
+		t.Error("the README's opening does not link docs/llama-swap.md")
 	}
 }

@@ -2,7 +2,11 @@
 # Caddy builder image. From the repository root:
 #
 #   docker build -f xcaddy.Dockerfile -t caddy-llm-gateway .
-#   docker run --rm -p 8080:8080 caddy-llm-gateway
+#   docker run --rm -p 127.0.0.1:8080:8080 caddy-llm-gateway
+#
+# The quickstart has no keys: -p 127.0.0.1:8080:8080 publishes it on this
+# host's loopback only. A bare -p 8080:8080 opens it on every interface of
+# the host; do that only with a Caddyfile that sets keys.
 #
 # The module is built from this checkout (a local path); to pin a released
 # version instead, build with
@@ -32,4 +36,9 @@ COPY examples/quickstart/Caddyfile /etc/caddy/Caddyfile
 # no keys: publish the port only where that is what you want.
 ENV LLMGW_BIND=0.0.0.0
 EXPOSE 8080
+# Caddy is up and the gateway's admin routes answer (the quickstart's admin
+# endpoint is localhost:2019, inside the container); busybox wget is in the
+# image
+HEALTHCHECK --interval=30s --timeout=5s --start-period=10s --retries=3 \
+	CMD wget -q -O /dev/null http://localhost:2019/llm_gateway/engines || exit 1
 CMD ["caddy", "run", "--config", "/etc/caddy/Caddyfile", "--adapter", "caddyfile"]

@@ -72,7 +72,7 @@ import (
 //			cmd <program> <args...>     # the gateway starts the engine on demand
 //			dir <path>
 //			env <KEY=VALUE|KEY VALUE>   # repeatable
-//			ready <path>                # readiness probe, default /health
+//			ready <path>|none           # readiness probe, default /health; none: ready once running
 //			health_interval <duration>  # remote engines: active health checks; default 0 (off)
 //			health_path <path>          # default: the ready path; any 2xx passes
 //			health_timeout <duration>   # default 5s
@@ -134,8 +134,10 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config) (handler.Config, er
 		return cfg, d.ArgErr()
 	}
 	var uiAt pos
-	engineAt := map[string]pos{} // where each engine and pool block starts,
-	poolAt := map[string]pos{}   // for the errors of the validation below
+	engineAt := map[string]pos{}      // where each engine and pool block starts,
+	poolAt := map[string]pos{}        // for the errors of the validation below
+	optionAt := map[string]settings{} // where each engine's options are
+	var defaultsSet settings
 	keyAt := map[string]pos{}
 	set := settings{}
 	var keysAt *pos // the first keys or key line
@@ -209,15 +211,16 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config) (handler.Config, er
 			}
 			at := here(d)
 			defaultsAt = &at
-			dc, err := parseDefaults(d)
+			dc, dset, err := parseDefaults(d)
 			if err != nil {
 				return cfg, err
 			}
+			defaultsSet = dset
 			cfg.Defaults = &dc
 			continue
 		case "engine":
 			at := here(d)
-			ec, err := parseEngine(d)
+			ec, eset, err := parseEngine(d)
 			if err != nil {
 				return cfg, err
 			}
@@ -225,6 +228,7 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config) (handler.Config, er
 				return cfg, at.errf("engine %s is defined twice (first at %s)", ec.Name, first)
 			}
 			engineAt[ec.Name] = at
+			optionAt[ec.Name] = eset
 			cfg.Engines = append(cfg.Engines, ec)
 			continue
 		}
@@ -300,7 +304,7 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config) (handler.Config, er
 			}
 			cfg.Passthrough = &b
 		default:
-			return cfg, d.Errf("unknown llm_gateway subdirective %q", d.Val())
+			return cfg, unknownSubdirective(d, "llm_gateway", "", handlerOptions)
 		}
 	}
 	if len(cfg.Engines) == 0 {
@@ -323,8 +327,14 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config) (handler.Config, er
 		}
 		return cfg, keysAt.errf("the gateway's keys resolve to no token: %s (or remove keys and key to run without gateway auth)", describeEmpty(EmptyEnv(values...)))
 	}
+	if err := checkNamedKeys(cfg.Keys, keyAt); err != nil {
+		return cfg, err
+	}
 	if *ui != nil && len(cfg.Keys) == 0 {
 		return cfg, uiAt.errf("ui needs the handler's keys: the status page shows operator data (without keys, use the page on Caddy's admin endpoint, /llm_gateway/ui/)")
+	}
+	if err := checkFallbackNames(cfg, optionAt, defaultsSet); err != nil {
+		return cfg, err
 	}
 	// the one validation of the whole config (Provision runs the same on
 	// the resolved config): its errors name the engine or pool they are
@@ -399,7 +409,7 @@ func parseKey(d *cf.Dispenser) (handler.Key, error) {
 				return k, d.Errf("over_budget takes refuse or fallback <model>")
 			}
 		default:
-			return k, d.Errf("unknown key subdirective %q in key %s", sub, k.Name)
+			return k, unknownSubdirective(d, "key", "key "+k.Name, keyOptions)
 		}
 	}
 	return k, nil
@@ -432,7 +442,7 @@ func parseStore(d *cf.Dispenser) (handler.StoreConfig, error) {
 				return st, err
 			}
 		default:
-			return st, d.Errf("unknown store subdirective %q", d.Val())
+			return st, unknownSubdirective(d, "store", "", storeOptions)
 		}
 	}
 	return st, nil
@@ -467,7 +477,7 @@ func parseUI(d *cf.Dispenser) (statuspage.Config, error) {
 			}
 			u.Recent = n
 		default:
-			return u, d.Errf("unknown ui subdirective %q", sub)
+			return u, unknownSubdirective(d, "ui", "", uiOptions)
 		}
 	}
 	if err := u.Validate(); err != nil {
@@ -558,7 +568,7 @@ func parsePool(d *cf.Dispenser) (handler.PoolConfig, error) {
 			}
 			pc.BreakerFailures, pc.BreakerCooldown = n, cool
 		default:
-			return pc, d.Errf("unknown pool subdirective %q in pool %s", sub, pc.Name)
+			return pc, unknownSubdirective(d, "pool", "pool "+pc.Name, poolOptions)
 		}
 	}
 	if len(pc.Members) == 0 {
@@ -588,45 +598,48 @@ func parseBreaker(d *cf.Dispenser) (int, caddy.Duration, error) {
 	return n, cool, nil
 }
 
-func parseEngine(d *cf.Dispenser) (engines.Config, error) {
+// parseEngine parses `engine <name> { … }`, and returns where each
+// single-value option was set.
+func parseEngine(d *cf.Dispenser) (engines.Config, settings, error) {
 	var ec engines.Config
 	if !d.NextArg() {
-		return ec, d.Errf("engine needs a name: engine <name> { … }")
+		return ec, nil, d.Errf("engine needs a name: engine <name> { … }")
 	}
 	ec.Name = d.Val()
 	if d.NextArg() {
-		return ec, d.ArgErr()
+		return ec, nil, d.ArgErr()
 	}
-	err := parseEngineOptions(d, &ec, "engine "+ec.Name)
-	return ec, err
+	set, err := parseEngineOptions(d, &ec, "engine "+ec.Name)
+	return ec, set, err
 }
 
 // parseDefaults parses `defaults { … }`: engine options for every engine
 // that does not set them.
-func parseDefaults(d *cf.Dispenser) (engines.Config, error) {
+func parseDefaults(d *cf.Dispenser) (engines.Config, settings, error) {
 	var ec engines.Config
 	if d.NextArg() {
-		return ec, d.ArgErr()
+		return ec, nil, d.ArgErr()
 	}
-	err := parseEngineOptions(d, &ec, "defaults")
-	return ec, err
+	set, err := parseEngineOptions(d, &ec, "defaults")
+	return ec, set, err
 }
 
 // parseEngineOptions parses the block of an engine (or of defaults, where
-// what names the engine is refused), named where for errors.
-func parseEngineOptions(d *cf.Dispenser, ec *engines.Config, where string) error {
+// what names the engine is refused), named where for errors, and returns
+// where each single-value option was set.
+func parseEngineOptions(d *cf.Dispenser, ec *engines.Config, where string) (settings, error) {
 	nesting := d.Nesting()
 	set := settings{}
 	for d.NextBlock(nesting) {
 		if where == "defaults" {
 			switch d.Val() {
 			case "models", "model_name":
-				return d.Errf("%s may not be in defaults: each engine serves its own models", d.Val())
+				return set, d.Errf("%s may not be in defaults: each engine serves its own models", d.Val())
 			}
 		}
 		if sub := d.Val(); sub != "env" && sub != "set" && sub != "strip" {
 			if err := set.once(d); err != nil {
-				return err
+				return set, err
 			}
 		}
 		var err error
@@ -634,12 +647,14 @@ func parseEngineOptions(d *cf.Dispenser, ec *engines.Config, where string) error
 		case "to":
 			err = oneArg(d, &ec.To)
 			if err == nil {
-				err = requireEnv(d, "to", ec.To)
+				err = checkValues(d, "to", ec.To)
 			}
 		case "models":
 			ec.Models = d.RemainingArgs()
 			if len(ec.Models) == 0 {
 				err = d.ArgErr()
+			} else if m := engines.Repeated(ec.Models); m != "" {
+				err = d.Errf("models: %s is listed twice", m)
 			}
 		case "model_name":
 			err = oneArg(d, &ec.ModelName)
@@ -663,7 +678,7 @@ func parseEngineOptions(d *cf.Dispenser, ec *engines.Config, where string) error
 			if len(ec.Cmd) == 0 {
 				err = d.ArgErr()
 			} else {
-				err = requireEnv(d, "cmd", ec.Cmd...)
+				err = checkValues(d, "cmd", ec.Cmd...)
 			}
 		case "dir":
 			err = oneArg(d, &ec.Dir)
@@ -682,8 +697,8 @@ func parseEngineOptions(d *cf.Dispenser, ec *engines.Config, where string) error
 			}
 		case "ready":
 			err = oneArg(d, &ec.Ready)
-			if err == nil && !strings.HasPrefix(ec.Ready, "/") {
-				err = d.Errf("ready takes a path starting with '/', not %q", ec.Ready)
+			if err == nil && !strings.HasPrefix(ec.Ready, "/") && ec.Ready != engines.ReadyNone {
+				err = d.Errf("ready takes a path starting with '/', or none, not %q", ec.Ready)
 			}
 		case "wake":
 			var b bool
@@ -702,7 +717,7 @@ func parseEngineOptions(d *cf.Dispenser, ec *engines.Config, where string) error
 			if len(ec.StopCmd) == 0 {
 				err = d.Errf("stop_cmd takes a program and its arguments: stop_cmd docker stop <name>")
 			} else {
-				err = requireEnv(d, "stop_cmd", ec.StopCmd...)
+				err = checkValues(d, "stop_cmd", ec.StopCmd...)
 			}
 		case "preload":
 			ec.Preload = true
@@ -804,13 +819,13 @@ func parseEngineOptions(d *cf.Dispenser, ec *engines.Config, where string) error
 		case "health_fails":
 			err = countArg(d, &ec.HealthFails, 1)
 		default:
-			err = d.Errf("unknown engine subdirective %q in %s", sub, where)
+			err = unknownSubdirective(d, "engine", where, engineOptions)
 		}
 		if err != nil {
-			return err
+			return set, err
 		}
 	}
-	return nil
+	return set, nil
 }
 
 // parseQueue parses `queue <n> [<timeout>]`.
@@ -876,9 +891,14 @@ func oneArg(d *cf.Dispenser, dst *string) error {
 
 func durationArg(d *cf.Dispenser, dst *caddy.Duration) error {
 	name := d.Val()
-	var s string
-	if !d.AllArgs(&s) {
-		return d.ArgErr()
+	args := d.RemainingArgs()
+	if len(args) != 1 {
+		return d.Errf("%s takes one duration such as 5m or 90s, not %q", name, strings.Join(args, " "))
+	}
+	s := args[0]
+	if f, err := strconv.ParseFloat(s, 64); err == nil && f != 0 {
+		// llama-swap's ttl: 60 is seconds; here a bare number is a mistake
+		return d.Errf("bad %s %q: a duration needs a unit, such as %ss or 5m", name, s, s)
 	}
 	v, err := caddy.ParseDuration(s)
 	if err != nil {
@@ -918,4 +938,55 @@ func noKeyResolves(keys []handler.Key) bool {
 		}
 	}
 	return true
+}
+
+// checkNamedKeys refuses a named key whose {env.*} placeholders name empty
+// variables, at its line, naming the key and the variables: with other keys
+// that resolve, the gateway would load and the key's callers be refused
+// with no word of why (issue 28).
+func checkNamedKeys(keys []handler.Key, keyAt map[string]pos) error {
+	for _, k := range keys {
+		if k.Name == "" {
+			continue
+		}
+		if names := EmptyEnv(k.Value); len(names) > 0 {
+			return keyAt[k.Name].errf("key %s: %s", k.Name, describeEmpty(names))
+		}
+	}
+	return nil
+}
+
+// checkFallbackNames points a fallback or context_fallback that names no
+// engine of the handler (or the engine itself) at its own line, where the
+// handler's validation, which knows only the engine, would point at the
+// engine block. A fallback given in defaults is checked at its line there.
+func checkFallbackNames(cfg handler.Config, optionAt map[string]settings, defaultsSet settings) error {
+	known := map[string]bool{}
+	for _, e := range cfg.Engines {
+		known[e.Name] = true
+	}
+	var d engines.Config
+	if cfg.Defaults != nil {
+		d = *cfg.Defaults
+	}
+	for _, e := range cfg.Engines {
+		for _, o := range []struct{ option, own, inherited string }{
+			{"fallback", e.Fallback, d.Fallback},
+			{"context_fallback", e.ContextFallback, d.ContextFallback},
+		} {
+			value, at := o.own, optionAt[e.Name][o.option]
+			if value == "" {
+				value, at = o.inherited, defaultsSet[o.option]
+			}
+			name, _, _ := strings.Cut(value, "/")
+			switch {
+			case name == "":
+			case name == e.Name && value == o.own:
+				return at.errf("engine %s: its %s %s is the engine itself", e.Name, o.option, name)
+			case !known[name]:
+				return at.errf("engine %s: its %s %s is not an engine of this handler", e.Name, o.option, name)
+			}
+		}
+	}
+	return nil
 }

@@ -44,6 +44,7 @@ func ptr[T any](v T) *T { return &v }
 func dur(d time.Duration) caddy.Duration { return caddy.Duration(d) }
 
 func TestParseEverySubdirective(t *testing.T) {
+	t.Setenv("ALICE_KEY", "sk-alice-key-0123456789") // a named key's variable must be set
 	openai := engines.Config{Name: "openai", To: "https://api.openai.com", Models: []string{"gpt-4o"}}
 	for _, tc := range []struct {
 		name  string
@@ -262,6 +263,20 @@ func TestParseEverySubdirective(t *testing.T) {
 				{Name: "chat", Members: []string{"a"}, StickyHeader: "X-Session-Id"},
 			},
 		}},
+		{"{engine.name} in a defaults cmd, ready none (issue 28)", `llm_gateway {
+	defaults {
+		cmd llama-server -m /models/{engine.name}.gguf --port {engine.port}
+		to http://127.0.0.1:{engine.port}
+		ready none
+	}
+	engine qwen {
+		models qwen
+	}
+}`, handler.Config{
+			Defaults: &engines.Config{Cmd: []string{"llama-server", "-m", "/models/{engine.name}.gguf", "--port", "{engine.port}"},
+				To: "http://127.0.0.1:{engine.port}", Ready: "none"},
+			Engines: []engines.Config{{Name: "qwen", Models: []string{"qwen"}}},
+		}},
 		{"engines keep their order", `llm_gateway {
 	engine b {
 		to http://10.0.0.2:8000
@@ -369,14 +384,14 @@ func TestParseErrorsNameTheProblemAndTheLine(t *testing.T) {
 }`, `unknown engine subdirective "idle" in engine openai`, 5},
 		{"an engine subdirective at handler level", `llm_gateway {
 	models gpt-4o` + remote + `
-}`, `unknown llm_gateway subdirective "models"`, 2},
+}`, `unknown llm_gateway subdirective "models" (an engine option: write it in an engine block, or in defaults for every engine)`, 2},
 		{"a handler subdirective in an engine", `llm_gateway {
 	engine openai {
 		to https://api.openai.com
 		models gpt-4o
 		max_body 1MiB
 	}
-}`, `unknown engine subdirective "max_body" in engine openai`, 5},
+}`, `unknown engine subdirective "max_body" in engine openai (an option of the whole handler: write it in the llm_gateway block, outside the engines)`, 5},
 		{"engine without a name", `llm_gateway {
 	engine {
 		to https://api.openai.com
@@ -458,20 +473,78 @@ func TestParseErrorsNameTheProblemAndTheLine(t *testing.T) {
 		header_timeout soon
 	}
 }`, `bad header_timeout "soon"`, 5},
+		{"llama-swap's ttl: 60, without a unit (issue 28)", `llm_gateway {
+	defaults {
+		idle_timeout 60
+	}` + remote + `
+}`, `bad idle_timeout "60": a duration needs a unit, such as 60s or 5m`, 3},
+		{"a typo'd engine subdirective suggests the nearest (issue 28)", `llm_gateway {
+	engine openai {
+		to https://api.openai.com
+		models gpt-4o
+		idel_timeout 5m
+	}
+}`, `unknown engine subdirective "idel_timeout" in engine openai (did you mean idle_timeout?)`, 5},
+		{"a part of a subdirective's name suggests it", `llm_gateway {
+	engine openai {
+		to https://api.openai.com
+		models gpt-4o
+		concurrent 4
+	}
+}`, `unknown engine subdirective "concurrent" in engine openai (did you mean max_concurrent?)`, 5},
+		{"llama-swap's name of an option says ours", `llm_gateway {
+	engine openai {
+		to https://api.openai.com
+		models gpt-4o
+		ttl 60s
+	}
+}`, `unknown engine subdirective "ttl" in engine openai (llama-swap's ttl is idle_timeout here)`, 5},
+		{"a typo'd handler subdirective suggests the nearest", `llm_gateway {
+	max_bodi 1MiB` + remote + `
+}`, `unknown llm_gateway subdirective "max_bodi" (did you mean max_body?)`, 2},
+		{"a typo'd pool subdirective suggests the nearest", `llm_gateway {` + remote + `
+	pool auto {
+		member openai
+		stiky header X-Session-Id
+	}
+}`, `unknown pool subdirective "stiky" in pool auto (did you mean sticky?)`, 8},
+		{"a typo'd key subdirective suggests the nearest", `llm_gateway {
+	key team sk-team-key-0123456789 {
+		tokes 200k/d
+	}` + remote + `
+}`, `unknown key subdirective "tokes" in key team (did you mean tokens?)`, 3},
+		{"a word far from every subdirective gets no guess", `llm_gateway {
+	engine openai {
+		to https://api.openai.com
+		models gpt-4o
+		colour blue
+	}
+}`, `unknown engine subdirective "colour" in engine openai, at`, 5},
+		{"a model listed twice on one engine (issue 28)", `llm_gateway {
+	engine demo {
+		to http://127.0.0.1:9001
+		models demo gpt-4o-mini demo
+	}
+}`, "models: demo is listed twice", 4},
+		{"a fallback to an unknown engine given in defaults", `llm_gateway {
+	defaults {
+		fallback cloud
+	}` + remote + `
+}`, "engine openai: its fallback cloud is not an engine of this handler", 3},
 		{"a duration without a unit", `llm_gateway {
 	engine openai {
 		to https://api.openai.com
 		models gpt-4o
 		start_timeout 300
 	}
-}`, `bad start_timeout "300"`, 5},
+}`, `bad start_timeout "300": a duration needs a unit, such as 300s or 5m`, 5},
 		{"a duration in two words", `llm_gateway {
 	engine openai {
 		to https://api.openai.com
 		models gpt-4o
 		idle_timeout 5 minutes
 	}
-}`, "wrong argument count", 5},
+}`, `idle_timeout takes one duration such as 5m or 90s, not "5 minutes"`, 5},
 		{"a negative duration", `llm_gateway {
 	engine openai {
 		to https://api.openai.com
@@ -532,13 +605,54 @@ func TestParseErrorsNameTheProblemAndTheLine(t *testing.T) {
 		models llama
 		ready health
 	}
-}`, `ready takes a path starting with '/', not "health"`, 6},
+}`, `ready takes a path starting with '/', or none, not "health"`, 6},
 		{"{engine.port} without cmd", `llm_gateway {
 	engine llama {
 		to http://127.0.0.1:{engine.port}
 		models llama
 	}
 }`, "engine llama: {engine.port} needs 'cmd'", 2},
+		{"llama-swap's ${PORT} in cmd (issue 28)", `llm_gateway {
+	engine qwen {
+		cmd llama-server --port ${PORT} -m /models/qwen.gguf
+		to http://127.0.0.1:{engine.port}
+		models qwen
+	}
+}`, "cmd: ${PORT} is llama-swap's placeholder and nothing fills it in here: write {engine.port}", 3},
+		{"llama-swap's ${PORT} in to", `llm_gateway {
+	engine qwen {
+		cmd llama-server --port {engine.port}
+		to http://127.0.0.1:${PORT}
+		models qwen
+	}
+}`, "to: ${PORT} is llama-swap's placeholder", 4},
+		{"llama-swap's ${MODEL_ID} in cmd", `llm_gateway {
+	engine qwen {
+		cmd llama-server --port {engine.port} --alias ${MODEL_ID}
+		to http://127.0.0.1:{engine.port}
+		models qwen
+	}
+}`, "cmd: ${MODEL_ID} is llama-swap's placeholder and nothing fills it in here: write {engine.name}", 3},
+		{"Caddy's {port} in cmd", `llm_gateway {
+	engine qwen {
+		cmd llama-server --port {port}
+		to http://127.0.0.1:{engine.port}
+		models qwen
+	}
+}`, "cmd: {port} is the port of the request to Caddy, not the engine's: write {engine.port}", 3},
+		{"the adapter's {http.request.port} in stop_cmd", `llm_gateway {
+	engine qwen {
+		cmd docker run --rm --name qwen -p {engine.port}:8080 qwen-image
+		to http://127.0.0.1:{engine.port}
+		models qwen
+		stop_cmd docker stop qwen-{http.request.port}
+	}
+}`, "stop_cmd: {http.request.port} is the port of the request to Caddy", 6},
+		{"a ${…} in defaults' to", `llm_gateway {
+	defaults {
+		to http://127.0.0.1:${PORT}
+	}` + remote + `
+}`, "to: ${PORT} is llama-swap's placeholder", 3},
 		{"cmd without a program", `llm_gateway {
 	engine llama {
 		cmd
@@ -604,7 +718,7 @@ func TestParseErrorsNameTheProblemAndTheLine(t *testing.T) {
 		models gpt-4o
 		fallback openai
 	}
-}`, "fallback openai is the engine itself", 2},
+}`, "engine openai: its fallback openai is the engine itself", 5},
 		{"fallback to an unknown engine", `llm_gateway {` + remote + `
 	engine local {
 		cmd llama-server --port {engine.port}
@@ -612,7 +726,7 @@ func TestParseErrorsNameTheProblemAndTheLine(t *testing.T) {
 		models llama
 		fallback opanai
 	}
-}`, "engine local: its fallback opanai is not an engine of this handler", 6},
+}`, "engine local: its fallback opanai is not an engine of this handler", 10},
 		{"fallbacks that chain", `llm_gateway {
 	engine a {
 		to http://10.0.0.1:8000
@@ -635,14 +749,14 @@ func TestParseErrorsNameTheProblemAndTheLine(t *testing.T) {
 		models small
 		context_fallback huge/gpt-4.1
 	}
-}`, "engine small: its context_fallback huge is not an engine of this handler", 2},
+}`, "engine small: its context_fallback huge is not an engine of this handler", 5},
 		{"context_fallback to itself", `llm_gateway {
 	engine small {
 		to http://10.0.0.1:8000
 		models small small-long
 		context_fallback small/small-long
 	}
-}`, "engine small: its context_fallback small is the engine itself", 2},
+}`, "engine small: its context_fallback small is the engine itself", 5},
 		{"no engines at all", `llm_gateway {
 	keys sk-gateway-key-one
 	max_body 1MiB
@@ -943,6 +1057,8 @@ func TestEmptyEnvironmentVariablesAreNamedWithTheirLine(t *testing.T) {
 			"to: {env.LLMGW_TEST_UNSET} is empty: set LLMGW_TEST_UNSET in Caddy's environment, at Testfile:3"},
 		{"cmd", "llm_gateway {\n engine a {\n cmd {env.LLMGW_TEST_UNSET} --port {engine.port}\n to http://127.0.0.1:{engine.port}\n models m\n }\n}",
 			"{env.LLMGW_TEST_UNSET} is empty: set LLMGW_TEST_UNSET in Caddy's environment, at Testfile:3"},
+		{"a named key among keys that resolve (issue 28)", "llm_gateway {\n keys sk-literal-key-0001\n key team {env.LLMGW_TEST_UNSET}\n engine a {\n to {env.LLMGW_TEST_SET}\n models m\n }\n}",
+			"key team: {env.LLMGW_TEST_UNSET} is empty: set LLMGW_TEST_UNSET in Caddy's environment, at Testfile:3"},
 		{"every key", "llm_gateway {\n max_body 1MiB\n keys {env.LLMGW_TEST_UNSET}\n key team {env.LLMGW_TEST_UNSET2}\n engine a {\n to {env.LLMGW_TEST_SET}\n models m\n }\n}",
 			"the gateway's keys resolve to no token: {env.LLMGW_TEST_UNSET}, {env.LLMGW_TEST_UNSET2} are empty: set LLMGW_TEST_UNSET, LLMGW_TEST_UNSET2"},
 	} {
@@ -1002,6 +1118,34 @@ func TestParseUIErrors(t *testing.T) {
 		_, _, err := ParseWithUI(cf.NewTestDispenser(tc.input))
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "Testfile:") {
 			t.Errorf("%q: got %v, want an error with %q and file:line", tc.input, err, tc.want)
+		}
+	}
+}
+
+// Every name the suggestions offer is one the parser knows, in the block
+// whose list holds it: a suggestion is never a dead end.
+func TestEveryListedSubdirectiveIsKnown(t *testing.T) {
+	for _, tc := range []struct {
+		kind  string
+		names []string
+		block func(name string) string
+	}{
+		{"llm_gateway", handlerOptions, func(n string) string { return "llm_gateway {\n\t" + n + remote + "\n}" }},
+		{"engine", engineOptions, func(n string) string { return "llm_gateway {\n\tengine e {\n\t\t" + n + "\n\t}\n}" }},
+		{"pool", poolOptions, func(n string) string { return "llm_gateway {" + remote + "\n\tpool p {\n\t\t" + n + "\n\t}\n}" }},
+		{"key", keyOptions, func(n string) string {
+			return "llm_gateway {\n\tkey k sk-0123456789abcdef {\n\t\t" + n + "\n\t}" + remote + "\n}"
+		}},
+		{"store", storeOptions, func(n string) string {
+			return "llm_gateway {\n\tstore redis 127.0.0.1:1 {\n\t\t" + n + "\n\t}" + remote + "\n}"
+		}},
+		{"ui", uiOptions, func(n string) string { return "llm_gateway {\n\tui /llm {\n\t\t" + n + "\n\t}" + remote + "\n}" }},
+	} {
+		for _, name := range tc.names {
+			_, err := Parse(cf.NewTestDispenser(tc.block(name)))
+			if err != nil && strings.Contains(err.Error(), "unknown "+tc.kind+" subdirective") {
+				t.Errorf("%s lists %s, which the parser does not know: %v", tc.kind, name, err)
+			}
 		}
 	}
 }

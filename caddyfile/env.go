@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	cf "github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+
+	"github.com/llmgateway/caddy-llm-gateway/engines"
 )
 
 // envPlaceholder is Caddy's runtime environment placeholder, {env.NAME}.
@@ -39,6 +41,21 @@ func requireEnv(d *cf.Dispenser, directive string, values ...string) error {
 		return nil
 	}
 	return d.Errf("%s: %s", directive, describeEmpty(names))
+}
+
+// checkValues checks, at the directive's file:line, the values of an option
+// that takes {engine.port}: no empty variable (requireEnv), and no
+// placeholder of another tool that nothing fills in (llama-swap's ${PORT},
+// the request's {port}), which engines' Validate refuses too, but only
+// with the engine block's line.
+func checkValues(d *cf.Dispenser, directive string, values ...string) error {
+	if err := requireEnv(d, directive, values...); err != nil {
+		return err
+	}
+	if err := engines.CheckPlaceholders(directive, values...); err != nil {
+		return d.Errf("%v", err)
+	}
+	return nil
 }
 
 // describeEmpty says which variables are empty and what to do.

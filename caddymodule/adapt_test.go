@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig"
@@ -157,4 +158,22 @@ func findHandlers(v any, name string) []map[string]any {
 		}
 	}
 	return found
+}
+
+// llama-swap's ${PORT} and Caddy's {port} (which the adapter turns into
+// {http.request.port} before the directive sees it) would reach the engine
+// as written: `caddy adapt` refuses them at their line, saying to write
+// {engine.port} (issue 28).
+func TestForeignPortPlaceholdersAreRefusedAtTheirLine(t *testing.T) {
+	for _, tc := range []struct{ value, want string }{
+		{"${PORT}", "${PORT} is llama-swap's placeholder and nothing fills it in here: write {engine.port}"},
+		{"{port}", "{http.request.port} is the port of the request to Caddy, not the engine's: write {engine.port}"},
+	} {
+		body := ":" + freePort(t) + " {\n\tllm_gateway {\n\t\tengine qwen {\n\t\t\tcmd llama-server --port " + tc.value +
+			"\n\t\t\tto http://127.0.0.1:{engine.port}\n\t\t\tmodels qwen\n\t\t}\n\t}\n}\n"
+		_, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(body), map[string]any{"filename": "Caddyfile"})
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "Caddyfile:4") {
+			t.Errorf("cmd with %s: got %v\nwant %q at Caddyfile:4", tc.value, err, tc.want)
+		}
+	}
 }

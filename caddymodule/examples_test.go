@@ -109,8 +109,15 @@ func TestExampleRunLinesLoadAsPrinted(t *testing.T) {
 	for name, file := range examples(t) {
 		t.Run(name, func(t *testing.T) {
 			rl := exampleRunLine(t, file)
-			if !strings.HasPrefix(rl.command, "caddy run ") && !strings.HasPrefix(rl.command, "go run ./cmd/caddy run ") {
-				t.Fatalf("the run line runs %q, not caddy", rl.command)
+			// one form, the binary ./build.sh writes; the quickstart is
+			// the README's first command, which runs before any build
+			// (issue 28)
+			form := "./caddy run "
+			if name == "quickstart" {
+				form = "go run ./cmd/caddy run "
+			}
+			if !strings.HasPrefix(rl.command, form) {
+				t.Fatalf("the run line runs %q, not %q…", rl.command, form)
 			}
 			args := strings.Fields(rl.command[strings.Index(rl.command, " run ")+len(" run "):])
 			cmd := exec.Command(caddy, append([]string{"validate"}, args...)...)

@@ -247,15 +247,18 @@ func TestInvalidFallbacksAreRefusedNamingBothEngines(t *testing.T) {
 		"chained":  "engine a {\n to http://127.0.0.1:1\n models a\n fallback b\n}\nengine b {\n to http://127.0.0.1:2\n models b\n fallback c\n}\nengine c {\n to http://127.0.0.1:3\n models c\n}",
 		"contextx": "engine a {\n to http://127.0.0.1:1\n models a\n context_fallback zz/m\n}",
 	}
+	// a fallback that names no engine, or the engine itself, is pointed at
+	// its own line (issue 28); a chain, which is about two engines, at the
+	// engine's
 	want := map[string][]string{
-		"unknown":  {"engine a", "fallback nope", "Caddyfile:6"},
-		"itself":   {"engine a", "fallback a", "Caddyfile:6"},
+		"unknown":  {"engine a", "fallback nope", "Caddyfile:9"},
+		"itself":   {"engine a", "fallback a", "Caddyfile:9"},
 		"chained":  {"engine a", "fallback b", "fallback of its own", "Caddyfile:6"},
-		"contextx": {"engine a", "context_fallback zz", "Caddyfile:6"},
+		"contextx": {"engine a", "context_fallback zz", "Caddyfile:9"},
 	}
 	for name, body := range cases {
 		t.Run(name, func(t *testing.T) {
-			cfg := "{\n\tadmin localhost:@ADMIN@\n}\n:19082 {\nllm_gateway {\n" + body + "\n}\n}\n"
+			cfg := "{\n\tadmin localhost:" + freePort(t) + "\n}\n:" + freePort(t) + " {\nllm_gateway {\n" + body + "\n}\n}\n"
 			_, _, err := adaptCaddyfile([]byte(cfg))
 			if err == nil {
 				t.Fatal("accepted")

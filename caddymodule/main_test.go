@@ -91,6 +91,18 @@ func pickPorts() {
 	ports = strings.NewReplacer("@ADMIN@", admin, "@HTTP@", http, "@HTTPS@", https, "@TLS@", tls)
 }
 
+// freePort is a free loopback port, as text, for a config that is loaded
+// but not served (adapted, validated, probed): no test depends on a fixed
+// port being free (issue 28).
+func freePort(t *testing.T) string {
+	t.Helper()
+	_, port, err := net.SplitHostPort(freeAddr(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return port
+}
+
 // withPorts fills a test Caddyfile's port marks (@ADMIN@, @HTTP@, @HTTPS@,
 // @TLS@) with this run's ports.
 func withPorts(cfg string) string { return ports.Replace(cfg) }

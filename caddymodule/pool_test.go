@@ -237,7 +237,7 @@ func TestProbeTableAndExitCode(t *testing.T) {
 
 	// the subcommand, on a config file, and on the running Caddy
 	cfgFile := filepath.Join(t.TempDir(), "Caddyfile")
-	if err := os.WriteFile(cfgFile, []byte(":19083 {\n\tllm_gateway {"+site+"\n\t}\n}\n"), 0o600); err != nil {
+	if err := os.WriteFile(cfgFile, []byte(":"+freePort(t)+" {\n\tllm_gateway {"+site+"\n\t}\n}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	for _, args := range [][]string{{"--config", cfgFile, "--adapter", "caddyfile"}, {"--address", adminAddr}} {
@@ -259,7 +259,7 @@ func TestProbeBinaryExitsNonZeroWhenAMemberFails(t *testing.T) {
 	good := newRecorder(t, answerAs("good"))
 	bad := newRecorder(t, func(w http.ResponseWriter, r *http.Request) { http.Error(w, "down", 503) })
 	cfgFile := filepath.Join(t.TempDir(), "Caddyfile")
-	cfg := fmt.Sprintf(`:19083 {
+	cfg := fmt.Sprintf(`:%s {
 	llm_gateway {
 		engine good {
 			to %s
@@ -278,7 +278,7 @@ func TestProbeBinaryExitsNonZeroWhenAMemberFails(t *testing.T) {
 		}
 	}
 }
-`, good.URL, bad.URL)
+`, freePort(t), good.URL, bad.URL)
 	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}

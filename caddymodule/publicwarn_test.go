@@ -105,6 +105,10 @@ func provisionWarnings(t *testing.T, server string, keys bool) []observer.Logged
 	core, logs := observer.New(zapcore.WarnLevel)
 	probeLogger = zap.New(core)
 	t.Cleanup(func() { probeLogger = zap.NewNop() })
+	// free ports, though nothing listens: @HTTP@ and @HTTPS@ are Caddy's
+	// HTTP and HTTPS ports, @OTHER@ is neither
+	httpPort, httpsPort := freePort(t), freePort(t)
+	server = strings.NewReplacer("@HTTP@", httpPort, "@HTTPS@", httpsPort, "@OTHER@", freePort(t)).Replace(server)
 	var srv map[string]any
 	if err := json.Unmarshal([]byte(server), &srv); err != nil {
 		t.Fatal(err)
@@ -118,7 +122,7 @@ func provisionWarnings(t *testing.T, server string, keys bool) []observer.Logged
 	raw, err := json.Marshal(map[string]any{
 		// Validate installs the config's default log, as `caddy validate` does
 		"logging": map[string]any{"logs": map[string]any{"default": map[string]any{"writer": map[string]any{"output": "discard"}}}},
-		"apps":    map[string]any{"http": map[string]any{"http_port": 19091, "https_port": 19491, "servers": map[string]any{"probe": srv}}},
+		"apps":    map[string]any{"http": map[string]any{"http_port": json.Number(httpPort), "https_port": json.Number(httpsPort), "servers": map[string]any{"probe": srv}}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -140,17 +144,17 @@ func TestPublicWarningUnderCaddysProvisioning(t *testing.T) {
 		keys   bool
 		warn   bool
 	}{
-		{name: "a wildcard bind", server: `{"listen":[":19092"]}`, warn: true},
-		{name: "a placeholder resolving to a LAN address", server: `{"listen":["{env.LLMGW_TEST_BIND}:19092"]}`, warn: true},
+		{name: "a wildcard bind", server: `{"listen":[":@OTHER@"]}`, warn: true},
+		{name: "a placeholder resolving to a LAN address", server: `{"listen":["{env.LLMGW_TEST_BIND}:@OTHER@"]}`, warn: true},
 		// explicit TLS policies, but Caddy serves its HTTP port in plain text
-		{name: "TLS policies on the HTTP port", server: `{"listen":[":19091"],"tls_connection_policies":[{}]}`, warn: true},
+		{name: "TLS policies on the HTTP port", server: `{"listen":[":@HTTP@"],"tls_connection_policies":[{}]}`, warn: true},
 
-		{name: "a loopback bind", server: `{"listen":["127.0.0.1:19092","[::1]:19092"]}`},
-		{name: "keys on a wildcard bind", server: `{"listen":[":19092"]}`, keys: true},
+		{name: "a loopback bind", server: `{"listen":["127.0.0.1:@OTHER@","[::1]:@OTHER@"]}`},
+		{name: "keys on a wildcard bind", server: `{"listen":[":@OTHER@"]}`, keys: true},
 		// the adapter's JSON for a `llm.example.com` site: a host matcher,
 		// to which automatic HTTPS adds TLS before handlers are provisioned
-		{name: "a domain with automatic HTTPS", server: `{"listen":[":19491"],"routes":[{"match":[{"host":["llm.example.com"]}]}]}`},
-		{name: "explicit TLS on a wildcard bind", server: `{"listen":[":19092"],"tls_connection_policies":[{}]}`},
+		{name: "a domain with automatic HTTPS", server: `{"listen":[":@HTTPS@"],"routes":[{"match":[{"host":["llm.example.com"]}]}]}`},
+		{name: "explicit TLS on a wildcard bind", server: `{"listen":[":@OTHER@"],"tls_connection_policies":[{}]}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv("LLMGW_TEST_BIND", "10.0.0.7")

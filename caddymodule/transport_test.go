@@ -94,7 +94,7 @@ func TestProbeOfAConfigFileUsesTheEngineTransport(t *testing.T) {
 		pool bad {
 			member untrusted
 		}`
-	if err := os.WriteFile(cfgFile, []byte(":19083 {\n\tllm_gateway {"+site+"\n\t}\n}\n"), 0o600); err != nil {
+	if err := os.WriteFile(cfgFile, []byte(":"+freePort(t)+" {\n\tllm_gateway {"+site+"\n\t}\n}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	out, code := runProbe(t, "--config", cfgFile, "--adapter", "caddyfile", "--pool", "good")

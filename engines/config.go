@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"reflect"
+	"regexp"
 	"runtime"
 	"strings"
 	"time"
@@ -24,6 +25,47 @@ const PortPlaceholder = "{engine.port}"
 // PIDPlaceholder in StopCmd is replaced by the pid of the engine's process
 // (the leader of its process group) when the engine is stopped.
 const PIDPlaceholder = "{engine.pid}"
+
+// NamePlaceholder in Cmd, Env, Dir, StopCmd and To is the engine's name
+// (llama-swap's ${MODEL_ID}), so that one `defaults` cmd or snippet serves
+// every engine.
+const NamePlaceholder = "{engine.name}"
+
+// ReadyNone as the Ready path turns the readiness probe off (llama-swap's
+// `checkEndpoint: none`): a started engine is ready as soon as its process
+// runs, for a server that has no path answering 2xx once it has loaded.
+const ReadyNone = "none"
+
+// foreignPlaceholder matches what other tools write for a value filled in
+// at start: llama-swap's ${PORT} and ${MODEL_ID}, a shell's ${NAME}.
+var foreignPlaceholder = regexp.MustCompile(`\$\{[^}]*\}?`)
+
+// CheckPlaceholders refuses, in an option that takes {engine.port} (named
+// option, for the error), the placeholders that nothing here fills in and
+// that would reach the engine as written: llama-swap's ${PORT} validates
+// today and fails at the first request with "invalid port" (issue 28), and
+// {port} is the request's port in a Caddyfile (the adapter turns it into
+// {http.request.port}), never the engine's.
+func CheckPlaceholders(option string, values ...string) error {
+	for _, v := range values {
+		if m := foreignPlaceholder.FindString(v); m != "" {
+			switch m {
+			case "${PORT}":
+				return fmt.Errorf("%s: %s is llama-swap's placeholder and nothing fills it in here: write %s (a free port picked at each start)", option, m, PortPlaceholder)
+			case "${MODEL_ID}":
+				return fmt.Errorf("%s: %s is llama-swap's placeholder and nothing fills it in here: write %s (the engine's name)", option, m, NamePlaceholder)
+			}
+			return fmt.Errorf("%s: %s is not filled in here: write %s for the engine's port, %s for its name, {env.NAME} for an environment variable (in a shell script, $NAME without braces)",
+				option, m, PortPlaceholder, NamePlaceholder)
+		}
+		for _, p := range []string{"{port}", "{http.request.port}"} {
+			if strings.Contains(v, p) {
+				return fmt.Errorf("%s: %s is the port of the request to Caddy, not the engine's: write %s (a free port picked at each start)", option, p, PortPlaceholder)
+			}
+		}
+	}
+	return nil
+}
 
 // Config describes one engine: an upstream serving one or more models, which
 // the gateway may also start and stop when it has a command.
@@ -74,7 +116,8 @@ type Config struct {
 	Env []string `json:"env,omitempty"`
 
 	// Ready is the readiness path probed with GET; any 2xx is ready.
-	// Default: /health.
+	// "none" turns the probe off: a started engine is ready once its
+	// process runs, a remote one always. Default: /health.
 	Ready string `json:"ready,omitempty"`
 
 	// HealthInterval turns on active health checks of a remote engine (one
@@ -277,13 +320,16 @@ const (
 	DefaultQueueTimeout  = 60 * time.Second
 )
 
-// WithDefaults returns c with every unset field set to its default.
+// WithDefaults returns c with every unset field set to its default, and
+// {engine.name} filled in: every engine's config passes here after it has
+// inherited the handler's defaults, so a `defaults` cmd names each engine.
 func (c Config) WithDefaults() Config {
+	c = c.withName()
 	if c.Ready == "" {
 		c.Ready = DefaultReady
 	}
 	if c.HealthInterval > 0 {
-		if c.HealthPath == "" {
+		if c.HealthPath == "" && c.Ready != ReadyNone {
 			c.HealthPath = c.Ready
 		}
 		if c.HealthTimeout == 0 {
@@ -335,6 +381,45 @@ func (c Config) WithDefaults() Config {
 	}
 	return c
 }
+
+// withName returns c with {engine.name} replaced by its name in the options
+// that take {engine.port}, in copies of its slices (which it may share with
+// the defaults it inherited).
+func (c Config) withName() Config {
+	if c.Name == "" {
+		return c
+	}
+	r := func(s string) string { return strings.ReplaceAll(s, NamePlaceholder, c.Name) }
+	each := func(in []string) []string {
+		if in == nil {
+			return nil
+		}
+		out := make([]string, len(in))
+		for i, s := range in {
+			out[i] = r(s)
+		}
+		return out
+	}
+	c.To, c.Dir = r(c.To), r(c.Dir)
+	c.Cmd, c.Env, c.StopCmd = each(c.Cmd), each(c.Env), each(c.StopCmd)
+	return c
+}
+
+// Repeated is the first name that names lists twice, or "".
+func Repeated(names []string) string {
+	seen := make(map[string]bool, len(names))
+	for _, n := range names {
+		if seen[n] {
+			return n
+		}
+		seen[n] = true
+	}
+	return ""
+}
+
+// ProbesReady reports whether the engine has a readiness probe (not
+// `ready none`).
+func (c Config) ProbesReady() bool { return c.Ready != ReadyNone }
 
 // SetKey puts the engine's own key in h, as the engine wants it: the
 // Authorization bearer, or the bare key in the header it names.
@@ -435,6 +520,14 @@ func (c Config) Validate() error {
 	if c.Managed() && !canStartProcesses {
 		return errNoLocalEngines(c.Name)
 	}
+	for _, o := range []struct {
+		name   string
+		values []string
+	}{{"to", []string{c.To}}, {"cmd", c.Cmd}, {"stop_cmd", c.StopCmd}} {
+		if err := CheckPlaceholders(o.name, o.values...); err != nil {
+			return fmt.Errorf("engine %s: %v", c.Name, err)
+		}
+	}
 	// a placeholder such as {env.CPU_ENGINE} is checked once resolved, at
 	// provision; {engine.port} stands for a port here
 	if to := strings.ReplaceAll(c.To, PortPlaceholder, "1"); !strings.Contains(to, "{") {
@@ -452,6 +545,9 @@ func (c Config) Validate() error {
 	if len(c.Models) == 0 {
 		return fmt.Errorf("engine %s: missing 'models' (the names clients ask for)", c.Name)
 	}
+	if m := Repeated(c.Models); m != "" {
+		return fmt.Errorf("engine %s: model %s is listed twice in its models", c.Name, m)
+	}
 	if err := c.ValidateFilters(); err != nil {
 		return err
 	}
@@ -467,8 +563,8 @@ func (c Config) Validate() error {
 	if usesPort && !c.Managed() {
 		return fmt.Errorf("engine %s: %s needs 'cmd': only an engine the gateway starts gets a picked port", c.Name, PortPlaceholder)
 	}
-	if !strings.HasPrefix(c.Ready, "/") && c.Ready != "" {
-		return fmt.Errorf("engine %s: 'ready' must be a path starting with '/'", c.Name)
+	if !strings.HasPrefix(c.Ready, "/") && c.Ready != "" && c.Ready != ReadyNone {
+		return fmt.Errorf("engine %s: 'ready' must be a path starting with '/', or none", c.Name)
 	}
 	if err := c.validateHealth(); err != nil {
 		return err
@@ -539,6 +635,9 @@ func (c Config) validateHealth() error {
 	}
 	if c.HealthInterval <= 0 {
 		return fmt.Errorf("engine %s: health checks need health_interval", c.Name)
+	}
+	if c.HealthPath == "" && c.Ready == ReadyNone {
+		return fmt.Errorf("engine %s: health checks of an engine with 'ready none' need a health_path", c.Name)
 	}
 	if c.HealthPath != "" && !strings.HasPrefix(c.HealthPath, "/") {
 		return fmt.Errorf("engine %s: 'health_path' must be a path starting with '/'", c.Name)

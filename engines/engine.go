@@ -589,6 +589,9 @@ func (e *Engine) run(seq uint64, delay time.Duration) {
 // exits, the start times out, or the engine is torn down. It returns why the
 // engine is not ready, or "" when it is.
 func (e *Engine) awaitReady(proc *process, base *url.URL) string {
+	if !e.cfg.ProbesReady() {
+		return "" // ready none: a running process is all there is to know
+	}
 	timeout := time.Duration(e.cfg.StartTimeout)
 	deadline := e.clock.NewTimer(timeout)
 	defer deadline.Stop()
@@ -648,6 +651,9 @@ func (e *Engine) Probe(ctx context.Context) bool {
 	e.mu.Unlock()
 	if base == nil || (e.cfg.Managed() && state != Ready) {
 		return false
+	}
+	if !e.cfg.ProbesReady() {
+		return true
 	}
 	u := base.JoinPath(e.cfg.Ready)
 	u.RawQuery = ""
