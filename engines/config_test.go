@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
 )
 
 // A placeholder pasted from llama-swap, or Caddy's request {port}, would
@@ -119,7 +120,7 @@ func TestEngineNamePlaceholderReachesTheProcess(t *testing.T) {
 // so no probe and no start_timeout could end the wait.
 func TestReadyNoneIsReadyOnceTheProcessRuns(t *testing.T) {
 	e := testEngine(t, "unprobed", func(c *Config) { c.Ready = ReadyNone }, "--load-time", "10m")
-	e.SetClock(NewFakeClock())
+	e.SetClock(clock.NewFake())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	l, err := e.Acquire(ctx, true)
