@@ -1,11 +1,16 @@
 package handler
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
@@ -141,4 +146,126 @@ func upstreamMessage(body []byte) string {
 		s = s[:1000] + "…"
 	}
 	return s
+}
+
+// failureError is the error made for a failed attempt that has no upstream
+// answer to pass on.
+func (a *attempt) failureError() *Error {
+	name := a.c.rt.cfg.Name
+	switch a.outcome {
+	case outcomeConnect:
+		return &Error{http.StatusBadGateway, typeUpstream, "upstream_unreachable",
+			fmt.Sprintf("engine %s could not be reached: %s", name, connectReason(a.err))}
+	case outcomeDNS:
+		return &Error{http.StatusBadGateway, typeUpstream, "upstream_dns",
+			fmt.Sprintf("engine %s: its host did not resolve: %s", name, rootCause(a.err))}
+	case outcomeClosed:
+		return &Error{http.StatusBadGateway, typeUpstream, "upstream_closed",
+			fmt.Sprintf("engine %s closed the connection before answering: %s", name, rootCause(a.err))}
+	case outcomeTimeout:
+		return &Error{http.StatusGatewayTimeout, typeTimeout, "upstream_timeout",
+			fmt.Sprintf("engine %s did not answer within its %s of %s", name, a.timeout, a.budget())}
+	case outcomeStreamError:
+		return &Error{http.StatusBadGateway, typeUpstream, "upstream_stream_error",
+			fmt.Sprintf("engine %s answered with an error event: %s", name, a.err)}
+	case outcomeStart:
+		// never the engine's output: engines print their keys (vLLM's
+		// --api-key); the output is in Caddy's log and the admin API
+		reason := rootCause(a.err)
+		var se *engines.StartError
+		if errors.As(a.err, &se) {
+			reason = se.Reason
+		}
+		return &Error{http.StatusServiceUnavailable, typeUnavailable, "engine_start_failed",
+			fmt.Sprintf("engine %s failed to start: %s; its output is in Caddy's log and at GET /llm_gateway/engines/%s on the admin API", name, reason, name)}
+	case outcomeNotRunning:
+		msg := fmt.Sprintf("engine %s is not running and wake is off for it; start it with POST /llm_gateway/engines/%s/start on Caddy's admin API", name, name)
+		if !a.c.acquire || a.c.rt.cfg.ModelsFrom != "" {
+			msg = a.err.Error()
+		}
+		return &Error{http.StatusServiceUnavailable, typeUnavailable, "engine_not_running", msg}
+	case outcomeOpen:
+		if !a.c.rt.eng.Healthy() {
+			return &Error{http.StatusServiceUnavailable, typeUnavailable, "engine_down",
+				fmt.Sprintf("engine %s is down: it failed its health checks (GET %s); requests go elsewhere until it passes them", name, a.c.rt.cfg.HealthPath)}
+		}
+		b := a.c.breaker(a.sent)
+		what := "engine " + name
+		if a.c.brk == nil && b != a.c.rt.eng.Breaker() {
+			what += " (model " + a.sent + ")"
+		}
+		return &Error{http.StatusServiceUnavailable, typeUnavailable, "engine_circuit_open",
+			fmt.Sprintf("%s failed %d times in a row; its breaker keeps requests away for another %s",
+				what, a.c.rt.cfg.BreakerFailures, b.RetryIn().Round(time.Second))}
+	case outcomeSlow:
+		return &Error{http.StatusServiceUnavailable, typeUnavailable, "engine_starting",
+			fmt.Sprintf("engine %s was still starting after %s", name, a.waited.Round(time.Millisecond))}
+	case outcomeBusy:
+		msg := fmt.Sprintf("engine %s is busy: the request waited %s in its queue", name, a.waited.Round(time.Millisecond))
+		if a.err != nil {
+			msg = a.err.Error()
+		}
+		return &Error{http.StatusTooManyRequests, typeRateLimit, "engine_busy", msg + "; retry later"}
+	}
+	return &Error{499, typeInvalidRequest, "client_closed_request", "the client went away"}
+}
+
+// connectReason is why a connection failed, without the address (an
+// internal one is none of the client's business).
+func connectReason(err error) string {
+	if r := tlsReason(err); r != "" {
+		return r
+	}
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused; check that it is running"
+	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		return "host unreachable; check that it is running"
+	case isTimeout(err):
+		return "dial timeout; check that it is running"
+	}
+	return "connection failed; check that it is running"
+}
+
+// tlsReason says why a TLS handshake with the engine failed, naming the
+// transport option that fixes it (issue 16), or "" for another error.
+func tlsReason(err error) string {
+	var unknownCA x509.UnknownAuthorityError
+	var badName x509.HostnameError
+	var verify *tls.CertificateVerificationError
+	var alert tls.AlertError
+	var header tls.RecordHeaderError
+	switch {
+	case errors.As(err, &unknownCA):
+		return "TLS handshake failed: its certificate is signed by an authority the gateway does not trust (trust it with transport http { tls_trust_pool file <ca.pem> })"
+	case errors.As(err, &badName):
+		return "TLS handshake failed: its certificate is not valid for the name in 'to' (transport http { tls_server_name <name> } sets the name to check)"
+	case errors.As(err, &verify):
+		return "TLS handshake failed: its certificate did not verify: " + rootCause(verify.Err)
+	case errors.As(err, &alert):
+		return "TLS handshake failed: the engine refused it (" + rootCause(alert) + ")"
+	case errors.As(err, &header):
+		return "TLS handshake failed: the engine does not speak TLS on that port"
+	}
+	return ""
+}
+
+// rootCause strips the layers Go's net/http and Caddy wrap around a network
+// error, for a message that reads well.
+func rootCause(err error) string {
+	if err == nil {
+		return "unknown error"
+	}
+	for {
+		u := errors.Unwrap(err)
+		if u == nil {
+			break
+		}
+		err = u
+	}
+	s := err.Error()
+	if err == io.EOF || err == io.ErrUnexpectedEOF {
+		s = "connection closed"
+	}
+	return strings.TrimSpace(s)
 }

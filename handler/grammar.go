@@ -3,10 +3,15 @@ package handler
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 	"github.com/llmgateway/caddy-llm-gateway/internal/sse"
 )
+
+// The two stream grammars, OpenAI's chunks and Anthropic's typed events:
+// what an event is (comment, preamble, content, end, error, malformed) and
+// how an answer says it is whole.
 
 // eventKind is what an event means to the gateway.
 type eventKind int
@@ -169,3 +174,73 @@ func probeChunk(data []byte) eventKind {
 func nonEmpty(s *string) bool { return s != nil && *s != "" }
 
 func isSet(raw json.RawMessage) bool { return len(raw) > 0 && string(raw) != "null" }
+
+// How each route's answer says it is whole, besides OpenAI's [DONE]: a
+// chat or text completion's choice gets a finish_reason; a Responses API
+// stream ends with response.completed (or .incomplete, .failed);
+// Anthropic's with message_stop. Other routes end when the connection
+// does.
+const (
+	endConnection = iota
+	endFinish
+	endResponse
+	endMessage
+)
+
+var (
+	markFinish   = []byte(`"finish_reason"`)
+	markResponse = []byte(`"type":"response.`)
+	markMessage  = []byte(`message_stop`)
+	responseEnds = [][]byte{[]byte(`response.completed`), []byte(`response.incomplete`), []byte(`response.failed`)}
+)
+
+// endRule is how the answer to req says it is whole.
+func endRule(req *request) int {
+	p := req.r.URL.Path
+	switch {
+	case strings.HasSuffix(p, "/completions"): // chat and text
+		return endFinish
+	case strings.HasSuffix(p, "/responses"):
+		return endResponse
+	case strings.HasSuffix(p, "/messages"):
+		return endMessage
+	}
+	return endConnection
+}
+
+// hasFinishReason reports whether an event sets a finish_reason (to a
+// string, not null): one search per event.
+func hasFinishReason(ev []byte) bool {
+	for {
+		i := bytes.Index(ev, markFinish)
+		if i < 0 {
+			return false
+		}
+		ev = ev[i+len(markFinish):]
+		j := jsonmember.SkipSpace(ev, 0)
+		if j < len(ev) && ev[j] == ':' {
+			if k := jsonmember.SkipSpace(ev, j+1); k < len(ev) && ev[k] == '"' {
+				return true
+			}
+		}
+	}
+}
+
+// emptyChoices reports whether a chunk's choices are an empty array: the
+// usage chunk of stream_options.include_usage.
+func emptyChoices(ev []byte) bool {
+	i := bytes.Index(ev, []byte(`"choices"`))
+	if i < 0 {
+		return false
+	}
+	j := jsonmember.SkipSpace(ev, i+len(`"choices"`))
+	if j >= len(ev) || ev[j] != ':' {
+		return false
+	}
+	j = jsonmember.SkipSpace(ev, j+1)
+	if j >= len(ev) || ev[j] != '[' {
+		return false
+	}
+	j = jsonmember.SkipSpace(ev, j+1)
+	return j < len(ev) && ev[j] == ']'
+}

@@ -81,54 +81,6 @@ func appendModel(b []byte, id string, rt *route, status string) []byte {
 	return append(b, '}')
 }
 
-// wantsAnthropic reports whether a models request comes from an Anthropic
-// client, which sends anthropic-version on every call and expects its
-// list shape.
-func wantsAnthropic(r *http.Request) bool { return r.Header.Get("Anthropic-Version") != "" }
-
-// appendAnthropicModel appends one model object of Anthropic's list.
-func appendAnthropicModel(b []byte, id string) []byte {
-	b = append(b, `{"type":"model","id":`...)
-	b = jsonmember.AppendString(b, id)
-	b = append(b, `,"display_name":`...)
-	b = jsonmember.AppendString(b, id)
-	return append(b, `,"created_at":"1970-01-01T00:00:00Z"}`...)
-}
-
-// serveAnthropicModels answers GET /v1/models in Anthropic's list shape:
-// the models whose engines speak the Messages API, and the pools.
-func (g *Gateway) serveAnthropicModels(w http.ResponseWriter, r *http.Request, kr *keyRules) {
-	f := g.fleet(r.Context())
-	var ids []string
-	for _, rt := range g.routes {
-		if !rt.cfg.Speaks("anthropic") {
-			continue
-		}
-		for _, m := range rt.cfg.Models {
-			if kr.allows(m) && rt.listable(rt.status(f, m)) {
-				ids = append(ids, m)
-			}
-		}
-	}
-	ids = append(ids, g.poolIDs(kr)...)
-	b := []byte(`{"data":[`)
-	for i, id := range ids {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendAnthropicModel(b, id)
-	}
-	b = append(b, `],"has_more":false,"first_id":`...)
-	if len(ids) > 0 {
-		b = jsonmember.AppendString(b, ids[0])
-		b = append(b, `,"last_id":`...)
-		b = jsonmember.AppendString(b, ids[len(ids)-1])
-	} else {
-		b = append(b, `null,"last_id":null`...)
-	}
-	writeJSON(w, r, append(b, "}\n"...))
-}
-
 // serveModels answers GET /v1/models in OpenAI's list format (Anthropic's
 // for an Anthropic client).
 func (g *Gateway) serveModels(w http.ResponseWriter, r *http.Request, kr *keyRules) {

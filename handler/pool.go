@@ -3,7 +3,6 @@ package handler
 import (
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 
-	"context"
 	"fmt"
 	"hash/fnv"
 	"io"
@@ -13,86 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
-
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 )
-
-// DefaultPool is the sentinel model that means the default pool: the pool
-// named "auto", or else the first pool declared.
-const DefaultPool = "auto"
-
-// PoolConfig is a pool: a model name clients ask for ("auto" or the pool's
-// own name) that is served by whichever member is healthy.
-type PoolConfig struct {
-	// Name is what clients put in "model". A pool named "auto" is the
-	// default pool.
-	Name string `json:"name"`
-
-	// Members are ENGINE or ENGINE/MODEL: an engine of this handler and
-	// the model to send it (default: its model_name, else its first
-	// model). At least one.
-	Members []string `json:"members"`
-
-	// StickyHeader names a request header whose value is the session key.
-	StickyHeader string `json:"sticky_header,omitempty"`
-
-	// StickyBody names a top-level body field ("user" or
-	// "prompt_cache_key") whose value is the session key.
-	StickyBody string `json:"sticky_body,omitempty"`
-
-	// FailoverAttempts bounds the attempts of one request across members.
-	// Default: the number of members.
-	FailoverAttempts int `json:"failover_attempts,omitempty"`
-
-	// FailoverTime bounds the time one request spends failing over.
-	// Default: 60s.
-	FailoverTime caddy.Duration `json:"failover_time,omitempty"`
-
-	// BreakerFailures is how many consecutive failures open a member's
-	// breaker. Default: 5.
-	BreakerFailures int `json:"breaker_failures,omitempty"`
-
-	// BreakerCooldown is how long an open member is skipped before one
-	// trial request. Default: 30s.
-	BreakerCooldown caddy.Duration `json:"breaker_cooldown,omitempty"`
-}
-
-// DefaultFailoverTime is a pool's default failover time budget.
-const DefaultFailoverTime = 60 * time.Second
-
-// validate checks a pool against the handler's engine names.
-func (p PoolConfig) validate(engineNames map[string]bool) error {
-	if p.Name == "" {
-		return fmt.Errorf("a pool needs a name")
-	}
-	if len(p.Members) == 0 {
-		return fmt.Errorf("pool %s has no members", p.Name)
-	}
-	seen := map[string]bool{}
-	for _, m := range p.Members {
-		name, model, hasModel := strings.Cut(m, "/")
-		if !engineNames[name] {
-			return fmt.Errorf("pool %s: member %s is not an engine of this handler", p.Name, m)
-		}
-		if hasModel && model == "" {
-			return fmt.Errorf("pool %s: member %q: use ENGINE or ENGINE/MODEL", p.Name, m)
-		}
-		if seen[m] {
-			return fmt.Errorf("pool %s: member %s is listed twice", p.Name, m)
-		}
-		seen[m] = true
-	}
-	switch p.StickyBody {
-	case "", "user", "prompt_cache_key":
-	default:
-		return fmt.Errorf("pool %s: sticky body takes user or prompt_cache_key, not %q", p.Name, p.StickyBody)
-	}
-	if p.FailoverAttempts < 0 || p.FailoverTime < 0 || p.BreakerFailures < 0 || p.BreakerCooldown < 0 {
-		return fmt.Errorf("pool %s: failover and breaker values may not be negative", p.Name)
-	}
-	return nil
-}
 
 // poolMember is one way a pool serves a request.
 type poolMember struct {
@@ -258,17 +179,6 @@ func (p *pool) order(key string, rank func(*poolMember) int) []*poolMember {
 	return append(append(append(ready, starting...), cold...), gone...)
 }
 
-// fleetRank is a member's rank for a session: a node that has the model or
-// is loading it is as good as any (the session's own member wins among
-// them); one that would have to load it comes after, one that did not
-// answer last.
-func fleetRank(m *poolMember, rank func(*poolMember) int) int {
-	if m.rt.cfg.ModelsFrom == "" {
-		return 0
-	}
-	return max(0, rank(m)-nodeLoading)
-}
-
 // readiness ranks a member by its engine's state: nodeLoaded when ready (a
 // remote engine always is), nodeLoading when starting, nodeUnloaded when
 // stopped or draining.
@@ -298,109 +208,3 @@ func (p *pool) unavailable() *Error {
 	return &Error{http.StatusServiceUnavailable, typeUnavailable, "pool_unavailable",
 		fmt.Sprintf("every member of pool %s is failing (breakers open) or down, or, with wake off, has the model unloaded; try again shortly", p.cfg.Name)}
 }
-
-// PoolStatus is a pool's state for the admin API.
-type PoolStatus struct {
-	Name    string         `json:"name"`
-	Members []MemberStatus `json:"members"`
-}
-
-// MemberStatus is one pool member's state.
-type MemberStatus struct {
-	Member  string `json:"member"`
-	Engine  string `json:"engine"`
-	Model   string `json:"model"`
-	Breaker string `json:"breaker"`
-}
-
-// Pools reports every pool and its members' breakers.
-func (g *Gateway) Pools() []PoolStatus {
-	out := make([]PoolStatus, 0, len(g.pools))
-	for _, p := range g.poolList {
-		ps := PoolStatus{Name: p.cfg.Name}
-		for _, m := range p.members {
-			ps.Members = append(ps.Members, MemberStatus{m.id, m.rt.cfg.Name, m.model, m.brk.State().String()})
-		}
-		out = append(out, ps)
-	}
-	return out
-}
-
-// ProbeResult is one member's line of a probe table.
-type ProbeResult struct {
-	Member  string        `json:"member"`
-	Model   string        `json:"model"`
-	Status  int           `json:"status"`
-	Latency time.Duration `json:"latency_ns"`
-	Pass    bool          `json:"pass"`
-	Reason  string        `json:"reason,omitempty"`
-}
-
-// HasPool reports whether the gateway has a pool of that name.
-func (g *Gateway) HasPool(name string) bool { return g.pools[name] != nil }
-
-// PoolNames lists the gateway's pools in config order.
-func (g *Gateway) PoolNames() []string {
-	names := make([]string, len(g.poolList))
-	for i, p := range g.poolList {
-		names[i] = p.cfg.Name
-	}
-	return names
-}
-
-// ProbePool sends a tiny completion through each member's own path (its
-// engine's transport, key and model, starting it per the wake policy) and
-// reports pass or fail for each. Probes count against no breaker.
-func (g *Gateway) ProbePool(ctx context.Context, name string) ([]ProbeResult, error) {
-	p := g.pools[name]
-	if p == nil {
-		return nil, fmt.Errorf("no pool named %q", name)
-	}
-	out := make([]ProbeResult, 0, len(p.members))
-	for _, m := range p.members {
-		out = append(out, g.probeMember(ctx, m))
-	}
-	return out, nil
-}
-
-func (g *Gateway) probeMember(ctx context.Context, m *poolMember) ProbeResult {
-	res := ProbeResult{Member: m.id, Model: m.model}
-	body := []byte(`{"model":` + string(jsonmember.AppendString(nil, m.model)) + `,"messages":[{"role":"user","content":"ping"}],"max_tokens":1}`)
-	r, err := http.NewRequestWithContext(ctx, http.MethodPost, "/v1/chat/completions", nil)
-	if err != nil {
-		res.Reason = err.Error()
-		return res
-	}
-	r.Header.Set("Content-Type", "application/json")
-	fields, _ := jsonmember.ScanRequest(body)
-	req := &request{r: r, body: body, fields: fields, model: m.model}
-	rp := g.newReply(discardWriter{}, false, apiOpenAI, &Result{})
-	c := candidate{rt: m.rt, model: m.model, role: rolePool, acquire: true, brk: engines.NewBreaker(1, time.Second, nil), label: m.id}
-	start := time.Now()
-	a := g.try(rp, req, c)
-	defer a.close()
-	res.Latency = time.Since(start)
-	switch {
-	case a.outcome == outcomeGood:
-		res.Status = a.resp.StatusCode
-		if _, err := io.Copy(io.Discard, io.LimitReader(a.resp.Body, 1<<20)); err != nil {
-			res.Reason = "reading the answer: " + err.Error()
-			return res
-		}
-		res.Pass = true
-	case a.outcome == outcomeStatus:
-		res.Status = a.resp.StatusCode
-		res.Reason = upstreamMessage(a.errBody)
-	default:
-		e := a.failureError()
-		res.Status, res.Reason = e.Status, e.Message
-	}
-	return res
-}
-
-// discardWriter is the probe's client: it hears nothing.
-type discardWriter struct{}
-
-func (discardWriter) Header() http.Header         { return http.Header{} }
-func (discardWriter) Write(b []byte) (int, error) { return len(b), nil }
-func (discardWriter) WriteHeader(int)             {}

@@ -1,7 +1,6 @@
 package handler
 
 import (
-	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 	"github.com/llmgateway/caddy-llm-gateway/internal/sse"
 
 	"bytes"
@@ -39,39 +38,6 @@ type stream struct {
 // boundary before the answer said it was complete.
 var errEndedUnfinished = errors.New("the stream ended before the answer was complete (no [DONE], no finish_reason)")
 
-// How each route's answer says it is whole, besides OpenAI's [DONE]: a
-// chat or text completion's choice gets a finish_reason; a Responses API
-// stream ends with response.completed (or .incomplete, .failed);
-// Anthropic's with message_stop. Other routes end when the connection
-// does.
-const (
-	endConnection = iota
-	endFinish
-	endResponse
-	endMessage
-)
-
-var (
-	markFinish   = []byte(`"finish_reason"`)
-	markResponse = []byte(`"type":"response.`)
-	markMessage  = []byte(`message_stop`)
-	responseEnds = [][]byte{[]byte(`response.completed`), []byte(`response.incomplete`), []byte(`response.failed`)}
-)
-
-// endRule is how the answer to req says it is whole.
-func endRule(req *request) int {
-	p := req.r.URL.Path
-	switch {
-	case strings.HasSuffix(p, "/completions"): // chat and text
-		return endFinish
-	case strings.HasSuffix(p, "/responses"):
-		return endResponse
-	case strings.HasSuffix(p, "/messages"):
-		return endMessage
-	}
-	return endConnection
-}
-
 // note looks at one relayed event for the sign that the answer is whole:
 // a byte search per event until the sign is seen ([DONE] is seen by the
 // relay itself).
@@ -88,24 +54,6 @@ func (st *stream) note(ev []byte) {
 		}
 	case st.rule == endMessage:
 		st.whole = bytes.Contains(ev, markMessage)
-	}
-}
-
-// hasFinishReason reports whether an event sets a finish_reason (to a
-// string, not null): one search per event.
-func hasFinishReason(ev []byte) bool {
-	for {
-		i := bytes.Index(ev, markFinish)
-		if i < 0 {
-			return false
-		}
-		ev = ev[i+len(markFinish):]
-		j := jsonmember.SkipSpace(ev, 0)
-		if j < len(ev) && ev[j] == ':' {
-			if k := jsonmember.SkipSpace(ev, j+1); k < len(ev) && ev[k] == '"' {
-				return true
-			}
-		}
 	}
 }
 
@@ -352,25 +300,6 @@ func (g *Gateway) relayEvents(rp *reply, a *attempt) error {
 	}
 }
 
-// emptyChoices reports whether a chunk's choices are an empty array: the
-// usage chunk of stream_options.include_usage.
-func emptyChoices(ev []byte) bool {
-	i := bytes.Index(ev, []byte(`"choices"`))
-	if i < 0 {
-		return false
-	}
-	j := jsonmember.SkipSpace(ev, i+len(`"choices"`))
-	if j >= len(ev) || ev[j] != ':' {
-		return false
-	}
-	j = jsonmember.SkipSpace(ev, j+1)
-	if j >= len(ev) || ev[j] != '[' {
-		return false
-	}
-	j = jsonmember.SkipSpace(ev, j+1)
-	return j < len(ev) && ev[j] == ']'
-}
-
 // extend appends ev to batch without copying when ev follows batch in the
 // same buffer, which is how consecutive events come out of an sse.Reader.
 func extend(batch, ev []byte) []byte {
@@ -404,20 +333,6 @@ func (g *Gateway) drainAfterDone(a *attempt) {
 			return
 		}
 	}
-}
-
-// touchReader restarts an idle budget at every read.
-type touchReader struct {
-	io.ReadCloser
-	w *watchdog
-}
-
-func (t *touchReader) Read(p []byte) (int, error) {
-	n, err := t.ReadCloser.Read(p)
-	if n > 0 {
-		t.w.touch()
-	}
-	return n, err
 }
 
 // cutBody classifies a body read that failed, counts it against its

@@ -25,10 +25,6 @@ import (
 // live response while a model loads.
 const preambleDelay = 500 * time.Millisecond
 
-// DefaultKeepAlive is the default interval of SSE keep-alive comments while a
-// streaming request waits.
-const DefaultKeepAlive = 3 * time.Second
-
 // reply is the client's side of a request: what has been sent so far.
 type reply struct {
 	w         http.ResponseWriter

@@ -42,20 +42,6 @@ type transcript struct {
 	api     api  // the stream's grammar
 }
 
-// anthropicEvent is the part of a Messages API stream event a transcript
-// needs.
-type anthropicEvent struct {
-	Type         string `json:"type"`
-	Index        int    `json:"index"`
-	ContentBlock *struct {
-		Type string `json:"type"`
-	} `json:"content_block"`
-	Delta *struct {
-		Type string  `json:"type"`
-		Text *string `json:"text"`
-	} `json:"delta"`
-}
-
 // resumeChunk is the part of a chat chunk a transcript needs.
 type resumeChunk struct {
 	ID      json.RawMessage `json:"id"`
@@ -139,29 +125,6 @@ func (t *transcript) add(ev []byte) {
 	}
 	if len(t.text) > maxTranscript {
 		t.stop()
-	}
-}
-
-// addAnthropic records one Messages API event.
-func (t *transcript) addAnthropic(data []byte) {
-	var ev anthropicEvent
-	if json.Unmarshal(data, &ev) != nil {
-		return
-	}
-	switch ev.Type {
-	case "content_block_start":
-		if ev.Index != 0 || ev.ContentBlock == nil || ev.ContentBlock.Type != "text" {
-			t.stop()
-		}
-	case "content_block_delta":
-		if ev.Index != 0 || ev.Delta == nil || ev.Delta.Type != "text_delta" || ev.Delta.Text == nil {
-			t.stop()
-			return
-		}
-		t.text = append(t.text, *ev.Delta.Text...)
-		if len(t.text) > maxTranscript {
-			t.stop()
-		}
 	}
 }
 

@@ -2,7 +2,6 @@ package handler
 
 import (
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
-	"github.com/llmgateway/caddy-llm-gateway/internal/multipart"
 
 	"fmt"
 	"net/http"
@@ -12,6 +11,9 @@ import (
 
 	"github.com/llmgateway/caddy-llm-gateway/quota"
 )
+
+// Keys with limits: a key's allowed models, rate and token budget, checked
+// and reserved before a request is served, charged when its answer ends.
 
 // Keys that carry rules: the models a key may use, its request rates and its
 // token budgets, and the cheaper model its requests go to once a budget is
@@ -251,29 +253,6 @@ func resetString(d time.Duration) string {
 		return "0s"
 	}
 	return d.Round(time.Second).String()
-}
-
-// switchModel is the request as sent for another model: the body's model
-// rewritten, everything else as it was.
-func (req *request) switchModel(model string) (*request, *Error) {
-	out := *req
-	out.body = req.bodyFor(model)
-	out.model = model
-	if req.form != nil {
-		boundary, _ := multipart.Boundary(req.r.Header.Get("Content-Type"))
-		f, err := scanForm(out.body, boundary)
-		if err != nil {
-			return nil, err
-		}
-		out.form = &f
-		return &out, nil
-	}
-	fields, err := jsonmember.ScanRequest(out.body)
-	if err != nil {
-		return nil, errBadRequest("invalid_json", err.Error())
-	}
-	out.fields = fields
-	return &out, nil
 }
 
 // askUsage makes a streamed chat or text completion report its usage (for a

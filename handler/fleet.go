@@ -3,11 +3,15 @@ package handler
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"sync"
 	"time"
 )
+
+// Fleet routing: remote nodes' model states, fanned out at most once per
+// interval, and the ranking and waking of a node for a pool's model.
 
 // A remote engine is "running" when it answers: /v1/models asks each remote
 // engine for its own model list, at most once per listingTTL however many
@@ -211,4 +215,52 @@ func (g *Gateway) wakeNode(rt *route, model string) {
 	}
 	l.woken[rt.cfg.Name+"\x00"+model] = g.clock.Now()
 	l.mu.Unlock()
+}
+
+// mayWakeNode decides for a models_from node whose model is unloaded: with
+// wake off the request does not go (the gateway never makes a node load a
+// model then); with wake on it goes, and the node counts as loading the
+// model from now on, so that the next requests wait for it rather than
+// wake another node.
+func (g *Gateway) mayWakeNode(ctx context.Context, a *attempt) bool {
+	rt := a.c.rt
+	if g.nodeState(g.fleet(ctx), rt, a.sent) != nodeUnloaded {
+		return true
+	}
+	if !rt.wake {
+		a.outcome = outcomeNotRunning
+		a.err = fmt.Errorf("model %s is not loaded on engine %s and wake is off for it: the gateway does not make a node load a model", a.sent, rt.cfg.Name)
+		return false
+	}
+	g.wakeNode(rt, a.sent)
+	return true
+}
+
+// borrow takes a place on a fallback, which is used only if it is up: never
+// started or leased, but its max_concurrent holds. It reports whether a
+// holds the place.
+func (a *attempt) borrow() bool {
+	l, err := a.c.rt.eng.Borrow()
+	switch {
+	case err != nil:
+		a.outcome, a.err = outcomeBusy, err
+	case l == nil:
+		a.outcome = outcomeNotRunning
+		a.err = fmt.Errorf("fallback engine %s is not running (the gateway never starts a fallback)", a.c.rt.cfg.Name)
+	default:
+		a.lease = l
+		return true
+	}
+	return false
+}
+
+// fleetRank is a member's rank for a session: a node that has the model or
+// is loading it is as good as any (the session's own member wins among
+// them); one that would have to load it comes after, one that did not
+// answer last.
+func fleetRank(m *poolMember, rank func(*poolMember) int) int {
+	if m.rt.cfg.ModelsFrom == "" {
+		return 0
+	}
+	return max(0, rank(m)-nodeLoading)
 }

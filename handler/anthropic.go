@@ -1,0 +1,155 @@
+package handler
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+
+	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
+	"github.com/llmgateway/caddy-llm-gateway/internal/sse"
+)
+
+// Anthropic's Messages API family: the shape of its errors and model
+// listing, the usage its message_start reports, and its events in a
+// resumable transcript. Its stream grammar sits beside OpenAI's in
+// grammar.go.
+
+// wantsAnthropic reports whether a models request comes from an Anthropic
+// client, which sends anthropic-version on every call and expects its
+// list shape.
+func wantsAnthropic(r *http.Request) bool { return r.Header.Get("Anthropic-Version") != "" }
+
+// appendAnthropicModel appends one model object of Anthropic's list.
+func appendAnthropicModel(b []byte, id string) []byte {
+	b = append(b, `{"type":"model","id":`...)
+	b = jsonmember.AppendString(b, id)
+	b = append(b, `,"display_name":`...)
+	b = jsonmember.AppendString(b, id)
+	return append(b, `,"created_at":"1970-01-01T00:00:00Z"}`...)
+}
+
+// serveAnthropicModels answers GET /v1/models in Anthropic's list shape:
+// the models whose engines speak the Messages API, and the pools.
+func (g *Gateway) serveAnthropicModels(w http.ResponseWriter, r *http.Request, kr *keyRules) {
+	f := g.fleet(r.Context())
+	var ids []string
+	for _, rt := range g.routes {
+		if !rt.cfg.Speaks("anthropic") {
+			continue
+		}
+		for _, m := range rt.cfg.Models {
+			if kr.allows(m) && rt.listable(rt.status(f, m)) {
+				ids = append(ids, m)
+			}
+		}
+	}
+	ids = append(ids, g.poolIDs(kr)...)
+	b := []byte(`{"data":[`)
+	for i, id := range ids {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendAnthropicModel(b, id)
+	}
+	b = append(b, `],"has_more":false,"first_id":`...)
+	if len(ids) > 0 {
+		b = jsonmember.AppendString(b, ids[0])
+		b = append(b, `,"last_id":`...)
+		b = jsonmember.AppendString(b, ids[len(ids)-1])
+	} else {
+		b = append(b, `null,"last_id":null`...)
+	}
+	writeJSON(w, r, append(b, "}\n"...))
+}
+
+// anthropic is the error as the Messages API says it, so Anthropic's SDKs
+// raise it with its type: {"type":"error","error":{"type":…,"message":…}}.
+// The status is Anthropic's for the same trouble: 529 overloaded_error where
+// the gateway itself has no engine to offer (its 503s).
+func (e *Error) anthropic() (int, []byte) {
+	status, typ := e.Status, "api_error"
+	switch {
+	case e.Status == http.StatusBadRequest, e.Status == http.StatusMethodNotAllowed, e.Status == http.StatusUnprocessableEntity:
+		typ = "invalid_request_error"
+	case e.Status == http.StatusUnauthorized:
+		typ = "authentication_error"
+	case e.Status == http.StatusForbidden:
+		typ = "permission_error"
+	case e.Status == http.StatusNotFound:
+		typ = "not_found_error"
+	case e.Status == http.StatusRequestEntityTooLarge:
+		typ = "request_too_large"
+	case e.Status == http.StatusTooManyRequests:
+		typ = "rate_limit_error"
+	case e.Status == http.StatusServiceUnavailable:
+		status, typ = 529, "overloaded_error"
+	}
+	b := append(make([]byte, 0, 96+len(e.Message)), `{"type":"error","error":{"type":`...)
+	b = jsonmember.AppendString(b, typ)
+	b = append(b, `,"message":`...)
+	b = jsonmember.AppendString(b, e.Message)
+	return status, append(b, "}}"...)
+}
+
+// messageStartUsage reads the usage of an Anthropic message_start event,
+// which sits in its "message" (the prompt's input_tokens; message_delta
+// reports the output at the top level).
+func messageStartUsage(ev []byte) (Usage, bool) {
+	if !bytes.Contains(ev, []byte(`message_start`)) {
+		return Usage{}, false
+	}
+	data, ok := sse.Data(ev)
+	if !ok {
+		return Usage{}, false
+	}
+	var e struct {
+		Type    string `json:"type"`
+		Message struct {
+			Usage *struct {
+				Input  int `json:"input_tokens"`
+				Output int `json:"output_tokens"`
+			} `json:"usage"`
+		} `json:"message"`
+	}
+	if json.Unmarshal(data, &e) != nil || e.Type != "message_start" || e.Message.Usage == nil {
+		return Usage{}, false
+	}
+	return Usage{e.Message.Usage.Input, e.Message.Usage.Output}, true
+}
+
+// anthropicEvent is the part of a Messages API stream event a transcript
+// needs.
+type anthropicEvent struct {
+	Type         string `json:"type"`
+	Index        int    `json:"index"`
+	ContentBlock *struct {
+		Type string `json:"type"`
+	} `json:"content_block"`
+	Delta *struct {
+		Type string  `json:"type"`
+		Text *string `json:"text"`
+	} `json:"delta"`
+}
+
+// addAnthropic records one Messages API event.
+func (t *transcript) addAnthropic(data []byte) {
+	var ev anthropicEvent
+	if json.Unmarshal(data, &ev) != nil {
+		return
+	}
+	switch ev.Type {
+	case "content_block_start":
+		if ev.Index != 0 || ev.ContentBlock == nil || ev.ContentBlock.Type != "text" {
+			t.stop()
+		}
+	case "content_block_delta":
+		if ev.Index != 0 || ev.Delta == nil || ev.Delta.Type != "text_delta" || ev.Delta.Text == nil {
+			t.stop()
+			return
+		}
+		t.text = append(t.text, *ev.Delta.Text...)
+		if len(t.text) > maxTranscript {
+			t.stop()
+		}
+	}
+}

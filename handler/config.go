@@ -1,0 +1,382 @@
+package handler
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/llmgateway/caddy-llm-gateway/engines"
+)
+
+// The handler's configuration: its types, every default, and the one
+// validation that runs before anything is built (parse → defaults →
+// validate, once).
+
+// Defaults of the handler's limits.
+const (
+	DefaultMaxBody      = 32 << 20
+	DefaultMaxFallbacks = 4
+	DefaultMaxAttempts  = 8
+	// MinKeyLength is the shortest gateway key accepted: a shorter one is
+	// guessable, or a placeholder that expanded to a fragment.
+	MinKeyLength = 16
+)
+
+// DefaultExtraPaths are llama-server's native endpoints, which read a
+// "model" from their body like the OpenAI ones.
+var DefaultExtraPaths = []string{
+	"/completion", "/completions", "/embedding", "/embeddings", "/rerank", "/reranking",
+	"/infill", "/tokenize", "/detokenize", "/apply-template",
+}
+
+// Config is the handler's configuration: what `llm_gateway { … }` parses to
+// and what the module's JSON holds.
+type Config struct {
+	// Keys are the bearer tokens callers must present (Authorization:
+	// Bearer, X-Api-Key or Api-Key). Default: none, and then no gateway
+	// authentication (a warning is logged on a public bind).
+	Keys []Key `json:"keys,omitempty"`
+
+	// MaxBody is the largest request body in bytes; a larger one is
+	// answered 413. Default: 32 MiB.
+	MaxBody int64 `json:"max_body,omitempty"`
+
+	// Wake says whether a request may start a stopped engine; an engine's
+	// own wake overrides it. Default: true.
+	Wake *bool `json:"wake,omitempty"`
+
+	// KeepAlive is the interval of SSE comments sent to a streaming
+	// request while it waits (for an engine to start, or between retries)
+	// after its preamble went out. Default: 3s.
+	KeepAlive caddy.Duration `json:"keepalive,omitempty"`
+
+	// BodyFallbacks says whether a request may name its own fallbacks in
+	// a "fallbacks" body field. Off, the field is still stripped, and a
+	// request carrying it is refused. Default: true.
+	BodyFallbacks *bool `json:"body_fallbacks,omitempty"`
+
+	// MaxFallbacks is how many items a request's "fallbacks" may name
+	// (after duplicates are removed); more is a 400 before anything is
+	// sent. Default: 4.
+	MaxFallbacks int `json:"max_fallbacks,omitempty"`
+
+	// MaxAttempts bounds the upstream calls one request may cause, of
+	// every kind: retries, fallbacks, pool members, body fallbacks and
+	// resumes. Default: 8.
+	MaxAttempts int `json:"max_attempts,omitempty"`
+
+	// AnnotateResponse adds "extra_fields" (provider, model, latency_ms,
+	// fallback_index) to non-streaming JSON answers. Default: false.
+	AnnotateResponse bool `json:"annotate_response,omitempty"`
+
+	// ExtraPaths are paths outside /v1/ that the gateway routes by the
+	// body's model, as it routes /v1/: POST requests only (a GET there
+	// goes on to the next handler). Default: llama-server's own endpoints,
+	// DefaultExtraPaths; an empty list routes none.
+	ExtraPaths *[]string `json:"extra_paths,omitempty"`
+
+	// Passthrough serves /upstream/<model>/<path>, any method, from the
+	// engine serving <model>: its web UI, /props, /slots, /metrics.
+	// Default: true.
+	Passthrough *bool `json:"passthrough,omitempty"`
+
+	// Store is where the counters of the keys' rate and token limits live.
+	// Default: an embedded store under Caddy's data directory, which keeps
+	// them across reloads and restarts of this instance.
+	Store *StoreConfig `json:"store,omitempty"`
+
+	// Defaults sets any engine option for every engine that leaves it
+	// unset (llama-swap's globalTTL and more): `defaults { idle_timeout
+	// 10m }`. Not a name, models or model_name. Default: none.
+	Defaults *engines.Config `json:"defaults,omitempty"`
+
+	// Engines are the upstreams, each serving one or more models.
+	Engines []engines.Config `json:"engines,omitempty"`
+
+	// Pools are model names served by whichever member is healthy; the
+	// pool named "auto" (else the first) is what "model": "auto" asks for.
+	Pools []PoolConfig `json:"pools,omitempty"`
+}
+
+// StoreConfig names a shared counter store, so that several gateway
+// instances enforce one budget per key.
+type StoreConfig struct {
+	// Redis is the address (host:port) of the Redis server.
+	Redis string `json:"redis"`
+	// Password authenticates to Redis; placeholders are resolved at load.
+	Password string `json:"password,omitempty"`
+	// DB is the Redis database number. Default: 0.
+	DB int `json:"db,omitempty"`
+	// Prefix starts every Redis key. Default: llm_gateway:quota.
+	Prefix string `json:"prefix,omitempty"`
+}
+
+// ConfigError is a mistake in a config, with the engine or pool it is
+// about, so that the Caddyfile adapter can point at that block's line.
+type ConfigError struct {
+	Engine string // the engine the error is about, if one
+	Pool   string // the pool the error is about, if one
+	Key    string // the key (by name) the error is about, if one
+	Err    error
+}
+
+func (e *ConfigError) Error() string { return e.Err.Error() }
+
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+func engineErr(name string, err error) error { return &ConfigError{Engine: name, Err: err} }
+
+func poolErr(name string, format string, args ...any) error {
+	return &ConfigError{Pool: name, Err: fmt.Errorf(format, args...)}
+}
+
+// WithDefaults returns c with every default filled in: the `defaults`
+// block's options, then each engine's own defaults (see
+// engines.Config.WithDefaults); the handler's own defaults are read where
+// they are used.
+func (c Config) WithDefaults() Config {
+	c = c.inherited()
+	for i := range c.Engines {
+		c.Engines[i] = c.Engines[i].WithDefaults()
+	}
+	return c
+}
+
+// inherited returns c with its engines (a copy) given the defaults block's
+// options they leave unset.
+func (c Config) inherited() Config {
+	c.Engines = append([]engines.Config(nil), c.Engines...)
+	if c.Defaults != nil {
+		for i := range c.Engines {
+			c.Engines[i] = c.Engines[i].Inherit(*c.Defaults)
+		}
+	}
+	return c
+}
+
+// Validate checks the whole config, once: each engine on its own, and the
+// rules that span engines and pools (unique names, each model served once,
+// fallbacks that exist and do not chain). An error about one engine or pool
+// is a *ConfigError naming it.
+func (c Config) Validate() error {
+	if c.MaxBody < 0 || c.MaxFallbacks < 0 || c.MaxAttempts < 0 {
+		return fmt.Errorf("max_body, max_fallbacks and max_attempts may not be negative")
+	}
+	if c.ExtraPaths != nil {
+		for _, p := range *c.ExtraPaths {
+			if err := CheckExtraPath(p); err != nil {
+				return err
+			}
+		}
+	}
+	if len(c.Engines) == 0 {
+		return fmt.Errorf("llm_gateway needs at least one engine")
+	}
+	if c.Defaults != nil {
+		if err := c.Defaults.ValidateDefaults(); err != nil {
+			return err
+		}
+	}
+	c = c.inherited()
+	names := map[string]bool{}
+	models := map[string]string{}
+	preloads := map[string]string{} // group → the engine that preloads in it
+	byName := map[string]engines.Config{}
+	for _, e := range c.Engines {
+		byName[e.Name] = e
+	}
+	for _, e := range c.Engines {
+		if err := e.Validate(); err != nil {
+			return engineErr(e.Name, err)
+		}
+		if names[e.Name] {
+			return engineErr(e.Name, fmt.Errorf("engine %s is defined twice", e.Name))
+		}
+		names[e.Name] = true
+		for _, m := range e.Models {
+			if other, ok := models[m]; ok {
+				return engineErr(e.Name, fmt.Errorf("model %s is served by both engine %s and engine %s", m, other, e.Name))
+			}
+			models[m] = e.Name
+		}
+		if err := validateFallbacks(e, byName); err != nil {
+			return engineErr(e.Name, err)
+		}
+		if e.Preload && e.Group != "" {
+			// one GPU runs one of them: a second preload would only evict
+			// the first
+			if other, ok := preloads[e.Group]; ok {
+				return engineErr(e.Name, fmt.Errorf("engines %s and %s of group %s both preload, but only one engine of a group runs at a time: preload one of them", other, e.Name, e.Group))
+			}
+			preloads[e.Group] = e.Name
+		}
+	}
+	for i, p := range c.Pools {
+		if err := p.validate(names); err != nil {
+			return &ConfigError{Pool: p.Name, Err: err}
+		}
+		if e, ok := models[p.Name]; ok {
+			return poolErr(p.Name, "pool %s has the name of a model of engine %s", p.Name, e)
+		}
+		for _, q := range c.Pools[:i] {
+			if q.Name == p.Name {
+				return poolErr(p.Name, "pool %s is defined twice", p.Name)
+			}
+		}
+	}
+	if e, ok := models[DefaultPool]; ok && len(c.Pools) > 0 {
+		return engineErr(e, fmt.Errorf("engine %s serves a model named %s, which is the default pool's sentinel", e, DefaultPool))
+	}
+	for _, k := range c.Keys {
+		if err := CheckKey(k); err != nil {
+			return err
+		}
+	}
+	return c.validateKeyRules(models)
+}
+
+// CheckExtraPath refuses an extra path the gateway routes already, or one
+// that is not a clean absolute path.
+func CheckExtraPath(p string) error {
+	switch {
+	case !strings.HasPrefix(p, "/") || !cleanPath(p):
+		return fmt.Errorf("extra_paths: %q is not a clean absolute path such as /rerank", p)
+	case p == "/v1" || strings.HasPrefix(p, "/v1/"):
+		return fmt.Errorf("extra_paths: %q is under /v1/, which the gateway routes already", p)
+	case strings.HasPrefix(p+"/", UpstreamPrefix):
+		return fmt.Errorf("extra_paths: %q is under %s, the passthrough", p, UpstreamPrefix)
+	}
+	return nil
+}
+
+// validateFallbacks checks an engine's fallback and context_fallback against
+// the other engines of its handler: the fallback must be one of them, not the
+// engine itself, and have no fallback of its own (no chains).
+func validateFallbacks(e engines.Config, byName map[string]engines.Config) error {
+	if e.Fallback != "" {
+		fb, ok := byName[e.Fallback]
+		switch {
+		case ok && !speaksAll(fb, e):
+			return fmt.Errorf("engine %s: its fallback %s does not speak every API it does (api %s vs %s): a request could fall back to an engine that cannot read it", e.Name, e.Fallback, apisOf(e), apisOf(fb))
+		case e.Fallback == e.Name:
+			return fmt.Errorf("engine %s: its fallback %s is the engine itself", e.Name, e.Fallback)
+		case !ok:
+			return fmt.Errorf("engine %s: its fallback %s is not an engine of this handler", e.Name, e.Fallback)
+		case fb.Fallback != "":
+			return fmt.Errorf("engine %s: its fallback %s has a fallback of its own (%s); fallbacks do not chain", e.Name, e.Fallback, fb.Fallback)
+		}
+	}
+	if e.ContextFallback != "" {
+		name, _, _ := strings.Cut(e.ContextFallback, "/")
+		if _, ok := byName[name]; !ok {
+			return fmt.Errorf("engine %s: its context_fallback %s is not an engine of this handler", e.Name, name)
+		}
+		if name == e.Name {
+			return fmt.Errorf("engine %s: its context_fallback %s is the engine itself", e.Name, name)
+		}
+		if !speaksAll(byName[name], e) {
+			return fmt.Errorf("engine %s: its context_fallback %s does not speak every API it does (api %s vs %s)", e.Name, name, apisOf(e), apisOf(byName[name]))
+		}
+	}
+	return nil
+}
+
+// speaksAll reports whether fb speaks every API family e does: a fallback
+// between formats is refused rather than translated (a faithful translation
+// of tool use and streams between the two APIs is its own product).
+func speaksAll(fb, e engines.Config) bool {
+	for _, family := range []string{"openai", "anthropic"} {
+		if e.Speaks(family) && !fb.Speaks(family) {
+			return false
+		}
+	}
+	return true
+}
+
+func apisOf(e engines.Config) string {
+	if len(e.APIs) == 0 {
+		return "openai anthropic"
+	}
+	return strings.Join(e.APIs, " ")
+}
+
+// DefaultPool is the sentinel model that means the default pool: the pool
+// named "auto", or else the first pool declared.
+const DefaultPool = "auto"
+
+// PoolConfig is a pool: a model name clients ask for ("auto" or the pool's
+// own name) that is served by whichever member is healthy.
+type PoolConfig struct {
+	// Name is what clients put in "model". A pool named "auto" is the
+	// default pool.
+	Name string `json:"name"`
+
+	// Members are ENGINE or ENGINE/MODEL: an engine of this handler and
+	// the model to send it (default: its model_name, else its first
+	// model). At least one.
+	Members []string `json:"members"`
+
+	// StickyHeader names a request header whose value is the session key.
+	StickyHeader string `json:"sticky_header,omitempty"`
+
+	// StickyBody names a top-level body field ("user" or
+	// "prompt_cache_key") whose value is the session key.
+	StickyBody string `json:"sticky_body,omitempty"`
+
+	// FailoverAttempts bounds the attempts of one request across members.
+	// Default: the number of members.
+	FailoverAttempts int `json:"failover_attempts,omitempty"`
+
+	// FailoverTime bounds the time one request spends failing over.
+	// Default: 60s.
+	FailoverTime caddy.Duration `json:"failover_time,omitempty"`
+
+	// BreakerFailures is how many consecutive failures open a member's
+	// breaker. Default: 5.
+	BreakerFailures int `json:"breaker_failures,omitempty"`
+
+	// BreakerCooldown is how long an open member is skipped before one
+	// trial request. Default: 30s.
+	BreakerCooldown caddy.Duration `json:"breaker_cooldown,omitempty"`
+}
+
+// DefaultFailoverTime is a pool's default failover time budget.
+const DefaultFailoverTime = 60 * time.Second
+
+// validate checks a pool against the handler's engine names.
+func (p PoolConfig) validate(engineNames map[string]bool) error {
+	if p.Name == "" {
+		return fmt.Errorf("a pool needs a name")
+	}
+	if len(p.Members) == 0 {
+		return fmt.Errorf("pool %s has no members", p.Name)
+	}
+	seen := map[string]bool{}
+	for _, m := range p.Members {
+		name, model, hasModel := strings.Cut(m, "/")
+		if !engineNames[name] {
+			return fmt.Errorf("pool %s: member %s is not an engine of this handler", p.Name, m)
+		}
+		if hasModel && model == "" {
+			return fmt.Errorf("pool %s: member %q: use ENGINE or ENGINE/MODEL", p.Name, m)
+		}
+		if seen[m] {
+			return fmt.Errorf("pool %s: member %s is listed twice", p.Name, m)
+		}
+		seen[m] = true
+	}
+	switch p.StickyBody {
+	case "", "user", "prompt_cache_key":
+	default:
+		return fmt.Errorf("pool %s: sticky body takes user or prompt_cache_key, not %q", p.Name, p.StickyBody)
+	}
+	if p.FailoverAttempts < 0 || p.FailoverTime < 0 || p.BreakerFailures < 0 || p.BreakerCooldown < 0 {
+		return fmt.Errorf("pool %s: failover and breaker values may not be negative", p.Name)
+	}
+	return nil
+}
+
+// DefaultKeepAlive is the default interval of SSE keep-alive comments while a
+// streaming request waits.
+const DefaultKeepAlive = 3 * time.Second

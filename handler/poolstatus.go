@@ -1,0 +1,122 @@
+package handler
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/llmgateway/caddy-llm-gateway/engines"
+	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
+)
+
+// Pool status and the probe that sends a tiny request through each member.
+
+// PoolStatus is a pool's state for the admin API.
+type PoolStatus struct {
+	Name    string         `json:"name"`
+	Members []MemberStatus `json:"members"`
+}
+
+// MemberStatus is one pool member's state.
+type MemberStatus struct {
+	Member  string `json:"member"`
+	Engine  string `json:"engine"`
+	Model   string `json:"model"`
+	Breaker string `json:"breaker"`
+}
+
+// Pools reports every pool and its members' breakers.
+func (g *Gateway) Pools() []PoolStatus {
+	out := make([]PoolStatus, 0, len(g.pools))
+	for _, p := range g.poolList {
+		ps := PoolStatus{Name: p.cfg.Name}
+		for _, m := range p.members {
+			ps.Members = append(ps.Members, MemberStatus{m.id, m.rt.cfg.Name, m.model, m.brk.State().String()})
+		}
+		out = append(out, ps)
+	}
+	return out
+}
+
+// ProbeResult is one member's line of a probe table.
+type ProbeResult struct {
+	Member  string        `json:"member"`
+	Model   string        `json:"model"`
+	Status  int           `json:"status"`
+	Latency time.Duration `json:"latency_ns"`
+	Pass    bool          `json:"pass"`
+	Reason  string        `json:"reason,omitempty"`
+}
+
+// HasPool reports whether the gateway has a pool of that name.
+func (g *Gateway) HasPool(name string) bool { return g.pools[name] != nil }
+
+// PoolNames lists the gateway's pools in config order.
+func (g *Gateway) PoolNames() []string {
+	names := make([]string, len(g.poolList))
+	for i, p := range g.poolList {
+		names[i] = p.cfg.Name
+	}
+	return names
+}
+
+// ProbePool sends a tiny completion through each member's own path (its
+// engine's transport, key and model, starting it per the wake policy) and
+// reports pass or fail for each. Probes count against no breaker.
+func (g *Gateway) ProbePool(ctx context.Context, name string) ([]ProbeResult, error) {
+	p := g.pools[name]
+	if p == nil {
+		return nil, fmt.Errorf("no pool named %q", name)
+	}
+	out := make([]ProbeResult, 0, len(p.members))
+	for _, m := range p.members {
+		out = append(out, g.probeMember(ctx, m))
+	}
+	return out, nil
+}
+
+func (g *Gateway) probeMember(ctx context.Context, m *poolMember) ProbeResult {
+	res := ProbeResult{Member: m.id, Model: m.model}
+	body := []byte(`{"model":` + string(jsonmember.AppendString(nil, m.model)) + `,"messages":[{"role":"user","content":"ping"}],"max_tokens":1}`)
+	r, err := http.NewRequestWithContext(ctx, http.MethodPost, "/v1/chat/completions", nil)
+	if err != nil {
+		res.Reason = err.Error()
+		return res
+	}
+	r.Header.Set("Content-Type", "application/json")
+	fields, _ := jsonmember.ScanRequest(body)
+	req := &request{r: r, body: body, fields: fields, model: m.model}
+	rp := g.newReply(discardWriter{}, false, apiOpenAI, &Result{})
+	c := candidate{rt: m.rt, model: m.model, role: rolePool, acquire: true, brk: engines.NewBreaker(1, time.Second, nil), label: m.id}
+	start := time.Now()
+	a := g.try(rp, req, c)
+	defer a.close()
+	res.Latency = time.Since(start)
+	switch {
+	case a.outcome == outcomeGood:
+		res.Status = a.resp.StatusCode
+		if _, err := io.Copy(io.Discard, io.LimitReader(a.resp.Body, 1<<20)); err != nil {
+			res.Reason = "reading the answer: " + err.Error()
+			return res
+		}
+		res.Pass = true
+	case a.outcome == outcomeStatus:
+		res.Status = a.resp.StatusCode
+		res.Reason = upstreamMessage(a.errBody)
+	default:
+		e := a.failureError()
+		res.Status, res.Reason = e.Status, e.Message
+	}
+	return res
+}
+
+// discardWriter is the probe's client: it hears nothing.
+type discardWriter struct{}
+
+func (discardWriter) Header() http.Header { return http.Header{} }
+
+func (discardWriter) Write(b []byte) (int, error) { return len(b), nil }
+
+func (discardWriter) WriteHeader(int) {}

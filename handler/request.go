@@ -1,0 +1,182 @@
+package handler
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
+	"github.com/llmgateway/caddy-llm-gateway/internal/multipart"
+)
+
+// A routed request: its body read once, bounded by max_body, scanned for
+// the members the gateway reads, and re-scanned when it switches model.
+
+// request is one routed request's state, shared by its attempts.
+type request struct {
+	r         *http.Request
+	body      []byte // as sent upstream: gateway-only fields removed
+	fields    jsonmember.Fields
+	model     string
+	stream    bool
+	fallbacks []byte // the raw "fallbacks" value, if the body had one
+	api       api    // OpenAI's or Anthropic's
+	budget    *failoverBudget
+	pool      string            // the pool being served, if any
+	keptError bool              // an attempt kept its error body whole already
+	form      *multipart.Fields // a multipart body's fields; nil for JSON
+
+	key         *keyRules   // the caller's key's rules, nil for none
+	rateHeaders http.Header // x-ratelimit-* of the caller's key
+	overBudget  bool        // served by the key's over_budget fallback
+	hideUsage   bool        // the usage chunk is the gateway's, not the client's
+}
+
+// json reports whether the body is JSON (not a multipart form).
+func (req *request) json() bool { return req.form == nil }
+
+// bodyFor is the body as sent for model: the caller's, with its model
+// rewritten when an engine calls the model another name.
+func (req *request) bodyFor(model string) []byte {
+	switch {
+	case model == req.model:
+		return req.body
+	case req.form != nil:
+		return jsonmember.ApplyEdits(req.body, jsonmember.Edit{Start: req.form.Model.Start, End: req.form.Model.End, Repl: []byte(model)})
+	}
+	return jsonmember.ApplyEdits(req.body, jsonmember.ReplaceValue(req.fields.Model, model))
+}
+
+// readRequest reads and scans the body, once, bounded by max_body.
+func (g *Gateway) readRequest(r *http.Request) (*request, *Error) {
+	if r.ContentLength > g.maxBody {
+		return nil, g.tooLarge()
+	}
+	body, err := readBody(r.Body, r.ContentLength, g.maxBody)
+	if err != nil {
+		if errors.Is(err, errTooLarge) {
+			return nil, g.tooLarge()
+		}
+		return nil, errBadRequest("body_read_error", "reading the request body: "+err.Error())
+	}
+	if boundary, ok := multipart.Boundary(r.Header.Get("Content-Type")); ok {
+		return readForm(r, body, boundary)
+	}
+	fields, err := jsonmember.ScanRequest(body)
+	if err != nil {
+		return nil, errBadRequest("invalid_json", "the request body is not valid JSON: "+err.Error())
+	}
+	if fields.Twice != "" {
+		// upstreams decoding with Go's encoding/json match member names
+		// case-insensitively and take the last: the gateway must not
+		// route by one "model" while the engine runs another
+		return nil, errBadRequest("ambiguous_member", fmt.Sprintf(
+			"the request body has more than one %q member (names are compared ignoring case, as many engines do); send it once", fields.Twice))
+	}
+	var fallbacks []byte
+	if fields.Fallbacks.OK() {
+		if body, fields, fallbacks, err = stripFallbacks(body, fields); err != nil {
+			return nil, errBadRequest("invalid_json", err.Error())
+		}
+	}
+	model, ok := jsonmember.StringValue(body, fields.Model)
+	if !ok || len(model) == 0 {
+		return nil, errBadRequest("missing_model", `the request body has no "model": name one of GET /v1/models`)
+	}
+	return &request{r: r, body: body, fields: fields, model: string(model), stream: jsonmember.IsTrue(body, fields.Stream),
+		fallbacks: fallbacks, api: apiOf(r.URL.Path)}, nil
+}
+
+// readForm reads a multipart body's routing fields.
+func readForm(r *http.Request, body []byte, boundary string) (*request, *Error) {
+	f, gerr := scanForm(body, boundary)
+	if gerr != nil {
+		return nil, gerr
+	}
+	if !f.Model.OK() {
+		return nil, errBadRequest("missing_model", `the multipart body has no "model" field: name one of GET /v1/models`)
+	}
+	return &request{r: r, body: body, model: string(body[f.Model.Start:f.Model.End]), stream: f.Stream,
+		form: &f, api: apiOf(r.URL.Path)}, nil
+}
+
+// scanForm finds a multipart body's routing fields; a malformed body or a
+// field given twice is a 400.
+func scanForm(body []byte, boundary string) (multipart.Fields, *Error) {
+	f, err := multipart.Scan(body, boundary)
+	var twice *multipart.AmbiguousError
+	switch {
+	case errors.As(err, &twice):
+		return f, errBadRequest("ambiguous_member", err.Error())
+	case err != nil:
+		return f, errBadRequest("invalid_multipart", err.Error())
+	}
+	return f, nil
+}
+
+var errTooLarge = errors.New("body too large")
+
+// readBody reads at most limit bytes; one more is errTooLarge. The buffer
+// grows as bytes arrive: a claimed Content-Length is trusted for a first
+// allocation only up to firstRead, so connections that announce a large body
+// and send slowly hold only what they sent (300 of them, 4 KiB each).
+func readBody(rc io.Reader, length, limit int64) ([]byte, error) {
+	const firstRead = 4 << 10
+	if length >= 0 && length <= firstRead {
+		buf := make([]byte, length)
+		if _, err := io.ReadFull(rc, buf); err != nil {
+			return nil, err
+		}
+		return buf, nil
+	}
+	buf := make([]byte, 0, firstRead)
+	for {
+		if int64(len(buf)) > limit {
+			return nil, errTooLarge
+		}
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := rc.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			if int64(len(buf)) > limit {
+				return nil, errTooLarge
+			}
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+func (g *Gateway) tooLarge() *Error {
+	return &Error{http.StatusRequestEntityTooLarge, typeInvalidRequest, "request_too_large",
+		"the request body is larger than the gateway's max_body of " + strconv.FormatInt(g.maxBody, 10) + " bytes"}
+}
+
+// switchModel is the request as sent for another model: the body's model
+// rewritten, everything else as it was.
+func (req *request) switchModel(model string) (*request, *Error) {
+	out := *req
+	out.body = req.bodyFor(model)
+	out.model = model
+	if req.form != nil {
+		boundary, _ := multipart.Boundary(req.r.Header.Get("Content-Type"))
+		f, err := scanForm(out.body, boundary)
+		if err != nil {
+			return nil, err
+		}
+		out.form = &f
+		return &out, nil
+	}
+	fields, err := jsonmember.ScanRequest(out.body)
+	if err != nil {
+		return nil, errBadRequest("invalid_json", err.Error())
+	}
+	out.fields = fields
+	return &out, nil
+}

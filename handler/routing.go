@@ -1,0 +1,123 @@
+package handler
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+)
+
+// Routing: which of the gateway's paths a request is on, and which engine,
+// pool or plan serves its model.
+
+// pathKind says which of the gateway's paths p is.
+type pathKind int
+
+const (
+	notOurs         pathKind = iota
+	v1Path                   // under /v1/
+	extraPath                // one of extra_paths, with a body to route by
+	passthroughPath          // under /upstream/
+)
+
+func (g *Gateway) pathKind(p, method string) pathKind {
+	switch {
+	case p == "/v1" || strings.HasPrefix(p, "/v1/"):
+		return v1Path
+	case g.passthrough && strings.HasPrefix(p, UpstreamPrefix) && len(p) > len(UpstreamPrefix):
+		return passthroughPath
+	case g.extraPaths[p] && method == http.MethodPost:
+		return extraPath
+	}
+	return notOurs
+}
+
+// cleanPath reports whether a path has no dot or empty segments: the path
+// is appended to an engine's base path, and /v1/../other must not reach a
+// path of the engine's host the config does not name.
+func cleanPath(p string) bool {
+	for _, seg := range strings.Split(strings.TrimPrefix(p, "/"), "/") {
+		if seg == "." || seg == ".." || seg == "" {
+			return false
+		}
+	}
+	return true
+}
+
+func (g *Gateway) serveRouted(w http.ResponseWriter, r *http.Request, res *Result) {
+	req, gerr := g.readRequest(r)
+	if gerr != nil {
+		res.refuse(w, gerr)
+		return
+	}
+	res.ModelAsked = req.model
+	req.key = res.key
+	req, t, gerr := g.admitKey(w, req, res)
+	if gerr != nil {
+		res.refuse(w, gerr)
+		return
+	}
+	if t != nil {
+		defer settle(t, req, res)
+		req.askUsage()
+	}
+	if p := g.pools[req.model]; p != nil {
+		res.Known = true
+		g.servePool(w, req, p, res)
+		return
+	}
+	rt := g.byModel[req.model]
+	if rt == nil {
+		res.refuse(w, g.unknownModel(req.model))
+		return
+	}
+	res.Known = true
+	if !rt.cfg.Speaks(req.api.family()) {
+		res.refuse(w, &Error{http.StatusNotFound, typeInvalidRequest, "model_not_found",
+			fmt.Sprintf("the model %q is not served over this API here: its engine %s speaks only %s", req.model, rt.cfg.Name, apisOf(rt.cfg))})
+		return
+	}
+	plan, perr := g.withBodyFallbacks(req, rt.plan)
+	if perr != nil {
+		res.refuse(w, perr)
+		return
+	}
+	g.run(w, req, plan, res)
+}
+
+// servePool serves a request for a pool (or "auto") with its members.
+func (g *Gateway) servePool(w http.ResponseWriter, req *request, p *pool, res *Result) {
+	var rank func(*poolMember) int
+	if p.fleet {
+		f := g.fleet(req.r.Context())
+		rank = func(m *poolMember) int {
+			if m.rt.cfg.ModelsFrom == "" {
+				return readiness(m)
+			}
+			return g.nodeState(f, m.rt, m.model)
+		}
+	}
+	plan := p.plan(req, rank)
+	if len(plan) == 0 {
+		res.refuse(w, p.unavailable())
+		return
+	}
+	req.budget = &failoverBudget{attempts: p.attempts, deadline: g.clock.Now().Add(p.budget)}
+	req.pool = p.cfg.Name
+	plan, err := g.withBodyFallbacks(req, plan)
+	if err != nil {
+		res.refuse(w, err)
+		return
+	}
+	g.run(w, req, plan, res)
+}
+
+func (g *Gateway) unknownModel(model string) *Error {
+	return &Error{http.StatusNotFound, typeInvalidRequest, "model_not_found",
+		fmt.Sprintf("the model %q is not served here; served models: %s", model, strings.Join(g.modelNames(), ", "))}
+}
+
+// modelNames lists every model name and alias, then the pools, in config
+// order.
+func (g *Gateway) modelNames() []string {
+	return append(g.engineModels(), g.poolIDs(nil)...)
+}
