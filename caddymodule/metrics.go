@@ -57,7 +57,7 @@ func initMetrics(reg *prometheus.Registry) {
 		metrics.requests = counter("requests_total", "Requests by the engine that answered, the model asked for, the status and the key's name.", "engine", "model", "status", "key")
 		metrics.ttfb = histogram("time_to_first_byte_seconds", "Time from the request to the first byte the client got.", latency, "engine")
 		metrics.duration = histogram("request_duration_seconds", "Time from the request to its end.", latency, "engine")
-		metrics.fallbacks = counter("fallbacks_total", "Requests served by another engine than the one asked for, by reason (slow_start, breaker, failure, context, body).", "engine", "fallback", "reason")
+		metrics.fallbacks = counter("fallbacks_total", "Requests served by another engine than the one asked for, by reason (slow_start, breaker, failure, context, body, busy, over_budget).", "engine", "fallback", "reason")
 		metrics.replays = counter("replays_total", "Pool requests replayed on the next member.", "pool")
 		metrics.retries = counter("retries_total", "Retries on the same engine after a transient failure.", "engine")
 		metrics.dropped = counter("dropped_events_total", "Stream events dropped because their data was not JSON.", "engine")

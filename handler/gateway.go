@@ -190,7 +190,7 @@ type Result struct {
 // fields are skipped. They run on the request's goroutine: keep them cheap.
 type Hooks struct {
 	// Fallback: a fallback answered instead of engine; reason is one of
-	// slow_start, breaker, failure, context, body.
+	// slow_start, breaker, failure, context, body, busy, over_budget.
 	Fallback func(engine, fallback, reason string)
 	// Retry: engine is tried again after a transient failure.
 	Retry func(engine string)

@@ -13,7 +13,8 @@ import (
 // The rule at the heart of the gateway: walk a plan of candidates, judge
 // each attempt (verdict.go), and never switch after the commit point. run
 // is the walk; planner decides each step of it, from the verdict alone, and
-// is tested without a network (loop_test.go).
+// is tested without a network (verdict_test.go walks planners through
+// scripted verdicts).
 
 // step is what the planner says to do after an attempt.
 type step int
