@@ -32,6 +32,8 @@ import (
 //			rate <limit...>             # requests per window: 60/m, 1000/d (s, m, h, d, mo)
 //			tokens <limit...>           # prompt+completion tokens per window: 200k/d, 5M/mo
 //			over_budget refuse|fallback <model>  # once a token budget is spent; default refuse
+//			reserve <n>                 # tokens a request naming no max_tokens reserves; default 1024
+//			operator                    # may use the status page's API (never with rules)
 //		}]
 //		store redis <host:port> [{      # counters shared by several gateways (default: embedded)
 //			password <p>
@@ -330,8 +332,8 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config) (handler.Config, er
 	if err := checkNamedKeys(cfg.Keys, keyAt); err != nil {
 		return cfg, err
 	}
-	if *ui != nil && len(cfg.Keys) == 0 {
-		return cfg, uiAt.errf("ui needs the handler's keys: the status page shows operator data (without keys, use the page on Caddy's admin endpoint, /llm_gateway/ui/)")
+	if *ui != nil && len((*ui).Keys) == 0 && len(handler.OperatorTokens(cfg.Keys)) == 0 {
+		return cfg, uiAt.errf("ui needs operator keys: ui %s { keys … }, or a key marked operator; a key with rules is never an operator (without keys, use the page on Caddy's admin endpoint, /llm_gateway/ui/)", (*ui).Path)
 	}
 	if err := checkFallbackNames(cfg, optionAt, defaultsSet); err != nil {
 		return cfg, err
@@ -399,6 +401,21 @@ func parseKey(d *cf.Dispenser) (handler.Key, error) {
 					k.Tokens = append(k.Tokens, l)
 				}
 			}
+		case "reserve":
+			var v string
+			if err := oneArg(d, &v); err != nil {
+				return k, err
+			}
+			n, err := quota.ParseCount(v)
+			if err != nil || n < 1 {
+				return k, d.Errf("key %s: reserve takes a token count such as 1024 or 4k, not %q", k.Name, v)
+			}
+			k.Reserve = n
+		case "operator":
+			if d.NextArg() {
+				return k, d.ArgErr()
+			}
+			k.Operator = true
 		case "over_budget":
 			args := d.RemainingArgs()
 			switch {
@@ -454,7 +471,7 @@ type pos struct {
 	line int
 }
 
-// parseUI parses `ui <path> [{ recent <n> }]`.
+// parseUI parses `ui <path> [{ keys <token...>; recent <n> }]`.
 func parseUI(d *cf.Dispenser) (statuspage.Config, error) {
 	var u statuspage.Config
 	if !d.NextArg() {
@@ -466,6 +483,11 @@ func parseUI(d *cf.Dispenser) (statuspage.Config, error) {
 	}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		switch sub := d.Val(); sub {
+		case "keys":
+			u.Keys = d.RemainingArgs()
+			if len(u.Keys) == 0 {
+				return u, d.Errf("ui keys takes the operators' tokens: keys {env.LLM_OPERATOR_KEY}")
+			}
 		case "recent":
 			var s string
 			if err := oneArg(d, &s); err != nil {

@@ -1090,7 +1090,7 @@ func TestParseUI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ui == nil || *ui != (statuspage.Config{Path: "/llm", Recent: 500}) || len(cfg.Engines) != 1 {
+	if ui == nil || !reflect.DeepEqual(*ui, statuspage.Config{Path: "/llm", Recent: 500}) || len(cfg.Engines) != 1 {
 		t.Fatalf("ui %+v, config %+v", ui, cfg)
 	}
 	if _, ui, _ = ParseWithUI(cf.NewTestDispenser(`llm_gateway {
@@ -1107,7 +1107,7 @@ func TestParseUI(t *testing.T) {
 
 func TestParseUIErrors(t *testing.T) {
 	for _, tc := range []struct{ input, want string }{
-		{"llm_gateway {\n\tui /llm" + remote + "\n}", "ui needs the handler's keys"},
+		{"llm_gateway {\n\tui /llm" + remote + "\n}", "ui needs operator keys"},
 		{"llm_gateway {\n\tkeys a-status-page-key-1\n\tui" + remote + "\n}", "ui needs a path"},
 		{"llm_gateway {\n\tkeys a-status-page-key-1\n\tui /v1/ui" + remote + "\n}", "under /v1"},
 		{"llm_gateway {\n\tkeys a-status-page-key-1\n\tui llm" + remote + "\n}", "want a path such as /llm"},

@@ -21,9 +21,9 @@ var (
 		"hangup_grace", "breaker", "transport", "set", "strip", "models_from", "health_interval",
 		"health_path", "health_timeout", "health_passes", "health_fails"}
 	poolOptions  = []string{"member", "sticky", "failover", "breaker"}
-	keyOptions   = []string{"models", "rate", "tokens", "over_budget"}
+	keyOptions   = []string{"models", "rate", "tokens", "over_budget", "reserve", "operator"}
 	storeOptions = []string{"password", "db", "prefix"}
-	uiOptions    = []string{"recent"}
+	uiOptions    = []string{"keys", "recent"}
 )
 
 // llamaSwapNames are llama-swap's names of options that have another name

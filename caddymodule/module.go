@@ -129,7 +129,7 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 		}
 		gw.SetLimiter(g.limiter)
 	}
-	if err := g.provisionUI(handler.SplitKeys(cfg.Keys)); err != nil {
+	if err := g.provisionUI(cfg.Keys, repl); err != nil {
 		return fmt.Errorf("llm_gateway: %v", err)
 	}
 	registerForAdmin(g.engines)
@@ -137,20 +137,32 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 	return nil
 }
 
-// provisionUI makes the site's status page, behind the handler's keys.
-func (g *Gateway) provisionUI(keys []handler.Key) error {
+// provisionUI makes the site's status page. Its page is served to anyone
+// (it holds no data); its API only to operators: the ui's own keys, else
+// the handler's operator keys (handler.OperatorTokens). A key with rules is
+// never one.
+func (g *Gateway) provisionUI(keys []handler.Key, repl *caddy.Replacer) error {
 	if g.UI == nil {
 		return nil
 	}
 	if err := g.UI.Validate(); err != nil {
 		return err
 	}
-	if len(keys) == 0 {
-		return fmt.Errorf("ui needs the handler's keys: the status page shows operator data (without keys, use the page on Caddy's admin endpoint, /llm_gateway/ui/)")
+	var tokens []string
+	for _, v := range g.UI.Keys {
+		k := handler.Key{Value: repl.ReplaceKnown(v, "")}
+		if err := handler.CheckKey(k); err != nil {
+			return fmt.Errorf("ui keys: %v", err)
+		}
+		for _, tok := range handler.SplitKeys([]handler.Key{k}) {
+			tokens = append(tokens, tok.Value)
+		}
 	}
-	tokens := make([]string, len(keys))
-	for i, k := range keys {
-		tokens[i] = k.Value
+	if len(g.UI.Keys) == 0 {
+		tokens = handler.OperatorTokens(keys)
+	}
+	if len(tokens) == 0 {
+		return fmt.Errorf("ui needs operator keys: ui %s { keys … }, or a key marked operator (a key with rules is never an operator; without keys, use the page on Caddy's admin endpoint, /llm_gateway/ui/)", g.UI.Path)
 	}
 	board.SetRecent(g.UI.RecentOrDefault())
 	g.ui = &statuspage.Server{Prefix: g.UI.Path, Keys: statuspage.NewKeys(tokens), Board: board, Source: liveSource{}}

@@ -228,10 +228,8 @@ func (c Config) Validate() error {
 	if e, ok := models[DefaultPool]; ok && len(c.Pools) > 0 {
 		return engineErr(e, fmt.Errorf("engine %s serves a model named %s, which is the default pool's sentinel", e, DefaultPool))
 	}
-	for _, k := range c.Keys {
-		if err := CheckKey(k); err != nil {
-			return err
-		}
+	if err := checkKeys(c.Keys); err != nil {
+		return err
 	}
 	return c.validateKeyRules(models)
 }

@@ -61,6 +61,7 @@ type Gateway struct {
 	annotate  bool
 
 	extraPaths  map[string]bool
+	filterPaths [][]string // every engine's set and strip paths: spelled one way only
 	passthrough bool
 
 	allowBodyFallbacks bool
@@ -127,6 +128,9 @@ func New(cfg Config, engs []*engines.Engine, log *zap.Logger) (*Gateway, error) 
 		}
 		rt := &route{eng: e, cfg: e.Config(), wake: wakeAll}
 		rt.filters = filtersOf(rt.cfg)
+		for _, f := range rt.filters {
+			g.filterPaths = append(g.filterPaths, f.Path)
+		}
 		if ec.Wake != nil {
 			rt.wake = *ec.Wake
 		}

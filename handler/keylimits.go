@@ -198,22 +198,31 @@ func settle(t *quota.Ticket, req *request, res *Result) {
 	}
 }
 
-// estimateTokens is what a request is expected to use, reserved while it is
-// in flight: its prompt at about four bytes a token, and the completion it
-// asks for at most (max_tokens), else as much again as the prompt. An
-// upload (a multipart form: audio, images) is not text: its file says
-// nothing of the tokens it costs, so it reserves one.
+// estimateTokens is what a request may use, reserved while it is in flight
+// so that a burst cannot overshoot a budget: its prompt at about four bytes
+// a token, plus the most it may answer, the largest of max_tokens,
+// max_completion_tokens (Chat Completions) and max_output_tokens
+// (Responses; Anthropic's is max_tokens), or, when it names none, the key's
+// reserve (default DefaultReserve). An upload (a multipart form: audio,
+// images) is not text: its file says nothing of the tokens it costs, so it
+// reserves one.
 func estimateTokens(req *request) int64 {
 	if !req.json() {
 		return 1
 	}
 	prompt := int64(len(req.body)/4 + 1)
-	if m, ok := jsonmember.LastMember(req.body, jsonmember.SkipSpace(req.body, 0), "max_tokens"); ok {
-		if n, err := strconv.ParseInt(string(req.body[m.Value.Start:m.Value.End]), 10, 64); err == nil && n > 0 {
-			return prompt + n
+	answer := int64(0)
+	for _, name := range [...]string{"max_tokens", "max_completion_tokens", "max_output_tokens"} {
+		if m, ok := jsonmember.LastMember(req.body, jsonmember.SkipSpace(req.body, 0), name); ok {
+			if n, err := strconv.ParseInt(string(req.body[m.Value.Start:m.Value.End]), 10, 64); err == nil && n > answer {
+				answer = n
+			}
 		}
 	}
-	return 2 * prompt
+	if answer == 0 {
+		answer = req.key.reserve()
+	}
+	return prompt + answer
 }
 
 func limitsOf(ls []quota.Limit) string {

@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/llmgateway/caddy-llm-gateway/quota"
@@ -35,6 +36,16 @@ type Key struct {
 	// as "200k/d" or "5M/mo". Default: none.
 	Tokens []quota.Limit `json:"tokens,omitempty"`
 
+	// Reserve is what a request of this key that names no max_tokens (nor
+	// max_completion_tokens, max_output_tokens) reserves of its token
+	// budget for its answer while it is in flight. Default: 1024.
+	Reserve int64 `json:"reserve,omitempty"`
+
+	// Operator marks a key that may use the status page's API: engine
+	// actions, key resets, other keys' usage and engines' output. A key
+	// with rules is never one. Default: false (see statuspage.Config.Keys).
+	Operator bool `json:"operator,omitempty"`
+
 	// OverBudgetFallback is the model a request goes to once a token
 	// budget is spent, instead of a 429 insufficient_quota. Default: ""
 	// (refuse).
@@ -43,7 +54,7 @@ type Key struct {
 
 // hasRules reports whether the key carries rules beyond its token.
 func (k Key) hasRules() bool {
-	return len(k.Models) > 0 || len(k.Rate) > 0 || len(k.Tokens) > 0 || k.OverBudgetFallback != ""
+	return len(k.Models) > 0 || len(k.Rate) > 0 || len(k.Tokens) > 0 || k.OverBudgetFallback != "" || k.Reserve != 0
 }
 
 // rules are the key's limits, as the quota package counts them.
@@ -56,6 +67,18 @@ type keyRules struct {
 	models     []string        // allowed, in config order
 	limits     quota.Rules
 	overBudget string // the model served once a token budget is spent
+	reserveN   int64  // Key.Reserve
+}
+
+// DefaultReserve is what a request that names no maximum answer reserves.
+const DefaultReserve = 1024
+
+// reserve is what a request that names no maximum answer reserves.
+func (kr *keyRules) reserve() int64 {
+	if kr == nil || kr.reserveN <= 0 {
+		return DefaultReserve
+	}
+	return kr.reserveN
 }
 
 // allows reports whether the key may use model (a model, alias or pool).
@@ -81,7 +104,7 @@ func newKeyring(keys []Key) *keyring {
 		k.digests = append(k.digests, sha256.Sum256([]byte(key.Value)))
 		kr := byName[key.Name]
 		if kr == nil || key.Name == "" {
-			kr = &keyRules{name: key.Name, limits: key.rules(), overBudget: key.OverBudgetFallback}
+			kr = &keyRules{name: key.Name, limits: key.rules(), overBudget: key.OverBudgetFallback, reserveN: key.Reserve}
 			if len(key.Models) > 0 {
 				kr.allowed, kr.models = map[string]bool{}, key.Models
 				for _, m := range key.Models {
@@ -165,4 +188,53 @@ func SplitKeys(keys []Key) []Key {
 		}
 	}
 	return out
+}
+
+// OperatorTokens are the tokens that may use the status page's API when
+// the page names no operator keys of its own: the keys marked operator, or,
+// when none is, every key without rules. A key with rules (models, rates,
+// budgets) is never an operator: it could reset its own budget, stop every
+// engine and read other teams' usage and engines' output (issue 24).
+func OperatorTokens(keys []Key) []string {
+	marked := slices.ContainsFunc(keys, func(k Key) bool { return k.Operator })
+	var out []string
+	for _, k := range SplitKeys(keys) {
+		if k.hasRules() || marked && !k.Operator {
+			continue
+		}
+		out = append(out, k.Value)
+	}
+	return out
+}
+
+// checkKeys refuses what makes a key's rules depend on the order of the
+// config: one token under two names (or in keys and in a key block), and an
+// operator with rules. Tokens are compared, never printed.
+func checkKeys(keys []Key) error {
+	seen := map[string]Key{}
+	for _, k := range keys {
+		if err := CheckKey(k); err != nil {
+			return err
+		}
+		if k.Operator && k.hasRules() {
+			return &ConfigError{Key: k.Name, Err: fmt.Errorf("key %s is marked operator and has rules: a key with rules is never an operator (give the operator a key of its own)", k.Name)}
+		}
+		for _, tok := range SplitKeys([]Key{k}) {
+			if strings.Contains(tok.Value, "{") {
+				continue // a placeholder: compared once it is resolved
+			}
+			if prev, ok := seen[tok.Value]; ok {
+				return &ConfigError{Key: k.Name, Err: fmt.Errorf("one token is given twice, as %s and as %s: its rules would depend on the order; give each a token of its own", keyLabel(prev), keyLabel(k))}
+			}
+			seen[tok.Value] = k
+		}
+	}
+	return nil
+}
+
+func keyLabel(k Key) string {
+	if k.Name == "" {
+		return "an unnamed key (keys …)"
+	}
+	return "key " + k.Name
 }

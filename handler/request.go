@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 	"github.com/llmgateway/caddy-llm-gateway/internal/multipart"
@@ -68,12 +69,15 @@ func (g *Gateway) readRequest(r *http.Request) (*request, *Error) {
 	if err != nil {
 		return nil, errBadRequest("invalid_json", "the request body is not valid JSON: "+err.Error())
 	}
-	if fields.Twice != "" {
-		// upstreams decoding with Go's encoding/json match member names
-		// case-insensitively and take the last: the gateway must not
-		// route by one "model" while the engine runs another
-		return nil, errBadRequest("ambiguous_member", fmt.Sprintf(
-			"the request body has more than one %q member (names are compared ignoring case, as many engines do); send it once", fields.Twice))
+	if fields.Ambiguous != "" {
+		return nil, ambiguousMember(fields)
+	}
+	for _, path := range g.filterPaths {
+		if name, bad := jsonmember.Misspelled(body, path); bad {
+			return nil, errBadRequest("ambiguous_member", fmt.Sprintf(
+				"the request body spells %q two ways (ignoring case, or twice) on the path %s, which an engine's filter edits; spell it once, exactly",
+				name, strings.Join(path, ".")))
+		}
 	}
 	var fallbacks []byte
 	if fields.Fallbacks.OK() {
@@ -179,4 +183,18 @@ func (req *request) switchModel(model string) (*request, *Error) {
 	}
 	out.fields = fields
 	return &out, nil
+}
+
+// ambiguousMember refuses a body that spells a member the gateway reads two
+// ways: upstreams decoding with Go's encoding/json match member names
+// ignoring case and take the last, others take the exact name, so the
+// gateway must not route, count or filter by one reading while an engine
+// runs another.
+func ambiguousMember(f jsonmember.Fields) *Error {
+	if f.Spelled != "" {
+		return errBadRequest("ambiguous_member", fmt.Sprintf(
+			"the request body has a member %q, which engines that ignore case read as %q and others do not; spell it %q", f.Spelled, f.Ambiguous, f.Ambiguous))
+	}
+	return errBadRequest("ambiguous_member", fmt.Sprintf(
+		"the request body has more than one %q member (names are compared ignoring case, as many engines do); send it once", f.Ambiguous))
 }

@@ -27,6 +27,13 @@ type Config struct {
 	// served behind the gateway's keys. Required.
 	Path string `json:"path"`
 
+	// Keys are the operators' tokens: only they may use the page's API
+	// (engine actions, key resets, other keys' usage, engines' output).
+	// Placeholders are resolved at load. Default: the handler's keys
+	// marked operator, else its keys without rules; a key with rules is
+	// never an operator.
+	Keys []string `json:"keys,omitempty"`
+
 	// Recent is how many recent requests are kept and shown. Default: 200.
 	Recent int `json:"recent,omitempty"`
 }

@@ -143,3 +143,40 @@ func insertMember(b []byte, obj int, name string, value []byte) []byte {
 	m = append(append(m, ':'), value...)
 	return ApplyEdits(b, Edit{end, end, m})
 }
+
+// Misspelled finds a member along path (a filter's dotted path) that a
+// reader could take two ways: one whose name folds to the path's name
+// without being it ("Chat_Template_Kwargs"), or the name given twice. A
+// filter edits the exact name, an engine that folds names may read the
+// other: such a body is refused rather than guessed (issue 24).
+func Misspelled(body []byte, path []string) (string, bool) {
+	obj := SkipSpace(body, 0)
+	for _, seg := range path {
+		var exact Member
+		n, bad := 0, ""
+		eachMember(body, obj, func(raw []byte, m Member) bool {
+			var buf [64]byte
+			name, ok := decodedName(buf[:0], raw)
+			if !ok || !strings.EqualFold(string(name), seg) {
+				return true
+			}
+			n++
+			if string(name) != seg {
+				bad = string(name)
+				return false
+			}
+			exact = m
+			return true
+		})
+		switch {
+		case bad != "":
+			return bad, true
+		case n > 1:
+			return seg, true
+		case n == 0 || body[exact.Value.Start] != '{':
+			return "", false
+		}
+		obj = exact.Value.Start
+	}
+	return "", false
+}

@@ -56,10 +56,16 @@ type Fields struct {
 	// Finished: in an answer, a choice has a finish_reason that is a
 	// string (the chunk that says a chat or text completion is whole)
 	Finished bool
-	// Twice names model, stream or fallbacks when the object has more
-	// than one member of that name under Unicode case folding.
-	Twice string
-	seen  uint8 // which of those three were seen, as a bit each
+	// Ambiguous names a member of ReadNames that a request spells two
+	// ways: given twice under Unicode case folding, or once under a
+	// spelling that folds to the name without being it ("Stream",
+	// "ſtream"). Engines that match names exactly and engines that fold
+	// them (Go's encoding/json) would read two different requests.
+	Ambiguous string
+	// Spelled is how the body wrote Ambiguous when it was a variant; ""
+	// when the member was given twice.
+	Spelled string
+	seen    uint16 // which of ReadNames were seen, as a bit each
 }
 
 // errBadJSON wraps every scanning failure so callers can answer 400.
@@ -190,29 +196,39 @@ func (f *Fields) slot(rawName []byte) *Member {
 	return nil
 }
 
-// foldNames are the members that steer routing: a body may carry each once,
-// under any case (Go's encoding/json, which ollama and LocalAI decode with,
-// matches names case-insensitively and takes the last).
-var foldNames = [...]string{"model", "stream", "fallbacks"}
+// ReadNames are the members the gateway reads or writes in a request: the
+// routing members, the token limits a reservation reads, the session keys
+// and the messages a resume continues. A request may carry each once, and
+// only spelled exactly: Go's encoding/json (ollama, LocalAI) matches names
+// ignoring case and takes the last, Python's json takes the exact name, so a
+// variant would be read one way by the gateway and another by an engine.
+var ReadNames = [...]string{"model", "stream", "stream_options", "fallbacks", "max_tokens",
+	"max_completion_tokens", "max_output_tokens", "user", "prompt_cache_key", "messages"}
 
-// fold records a member name against foldNames.
+// fold records a member name against ReadNames.
 func (f *Fields) fold(rawName []byte) {
-	// a folded name is at most 3 bytes per letter (the Kelvin sign is 3)
-	if len(rawName) < 5 || len(rawName) > 9*6 {
+	// a folded name is at most 3 bytes per letter (the Kelvin sign is 3),
+	// an escaped one 6
+	if len(rawName) < 4 || len(rawName) > 21*6 {
 		return
 	}
-	var buf [64]byte
+	var buf [128]byte
 	name, ok := decodedName(buf[:0], rawName)
 	if !ok {
 		return
 	}
-	for i, want := range foldNames {
-		if len(name) >= len(want) && equalFold(name, want) {
-			if f.seen&(1<<i) != 0 && f.Twice == "" {
-				f.Twice = want
-			}
-			f.seen |= 1 << i
+	for i, want := range ReadNames {
+		if len(name) < len(want) || !equalFold(name, want) {
+			continue
 		}
+		switch {
+		case f.Ambiguous != "":
+		case string(name) != want:
+			f.Ambiguous, f.Spelled = want, string(name)
+		case f.seen&(1<<i) != 0:
+			f.Ambiguous = want
+		}
+		f.seen |= 1 << i
 	}
 }
 

@@ -4,6 +4,7 @@ package multipart
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 
@@ -24,11 +25,15 @@ type Fields struct {
 	Stream bool            // a "stream" field of true
 }
 
-// AmbiguousError is a field given more than once (names compared ignoring
-// case): the engine might read the other one.
-type AmbiguousError struct{ Name string }
+// AmbiguousError is a field the gateway reads given more than once, or
+// under a name that differs from it only in case (Spelled): the engine
+// might read another part than the gateway.
+type AmbiguousError struct{ Name, Spelled string }
 
 func (e *AmbiguousError) Error() string {
+	if e.Spelled != "" {
+		return fmt.Sprintf("the multipart body has a %q field, which engines that ignore case read as %q and others do not; name it %q", e.Spelled, e.Name, e.Name)
+	}
 	return "the multipart body has more than one " + `"` + e.Name + `"` +
 		" field (names are compared ignoring case); send it once"
 }
@@ -90,17 +95,23 @@ func Scan(body []byte, boundary string) (Fields, error) {
 		}
 		value := jsonmember.Span{Start: valStart, End: valStart + end}
 		name, isFile := partName(headers)
-		if !isFile {
+		for _, want := range [...]string{"model", "stream"} {
+			if !strings.EqualFold(name, want) {
+				continue
+			}
+			// Go's FormValue reads a file part named model as the
+			// field, and matches names exactly; the gateway reads the
+			// same part the same way or refuses the body
 			switch {
-			case strings.EqualFold(name, "model"):
-				if seenModel {
-					return f, &AmbiguousError{"model"}
-				}
+			case name != want:
+				return f, &AmbiguousError{Name: want, Spelled: name}
+			case isFile:
+				return f, fmt.Errorf("the multipart body's %q part is a file (it has a filename): send it as a plain field", want)
+			case want == "model" && seenModel || want == "stream" && seenStream:
+				return f, &AmbiguousError{Name: want}
+			case want == "model":
 				seenModel, f.Model = true, value
-			case strings.EqualFold(name, "stream"):
-				if seenStream {
-					return f, &AmbiguousError{"stream"}
-				}
+			default:
 				seenStream = true
 				f.Stream = string(body[value.Start:value.End]) == "true"
 			}
