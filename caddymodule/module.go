@@ -60,8 +60,12 @@ func (*Gateway) CaddyModule() caddy.ModuleInfo {
 	}
 }
 
-// Provision resolves placeholders and builds (or finds, across a reload) each
-// engine's runtime. It never starts a process: `caddy validate` runs it.
+// Provision resolves placeholders, validates the config and builds (or
+// finds, across a reload) each engine's runtime. It never starts a process:
+// `caddy validate` runs it. The module has no Validate: the config can only
+// be checked once its placeholders are resolved and its defaults filled in,
+// which Provision does (buildGateway), and Caddy runs Provision wherever it
+// would run Validate.
 func (g *Gateway) Provision(ctx caddy.Context) error {
 	g.logger = ctx.Logger()
 	initMetrics(ctx.GetMetricsRegistry())
@@ -216,10 +220,6 @@ func executable() string {
 	return p
 }
 
-// Validate is a no-op: everything is checked in Provision, which has the
-// resolved placeholders.
-func (g *Gateway) Validate() error { return nil }
-
 // Cleanup lets go of this config's engines; an engine that the next config
 // still uses keeps running, the others are drained and stopped.
 func (g *Gateway) Cleanup() error {
@@ -300,7 +300,6 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 // Interface guards
 var (
 	_ caddy.Provisioner           = (*Gateway)(nil)
-	_ caddy.Validator             = (*Gateway)(nil)
 	_ caddy.CleanerUpper          = (*Gateway)(nil)
 	_ caddyhttp.MiddlewareHandler = (*Gateway)(nil)
 	_ caddyfile.Unmarshaler       = (*Gateway)(nil)
