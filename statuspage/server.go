@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
+	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
 )
 
 //go:embed assets
@@ -49,12 +50,24 @@ type Server struct {
 	Keys   *Keys
 	Board  *Board
 	Source Source
+	// Clock is the time the page's moments (idle stop, breaker retry) and
+	// its probes of remote engines are counted on. Default: the wall
+	// clock. The streams' write deadlines and pacing are the connection's
+	// and stay on the wall clock.
+	Clock clock.Clock
 
 	reach reachability
 
 	closeOnce sync.Once
 	closedMu  sync.Mutex
 	closed    chan struct{} // closed by Close: the streams end
+}
+
+func (s *Server) clock() clock.Clock {
+	if s.Clock == nil {
+		return clock.Real
+	}
+	return s.Clock
 }
 
 // Close ends the server's streams: a config that goes away (a reload, maybe
