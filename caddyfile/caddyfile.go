@@ -579,23 +579,7 @@ func parsePool(d *cf.Dispenser) (handler.PoolConfig, error) {
 
 // parseBreaker parses `breaker <failures> [<cool-down>]`.
 func parseBreaker(d *cf.Dispenser) (int, caddy.Duration, error) {
-	args := d.RemainingArgs()
-	if len(args) < 1 || len(args) > 2 {
-		return 0, 0, d.Errf("breaker takes a failure count and optionally a cool-down: breaker 5 30s")
-	}
-	n, err := strconv.Atoi(args[0])
-	if err != nil || n < 1 {
-		return 0, 0, d.Errf("breaker takes a failure count of 1 or more, not %q", args[0])
-	}
-	var cool caddy.Duration
-	if len(args) == 2 {
-		v, err := caddy.ParseDuration(args[1])
-		if err != nil || v <= 0 {
-			return 0, 0, d.Errf("bad breaker cool-down %q", args[1])
-		}
-		cool = caddy.Duration(v)
-	}
-	return n, cool, nil
+	return countAndDuration(d, "failure count", "cool-down", "breaker 5 30s")
 }
 
 // parseEngine parses `engine <name> { … }`, and returns where each
@@ -830,23 +814,31 @@ func parseEngineOptions(d *cf.Dispenser, ec *engines.Config, where string) (sett
 
 // parseQueue parses `queue <n> [<timeout>]`.
 func parseQueue(d *cf.Dispenser) (int, caddy.Duration, error) {
+	return countAndDuration(d, "length", "timeout", "queue 8 30s")
+}
+
+// countAndDuration parses a subdirective of the shape `<name> <count>
+// [<duration>]` (breaker, queue): a count of 1 or more and a positive
+// duration, 0 when it is left out. count and duration say what the two are
+// in its errors; example is a whole line that works.
+func countAndDuration(d *cf.Dispenser, count, duration, example string) (int, caddy.Duration, error) {
+	name := d.Val()
 	args := d.RemainingArgs()
 	if len(args) < 1 || len(args) > 2 {
-		return 0, 0, d.Errf("queue takes a length and optionally a timeout: queue 8 30s")
+		return 0, 0, d.Errf("%s takes a %s and optionally a %s: %s", name, count, duration, example)
 	}
 	n, err := strconv.Atoi(args[0])
 	if err != nil || n < 1 {
-		return 0, 0, d.Errf("queue takes a length of 1 or more, not %q", args[0])
+		return 0, 0, d.Errf("%s takes a %s of 1 or more, not %q", name, count, args[0])
 	}
-	var timeout caddy.Duration
-	if len(args) == 2 {
-		v, err := caddy.ParseDuration(args[1])
-		if err != nil || v <= 0 {
-			return 0, 0, d.Errf("bad queue timeout %q: want a duration such as 30s", args[1])
-		}
-		timeout = caddy.Duration(v)
+	if len(args) == 1 {
+		return n, 0, nil
 	}
-	return n, timeout, nil
+	v, err := caddy.ParseDuration(args[1])
+	if err != nil || v <= 0 {
+		return 0, 0, d.Errf("bad %s %s %q: want a duration such as 30s", name, duration, args[1])
+	}
+	return n, caddy.Duration(v), nil
 }
 
 // parseTransport parses `transport http { … }` by handing the block to Caddy's
