@@ -457,25 +457,16 @@ type pos struct {
 // parseUI parses `ui <path> [{ recent <n> }]`.
 func parseUI(d *cf.Dispenser) (statuspage.Config, error) {
 	var u statuspage.Config
-	if !d.NextArg() {
-		return u, d.Errf("ui needs a path: ui /llm")
-	}
-	u.Path = d.Val()
-	if d.NextArg() {
-		return u, d.ArgErr()
+	var err error
+	if u.Path, err = blockArg(d, "ui needs a path: ui /llm"); err != nil {
+		return u, err
 	}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		switch sub := d.Val(); sub {
 		case "recent":
-			var s string
-			if err := oneArg(d, &s); err != nil {
+			if err := countArg(d, &u.Recent, 1); err != nil {
 				return u, err
 			}
-			n, err := strconv.Atoi(s)
-			if err != nil || n < 1 {
-				return u, d.Errf("recent takes a count of 1 or more, not %q", s)
-			}
-			u.Recent = n
 		default:
 			return u, unknownSubdirective(d, "ui", "", uiOptions)
 		}
@@ -511,12 +502,9 @@ func (s settings) once(d *cf.Dispenser) error {
 
 func parsePool(d *cf.Dispenser) (handler.PoolConfig, error) {
 	var pc handler.PoolConfig
-	if !d.NextArg() {
-		return pc, d.Errf("pool needs a name: pool <name> { member … }")
-	}
-	pc.Name = d.Val()
-	if d.NextArg() {
-		return pc, d.ArgErr()
+	var err error
+	if pc.Name, err = blockArg(d, "pool needs a name: pool <name> { member … }"); err != nil {
+		return pc, err
 	}
 	set := settings{}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
@@ -586,12 +574,9 @@ func parseBreaker(d *cf.Dispenser) (int, caddy.Duration, error) {
 // single-value option was set.
 func parseEngine(d *cf.Dispenser) (engines.Config, settings, error) {
 	var ec engines.Config
-	if !d.NextArg() {
-		return ec, nil, d.Errf("engine needs a name: engine <name> { … }")
-	}
-	ec.Name = d.Val()
-	if d.NextArg() {
-		return ec, nil, d.ArgErr()
+	var err error
+	if ec.Name, err = blockArg(d, "engine needs a name: engine <name> { … }"); err != nil {
+		return ec, nil, err
 	}
 	set, err := parseEngineOptions(d, &ec, "engine "+ec.Name)
 	return ec, set, err
@@ -872,6 +857,19 @@ func countArg(d *cf.Dispenser, dst *int, min int) error {
 	}
 	*dst = n
 	return nil
+}
+
+// blockArg reads the one argument that opens a block (`pool <name> {`);
+// missing is the error when it is left out, with a line that works.
+func blockArg(d *cf.Dispenser, missing string) (string, error) {
+	if !d.NextArg() {
+		return "", d.Err(missing)
+	}
+	v := d.Val()
+	if d.NextArg() {
+		return "", d.ArgErr()
+	}
+	return v, nil
 }
 
 func oneArg(d *cf.Dispenser, dst *string) error {
