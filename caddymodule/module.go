@@ -189,22 +189,11 @@ func resolveEngine(repl *caddy.Replacer, ec engines.Config) engines.Config {
 	r := func(s string) string {
 		return strings.ReplaceAll(repl.ReplaceKnown(s, ""), ExecutablePlaceholder, executable())
 	}
-	ec.To, ec.APIKey, ec.Dir = r(ec.To), r(ec.APIKey), r(ec.Dir)
-	ec.Cmd = mapStrings(ec.Cmd, r)
-	ec.StopCmd = mapStrings(ec.StopCmd, r)
-	ec.Env = mapStrings(ec.Env, r)
+	ec = ec.Rewrite(r)
+	// the key is no option of Rewrite's ({engine.name} is not for it), but
+	// it may well be {env.OPENAI_API_KEY}
+	ec.APIKey = r(ec.APIKey)
 	return ec
-}
-
-func mapStrings(in []string, f func(string) string) []string {
-	if in == nil {
-		return nil
-	}
-	out := make([]string, len(in))
-	for i, s := range in {
-		out[i] = f(s)
-	}
-	return out
 }
 
 // ExecutablePlaceholder in an engine's cmd, env or dir is the path of the
