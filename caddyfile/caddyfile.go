@@ -474,12 +474,9 @@ type pos struct {
 // parseUI parses `ui <path> [{ keys <token...>; recent <n> }]`.
 func parseUI(d *cf.Dispenser) (statuspage.Config, error) {
 	var u statuspage.Config
-	if !d.NextArg() {
-		return u, d.Errf("ui needs a path: ui /llm")
-	}
-	u.Path = d.Val()
-	if d.NextArg() {
-		return u, d.ArgErr()
+	var err error
+	if u.Path, err = blockArg(d, "ui needs a path: ui /llm"); err != nil {
+		return u, err
 	}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		switch sub := d.Val(); sub {
@@ -489,15 +486,9 @@ func parseUI(d *cf.Dispenser) (statuspage.Config, error) {
 				return u, d.Errf("ui keys takes the operators' tokens: keys {env.LLM_OPERATOR_KEY}")
 			}
 		case "recent":
-			var s string
-			if err := oneArg(d, &s); err != nil {
+			if err := countArg(d, &u.Recent, 1); err != nil {
 				return u, err
 			}
-			n, err := strconv.Atoi(s)
-			if err != nil || n < 1 {
-				return u, d.Errf("recent takes a count of 1 or more, not %q", s)
-			}
-			u.Recent = n
 		default:
 			return u, unknownSubdirective(d, "ui", "", uiOptions)
 		}
@@ -533,12 +524,9 @@ func (s settings) once(d *cf.Dispenser) error {
 
 func parsePool(d *cf.Dispenser) (handler.PoolConfig, error) {
 	var pc handler.PoolConfig
-	if !d.NextArg() {
-		return pc, d.Errf("pool needs a name: pool <name> { member … }")
-	}
-	pc.Name = d.Val()
-	if d.NextArg() {
-		return pc, d.ArgErr()
+	var err error
+	if pc.Name, err = blockArg(d, "pool needs a name: pool <name> { member … }"); err != nil {
+		return pc, err
 	}
 	set := settings{}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
@@ -601,35 +589,16 @@ func parsePool(d *cf.Dispenser) (handler.PoolConfig, error) {
 
 // parseBreaker parses `breaker <failures> [<cool-down>]`.
 func parseBreaker(d *cf.Dispenser) (int, caddy.Duration, error) {
-	args := d.RemainingArgs()
-	if len(args) < 1 || len(args) > 2 {
-		return 0, 0, d.Errf("breaker takes a failure count and optionally a cool-down: breaker 5 30s")
-	}
-	n, err := strconv.Atoi(args[0])
-	if err != nil || n < 1 {
-		return 0, 0, d.Errf("breaker takes a failure count of 1 or more, not %q", args[0])
-	}
-	var cool caddy.Duration
-	if len(args) == 2 {
-		v, err := caddy.ParseDuration(args[1])
-		if err != nil || v <= 0 {
-			return 0, 0, d.Errf("bad breaker cool-down %q", args[1])
-		}
-		cool = caddy.Duration(v)
-	}
-	return n, cool, nil
+	return countAndDuration(d, "failure count", "cool-down", "breaker 5 30s")
 }
 
 // parseEngine parses `engine <name> { … }`, and returns where each
 // single-value option was set.
 func parseEngine(d *cf.Dispenser) (engines.Config, settings, error) {
 	var ec engines.Config
-	if !d.NextArg() {
-		return ec, nil, d.Errf("engine needs a name: engine <name> { … }")
-	}
-	ec.Name = d.Val()
-	if d.NextArg() {
-		return ec, nil, d.ArgErr()
+	var err error
+	if ec.Name, err = blockArg(d, "engine needs a name: engine <name> { … }"); err != nil {
+		return ec, nil, err
 	}
 	set, err := parseEngineOptions(d, &ec, "engine "+ec.Name)
 	return ec, set, err
@@ -852,23 +821,31 @@ func parseEngineOptions(d *cf.Dispenser, ec *engines.Config, where string) (sett
 
 // parseQueue parses `queue <n> [<timeout>]`.
 func parseQueue(d *cf.Dispenser) (int, caddy.Duration, error) {
+	return countAndDuration(d, "length", "timeout", "queue 8 30s")
+}
+
+// countAndDuration parses a subdirective of the shape `<name> <count>
+// [<duration>]` (breaker, queue): a count of 1 or more and a positive
+// duration, 0 when it is left out. count and duration say what the two are
+// in its errors; example is a whole line that works.
+func countAndDuration(d *cf.Dispenser, count, duration, example string) (int, caddy.Duration, error) {
+	name := d.Val()
 	args := d.RemainingArgs()
 	if len(args) < 1 || len(args) > 2 {
-		return 0, 0, d.Errf("queue takes a length and optionally a timeout: queue 8 30s")
+		return 0, 0, d.Errf("%s takes a %s and optionally a %s: %s", name, count, duration, example)
 	}
 	n, err := strconv.Atoi(args[0])
 	if err != nil || n < 1 {
-		return 0, 0, d.Errf("queue takes a length of 1 or more, not %q", args[0])
+		return 0, 0, d.Errf("%s takes a %s of 1 or more, not %q", name, count, args[0])
 	}
-	var timeout caddy.Duration
-	if len(args) == 2 {
-		v, err := caddy.ParseDuration(args[1])
-		if err != nil || v <= 0 {
-			return 0, 0, d.Errf("bad queue timeout %q: want a duration such as 30s", args[1])
-		}
-		timeout = caddy.Duration(v)
+	if len(args) == 1 {
+		return n, 0, nil
 	}
-	return n, timeout, nil
+	v, err := caddy.ParseDuration(args[1])
+	if err != nil || v <= 0 {
+		return 0, 0, d.Errf("bad %s %s %q: want a duration such as 30s", name, duration, args[1])
+	}
+	return n, caddy.Duration(v), nil
 }
 
 // parseTransport parses `transport http { … }` by handing the block to Caddy's
@@ -902,6 +879,19 @@ func countArg(d *cf.Dispenser, dst *int, min int) error {
 	}
 	*dst = n
 	return nil
+}
+
+// blockArg reads the one argument that opens a block (`pool <name> {`);
+// missing is the error when it is left out, with a line that works.
+func blockArg(d *cf.Dispenser, missing string) (string, error) {
+	if !d.NextArg() {
+		return "", d.Err(missing)
+	}
+	v := d.Val()
+	if d.NextArg() {
+		return "", d.ArgErr()
+	}
+	return v, nil
 }
 
 func oneArg(d *cf.Dispenser, dst *string) error {

@@ -132,20 +132,7 @@ func engineAction(ctx context.Context, e *engines.Engine, action string, drain b
 
 // livePools lists every live pool once, the newest config's first.
 func livePools() []handler.PoolStatus {
-	liveMu.Lock()
-	gws := append([]*handler.Gateway(nil), liveGateways...)
-	liveMu.Unlock()
-	out := []handler.PoolStatus{} // no pools is [], not null
-	seen := map[string]bool{}
-	for i := len(gws) - 1; i >= 0; i-- {
-		for _, p := range gws[i].Pools() {
-			if !seen[p.Name] {
-				seen[p.Name] = true
-				out = append(out, p)
-			}
-		}
-	}
-	return out
+	return newestByName((*handler.Gateway).Pools, func(p handler.PoolStatus) string { return p.Name })
 }
 
 func allPass(results []handler.ProbeResult) bool {
@@ -217,31 +204,15 @@ func serveKeysAdmin(w http.ResponseWriter, r *http.Request, parts []string) erro
 // configs, each key once, as the newest config that has it counts it. The
 // admin API and the status page show it.
 func liveKeyUsage() []quota.KeyUsage {
-	liveMu.Lock()
-	gws := append([]*handler.Gateway(nil), liveGateways...)
-	liveMu.Unlock()
-	out := []quota.KeyUsage{} // no keys is [], not null
-	seen := map[string]bool{}
-	for i := len(gws) - 1; i >= 0; i-- {
-		for _, u := range gws[i].KeyUsage() {
-			if !seen[u.Key] {
-				seen[u.Key] = true
-				out = append(out, u)
-			}
-		}
-	}
-	return out
+	return newestByName((*handler.Gateway).KeyUsage, func(u quota.KeyUsage) string { return u.Key })
 }
 
 // resetKey clears a named key's counters in every live config that limits
 // it: the admin API's reset, and the status page's. It is a 404 APIError
 // when no live config has limits for the key.
 func resetKey(name string) error {
-	liveMu.Lock()
-	gws := append([]*handler.Gateway(nil), liveGateways...)
-	liveMu.Unlock()
 	found := false
-	for _, g := range gws {
+	for _, g := range newestGateways() {
 		ok, err := g.ResetKey(name)
 		if err != nil {
 			return caddy.APIError{HTTPStatus: http.StatusInternalServerError, Err: err}

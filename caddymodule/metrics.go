@@ -241,12 +241,9 @@ func (liveCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descPlaces, prometheus.GaugeValue, float64(s.Limit.InFlight), s.Name)
 		}
 	}
-	liveMu.Lock()
-	gws := append([]*handler.Gateway(nil), liveGateways...)
-	liveMu.Unlock()
 	seen := map[string]bool{}
-	for i := len(gws) - 1; i >= 0; i-- {
-		for _, p := range gws[i].Pools() {
+	for _, g := range newestGateways() {
+		for _, p := range g.Pools() {
 			for _, m := range p.Members {
 				key := p.Name + "\x00" + m.Member
 				if seen[key] {

@@ -60,8 +60,12 @@ func (*Gateway) CaddyModule() caddy.ModuleInfo {
 	}
 }
 
-// Provision resolves placeholders and builds (or finds, across a reload) each
-// engine's runtime. It never starts a process: `caddy validate` runs it.
+// Provision resolves placeholders, validates the config and builds (or
+// finds, across a reload) each engine's runtime. It never starts a process:
+// `caddy validate` runs it. The module has no Validate: the config can only
+// be checked once its placeholders are resolved and its defaults filled in,
+// which Provision does (buildGateway), and Caddy runs Provision wherever it
+// would run Validate.
 func (g *Gateway) Provision(ctx caddy.Context) error {
 	g.logger = ctx.Logger()
 	initMetrics(ctx.GetMetricsRegistry())
@@ -88,37 +92,25 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 	}
 	warnIfOpen(ctx, g.logger, len(g.Keys) > 0)
 
-	// one pipeline: placeholders resolved, every default filled, the
-	// whole config validated once; nothing below validates again
-	cfg.Engines = make([]engines.Config, len(g.Engines))
-	for i, ec := range g.Engines {
-		cfg.Engines[i] = resolveEngine(repl, ec)
-	}
-	if g.Defaults != nil {
-		d := resolveEngine(repl, *g.Defaults)
-		cfg.Defaults = &d
-	}
-	cfg = cfg.WithDefaults()
-	if err := cfg.Validate(); err != nil {
-		return fmt.Errorf("llm_gateway: %v", err)
-	}
 	var preload []*engines.Engine
-	for _, ec := range cfg.Engines {
+	gw, cfg, err := buildGateway(repl, cfg, g.logger, func(ec engines.Config) (*engines.Engine, error) {
 		e, key, err := loadEngine(ctx, ec)
 		if err != nil {
-			return fmt.Errorf("llm_gateway: engine %s: %v", ec.Name, err)
+			return nil, err
 		}
+		// kept as they come, so that Cleanup lets go of them when a later
+		// step fails
 		g.engines = append(g.engines, e)
 		g.poolKey = append(g.poolKey, key)
 		if ec.Preload {
 			preload = append(preload, e)
 		}
-	}
-	if err := preloadAtStart(ctx, preload); err != nil {
+		return e, nil
+	})
+	if err != nil {
 		return fmt.Errorf("llm_gateway: %v", err)
 	}
-	gw, err := handler.New(cfg, g.engines, g.logger)
-	if err != nil {
+	if err := preloadAtStart(ctx, preload); err != nil {
 		return fmt.Errorf("llm_gateway: %v", err)
 	}
 	gw.Hooks = hooks
@@ -135,6 +127,39 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 	registerForAdmin(g.engines)
 	registerGateway(gw)
 	return nil
+}
+
+// buildGateway is the one provisioning pipeline of a handler, which
+// Provision and `llm-probe --config` both run: placeholders in the engines
+// resolved, every default filled in, the whole config validated once (nothing
+// after it validates again), a runtime for each engine from makeEngine, and
+// the handler over them. It returns the config as the handler got it.
+// makeEngine gets an engine's definition with its defaults; the caller keeps
+// what it made, to let go of it also when a later step fails.
+func buildGateway(repl *caddy.Replacer, cfg handler.Config, log *zap.Logger, makeEngine func(engines.Config) (*engines.Engine, error)) (*handler.Gateway, handler.Config, error) {
+	resolved := make([]engines.Config, len(cfg.Engines))
+	for i, ec := range cfg.Engines {
+		resolved[i] = resolveEngine(repl, ec)
+	}
+	cfg.Engines = resolved
+	if cfg.Defaults != nil {
+		d := resolveEngine(repl, *cfg.Defaults)
+		cfg.Defaults = &d
+	}
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, cfg, err
+	}
+	es := make([]*engines.Engine, 0, len(cfg.Engines))
+	for _, ec := range cfg.Engines {
+		e, err := makeEngine(ec)
+		if err != nil {
+			return nil, cfg, fmt.Errorf("engine %s: %v", ec.Name, err)
+		}
+		es = append(es, e)
+	}
+	gw, err := handler.New(cfg, es, log)
+	return gw, cfg, err
 }
 
 // provisionUI makes the site's status page. Its page is served to anyone
@@ -176,22 +201,11 @@ func resolveEngine(repl *caddy.Replacer, ec engines.Config) engines.Config {
 	r := func(s string) string {
 		return strings.ReplaceAll(repl.ReplaceKnown(s, ""), ExecutablePlaceholder, executable())
 	}
-	ec.To, ec.APIKey, ec.Dir = r(ec.To), r(ec.APIKey), r(ec.Dir)
-	ec.Cmd = mapStrings(ec.Cmd, r)
-	ec.StopCmd = mapStrings(ec.StopCmd, r)
-	ec.Env = mapStrings(ec.Env, r)
+	ec = ec.Rewrite(r)
+	// the key is no option of Rewrite's ({engine.name} is not for it), but
+	// it may well be {env.OPENAI_API_KEY}
+	ec.APIKey = r(ec.APIKey)
 	return ec
-}
-
-func mapStrings(in []string, f func(string) string) []string {
-	if in == nil {
-		return nil
-	}
-	out := make([]string, len(in))
-	for i, s := range in {
-		out[i] = f(s)
-	}
-	return out
 }
 
 // ExecutablePlaceholder in an engine's cmd, env or dir is the path of the
@@ -206,10 +220,6 @@ func executable() string {
 	}
 	return p
 }
-
-// Validate is a no-op: everything is checked in Provision, which has the
-// resolved placeholders.
-func (g *Gateway) Validate() error { return nil }
 
 // Cleanup lets go of this config's engines; an engine that the next config
 // still uses keeps running, the others are drained and stopped.
@@ -291,7 +301,6 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 // Interface guards
 var (
 	_ caddy.Provisioner           = (*Gateway)(nil)
-	_ caddy.Validator             = (*Gateway)(nil)
 	_ caddy.CleanerUpper          = (*Gateway)(nil)
 	_ caddyhttp.MiddlewareHandler = (*Gateway)(nil)
 	_ caddyfile.Unmarshaler       = (*Gateway)(nil)

@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/caddyserver/caddy/v2"
@@ -148,8 +149,8 @@ func unregisterForAdmin(es []*engines.Engine) {
 	}
 }
 
-// liveGateways are the handlers of the configs currently provisioned, for
-// the admin API's pools.
+// liveGateways are the handlers of the configs currently provisioned, the
+// oldest first; newestGateways walks them.
 var liveGateways []*handler.Gateway
 
 func registerGateway(g *handler.Gateway) {
@@ -169,13 +170,40 @@ func unregisterGateway(g *handler.Gateway) {
 	}
 }
 
+// newestGateways is the live gateways, the newest config's first. It is
+// the one walk over them: the pools, the keys' usage and reset, the breaker
+// metrics and the pool to probe all start here, so that a name two live
+// configs share is always the newest's.
+func newestGateways() []*handler.Gateway {
+	liveMu.Lock()
+	gws := slices.Clone(liveGateways)
+	liveMu.Unlock()
+	slices.Reverse(gws)
+	return gws
+}
+
+// newestByName gathers what each live gateway lists (its pools, its keys'
+// usage), each name once, as the newest config that has it lists it; none
+// is [], not null, in the admin API's JSON.
+func newestByName[T any](list func(*handler.Gateway) []T, name func(T) string) []T {
+	out := []T{}
+	seen := map[string]bool{}
+	for _, g := range newestGateways() {
+		for _, x := range list(g) {
+			if !seen[name(x)] {
+				seen[name(x)] = true
+				out = append(out, x)
+			}
+		}
+	}
+	return out
+}
+
 // gatewayWithPool returns the newest live gateway that has the pool.
 func gatewayWithPool(name string) *handler.Gateway {
-	liveMu.Lock()
-	defer liveMu.Unlock()
-	for i := len(liveGateways) - 1; i >= 0; i-- {
-		if liveGateways[i].HasPool(name) {
-			return liveGateways[i]
+	for _, g := range newestGateways() {
+		if g.HasPool(name) {
+			return g
 		}
 	}
 	return nil

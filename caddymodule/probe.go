@@ -158,34 +158,19 @@ func probeConfigFile(ctx context.Context, path, adapter, only string) (map[strin
 	cctx, cancel := caddy.NewContext(caddy.Context{Context: ctx})
 	defer cancel()
 	for _, hc := range handlers {
-		for i, ec := range hc.Engines {
-			hc.Engines[i] = resolveEngine(repl, ec)
-		}
-		if hc.Defaults != nil {
-			d := resolveEngine(repl, *hc.Defaults)
-			hc.Defaults = &d
-		}
-		hc = hc.WithDefaults()
-		if err := hc.Validate(); err != nil {
-			return nil, err
-		}
 		// the engines get the transports production gives them (issue
 		// 16: a plain http.Transport let the deploy gate pass an engine
 		// behind an internal CA that the live config could not reach)
 		var es []*engines.Engine
 		var ts []*reverseproxy.HTTPTransport
-		var err error
-		for _, ec := range hc.Engines {
-			e, t, perr := probeEngine(cctx, ec)
-			if err = perr; err != nil {
-				break
+		g, _, err := buildGateway(repl, hc, zap.NewNop(), func(ec engines.Config) (*engines.Engine, error) {
+			e, t, err := probeEngine(cctx, ec)
+			if err != nil {
+				return nil, err
 			}
 			es, ts = append(es, e), append(ts, t)
-		}
-		var g *handler.Gateway
-		if err == nil {
-			g, err = handler.New(hc, es, zap.NewNop())
-		}
+			return e, nil
+		})
 		if err == nil {
 			for _, name := range g.PoolNames() {
 				if only != "" && name != only {
@@ -217,7 +202,7 @@ func probeConfigFile(ctx context.Context, path, adapter, only string) (map[strin
 func probeEngine(ctx caddy.Context, ec engines.Config) (*engines.Engine, *reverseproxy.HTTPTransport, error) {
 	t, err := newTransport(ctx, ec)
 	if err != nil {
-		return nil, nil, fmt.Errorf("engine %s: %v", ec.Name, err)
+		return nil, nil, err
 	}
 	e, err := engines.New(ec, t, zap.NewNop())
 	if err != nil {

@@ -28,7 +28,7 @@ var adminPage = &statuspage.Server{Prefix: "/llm_gateway/ui", Board: board, Sour
 // request's goroutine and only takes the board's short lock.
 func recordRequest(r *http.Request, res *handler.Result) {
 	q := statuspage.Request{
-		Time: time.Now().Add(-res.Duration).UnixMilli(), Path: r.URL.Path,
+		Time: board.Clock().Now().Add(-res.Duration).UnixMilli(), Path: r.URL.Path,
 		Model: res.ModelAsked, Engine: res.Engine, Fallback: res.Fallback, Attempts: res.Attempts,
 		Status: res.Status, TTFBMs: ms(res.TTFB), DurationMs: ms(res.Duration),
 		TokensIn: -1, TokensOut: -1, KeyName: res.KeyName,

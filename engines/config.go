@@ -389,18 +389,26 @@ func (c Config) withName() Config {
 	if c.Name == "" {
 		return c
 	}
-	r := func(s string) string { return strings.ReplaceAll(s, NamePlaceholder, c.Name) }
+	return c.Rewrite(func(s string) string { return strings.ReplaceAll(s, NamePlaceholder, c.Name) })
+}
+
+// Rewrite returns c with f applied to the options that may hold
+// placeholders ({engine.name}, {engine.port}, Caddy's {env.*}): To, Dir,
+// Cmd, Env and StopCmd, in copies of its slices (which it may share with
+// the defaults it inherited). The caddy module resolves Caddy's
+// placeholders with it.
+func (c Config) Rewrite(f func(string) string) Config {
 	each := func(in []string) []string {
 		if in == nil {
 			return nil
 		}
 		out := make([]string, len(in))
 		for i, s := range in {
-			out[i] = r(s)
+			out[i] = f(s)
 		}
 		return out
 	}
-	c.To, c.Dir = r(c.To), r(c.Dir)
+	c.To, c.Dir = f(c.To), f(c.Dir)
 	c.Cmd, c.Env, c.StopCmd = each(c.Cmd), each(c.Env), each(c.StopCmd)
 	return c
 }

@@ -1,8 +1,6 @@
 package engines
 
 import (
-	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
-
 	"context"
 	"errors"
 	"fmt"
@@ -17,6 +15,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
 )
 
 // State is where an engine is in its life.

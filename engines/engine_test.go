@@ -1,8 +1,6 @@
 package engines
 
 import (
-	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
-
 	"context"
 	"errors"
 	"fmt"
@@ -20,6 +18,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/llmgateway/caddy-llm-gateway/internal/demoengine"
+
+	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
 )
 
 // The test binary is also the engine: with LLMGW_TEST_ENGINE=1 it runs the

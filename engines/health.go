@@ -1,12 +1,12 @@
 package engines
 
 import (
-	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
-
 	"context"
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
 )
 
 // Active health checks of a remote engine (issue 16), modelled on Caddy's

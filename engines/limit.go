@@ -1,12 +1,12 @@
 package engines
 
 import (
-	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
-
 	"context"
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
 )
 
 // The concurrency limit of an engine (max_concurrent, queue; issue 15): at

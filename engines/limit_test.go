@@ -1,8 +1,6 @@
 package engines
 
 import (
-	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
-
 	"context"
 	"errors"
 	"net/http"
@@ -12,6 +10,8 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
+
+	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
 )
 
 // limitedEngine is a remote engine (always ready, no process) with

@@ -1,13 +1,13 @@
 package engines
 
 import (
-	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
-
 	"strconv"
 	"strings"
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
 )
 
 // Stopping an engine's process. Without a stop command: SIGTERM to its

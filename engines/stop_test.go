@@ -1,8 +1,6 @@
 package engines
 
 import (
-	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
-
 	"context"
 	"os"
 	"path/filepath"
@@ -14,6 +12,8 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+
+	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
 )
 
 // gone reports whether no process has that pid any more (the engine's

@@ -1,8 +1,6 @@
 package quota
 
 import (
-	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
-
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
 )
 
 // Config says where a Limiter keeps its counters. It is runtime

@@ -1,8 +1,6 @@
 package quota
 
 import (
-	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
-
 	"os"
 	"path/filepath"
 	"sync"
@@ -10,6 +8,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
 )
 
 func TestMain(m *testing.M) {

@@ -1,8 +1,6 @@
 package quota
 
 import (
-	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
-
 	"bufio"
 	"bytes"
 	"context"
@@ -19,6 +17,8 @@ import (
 
 	"github.com/llmgateway/caddy-llm-gateway/internal/redistest"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
 )
 
 // redisServer is a real redis-server on a free loopback port (see

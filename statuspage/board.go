@@ -3,6 +3,8 @@ package statuspage
 import (
 	"sync"
 	"time"
+
+	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
 )
 
 // maxModelLen cuts the model a client asked for: it is the client's text,
@@ -32,6 +34,7 @@ type Request struct {
 // the admin endpoint outlive configs.
 type Board struct {
 	requests *ring[Request]
+	clock    clock.Clock
 
 	mu     sync.Mutex
 	starts map[string]Start
@@ -49,8 +52,16 @@ func NewBoard(recent int) *Board {
 	if recent <= 0 {
 		recent = DefaultRecent
 	}
-	return &Board{requests: newRing[Request](recent), starts: map[string]Start{}, nudge: make(chan struct{})}
+	return &Board{requests: newRing[Request](recent), clock: clock.Real, starts: map[string]Start{}, nudge: make(chan struct{})}
 }
+
+// SetClock sets the clock that stamps what the board records (a clock.Fake
+// in tests). Call it before the board is used.
+func (b *Board) SetClock(c clock.Clock) { b.clock = c }
+
+// Clock is the board's clock: the caddy module stamps a request's arrival
+// with it.
+func (b *Board) Clock() clock.Clock { return b.clock }
 
 // SetRecent changes how many requests are kept (the newest config's `recent`).
 func (b *Board) SetRecent(n int) {
@@ -83,7 +94,7 @@ func (b *Board) Requests(seq uint64) (reqs []Request, missed, last uint64, wake 
 // EngineStarted records a start, for the page's start duration.
 func (b *Board) EngineStarted(name string, took time.Duration) {
 	b.mu.Lock()
-	b.starts[name] = Start{At: time.Now(), Duration: took}
+	b.starts[name] = Start{At: b.clock.Now(), Duration: took}
 	b.mu.Unlock()
 	b.Nudge()
 }

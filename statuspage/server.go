@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
+	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
 )
 
 //go:embed assets
@@ -49,12 +50,24 @@ type Server struct {
 	Keys   *Keys
 	Board  *Board
 	Source Source
+	// Clock is the time the page's moments (idle stop, breaker retry) and
+	// its probes of remote engines are counted on. Default: the wall
+	// clock. The streams' write deadlines and pacing are the connection's
+	// and stay on the wall clock.
+	Clock clock.Clock
 
 	reach reachability
 
 	closeOnce sync.Once
 	closedMu  sync.Mutex
 	closed    chan struct{} // closed by Close: the streams end
+}
+
+func (s *Server) clock() clock.Clock {
+	if s.Clock == nil {
+		return clock.Real
+	}
+	return s.Clock
 }
 
 // Close ends the server's streams: a config that goes away (a reload, maybe
@@ -241,13 +254,11 @@ func (s *Server) stopAll(w http.ResponseWriter, r *http.Request) {
 // recent requests as they finish. It sends the whole recent list first, so
 // a page that reconnects starts over from the server's list.
 func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
-	st, ok := s.openStream(w)
+	st, ctx, ok := s.openStream(w, r)
 	if !ok {
 		return
 	}
-	defer giveStreamSlot()
-	ctx, cancel := s.streamContext(r)
-	defer cancel()
+	defer st.close()
 	look := time.NewTicker(lookEvery)
 	defer look.Stop()
 	var lastState []byte
@@ -295,13 +306,11 @@ func (s *Server) serveLogs(w http.ResponseWriter, r *http.Request, name string) 
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no engine named %q in the running config", name))
 		return
 	}
-	st, ok := s.openStream(w)
+	st, ctx, ok := s.openStream(w, r)
 	if !ok {
 		return
 	}
-	defer giveStreamSlot()
-	ctx, cancel := s.streamContext(r)
-	defer cancel()
+	defer st.close()
 	var seq uint64
 	first := true
 	for {
@@ -328,16 +337,18 @@ func orEmpty(s []string) []string {
 
 // stream is one server-sent-event response.
 type stream struct {
-	w  http.ResponseWriter
-	rc *http.ResponseController
+	w      http.ResponseWriter
+	rc     *http.ResponseController
+	cancel context.CancelFunc // ends the stream's context
 }
 
-// openStream takes a stream slot and writes the event-stream headers; it
-// answers 503 when every slot is taken.
-func (s *Server) openStream(w http.ResponseWriter) (*stream, bool) {
+// openStream takes a stream slot, writes the event-stream headers and
+// returns the stream with its context: the request's, also ended by Close.
+// The caller closes the stream. It answers 503 when every slot is taken.
+func (s *Server) openStream(w http.ResponseWriter, r *http.Request) (*stream, context.Context, bool) {
 	if !takeStreamSlot() {
 		writeError(w, http.StatusServiceUnavailable, "too_many_streams", fmt.Sprintf("more than %d status page streams are open", maxStreams))
-		return nil, false
+		return nil, nil, false
 	}
 	rc := http.NewResponseController(w)
 	// the admin endpoint's server has a read timeout for whole requests;
@@ -352,9 +363,17 @@ func (s *Server) openStream(w http.ResponseWriter) (*stream, bool) {
 	st := &stream{w: w, rc: rc}
 	if err := st.flush(); err != nil {
 		giveStreamSlot()
-		return nil, false
+		return nil, nil, false
 	}
-	return st, true
+	ctx, cancel := s.streamContext(r)
+	st.cancel = cancel
+	return st, ctx, true
+}
+
+// close ends the stream's context and gives its slot back.
+func (st *stream) close() {
+	st.cancel()
+	giveStreamSlot()
 }
 
 // send writes one event; a browser that does not take it within

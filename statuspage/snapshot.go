@@ -7,6 +7,7 @@ import (
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 	"github.com/llmgateway/caddy-llm-gateway/handler"
+	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
 	"github.com/llmgateway/caddy-llm-gateway/quota"
 )
 
@@ -131,9 +132,9 @@ type reachability struct {
 
 // refresh probes every remote engine when the last round is older than
 // remoteProbeEvery; one caller probes while the others use the cache.
-func (c *reachability) refresh(ctx context.Context, es []*engines.Engine) {
+func (c *reachability) refresh(ctx context.Context, clk clock.Clock, es []*engines.Engine) {
 	c.mu.Lock()
-	if c.probing || time.Since(c.at) < remoteProbeEvery {
+	if c.probing || clk.Now().Sub(c.at) < remoteProbeEvery {
 		c.mu.Unlock()
 		return
 	}
@@ -146,7 +147,7 @@ func (c *reachability) refresh(ctx context.Context, es []*engines.Engine) {
 		}
 	}
 	c.mu.Lock()
-	c.probing, c.at, c.up = false, time.Now(), up
+	c.probing, c.at, c.up = false, clk.Now(), up
 	c.mu.Unlock()
 }
 
@@ -160,8 +161,8 @@ func (c *reachability) get(name string) (bool, time.Time, bool) {
 // takeSnapshot reads every engine, pool and key now.
 func (s *Server) takeSnapshot(ctx context.Context) snapshot {
 	es := s.Source.Engines()
-	s.reach.refresh(ctx, es)
-	now := time.Now()
+	s.reach.refresh(ctx, s.clock(), es)
+	now := s.clock().Now()
 	snap := snapshot{Engines: make([]engineView, 0, len(es)), Pools: []poolView{}, Keys: keyViews(s.Source.KeyUsage())}
 	shown := map[string]string{}  // as the page shows it
 	actual := map[string]string{} // as the handler's pool sees it

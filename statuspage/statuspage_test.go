@@ -17,6 +17,7 @@ import (
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 	"github.com/llmgateway/caddy-llm-gateway/handler"
+	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
 	"github.com/llmgateway/caddy-llm-gateway/quota"
 )
 
@@ -497,6 +498,30 @@ func TestStateShowsTheEnginesAndModelsBreakers(t *testing.T) {
 	v := snap.Engines[0]
 	if v.Breaker != "closed" || v.ModelBreakers["cloud-model"] != "open" {
 		t.Fatalf("engine breaker %s, model breakers %v", v.Breaker, v.ModelBreakers)
+	}
+}
+
+func TestStartsAndRemoteProbesAreCountedOnTheInjectedClock(t *testing.T) {
+	fake := clock.NewFake()
+	board := NewBoard(5)
+	board.SetClock(fake)
+	board.EngineStarted("local", 2*time.Second)
+	if start, _ := board.LastStart("local"); !start.At.Equal(fake.Now()) {
+		t.Fatalf("start recorded at %v, the clock says %v", start.At, fake.Now())
+	}
+	s := &Server{Prefix: "/llm", Board: board, Clock: fake, Source: &fakeSource{es: []*engines.Engine{remoteEngine(t, "cloud")}}}
+	probedAt := func() int64 { return s.takeSnapshot(context.Background()).Engines[0].RemoteProbedAtMs }
+	first := probedAt()
+	if first != fake.Now().UnixMilli() {
+		t.Fatalf("probed at %d, the clock says %d", first, fake.Now().UnixMilli())
+	}
+	fake.Advance(remoteProbeEvery - time.Second)
+	if again := probedAt(); again != first {
+		t.Fatalf("probed again at %d before remoteProbeEvery had passed on the clock", again)
+	}
+	fake.Advance(time.Second)
+	if later := probedAt(); later != fake.Now().UnixMilli() {
+		t.Fatalf("probed at %d once remoteProbeEvery had passed, want %d", later, fake.Now().UnixMilli())
 	}
 }
 

@@ -122,11 +122,7 @@ func run(ctx context.Context, o options) error {
 	if err := os.WriteFile(caddyfile, []byte(cf), 0o644); err != nil {
 		return err
 	}
-	xdg, _ := filepath.Abs(filepath.Join(o.outDir, "xdg"))
-	caddy, err := harness.Start("caddy",
-		[]string{o.caddyBin, "run", "--config", caddyfile, "--adapter", "caddyfile"},
-		[]string{"XDG_CONFIG_HOME=" + xdg + "/config", "XDG_DATA_HOME=" + xdg + "/data"},
-		filepath.Join(o.outDir, "coldstart-caddy.stderr"))
+	caddy, err := harness.StartCaddy(o.caddyBin, caddyfile, o.outDir, filepath.Join(o.outDir, "coldstart-caddy.stderr"))
 	if err != nil {
 		return err
 	}

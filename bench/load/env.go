@@ -155,12 +155,7 @@ func (e *env) startHostileCaddy(ctx context.Context) error {
 }
 
 func (e *env) startCaddyWith(ctx context.Context, caddyfile string, ports ...int) error {
-	xdg, _ := filepath.Abs(filepath.Join(e.outDir, "xdg"))
-	p, err := harness.Start("caddy",
-		[]string{e.caddyBin, "run", "--config", caddyfile, "--adapter", "caddyfile"},
-		// keep Caddy's autosave and storage inside bench/out
-		[]string{"XDG_CONFIG_HOME=" + xdg + "/config", "XDG_DATA_HOME=" + xdg + "/data"},
-		filepath.Join(e.outDir, "caddy-bench.stderr"))
+	p, err := harness.StartCaddy(e.caddyBin, caddyfile, e.outDir, filepath.Join(e.outDir, "caddy-bench.stderr"))
 	if err != nil {
 		return err
 	}

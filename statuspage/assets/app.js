@@ -152,19 +152,26 @@ const fmtCount = (n) => (n >= 1e6 && n % 1e5 === 0 ? n / 1e6 + 'M' : n >= 1e4 &&
 
 function renderState(snap) {
   engines = snap.engines || [];
-  const box = $('#engines');
-  const seen = new Set();
-  for (const e of engines) {
-    seen.add(e.name);
-    let card = box.querySelector('[data-engine="' + CSS.escape(e.name) + '"]');
-    if (!card) card = box.appendChild(engineCard(e.name));
-    updateEngine(card, e);
-  }
-  for (const card of [...box.children]) if (!seen.has(card.dataset.engine)) card.remove();
+  keepCards($('#engines'), engines, 'engine', engineCard, updateEngine);
   renderPools(snap.pools || []);
   renderKeys(snap.keys || []);
   renderLogChoice();
   tick();
+}
+
+// keepCards keeps one card per item in box, found by the item's name in the
+// card's data-<attr>, across updates, so that a focused button keeps its
+// focus: a new name gets make(name), every card update(card, item), and a
+// card whose name is gone is removed.
+function keepCards(box, items, attr, make, update) {
+  const seen = new Set();
+  for (const it of items) {
+    seen.add(it.name);
+    let card = box.querySelector('[data-' + attr + '="' + CSS.escape(it.name) + '"]');
+    if (!card) card = box.appendChild(make(it.name));
+    update(card, it);
+  }
+  for (const card of [...box.children]) if (!seen.has(card.dataset[attr])) card.remove();
 }
 
 function engineCard(name) {
@@ -244,15 +251,8 @@ function renderPools(pools) {
 // Reset button keeps its focus; its limits are redrawn.
 function renderKeys(keys) {
   $('#keys-section').hidden = keys.length === 0;
-  const box = $('#keys');
-  const seen = new Set();
-  for (const k of keys) {
-    seen.add(k.name);
-    let card = box.querySelector('[data-key="' + CSS.escape(k.name) + '"]');
-    if (!card) card = box.appendChild(keyCard(k.name));
-    card.querySelector('.limits').replaceWith(el('div', { class: 'limits' }, ...k.limits.map(limitRow)));
-  }
-  for (const card of [...box.children]) if (!seen.has(card.dataset.key)) card.remove();
+  keepCards($('#keys'), keys, 'key', keyCard, (card, k) =>
+    card.querySelector('.limits').replaceWith(el('div', { class: 'limits' }, ...k.limits.map(limitRow))));
 }
 
 function keyCard(name) {

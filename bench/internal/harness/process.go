@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -50,6 +51,17 @@ func Start(name string, argv []string, env []string, logPath string) (*Process, 
 		close(p.done)
 	}()
 	return p, nil
+}
+
+// StartCaddy runs `caddy run` with a Caddyfile, its output appended to
+// logPath, and keeps Caddy's autosave and storage (XDG_CONFIG_HOME,
+// XDG_DATA_HOME) under outDir/xdg, inside the benchmark's output.
+func StartCaddy(caddyBin, caddyfile, outDir, logPath string) (*Process, error) {
+	xdg, _ := filepath.Abs(filepath.Join(outDir, "xdg"))
+	return Start("caddy",
+		[]string{caddyBin, "run", "--config", caddyfile, "--adapter", "caddyfile"},
+		[]string{"XDG_CONFIG_HOME=" + xdg + "/config", "XDG_DATA_HOME=" + xdg + "/data"},
+		logPath)
 }
 
 // PID is the child's process id.
