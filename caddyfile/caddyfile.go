@@ -50,7 +50,10 @@ import (
 //		transport http { … }            # default transport of engines without their own (see engine)
 //		extra_paths <path...>|off       # POST paths outside /v1/ routed by the body's model;
 //		                                # default llama-server's /completion /embedding /rerank /infill /tokenize …
-//		passthrough on|off              # /upstream/<model>/<path> reaches the model's engine; default on
+//		passthrough on|off [{           # /upstream/<model>/<path> reaches the model's engine; default on
+//			methods <method...>         # the methods it serves; default GET HEAD POST
+//			budgets on|off              # keys with a token budget may use it; default off
+//		}]
 //		defaults {                      # engine options for every engine that does not set them
 //			idle_timeout 10m            # (any engine option but models and model_name)
 //		}
@@ -300,11 +303,9 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config) (handler.Config, er
 			}
 			cfg.ExtraPaths = &paths
 		case "passthrough":
-			b, err := parseOnOff(d)
-			if err != nil {
+			if err := parsePassthrough(d, &cfg); err != nil {
 				return cfg, err
 			}
-			cfg.Passthrough = &b
 		default:
 			return cfg, unknownSubdirective(d, "llm_gateway", "", handlerOptions)
 		}
@@ -920,6 +921,48 @@ func durationArg(d *cf.Dispenser, dst *caddy.Duration) error {
 		return d.Errf("%s may not be negative", name)
 	}
 	*dst = caddy.Duration(v)
+	return nil
+}
+
+// parsePassthrough parses `passthrough on|off [{ methods …; budgets on|off }]`.
+func parsePassthrough(d *cf.Dispenser, cfg *handler.Config) error {
+	var s string
+	if !d.NextArg() {
+		return d.ArgErr()
+	}
+	switch s = d.Val(); s {
+	case "on", "off":
+	default:
+		return d.Errf("passthrough takes on or off, not %q", s)
+	}
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	on := s == "on"
+	cfg.Passthrough = &on
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		switch sub := d.Val(); sub {
+		case "methods":
+			cfg.PassthroughMethods = nil
+			for _, m := range d.RemainingArgs() {
+				if m != strings.ToUpper(m) || strings.ContainsAny(m, " /") {
+					return d.Errf("passthrough methods: %q is not an HTTP method such as GET or POST", m)
+				}
+				cfg.PassthroughMethods = append(cfg.PassthroughMethods, m)
+			}
+			if len(cfg.PassthroughMethods) == 0 {
+				return d.Errf("passthrough methods takes HTTP methods: methods GET HEAD POST")
+			}
+		case "budgets":
+			b, err := parseOnOff(d)
+			if err != nil {
+				return err
+			}
+			cfg.PassthroughBudgets = b
+		default:
+			return unknownSubdirective(d, "passthrough", "", passthroughOptions)
+		}
+	}
 	return nil
 }
 

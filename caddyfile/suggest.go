@@ -20,10 +20,11 @@ var (
 		"context_fallback", "retries", "resume", "loading_status", "prefill", "retry_after_max",
 		"hangup_grace", "breaker", "transport", "set", "strip", "models_from", "health_interval",
 		"health_path", "health_timeout", "health_passes", "health_fails"}
-	poolOptions  = []string{"member", "sticky", "failover", "breaker"}
-	keyOptions   = []string{"models", "rate", "tokens", "over_budget", "reserve", "operator"}
-	storeOptions = []string{"password", "db", "prefix"}
-	uiOptions    = []string{"keys", "recent"}
+	poolOptions        = []string{"member", "sticky", "failover", "breaker"}
+	keyOptions         = []string{"models", "rate", "tokens", "over_budget", "reserve", "operator"}
+	storeOptions       = []string{"password", "db", "prefix"}
+	uiOptions          = []string{"keys", "recent"}
+	passthroughOptions = []string{"methods", "budgets"}
 )
 
 // llamaSwapNames are llama-swap's names of options that have another name

@@ -40,7 +40,7 @@ func stripFallbacks(body []byte, fields jsonmember.Fields) ([]byte, jsonmember.F
 // the offending item. Repeated items count once; more than max_fallbacks
 // distinct items is a 400 before anything is sent: every item is an
 // upstream call on an engine's key.
-func (g *Gateway) bodyFallbacks(raw []byte) ([]candidate, *Error) {
+func (g *Gateway) bodyFallbacks(raw []byte, kr *keyRules) ([]candidate, *Error) {
 	var items []json.RawMessage
 	if err := json.Unmarshal(raw, &items); err != nil {
 		return nil, errBadRequest("invalid_fallbacks", `"fallbacks" must be an array of "engine" or "engine/model" strings`)
@@ -57,7 +57,7 @@ func (g *Gateway) bodyFallbacks(raw []byte) ([]candidate, *Error) {
 		if err := json.Unmarshal(it, &s); err != nil {
 			return nil, errBadRequest("invalid_fallbacks", fmt.Sprintf(`"fallbacks" item %d (%s) is not a string: use "engine" or "engine/model"`, i, it))
 		}
-		c, err := g.bodyCandidate(s)
+		c, err := g.bodyCandidate(s, kr)
 		if err != nil {
 			return nil, errBadRequest("invalid_fallbacks", fmt.Sprintf(`"fallbacks" item %d (%q): %s`, i, s, err))
 		}
@@ -74,9 +74,9 @@ func (g *Gateway) bodyFallbacks(raw []byte) ([]candidate, *Error) {
 
 // bodyCandidate resolves one item: ENGINE or ENGINE/MODEL (the model may
 // itself contain slashes, as in openrouter/meta-llama/llama-3).
-func (g *Gateway) bodyCandidate(item string) (candidate, error) {
+func (g *Gateway) bodyCandidate(item string, kr *keyRules) (candidate, error) {
 	if strings.Contains(item, "://") || strings.HasPrefix(item, "//") {
-		return candidate{}, fmt.Errorf("an address is not allowed; name an engine of this gateway (%s)", strings.Join(g.engineNames(), ", "))
+		return candidate{}, fmt.Errorf("an address is not allowed; name an engine of this gateway (%s)", strings.Join(g.engineNames(kr), ", "))
 	}
 	name, model, hasModel := strings.Cut(item, "/")
 	if name == "" || (hasModel && model == "") || strings.TrimSpace(item) != item {
@@ -84,7 +84,7 @@ func (g *Gateway) bodyCandidate(item string) (candidate, error) {
 	}
 	rt := g.byName[name]
 	if rt == nil {
-		return candidate{}, fmt.Errorf("no engine %s here; engines: %s", name, strings.Join(g.engineNames(), ", "))
+		return candidate{}, fmt.Errorf("no engine %s here; engines: %s", name, strings.Join(g.engineNames(kr), ", "))
 	}
 	if !hasModel {
 		model = rt.cfg.ModelName
@@ -99,10 +99,14 @@ func (g *Gateway) bodyCandidate(item string) (candidate, error) {
 	return candidate{rt: rt, model: model, role: roleBody, acquire: true}, nil
 }
 
-func (g *Gateway) engineNames() []string {
-	names := make([]string, len(g.routes))
-	for i, rt := range g.routes {
-		names[i] = rt.cfg.Name
+// engineNames lists the engines, or for a restricted key those that serve
+// a model it may use.
+func (g *Gateway) engineNames(kr *keyRules) []string {
+	var names []string
+	for _, rt := range g.routes {
+		if len(kr.only(rt.cfg.Models)) > 0 {
+			names = append(names, rt.cfg.Name)
+		}
 	}
 	return names
 }
@@ -116,7 +120,7 @@ func (g *Gateway) withBodyFallbacks(req *request, plan []candidate) ([]candidate
 	if !g.allowBodyFallbacks {
 		return nil, errBadRequest("fallbacks_disabled", `"fallbacks" in the request body are disabled on this gateway (body_fallbacks off); remove the field`)
 	}
-	extra, err := g.bodyFallbacks(req.fallbacks)
+	extra, err := g.bodyFallbacks(req.fallbacks, req.key)
 	if err != nil {
 		return nil, err
 	}

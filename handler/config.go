@@ -81,6 +81,17 @@ type Config struct {
 	// Default: true.
 	Passthrough *bool `json:"passthrough,omitempty"`
 
+	// PassthroughMethods are the methods /upstream/ serves; another gets
+	// 405. Default: GET, HEAD and POST (an engine's pages and endpoints;
+	// widen it for an engine whose own API needs more).
+	PassthroughMethods []string `json:"passthrough_methods,omitempty"`
+
+	// PassthroughBudgets lets a key with a token budget use /upstream/,
+	// where the tokens of answers that report usage are counted (an
+	// engine's own endpoints may answer without usage, which then costs
+	// what the request reserved). Default: false (403 for such keys).
+	PassthroughBudgets bool `json:"passthrough_budgets,omitempty"`
+
 	// Store is where the counters of the keys' rate and token limits live.
 	// Default: an embedded store under Caddy's data directory, which keeps
 	// them across reloads and restarts of this instance.

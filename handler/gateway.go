@@ -63,6 +63,8 @@ type Gateway struct {
 	extraPaths  map[string]bool
 	filterPaths [][]string // every engine's set and strip paths: spelled one way only
 	passthrough bool
+	ptMethods   []string // the methods /upstream/ serves
+	ptBudgets   bool     // keys with a token budget may use /upstream/
 
 	allowBodyFallbacks bool
 	maxFallbacks       int
@@ -112,6 +114,10 @@ func New(cfg Config, engs []*engines.Engine, log *zap.Logger) (*Gateway, error) 
 		g.extraPaths[p] = true
 	}
 	g.passthrough = cfg.Passthrough == nil || *cfg.Passthrough
+	g.ptMethods, g.ptBudgets = cfg.PassthroughMethods, cfg.PassthroughBudgets
+	if len(g.ptMethods) == 0 {
+		g.ptMethods = DefaultPassthroughMethods
+	}
 	g.keepAlive = time.Duration(cfg.KeepAlive)
 	if g.keepAlive <= 0 {
 		g.keepAlive = DefaultKeepAlive
@@ -252,11 +258,17 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, res *Result)
 		g.servePassthrough(w, r, res)
 	case kind == extraPath:
 		g.serveRouted(w, r, res)
-	case p == "/v1/models" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
-		g.serveModels(w, r, kr)
-		res.Status = http.StatusOK
-	case strings.HasPrefix(p, "/v1/models/") && (r.Method == http.MethodGet || r.Method == http.MethodHead):
-		res.Status = g.serveModel(w, r, strings.TrimPrefix(p, "/v1/models/"), kr)
+	case isModels(p, r.Method):
+		if gerr := g.reserveRate(w, kr, res); gerr != nil {
+			res.refuse(w, gerr)
+			return true
+		}
+		if p == "/v1/models" {
+			g.serveModels(w, r, kr)
+			res.Status = http.StatusOK
+		} else {
+			res.Status = g.serveModel(w, r, strings.TrimPrefix(p, "/v1/models/"), kr)
+		}
 	case r.Method == http.MethodPost:
 		g.serveRouted(w, r, res)
 	default:
@@ -287,4 +299,11 @@ func filtersOf(cfg engines.Config) []jsonmember.Filter {
 		fs = append(fs, jsonmember.Filter{Path: strings.Split(s.Path, "."), Value: []byte(s.Value)})
 	}
 	return fs
+}
+
+// isModels reports whether a request lists models: GET (or HEAD)
+// /v1/models or /v1/models/<id>.
+func isModels(p, method string) bool {
+	return (method == http.MethodGet || method == http.MethodHead) &&
+		(p == "/v1/models" || strings.HasPrefix(p, "/v1/models/"))
 }

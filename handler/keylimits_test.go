@@ -302,7 +302,7 @@ func BenchmarkKeyWithLimits(b *testing.B) {
 			for range b.N {
 				req := &request{r: r, body: body, model: "m", key: kr}
 				var res Result
-				req, tk, gerr := g.admitKey(w, req, &res)
+				req, tk, gerr := g.reserve(w, req, &res)
 				if gerr != nil {
 					b.Fatal(gerr)
 				}

@@ -238,3 +238,18 @@ func keyLabel(k Key) string {
 	}
 	return "key " + k.Name
 }
+
+// only is names less those the key may not use: a restricted key's errors
+// list what it may ask for, not every model and engine of the gateway.
+func (kr *keyRules) only(names []string) []string {
+	if kr == nil || kr.allowed == nil {
+		return names
+	}
+	var out []string
+	for _, n := range names {
+		if kr.allowed[n] {
+			out = append(out, n)
+		}
+	}
+	return out
+}

@@ -153,7 +153,7 @@ func (g *Gateway) serveModel(w http.ResponseWriter, r *http.Request, id string, 
 		status = rt.status(g.fleet(r.Context()), id)
 	}
 	if rt == nil || !kr.allows(id) || !rt.listable(status) || (anthropic && !rt.cfg.Speaks("anthropic")) {
-		e := g.unknownModel(id)
+		e := g.unknownModel(id, kr)
 		family := apiOpenAI
 		if anthropic {
 			family = apiAnthropic

@@ -1,13 +1,17 @@
 package handler
 
 import (
+	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
+	"github.com/llmgateway/caddy-llm-gateway/internal/multipart"
+	"github.com/llmgateway/caddy-llm-gateway/internal/sse"
 )
 
 // Passthrough: /upstream/<model>/<path> reaches the engine serving <model>
@@ -42,20 +46,98 @@ func (g *Gateway) upstreamTarget(p string) (*route, string, string) {
 func (g *Gateway) servePassthrough(w http.ResponseWriter, r *http.Request, res *Result) {
 	rt, model, tail := g.upstreamTarget(r.URL.Path)
 	res.ModelAsked = model
+	kr := res.key
 	if rt == nil {
 		res.refuse(w, &Error{http.StatusNotFound, typeInvalidRequest, "model_not_found",
-			fmt.Sprintf("%s%s/…: the model %q is not served here; served models: %s", UpstreamPrefix, model, model, strings.Join(g.engineModels(), ", "))})
+			fmt.Sprintf("%s%s/…: the model %q is not served here; served models: %s", UpstreamPrefix, model, model, strings.Join(kr.only(g.engineModels()), ", "))})
 		return
 	}
 	res.Known = true
-	if !res.key.allows(model) {
-		res.refuse(w, res.key.notAllowed(model))
+	if gerr := g.mayPassthrough(w, r, kr, model); gerr != nil {
+		res.refuse(w, gerr)
 		return
 	}
-	if r.ContentLength > g.maxBody {
-		res.refuse(w, g.tooLarge())
+	req, gerr := g.readPassthrough(r, rt, model)
+	if gerr != nil {
+		res.refuse(w, gerr)
 		return
 	}
+	req.key = kr
+	req, t, gerr := g.reserve(w, req, res)
+	if gerr != nil {
+		res.refuse(w, gerr)
+		return
+	}
+	defer settle(t, req, res)
+	g.proxyPassthrough(w, req, rt, tail, res)
+}
+
+// DefaultPassthroughMethods are the methods /upstream/ serves by default.
+var DefaultPassthroughMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost}
+
+// mayPassthrough is what a key may do on /upstream/: the path's model, the
+// route's methods, and, for a key with a token budget, only where the
+// operator lets budgets reach an engine's own endpoints.
+func (g *Gateway) mayPassthrough(w http.ResponseWriter, r *http.Request, kr *keyRules, model string) *Error {
+	if !slices.Contains(g.ptMethods, r.Method) {
+		w.Header().Set("Allow", strings.Join(g.ptMethods, ", "))
+		return &Error{http.StatusMethodNotAllowed, typeInvalidRequest, "method_not_allowed",
+			fmt.Sprintf("%s %s…: the passthrough serves %s (passthrough methods)", r.Method, UpstreamPrefix, strings.Join(g.ptMethods, ", "))}
+	}
+	if !kr.allows(model) {
+		return kr.notAllowed(model)
+	}
+	if kr != nil && len(kr.limits.Tokens) > 0 && !g.ptBudgets {
+		return &Error{http.StatusForbidden, typeInvalidRequest, "passthrough_not_allowed",
+			fmt.Sprintf("key %s has a token budget, and %s… is not counted for it here: use the /v1/ API (or the operator sets passthrough budgets on)", kr.name, UpstreamPrefix)}
+	}
+	return nil
+}
+
+// readPassthrough reads a passthrough body with the one reader: a JSON or
+// multipart body is held to the same rules as on /v1/ (its model must be
+// the path's engine's, and one the key may use), and a JSON body gets the
+// engine's filters. Another body is relayed as it is, bounded by max_body.
+func (g *Gateway) readPassthrough(r *http.Request, rt *route, model string) (*request, *Error) {
+	req := &request{r: r, model: model, api: apiOpenAI, passthrough: true}
+	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+		return req, nil
+	}
+	body, gerr := g.readBodyOnce(r)
+	if gerr != nil {
+		return nil, gerr
+	}
+	req.body = body
+	var named []byte
+	if boundary, ok := multipart.Boundary(r.Header.Get("Content-Type")); ok {
+		f, gerr := scanForm(body, boundary)
+		if gerr != nil {
+			return nil, gerr
+		}
+		req.form, named = &f, body[f.Model.Start:f.Model.End]
+	} else if i := jsonmember.SkipSpace(body, 0); i < len(body) && body[i] == '{' {
+		fields, gerr := g.scanJSON(body)
+		if gerr != nil {
+			return nil, gerr
+		}
+		req.fields, req.stream = fields, jsonmember.IsTrue(body, fields.Stream)
+		if v, ok := jsonmember.StringValue(body, fields.Model); ok {
+			named = v
+		}
+		req.body = jsonmember.ApplyFilters(body, rt.filters)
+	}
+	if named != nil && g.byModel[string(named)] != rt {
+		return nil, errBadRequest("model_mismatch", fmt.Sprintf(
+			"the body names the model %q, which %s%s/ does not serve: send the body to the path of its own model", named, UpstreamPrefix, model))
+	}
+	return req, nil
+}
+
+// proxyPassthrough sends the request to the engine, leased (and started,
+// per its wake policy) while it is in flight, and relays its answer,
+// reading the usage the answer reports.
+func (g *Gateway) proxyPassthrough(w http.ResponseWriter, req *request, rt *route, tail string, res *Result) {
+	r := req.r
 	ctx := r.Context()
 	lease, err := rt.eng.Acquire(ctx, rt.wake)
 	if err != nil {
@@ -71,14 +153,9 @@ func (g *Gateway) servePassthrough(w http.ResponseWriter, r *http.Request, res *
 
 	in := r.Clone(ctx)
 	in.URL.Path, in.URL.RawPath = tail, ""
-	up := newUpstreamRequest(ctx, in, lease.Base(), &rt.cfg, nil)
-	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
-		up.Body = io.NopCloser(&limitedBody{r: r.Body, left: g.maxBody})
-		up.GetBody = nil
-		up.ContentLength = r.ContentLength
-		if r.ContentLength < 0 {
-			delete(up.Header, "Content-Length")
-		}
+	up := newUpstreamRequest(ctx, in, lease.Base(), &rt.cfg, req.body)
+	if req.body == nil {
+		up.Body, up.GetBody, up.ContentLength = http.NoBody, nil, 0
 	}
 	hctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(context.Canceled)
@@ -87,10 +164,6 @@ func (g *Gateway) servePassthrough(w http.ResponseWriter, r *http.Request, res *
 	header.Stop()
 	if err != nil {
 		if ctx.Err() != nil {
-			return
-		}
-		if errors.Is(err, errTooLarge) {
-			res.refuse(w, g.tooLarge())
 			return
 		}
 		a := &attempt{c: candidate{rt: rt}, err: err, outcome: classify(hctx, nil, err), timeout: context.Cause(hctx)}
@@ -103,18 +176,21 @@ func (g *Gateway) servePassthrough(w http.ResponseWriter, r *http.Request, res *
 	w.Header().Set("X-LLM-Engine", rt.cfg.Name)
 	w.WriteHeader(resp.StatusCode)
 	res.Status = resp.StatusCode
-	relayBody(w, resp)
+	m := &meter{sse: isEventStream(resp.Header.Get("Content-Type"))}
+	relayBody(w, resp, m)
+	res.Usage, res.HasUsage = m.result()
 }
 
 // relayBody copies an answer to the client, flushing each read when the
 // answer is a stream (or of unknown length), as reverse_proxy does for SSE.
-func relayBody(w http.ResponseWriter, resp *http.Response) {
+func relayBody(w http.ResponseWriter, resp *http.Response, m *meter) {
 	flush := resp.ContentLength < 0 || isEventStream(resp.Header.Get("Content-Type"))
 	rc := http.NewResponseController(w)
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := resp.Body.Read(buf)
 		if n > 0 {
+			m.write(buf[:n])
 			if _, werr := w.Write(buf[:n]); werr != nil {
 				return
 			}
@@ -128,27 +204,6 @@ func relayBody(w http.ResponseWriter, resp *http.Response) {
 	}
 }
 
-// limitedBody is a request body cut off past the gateway's max_body.
-type limitedBody struct {
-	r    io.Reader
-	left int64
-}
-
-func (b *limitedBody) Read(p []byte) (int, error) {
-	if b.left < 0 {
-		return 0, errTooLarge
-	}
-	if int64(len(p)) > b.left+1 {
-		p = p[:b.left+1]
-	}
-	n, err := b.r.Read(p)
-	b.left -= int64(n)
-	if b.left < 0 {
-		return 0, errTooLarge
-	}
-	return n, err
-}
-
 // engineModels lists the models and aliases of the engines (no pools).
 func (g *Gateway) engineModels() []string {
 	var names []string
@@ -156,4 +211,55 @@ func (g *Gateway) engineModels() []string {
 		names = append(names, rt.cfg.Models...)
 	}
 	return names
+}
+
+// meter reads the usage an answer reports while it is relayed: a JSON
+// answer's (up to maxWholeAnswer bytes), or a stream's usage events. It
+// holds at most one event, or one answer, however long the answer.
+type meter struct {
+	sse   bool
+	buf   []byte
+	usage Usage
+	has   bool
+	over  bool // the answer outgrew what is scanned
+}
+
+func (m *meter) write(p []byte) {
+	if m.over {
+		return
+	}
+	m.buf = append(m.buf, p...)
+	for m.sse {
+		end := sse.EventEnd(m.buf)
+		if end < 0 {
+			break
+		}
+		m.event(m.buf[:end])
+		m.buf = append(m.buf[:0], m.buf[end:]...)
+	}
+	if len(m.buf) > maxWholeAnswer {
+		m.over, m.buf = true, nil
+	}
+}
+
+func (m *meter) event(ev []byte) {
+	if u, ok := messageStartUsage(ev); ok {
+		m.usage, m.has = m.usage.update(u), true
+		return
+	}
+	if data, ok := sse.Data(ev); ok {
+		if u, ok := usageOf(bytes.TrimSpace(data)); ok {
+			m.usage, m.has = m.usage.update(u), true
+		}
+	}
+}
+
+// result is the usage the answer reported, if it did.
+func (m *meter) result() (Usage, bool) {
+	if !m.sse && !m.over && len(m.buf) > 0 {
+		if u, ok := usageOf(m.buf); ok {
+			return u, true
+		}
+	}
+	return m.usage, m.has
 }

@@ -32,6 +32,7 @@ type request struct {
 	key         *keyRules   // the caller's key's rules, nil for none
 	rateHeaders http.Header // x-ratelimit-* of the caller's key
 	overBudget  bool        // served by the key's over_budget fallback
+	passthrough bool        // a /upstream/ request: relayed as the engine answers
 	hideUsage   bool        // the usage chunk is the gateway's, not the client's
 }
 
@@ -52,33 +53,18 @@ func (req *request) bodyFor(model string) []byte {
 
 // readRequest reads and scans the body, once, bounded by max_body.
 func (g *Gateway) readRequest(r *http.Request) (*request, *Error) {
-	if r.ContentLength > g.maxBody {
-		return nil, g.tooLarge()
-	}
-	body, err := readBody(r.Body, r.ContentLength, g.maxBody)
-	if err != nil {
-		if errors.Is(err, errTooLarge) {
-			return nil, g.tooLarge()
-		}
-		return nil, errBadRequest("body_read_error", "reading the request body: "+err.Error())
+	body, gerr := g.readBodyOnce(r)
+	if gerr != nil {
+		return nil, gerr
 	}
 	if boundary, ok := multipart.Boundary(r.Header.Get("Content-Type")); ok {
 		return readForm(r, body, boundary)
 	}
-	fields, err := jsonmember.ScanRequest(body)
-	if err != nil {
-		return nil, errBadRequest("invalid_json", "the request body is not valid JSON: "+err.Error())
+	fields, gerr := g.scanJSON(body)
+	if gerr != nil {
+		return nil, gerr
 	}
-	if fields.Ambiguous != "" {
-		return nil, ambiguousMember(fields)
-	}
-	for _, path := range g.filterPaths {
-		if name, bad := jsonmember.Misspelled(body, path); bad {
-			return nil, errBadRequest("ambiguous_member", fmt.Sprintf(
-				"the request body spells %q two ways (ignoring case, or twice) on the path %s, which an engine's filter edits; spell it once, exactly",
-				name, strings.Join(path, ".")))
-		}
-	}
+	var err error
 	var fallbacks []byte
 	if fields.Fallbacks.OK() {
 		if body, fields, fallbacks, err = stripFallbacks(body, fields); err != nil {
@@ -91,6 +77,44 @@ func (g *Gateway) readRequest(r *http.Request) (*request, *Error) {
 	}
 	return &request{r: r, body: body, fields: fields, model: string(model), stream: jsonmember.IsTrue(body, fields.Stream),
 		fallbacks: fallbacks, api: apiOf(r.URL.Path)}, nil
+}
+
+// readBodyOnce reads the request body, bounded by max_body: the one read
+// of a body on every route.
+func (g *Gateway) readBodyOnce(r *http.Request) ([]byte, *Error) {
+	if r.ContentLength > g.maxBody {
+		return nil, g.tooLarge()
+	}
+	body, err := readBody(r.Body, r.ContentLength, g.maxBody)
+	if err != nil {
+		if errors.Is(err, errTooLarge) {
+			return nil, g.tooLarge()
+		}
+		return nil, errBadRequest("body_read_error", "reading the request body: "+err.Error())
+	}
+	return body, nil
+}
+
+// scanJSON is the one reader of a JSON body, with one set of spelling
+// rules: every member the gateway reads or writes (jsonmember.ReadNames,
+// the engines' filter paths) is given once and spelled exactly, or the body
+// is refused, so that the gateway and every engine read the same request.
+func (g *Gateway) scanJSON(body []byte) (jsonmember.Fields, *Error) {
+	fields, err := jsonmember.ScanRequest(body)
+	if err != nil {
+		return fields, errBadRequest("invalid_json", "the request body is not valid JSON: "+err.Error())
+	}
+	if fields.Ambiguous != "" {
+		return fields, ambiguousMember(fields)
+	}
+	for _, path := range g.filterPaths {
+		if name, bad := jsonmember.Misspelled(body, path); bad {
+			return fields, errBadRequest("ambiguous_member", fmt.Sprintf(
+				"the request body spells %q two ways (ignoring case, or twice) on the path %s, which an engine's filter edits; spell it once, exactly",
+				name, strings.Join(path, ".")))
+		}
+	}
+	return fields, nil
 }
 
 // readForm reads a multipart body's routing fields.

@@ -51,7 +51,7 @@ func (g *Gateway) serveRouted(w http.ResponseWriter, r *http.Request, res *Resul
 	}
 	res.ModelAsked = req.model
 	req.key = res.key
-	req, t, gerr := g.admitKey(w, req, res)
+	req, t, gerr := g.reserve(w, req, res)
 	if gerr != nil {
 		res.refuse(w, gerr)
 		return
@@ -67,7 +67,7 @@ func (g *Gateway) serveRouted(w http.ResponseWriter, r *http.Request, res *Resul
 	}
 	rt := g.byModel[req.model]
 	if rt == nil {
-		res.refuse(w, g.unknownModel(req.model))
+		res.refuse(w, g.unknownModel(req.model, req.key))
 		return
 	}
 	res.Known = true
@@ -111,9 +111,9 @@ func (g *Gateway) servePool(w http.ResponseWriter, req *request, p *pool, res *R
 	g.run(w, req, plan, res)
 }
 
-func (g *Gateway) unknownModel(model string) *Error {
+func (g *Gateway) unknownModel(model string, kr *keyRules) *Error {
 	return &Error{http.StatusNotFound, typeInvalidRequest, "model_not_found",
-		fmt.Sprintf("the model %q is not served here; served models: %s", model, strings.Join(g.modelNames(), ", "))}
+		fmt.Sprintf("the model %q is not served here; served models: %s", model, strings.Join(kr.only(g.modelNames()), ", "))}
 }
 
 // modelNames lists every model name and alias, then the pools, in config

@@ -1,0 +1,124 @@
+package handler
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/llmgateway/caddy-llm-gateway/quota"
+)
+
+// The door (SPEC §12, issue 24). Every request on every route passes the
+// same steps, in this order; a route may add a check, never skip one:
+//
+//	step     what it decides                                      where
+//	who      the caller's key: 401 without a valid one            keyring.check, in ServeHTTP
+//	body     read once, bounded by max_body, by one reader with   readBodyOnce, scanJSON,
+//	         one set of spelling rules (refused when ambiguous)   scanForm (request.go)
+//	may      what the key may do on this route: the models its    keyRules.allows, the route's
+//	         body, path and fallbacks name; the route's methods    own checks
+//	reserve  the key's rates (one request) and token budgets      reserve
+//	         (its most tokens, while it is in flight)
+//	charge   when the answer ended: its usage, else what it       settle
+//	         reserved for an answer that reported none
+//
+// What each route adds, and the README's "What each route checks" table
+// mirrors:
+//
+//	/v1/… POST, extra_paths  body: JSON or multipart, with a model; may: the
+//	                         model, the body fallbacks; charge: the usage
+//	/v1/models GET           no body; may: lists only the key's models;
+//	                         reserve: rates only
+//	/upstream/<model>/…      may: the path's model, a JSON or multipart
+//	                         body's model (the same engine's), the method
+//	                         (GET, HEAD, POST unless widened), a key with a
+//	                         token budget only with passthrough budgets on;
+//	                         the engine's filters apply to a JSON body;
+//	                         charge: the usage an answer reports
+//	status page API          who: an operator key only (statuspage,
+//	                         caddymodule); a key with rules is never one
+
+// reserve applies the caller's key rules to a request: may (its model) and
+// reserve (rates, tokens). It returns the request to serve (the
+// over_budget fallback's once a budget is spent) and the ticket to settle
+// when the answer ends, or the gateway's refusal.
+func (g *Gateway) reserve(w http.ResponseWriter, req *request, res *Result) (*request, *quota.Ticket, *Error) {
+	kr := req.key
+	if kr == nil {
+		return req, nil, nil
+	}
+	if !kr.allows(req.model) {
+		return nil, nil, kr.notAllowed(req.model)
+	}
+	if g.limiter == nil || kr.limits.Empty() {
+		return req, nil, nil
+	}
+	t, d := g.limiter.Admit(kr.name, kr.limits, estimateTokens(req))
+	req.rateHeaders = rateHeaders(d)
+	for k, v := range req.rateHeaders {
+		w.Header()[k] = v
+	}
+	if !d.OK {
+		retry := strconv.FormatInt(int64(max(1, d.RetryAfter.Seconds())), 10)
+		switch {
+		case d.Reason == quota.ReasonTokens && kr.overBudget != "" && kr.overBudget != req.model && !req.passthrough:
+			over, err := req.switchModel(kr.overBudget)
+			if err != nil {
+				t.Cancel()
+				return nil, nil, err
+			}
+			over.overBudget = true
+			return over, t, nil
+		case d.Reason == quota.ReasonTokens:
+			t.Cancel()
+			res.Refused = "tokens"
+			w.Header().Set("Retry-After", retry)
+			return nil, nil, &Error{http.StatusTooManyRequests, "insufficient_quota", "insufficient_quota",
+				fmt.Sprintf("key %s has spent its token budget (%s); it renews in %s", kr.name, limitsOf(kr.limits.Tokens), d.RetryAfter)}
+		default:
+			return nil, nil, g.overRate(w, kr, d, res)
+		}
+	}
+	return req, t, nil
+}
+
+// settle counts what a request used against its key: the answer's usage,
+// or, for an answer that reported none, the estimate; nothing for a request
+// that got no answer.
+func settle(t *quota.Ticket, req *request, res *Result) {
+	if t == nil {
+		return
+	}
+	switch {
+	case res.HasUsage:
+		t.Done(int64(res.Usage.Prompt + res.Usage.Completion))
+	case res.Status >= 200 && res.Status < 300:
+		t.Done(estimateTokens(req))
+	default:
+		t.Cancel()
+	}
+}
+
+// reserveRate counts a request without a body to answer (GET /v1/models)
+// against the key's rates: there are no tokens to reserve.
+func (g *Gateway) reserveRate(w http.ResponseWriter, kr *keyRules, res *Result) *Error {
+	if kr == nil || g.limiter == nil || len(kr.limits.Rate) == 0 {
+		return nil
+	}
+	_, d := g.limiter.Admit(kr.name, quota.Rules{Rate: kr.limits.Rate}, 0)
+	for k, v := range rateHeaders(d) {
+		w.Header()[k] = v
+	}
+	if d.OK {
+		return nil
+	}
+	return g.overRate(w, kr, d, res)
+}
+
+// overRate is the refusal of a request over its key's rate limit.
+func (g *Gateway) overRate(w http.ResponseWriter, kr *keyRules, d quota.Decision, res *Result) *Error {
+	res.Refused = "rate"
+	w.Header().Set("Retry-After", strconv.FormatInt(int64(max(1, d.RetryAfter.Seconds())), 10))
+	return &Error{http.StatusTooManyRequests, "requests", "rate_limit_exceeded",
+		fmt.Sprintf("key %s is over its rate limit (%s); try again in %s", kr.name, limitsOf(kr.limits.Rate), d.RetryAfter)}
+}
