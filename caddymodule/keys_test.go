@@ -61,7 +61,8 @@ func TestKeyRulesThroughCaddy(t *testing.T) {
 	if err != nil || len(page.Data) != 1 || page.Data[0].ID != "demo" {
 		t.Fatalf("models %+v %v", page, err)
 	}
-	for i := range 3 {
+	// the listing was one request of three: every route counts
+	for i := range 2 {
 		if _, err := team.Chat.Completions.New(ctx, chatParams("demo", "hi")); err != nil {
 			t.Fatalf("request %d: %v", i+1, err)
 		}
@@ -71,6 +72,12 @@ func TestKeyRulesThroughCaddy(t *testing.T) {
 	if e.Code != "rate_limit_exceeded" || e.Response.Header.Get("Retry-After") == "" ||
 		e.Response.Header.Get("X-Ratelimit-Remaining-Requests") != "0" || e.Response.Header.Get("X-Ratelimit-Limit-Requests") != "3" {
 		t.Fatalf("%+v %v", e, e.Response.Header)
+	}
+	// the passthrough is a route like the others (issue 24)
+	req := mustReq(http.MethodGet, gwURL+"/upstream/demo/health")
+	req.Header.Set("Authorization", "Bearer "+teamKey)
+	if resp, body := do(t, req); resp.StatusCode != 429 {
+		t.Fatalf("the passthrough over the rate: %d %s", resp.StatusCode, body)
 	}
 	// the other key has no limits
 	if _, err := sdk(opsKey).Chat.Completions.New(ctx, chatParams("other-than-demo-is-fine", "hi")); err == nil {
@@ -92,7 +99,7 @@ func TestKeyRulesThroughCaddy(t *testing.T) {
 		labels := `key="team-a",reason="` + reason + `"`
 		return sample(t, after, "llm_gateway_key_refusals_total", labels) - sample(t, before, "llm_gateway_key_refusals_total", labels)
 	}
-	if refused("rate") != 2 || refused("model") != 1 || strings.Contains(after, teamKey) {
+	if refused("rate") != 3 || refused("model") != 1 || strings.Contains(after, teamKey) {
 		t.Fatalf("refusals: rate %v, model %v; metrics:\n%s", refused("rate"), refused("model"), grepLines(after, "key_"))
 	}
 	// a reset gives the key its window back

@@ -468,3 +468,42 @@ func TestKeysNeverReachThePageTheAdminAPIOrAStartError(t *testing.T) {
 		}
 	}
 }
+
+func TestAKeyWithRulesIsNeverAnOperatorOfThePage(t *testing.T) {
+	startGateway(t, fmt.Sprintf(`
+		key ops %s
+		key page-team %s {
+			models demo
+			tokens 200k/d
+		}
+		ui /llm
+		engine demo {
+			%s
+			models demo
+		}`, uiKey, pageKey, engineCmd("")))
+	if _, err := sdk(pageKey).Chat.Completions.New(context.Background(), chatParams("demo", "hi")); err != nil {
+		t.Fatalf("the team's own API: %v", err)
+	}
+	for _, c := range []struct{ method, path string }{
+		{http.MethodPost, "/llm/api/keys/page-team/reset"},
+		{http.MethodPost, "/llm/api/stop-all"},
+		{http.MethodPost, "/llm/api/engines/demo/stop"},
+		{http.MethodGet, "/llm/api/state"},
+		{http.MethodGet, "/llm/api/events"},
+		{http.MethodGet, "/llm/api/logs/demo"},
+	} {
+		req := mustReq(c.method, gwURL+c.path)
+		req.Header.Set("Authorization", "Bearer "+pageKey)
+		if resp, body := do(t, req); resp.StatusCode != http.StatusUnauthorized || strings.Contains(body, "demo") {
+			t.Errorf("%s %s as a key with rules: %d %s", c.method, c.path, resp.StatusCode, body)
+		}
+	}
+	if s := status(t, "demo"); s.State != "ready" {
+		t.Fatalf("demo is %s after refused operator actions", s.State)
+	}
+	req := mustReq(http.MethodGet, gwURL+"/llm/api/state")
+	req.Header.Set("Authorization", "Bearer "+uiKey)
+	if resp, body := do(t, req); resp.StatusCode != 200 || !strings.Contains(body, "page-team") {
+		t.Fatalf("the operator: %d %s", resp.StatusCode, body)
+	}
+}

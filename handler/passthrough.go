@@ -57,7 +57,7 @@ func (g *Gateway) servePassthrough(w http.ResponseWriter, r *http.Request, res *
 		res.refuse(w, gerr)
 		return
 	}
-	req, gerr := g.readPassthrough(r, rt, model)
+	req, gerr := g.readPassthrough(r, rt, model, kr)
 	if gerr != nil {
 		res.refuse(w, gerr)
 		return
@@ -98,7 +98,7 @@ func (g *Gateway) mayPassthrough(w http.ResponseWriter, r *http.Request, kr *key
 // multipart body is held to the same rules as on /v1/ (its model must be
 // the path's engine's, and one the key may use), and a JSON body gets the
 // engine's filters. Another body is relayed as it is, bounded by max_body.
-func (g *Gateway) readPassthrough(r *http.Request, rt *route, model string) (*request, *Error) {
+func (g *Gateway) readPassthrough(r *http.Request, rt *route, model string, kr *keyRules) (*request, *Error) {
 	req := &request{r: r, model: model, api: apiOpenAI, passthrough: true}
 	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
 		return req, nil
@@ -125,6 +125,9 @@ func (g *Gateway) readPassthrough(r *http.Request, rt *route, model string) (*re
 			named = v
 		}
 		req.body = jsonmember.ApplyFilters(body, rt.filters)
+	}
+	if named != nil && !kr.allows(string(named)) {
+		return nil, kr.notAllowed(string(named))
 	}
 	if named != nil && g.byModel[string(named)] != rt {
 		return nil, errBadRequest("model_mismatch", fmt.Sprintf(

@@ -129,7 +129,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case strings.HasPrefix(rest, "/api/"):
 		if !s.Keys.allow(r) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="llm_gateway status page"`)
-			writeError(w, http.StatusUnauthorized, "invalid_api_key", "the status page needs one of the gateway's keys")
+			writeError(w, http.StatusUnauthorized, "invalid_api_key", "the status page's API needs an operator key (a key with rules is never one)")
 			return
 		}
 		s.serveAPI(w, r, strings.TrimPrefix(rest, "/api/"))
