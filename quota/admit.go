@@ -46,7 +46,9 @@ func (ks *keyState) roll(row int, w Window, now int64) (ctr *counter, end int64)
 //   - Rate limits are checked first. A request over one is refused with
 //     ReasonRate and counted nowhere; the ticket is nil.
 //   - Then token limits: usage so far + reservations of requests in flight +
-//     max(estimate, 1) must stay within every token limit. A request over
+//     max(estimate, 1) must stay within every token limit; a request whose
+//     estimate alone is larger than a limit passes it only alone: nothing
+//     reserved in flight and usage still under the limit. A request over
 //     one gets ReasonTokens and reserves nothing, but it is counted against
 //     the rate limits (it is a request: refused with insufficient_quota, or
 //     served by the key's over_budget fallback) and it gets a ticket, so
@@ -133,7 +135,7 @@ func (ks *keyState) reserve(c *core, rules Rules, estimate int64, now time.Time)
 	for _, l := range rules.Tokens {
 		ctr, e := ks.roll(tokensRow, l.Window, unix)
 		windows |= 1 << l.Window
-		if ctr.used+ctr.reserved+need > l.N && e > end {
+		if !fits(ctr, need, l.N) && e > end {
 			end = e
 		}
 	}
@@ -152,6 +154,20 @@ func (ks *keyState) reserve(c *core, rules Rules, estimate int64, now time.Time)
 	}
 	d.Tokens = ks.headroom(tokensRow, rules.Tokens, now)
 	return t, d
+}
+
+// fits says whether a reservation of need tokens may join a counter under
+// a limit of n tokens: used + reserved + need must stay within n, except
+// that a request whose reservation alone is larger than n goes alone, when
+// nothing is reserved in flight and the window is not spent (issue 24, item
+// 4). Refused by the plain rule it could never pass, however long it
+// waited; admitted alone, it reserves its whole estimate, so every other
+// request waits for it and the overshoot is bounded by that one request.
+func fits(ctr *counter, need, n int64) bool {
+	if need > n {
+		return ctr.reserved == 0 && ctr.used < n
+	}
+	return ctr.used+ctr.reserved+need <= n
 }
 
 // refusal is the decision for a request refused by reason until end (unix

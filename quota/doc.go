@@ -16,8 +16,10 @@
 //
 //   - Admit checks rate limits first: one more request must fit each. A
 //     request over one is counted nowhere. Then token budgets: used +
-//     reserved by requests in flight + the request's estimate must fit each.
-//     An admitted request is counted against every rate limit and reserves
+//     reserved by requests in flight + the request's estimate must fit each,
+//     except that a request whose estimate alone is larger than a budget
+//     fits it when nothing is reserved in flight and used is under the
+//     budget (else it could never pass). An admitted request is counted against every rate limit and reserves
 //     its estimate against every token limit. A request over budget reserves
 //     nothing but still counts as a request, and gets a ticket, so that the
 //     answer of the key's over_budget fallback is counted too.
@@ -34,11 +36,20 @@
 // # Overshoot bounds
 //
 // One gateway (or several sharing Redis while it answers): a rate limit is
-// exact. A token budget is never reserved past its limit, so a burst is
-// admitted only while its estimates fit; what can pass the budget is what
-// answers use beyond their estimates: at most the sum, over the requests in
-// flight together, of (actual − estimate). Usage of an over_budget fallback
-// is counted on top, by design: it is recorded, not refused.
+// exact. A token budget is reserved past its limit by one request at most,
+// so a burst is admitted only while its estimates fit; what can pass the
+// budget is what answers use beyond their estimates: at most the sum, over
+// the requests in flight together, of (actual − estimate). Usage of an
+// over_budget fallback is counted on top, by design: it is recorded, not
+// refused.
+//
+// The one request: an estimate larger than the budget N itself would be
+// refused forever by "used + reserved + estimate ≤ N", so such a request is
+// admitted alone, when nothing is reserved in flight and used < N (issue
+// 24, item 4). It reserves its whole estimate, so every other request waits
+// until it ends, and none is admitted beside it: it takes a window that
+// was under N to at most N − 1 + its own usage (plus, as above, what
+// answers already in flight use beyond their estimates).
 //
 // Several gateways on Redis, token budgets: each gateway admits against
 // the shared total as of its last pull plus what it counted since. Another
