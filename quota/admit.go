@@ -20,10 +20,11 @@ type counter struct {
 // keyState is everything counted for one key name. Its mutex is held only
 // for arithmetic on its counters, never across I/O.
 type keyState struct {
-	name  string
-	mu    sync.Mutex
-	c     [2][numWindows]counter // [requestsRow|tokensRow][window]
-	dirty bool                   // changed since the embedded store last saw it
+	name   string
+	mu     sync.Mutex
+	c      [2][numWindows]counter // [requestsRow|tokensRow][window]
+	dirty  bool                   // changed since the embedded store last saw it
+	pulled sync.Once              // Redis's counts read on first sight (core.pull)
 }
 
 // roll returns the counter of row and w, moved to the window holding now
@@ -262,7 +263,19 @@ func (l *Limiter) Usage(key string, rules Rules) KeyUsage {
 	c := l.core
 	now := c.clock.Now().Unix()
 	var ks *keyState
-	if v, ok := c.keys.Load(key); ok {
+	if c.redis != nil {
+		// another gateway may be counting a key this one has not seen:
+		// read it from Redis, and keep its counters in the sync from now on
+		ks = c.state(key)
+		ks.mu.Lock()
+		defer ks.mu.Unlock()
+		for _, lim := range rules.Rate {
+			ks.roll(requestsRow, lim.Window, now)
+		}
+		for _, lim := range rules.Tokens {
+			ks.roll(tokensRow, lim.Window, now)
+		}
+	} else if v, ok := c.keys.Load(key); ok {
 		ks = v.(*keyState)
 		ks.mu.Lock()
 		defer ks.mu.Unlock()

@@ -57,7 +57,11 @@
 // pull), and reservations in flight are not shared. So a budget can be
 // passed by what the other gateways settled in the last two intervals plus
 // their reservations in flight, plus the per-answer excess above. A key a
-// gateway has not seen since it started is pulled at its next sync.
+// gateway has not seen since it started (after a restart, or on a new
+// instance) is read from Redis on first sight, before its first admission
+// or its first showing in Usage and All, in one round trip bounded by
+// RedisConfig.Timeout; if that fails, the gateway is degraded and counts
+// the key from what it has, as above.
 //
 // While Redis does not answer, every gateway goes on from the last shared
 // total it saw, on its own counters: with G gateways, a window can admit up

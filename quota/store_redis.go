@@ -206,6 +206,38 @@ func (s *redisStore) push(recs []record) ([]int64, error) {
 	return totals, nil
 }
 
+// read is key's counters in the windows current at now, every row and
+// window, in one MGET bounded by the request path's timeout: -1 where Redis
+// has no count.
+func (s *redisStore) read(key string, now int64) (counts [2][numWindows]int64, err error) {
+	keys := make([]string, 0, 2*numWindows)
+	for row := range 2 {
+		for w := Window(0); w < numWindows; w++ {
+			start, _ := w.bounds(now)
+			keys = append(keys, s.key(key, row, w, start))
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+	defer cancel()
+	vals, err := s.client.MGet(ctx, keys...).Result()
+	if err == nil && len(vals) != len(keys) {
+		err = fmt.Errorf("MGET answered %d values for %d keys", len(vals), len(keys))
+	}
+	if err != nil {
+		return counts, fmt.Errorf("quota store redis %s: reading key %s: %v", s.addr, key, err)
+	}
+	for i, v := range vals {
+		n := int64(-1)
+		if str, ok := v.(string); ok {
+			if n, err = strconv.ParseInt(str, 10, 64); err != nil {
+				return counts, fmt.Errorf("quota store redis %s: counter %s is %q, not a count", s.addr, keys[i], str)
+			}
+		}
+		counts[i/int(numWindows)][Window(i%int(numWindows))] = n
+	}
+	return counts, nil
+}
+
 // ping is the health check of a sync with nothing to push.
 func (s *redisStore) ping() error {
 	ctx, cancel := context.WithTimeout(context.Background(), s.syncTimeout)
