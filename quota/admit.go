@@ -77,11 +77,19 @@ func (l *Limiter) Admit(key string, rules Rules, estimate int64) (*Ticket, Decis
 	if estimate < 0 {
 		estimate = 0
 	}
+	push := true
 	if len(rules.Rate) > 0 && c.redis != nil && c.redis.exactRates() && !c.degraded.Load() {
-		if t, d, ok := c.admitShared(ks, rules, estimate); ok {
+		t, d, outcome := c.admitShared(ks, rules, estimate)
+		if outcome == decided {
 			return t, d
 		}
-		// Redis did not answer: the local counters decide, as below
+		// Redis did not answer: the local counters decide, as below. A
+		// script Redis received may still run there (a stalled Redis runs
+		// what it was sent when the stall ends) and count this request
+		// itself: then pushing the local count too would count it twice
+		// (issue 24, item 10). So it is counted here and left out of the
+		// push; the next sync brings Redis's total, with it or without.
+		push = outcome == unsent
 	}
 	now := c.clock.Now()
 	unix := now.Unix()
@@ -90,7 +98,7 @@ func (l *Limiter) Admit(key string, rules Rules, estimate int64) (*Ticket, Decis
 	if end := ks.rateBlocked(rules.Rate, unix); end != 0 {
 		return nil, ks.refusal(ReasonRate, rules, end, now)
 	}
-	ks.countRequest(rules.Rate, unix, 1)
+	ks.countRequest(rules.Rate, unix, 1, push)
 	return ks.reserve(c, rules, estimate, now)
 }
 
@@ -107,8 +115,9 @@ func (ks *keyState) rateBlocked(rate []Limit, now int64) (end int64) {
 }
 
 // countRequest adds n to each window's request counter once, however many
-// limits share the window. Call with mu held.
-func (ks *keyState) countRequest(rate []Limit, now int64, n int64) {
+// limits share the window; with push, also to what the next sync pushes to
+// Redis. Call with mu held.
+func (ks *keyState) countRequest(rate []Limit, now int64, n int64, push bool) {
 	if len(rate) == 0 {
 		return
 	}
@@ -120,7 +129,9 @@ func (ks *keyState) countRequest(rate []Limit, now int64, n int64) {
 		seen |= 1 << l.Window
 		ctr, _ := ks.roll(requestsRow, l.Window, now)
 		ctr.used += n
-		ctr.unsynced += n
+		if push {
+			ctr.unsynced += n
+		}
 	}
 	ks.dirty = true
 }

@@ -70,6 +70,17 @@
 // push whose reply was lost is pushed again, so a count can come out high,
 // never low.
 //
+// A rate script that reached Redis and got no answer within the timeout
+// may still run there: a stalled Redis runs what it was sent when it
+// resumes, though the client has given up. Its request is decided and
+// counted on the local counters but left out of the push, so that it is
+// counted once, by the script, and not a second time by the push (issue 24,
+// item 10: a stall had left 11 counted for 5 admitted). A request that
+// never reached Redis (no connection) is pushed, as any counted while
+// degraded. Left over: such a request refused locally is still counted if
+// its script runs and fits, and one whose script dies with Redis is counted
+// nowhere, like Redis's own writes of its last second.
+//
 // # Stores
 //
 // Embedded (Config.Path): a bbolt file under Caddy's data directory. bbolt

@@ -2,7 +2,9 @@ package quota
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"time"
 
@@ -123,11 +125,26 @@ table.insert(counts, 1, ok)
 return counts
 `)
 
+// scriptOutcome is how a rate script run ended, for the caller's counting.
+type scriptOutcome int
+
+const (
+	// decided: Redis answered; its answer is the decision.
+	decided scriptOutcome = iota
+	// unsent: the script never reached Redis (no connection, or one that
+	// could not be set up in time): Redis did not count the request.
+	unsent
+	// unanswered: the script was sent and no answer came in time. Redis
+	// may run it yet, when a stall ends: whether it counts the request is
+	// unknown here.
+	unanswered
+)
+
 // admitShared is Admit with rate limits decided by Redis: one script run,
 // bounded by the timeout, with no lock held. The token check follows on
-// the local counters. ok is false when Redis did not answer: the caller
-// decides locally, and the Limiter is degraded until a sync succeeds.
-func (c *core) admitShared(ks *keyState, rules Rules, estimate int64) (*Ticket, Decision, bool) {
+// the local counters. Unless the outcome is decided, the caller decides
+// locally, and the Limiter is degraded until a sync succeeds.
+func (c *core) admitShared(ks *keyState, rules Rules, estimate int64) (*Ticket, Decision, scriptOutcome) {
 	s := c.redis
 	now := c.clock.Now()
 	unix := now.Unix()
@@ -161,7 +178,7 @@ func (c *core) admitShared(ks *keyState, rules Rules, estimate int64) (*Ticket, 
 	}
 	if err != nil {
 		c.setHealth(fmt.Errorf("quota store redis %s: %v", s.addr, err))
-		return nil, Decision{}, false
+		return nil, Decision{}, outcomeOf(err)
 	}
 	ks.mu.Lock()
 	defer ks.mu.Unlock()
@@ -177,10 +194,26 @@ func (c *core) admitShared(ks *keyState, rules Rules, estimate int64) (*Ticket, 
 		if blocked == 0 { // refused while every count fits: a reset raced
 			blocked = ends[0]
 		}
-		return nil, ks.refusal(ReasonRate, rules, blocked, now), true
+		return nil, ks.refusal(ReasonRate, rules, blocked, now), decided
 	}
 	t, d := ks.reserve(c, rules, estimate, now)
-	return t, d, true
+	return t, d, decided
+}
+
+// outcomeOf tells a script that was sent and not answered (an error while
+// reading its reply: a timeout, or a connection reset) from one that did
+// not run (a failed dial; a new connection whose handshake timed out, which
+// go-redis reports without the read error of a command; an error Redis
+// answered). Misjudged one way, a request is counted twice; the other way,
+// once too few, and only if Redis never runs the script.
+// TestARedisStallCountsEachAdmissionOnce and
+// TestRedisStoppedServesLocallyAndRecovers hold the two ways.
+func outcomeOf(err error) scriptOutcome {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "read" {
+		return unanswered
+	}
+	return unsent
 }
 
 // push adds each record's delta to its Redis counter (INCRBY 0 reads it)

@@ -420,3 +420,54 @@ func TestARestartedGatewayReadsTheKeysCountsFromRedisFirst(t *testing.T) {
 		t.Errorf("Redis down: %+v, degraded %v; want served locally, degraded", d, down.Degraded())
 	}
 }
+
+// Issue 24, item 10: a Redis stall leaves the count at what was admitted.
+// A rate script sent to a stalled Redis times out here and runs there when
+// the stall ends; its request was decided on the local counters meanwhile,
+// and must not be pushed as well. Requests that never reached Redis (here:
+// those after the first timeout, decided locally while degraded) must be.
+func TestARedisStallCountsEachAdmissionOnce(t *testing.T) {
+	srv := startRedis(t)
+	clock := clockNearNow()
+	rc := RedisConfig{Addr: srv.addr(), Prefix: t.Name(), Timeout: 300 * time.Millisecond}
+	l := frontDoor(t, rc, clock, nil)
+	r := rules(t, []string{"5/m"}, nil)
+	admitted := 0
+	admit := func() {
+		if _, d := l.Admit("k", r, 0); d.OK {
+			admitted++
+		}
+	}
+	admit() // Redis knows the script now, and the client has a connection
+
+	// the stall: Redis reads nothing until resumed, then runs what it got
+	srv.Stall(t)
+	admit() // its script reaches Redis, unanswered: decided locally
+	if !l.Degraded() {
+		t.Fatal("not degraded while Redis stalls")
+	}
+	for range 8 {
+		admit() // decided locally, without trying Redis
+	}
+	srv.Resume(t)
+	// the script sent during the stall runs now; wait until it has
+	key := rc.Prefix + ":{k}:r:m:" + strconv.FormatInt(clock.Now().Truncate(time.Minute).Unix(), 10)
+	for deadline := time.Now().Add(10 * time.Second); srv.get(key) < 2 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := l.Sync(); err != nil { // pushes what was counted meanwhile
+		t.Fatal(err)
+	}
+	if admitted != 5 {
+		t.Errorf("admitted %d under rate 5/m", admitted)
+	}
+	if n := srv.get(key); n != int64(admitted) {
+		t.Errorf("Redis counts %d requests after the stall, %d were admitted", n, admitted)
+	}
+	if u := l.Usage("k", r).Limits[0]; u.Used != int64(admitted) {
+		t.Errorf("the gateway counts %+v, %d were admitted", u, admitted)
+	}
+	if _, d := l.Admit("k", r, 0); d.OK || l.Degraded() {
+		t.Errorf("after the stall: %+v, degraded %v; want Redis's refusal", d, l.Degraded())
+	}
+}
