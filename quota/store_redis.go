@@ -29,9 +29,15 @@ type RedisConfig struct {
 	// SyncInterval is how often deltas are pushed and totals pulled.
 	// Default 200ms.
 	SyncInterval time.Duration
-	// Timeout bounds Redis's part of an Admit (the rate check). Past it the
-	// request is decided on local counters and the store is marked
-	// degraded. Default 100ms.
+	// Timeout is the request path's budget for Redis: it bounds each round
+	// trip a request may wait for, the rate script of Admit (unless
+	// LocalRates) and the first read of a key's counters (the key's first
+	// Admit or Usage). Past it the request is decided on local counters and
+	// the store is degraded until a sync succeeds, so every gateway admits
+	// on its own meanwhile (the package doc's overshoot). A loaded host or
+	// Redis alone can miss a tight budget: raise it where that happens.
+	// Background syncs, pushes and Reset get max(10 × Timeout, 1s).
+	// Default 100ms.
 	Timeout time.Duration
 	// LocalRates counts rate limits like token budgets: locally, pushed
 	// every SyncInterval, so Admit never waits for Redis, at the price of

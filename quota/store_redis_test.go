@@ -471,3 +471,28 @@ func TestARedisStallCountsEachAdmissionOnce(t *testing.T) {
 		t.Errorf("after the stall: %+v, degraded %v; want Redis's refusal", d, l.Degraded())
 	}
 }
+
+// Issue 24, item 10: the request path's budget is RedisConfig.Timeout, not
+// a fixed 100ms a loaded host can miss.
+func TestTheRequestPathWaitsForRedisAsLongAsTimeoutSays(t *testing.T) {
+	srv := startRedis(t)
+	clock := clockNearNow()
+	const budget = 600 * time.Millisecond
+	l := frontDoor(t, RedisConfig{Addr: srv.addr(), Prefix: t.Name(), Timeout: budget}, clock, nil)
+	r := rules(t, []string{"5/m"}, nil)
+	if _, d := l.Admit("k", r, 0); !d.OK {
+		t.Fatal(d)
+	}
+	srv.Stall(t)
+	defer srv.Resume(t)
+	begin := time.Now()
+	_, d := l.Admit("k", r, 0)
+	waited := time.Since(begin)
+	if !d.OK || !l.Degraded() {
+		t.Errorf("stalled Redis: %+v, degraded %v; want served locally, degraded", d, l.Degraded())
+	}
+	// a deadline never fires early; the upper bound is wide for a busy host
+	if waited < budget || waited > budget+10*time.Second {
+		t.Errorf("Admit waited %v for a stalled Redis, want its Timeout of %v", waited, budget)
+	}
+}
