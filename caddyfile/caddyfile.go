@@ -39,6 +39,7 @@ import (
 //			password <p>
 //			db <n>
 //			prefix <p>
+//			timeout <duration>          # what a request waits for Redis; default 100ms
 //		}]
 //		max_body <size>                 # default 32MiB
 //		wake on|off                     # may a request start a stopped engine; default on
@@ -433,7 +434,8 @@ func parseKey(d *cf.Dispenser) (handler.Key, error) {
 	return k, nil
 }
 
-// parseStore parses `store redis <host:port> [{ password … db … prefix … }]`.
+// parseStore parses `store redis <host:port> [{ password … db … prefix …
+// timeout … }]`.
 func parseStore(d *cf.Dispenser) (handler.StoreConfig, error) {
 	var st handler.StoreConfig
 	args := d.RemainingArgs()
@@ -457,6 +459,10 @@ func parseStore(d *cf.Dispenser) (handler.StoreConfig, error) {
 			}
 		case "prefix":
 			if err := oneArg(d, &st.Prefix); err != nil {
+				return st, err
+			}
+		case "timeout":
+			if err := durationArg(d, &st.Timeout); err != nil {
 				return st, err
 			}
 		default:

@@ -1079,6 +1079,30 @@ func TestEmptyEnvironmentVariablesAreNamedWithTheirLine(t *testing.T) {
 	}
 }
 
+// Issue 24, item 10: what a request waits for Redis is the operator's to
+// choose, since a host's load alone can meet 100ms.
+func TestParseStoreTimeout(t *testing.T) {
+	cfg := parse(t, `llm_gateway {
+	store redis 127.0.0.1:6379 {
+		prefix gw
+		timeout 250ms
+	}`+remote+`
+}`)
+	want := handler.StoreConfig{Redis: "127.0.0.1:6379", Prefix: "gw", Timeout: dur(250 * time.Millisecond)}
+	if cfg.Store == nil || *cfg.Store != want {
+		t.Fatalf("store %+v, want %+v", cfg.Store, want)
+	}
+	if cfg := parse(t, "llm_gateway {\n\tstore redis 127.0.0.1:6379"+remote+"\n}"); cfg.Store.Timeout != 0 {
+		t.Errorf("no timeout given: %v, want 0 (the quota store's default)", cfg.Store.Timeout)
+	}
+	for _, bad := range []string{"timeout", "timeout 100", "timeout soon", "timeout 1s 2s"} {
+		input := "llm_gateway {\n\tstore redis 127.0.0.1:6379 {\n\t\t" + bad + "\n\t}" + remote + "\n}"
+		if _, err := Parse(cf.NewTestDispenser(input)); err == nil || !strings.Contains(err.Error(), "timeout") {
+			t.Errorf("%q: %v, want an error naming timeout", bad, err)
+		}
+	}
+}
+
 func TestParseUI(t *testing.T) {
 	t.Setenv("LLMGW_TEST_UI_KEY", "a-status-page-key-1")
 	cfg, ui, err := ParseWithUI(cf.NewTestDispenser(`llm_gateway {

@@ -22,7 +22,7 @@ var (
 		"health_path", "health_timeout", "health_passes", "health_fails"}
 	poolOptions        = []string{"member", "sticky", "failover", "breaker"}
 	keyOptions         = []string{"models", "rate", "tokens", "over_budget", "reserve", "operator"}
-	storeOptions       = []string{"password", "db", "prefix"}
+	storeOptions       = []string{"password", "db", "prefix", "timeout"}
 	uiOptions          = []string{"keys", "recent"}
 	passthroughOptions = []string{"methods", "budgets"}
 )

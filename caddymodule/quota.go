@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/redis/go-redis/v9"
@@ -51,6 +52,7 @@ func openLimiter(cfg handler.Config, repl *caddy.Replacer, log *zap.Logger) (*qu
 			Password: repl.ReplaceKnown(st.Password, ""),
 			DB:       st.DB,
 			Prefix:   st.Prefix,
+			Timeout:  time.Duration(st.Timeout),
 		}
 	}
 	lim, err := quota.Open(qc)

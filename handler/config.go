@@ -121,6 +121,13 @@ type StoreConfig struct {
 	DB int `json:"db,omitempty"`
 	// Prefix starts every Redis key. Default: llm_gateway:quota.
 	Prefix string `json:"prefix,omitempty"`
+	// Timeout bounds what a request waits for Redis: the rate limits'
+	// check and the first read of a key's counters. Past it the request is
+	// decided on this gateway's own counters and the store counts as
+	// failing until a sync succeeds; a budget a loaded host misses lets
+	// each gateway admit on its own. Background syncs get ten times as long
+	// (at least 1s). Default: 100ms.
+	Timeout caddy.Duration `json:"timeout,omitempty"`
 }
 
 // ConfigError is a mistake in a config, with the engine or pool it is

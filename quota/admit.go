@@ -20,10 +20,11 @@ type counter struct {
 // keyState is everything counted for one key name. Its mutex is held only
 // for arithmetic on its counters, never across I/O.
 type keyState struct {
-	name  string
-	mu    sync.Mutex
-	c     [2][numWindows]counter // [requestsRow|tokensRow][window]
-	dirty bool                   // changed since the embedded store last saw it
+	name   string
+	mu     sync.Mutex
+	c      [2][numWindows]counter // [requestsRow|tokensRow][window]
+	dirty  bool                   // changed since the embedded store last saw it
+	pulled sync.Once              // Redis's counts read on first sight (core.pull)
 }
 
 // roll returns the counter of row and w, moved to the window holding now
@@ -46,7 +47,9 @@ func (ks *keyState) roll(row int, w Window, now int64) (ctr *counter, end int64)
 //   - Rate limits are checked first. A request over one is refused with
 //     ReasonRate and counted nowhere; the ticket is nil.
 //   - Then token limits: usage so far + reservations of requests in flight +
-//     max(estimate, 1) must stay within every token limit. A request over
+//     max(estimate, 1) must stay within every token limit; a request whose
+//     estimate alone is larger than a limit passes it only alone: nothing
+//     reserved in flight and usage still under the limit. A request over
 //     one gets ReasonTokens and reserves nothing, but it is counted against
 //     the rate limits (it is a request: refused with insufficient_quota, or
 //     served by the key's over_budget fallback) and it gets a ticket, so
@@ -74,11 +77,19 @@ func (l *Limiter) Admit(key string, rules Rules, estimate int64) (*Ticket, Decis
 	if estimate < 0 {
 		estimate = 0
 	}
+	push := true
 	if len(rules.Rate) > 0 && c.redis != nil && c.redis.exactRates() && !c.degraded.Load() {
-		if t, d, ok := c.admitShared(ks, rules, estimate); ok {
+		t, d, outcome := c.admitShared(ks, rules, estimate)
+		if outcome == decided {
 			return t, d
 		}
-		// Redis did not answer: the local counters decide, as below
+		// Redis did not answer: the local counters decide, as below. A
+		// script Redis received may still run there (a stalled Redis runs
+		// what it was sent when the stall ends) and count this request
+		// itself: then pushing the local count too would count it twice
+		// (issue 24, item 10). So it is counted here and left out of the
+		// push; the next sync brings Redis's total, with it or without.
+		push = outcome == unsent
 	}
 	now := c.clock.Now()
 	unix := now.Unix()
@@ -87,7 +98,7 @@ func (l *Limiter) Admit(key string, rules Rules, estimate int64) (*Ticket, Decis
 	if end := ks.rateBlocked(rules.Rate, unix); end != 0 {
 		return nil, ks.refusal(ReasonRate, rules, end, now)
 	}
-	ks.countRequest(rules.Rate, unix, 1)
+	ks.countRequest(rules.Rate, unix, 1, push)
 	return ks.reserve(c, rules, estimate, now)
 }
 
@@ -104,8 +115,9 @@ func (ks *keyState) rateBlocked(rate []Limit, now int64) (end int64) {
 }
 
 // countRequest adds n to each window's request counter once, however many
-// limits share the window. Call with mu held.
-func (ks *keyState) countRequest(rate []Limit, now int64, n int64) {
+// limits share the window; with push, also to what the next sync pushes to
+// Redis. Call with mu held.
+func (ks *keyState) countRequest(rate []Limit, now int64, n int64, push bool) {
 	if len(rate) == 0 {
 		return
 	}
@@ -117,7 +129,9 @@ func (ks *keyState) countRequest(rate []Limit, now int64, n int64) {
 		seen |= 1 << l.Window
 		ctr, _ := ks.roll(requestsRow, l.Window, now)
 		ctr.used += n
-		ctr.unsynced += n
+		if push {
+			ctr.unsynced += n
+		}
 	}
 	ks.dirty = true
 }
@@ -133,7 +147,7 @@ func (ks *keyState) reserve(c *core, rules Rules, estimate int64, now time.Time)
 	for _, l := range rules.Tokens {
 		ctr, e := ks.roll(tokensRow, l.Window, unix)
 		windows |= 1 << l.Window
-		if ctr.used+ctr.reserved+need > l.N && e > end {
+		if !fits(ctr, need, l.N) && e > end {
 			end = e
 		}
 	}
@@ -152,6 +166,20 @@ func (ks *keyState) reserve(c *core, rules Rules, estimate int64, now time.Time)
 	}
 	d.Tokens = ks.headroom(tokensRow, rules.Tokens, now)
 	return t, d
+}
+
+// fits says whether a reservation of need tokens may join a counter under
+// a limit of n tokens: used + reserved + need must stay within n, except
+// that a request whose reservation alone is larger than n goes alone, when
+// nothing is reserved in flight and the window is not spent (issue 24, item
+// 4). Refused by the plain rule it could never pass, however long it
+// waited; admitted alone, it reserves its whole estimate, so every other
+// request waits for it and the overshoot is bounded by that one request.
+func fits(ctr *counter, need, n int64) bool {
+	if need > n {
+		return ctr.reserved == 0 && ctr.used < n
+	}
+	return ctr.used+ctr.reserved+need <= n
 }
 
 // refusal is the decision for a request refused by reason until end (unix
@@ -246,7 +274,19 @@ func (l *Limiter) Usage(key string, rules Rules) KeyUsage {
 	c := l.core
 	now := c.clock.Now().Unix()
 	var ks *keyState
-	if v, ok := c.keys.Load(key); ok {
+	if c.redis != nil {
+		// another gateway may be counting a key this one has not seen:
+		// read it from Redis, and keep its counters in the sync from now on
+		ks = c.state(key)
+		ks.mu.Lock()
+		defer ks.mu.Unlock()
+		for _, lim := range rules.Rate {
+			ks.roll(requestsRow, lim.Window, now)
+		}
+		for _, lim := range rules.Tokens {
+			ks.roll(tokensRow, lim.Window, now)
+		}
+	} else if v, ok := c.keys.Load(key); ok {
 		ks = v.(*keyState)
 		ks.mu.Lock()
 		defer ks.mu.Unlock()

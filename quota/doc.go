@@ -16,8 +16,10 @@
 //
 //   - Admit checks rate limits first: one more request must fit each. A
 //     request over one is counted nowhere. Then token budgets: used +
-//     reserved by requests in flight + the request's estimate must fit each.
-//     An admitted request is counted against every rate limit and reserves
+//     reserved by requests in flight + the request's estimate must fit each,
+//     except that a request whose estimate alone is larger than a budget
+//     fits it when nothing is reserved in flight and used is under the
+//     budget (else it could never pass). An admitted request is counted against every rate limit and reserves
 //     its estimate against every token limit. A request over budget reserves
 //     nothing but still counts as a request, and gets a ticket, so that the
 //     answer of the key's over_budget fallback is counted too.
@@ -34,11 +36,20 @@
 // # Overshoot bounds
 //
 // One gateway (or several sharing Redis while it answers): a rate limit is
-// exact. A token budget is never reserved past its limit, so a burst is
-// admitted only while its estimates fit; what can pass the budget is what
-// answers use beyond their estimates: at most the sum, over the requests in
-// flight together, of (actual − estimate). Usage of an over_budget fallback
-// is counted on top, by design: it is recorded, not refused.
+// exact. A token budget is reserved past its limit by one request at most,
+// so a burst is admitted only while its estimates fit; what can pass the
+// budget is what answers use beyond their estimates: at most the sum, over
+// the requests in flight together, of (actual − estimate). Usage of an
+// over_budget fallback is counted on top, by design: it is recorded, not
+// refused.
+//
+// The one request: an estimate larger than the budget N itself would be
+// refused forever by "used + reserved + estimate ≤ N", so such a request is
+// admitted alone, when nothing is reserved in flight and used < N (issue
+// 24, item 4). It reserves its whole estimate, so every other request waits
+// until it ends, and none is admitted beside it: it takes a window that
+// was under N to at most N − 1 + its own usage (plus, as above, what
+// answers already in flight use beyond their estimates).
 //
 // Several gateways on Redis, token budgets: each gateway admits against
 // the shared total as of its last pull plus what it counted since. Another
@@ -46,7 +57,11 @@
 // pull), and reservations in flight are not shared. So a budget can be
 // passed by what the other gateways settled in the last two intervals plus
 // their reservations in flight, plus the per-answer excess above. A key a
-// gateway has not seen since it started is pulled at its next sync.
+// gateway has not seen since it started (after a restart, or on a new
+// instance) is read from Redis on first sight, before its first admission
+// or its first showing in Usage and All, in one round trip bounded by
+// RedisConfig.Timeout; if that fails, the gateway is degraded and counts
+// the key from what it has, as above.
 //
 // While Redis does not answer, every gateway goes on from the last shared
 // total it saw, on its own counters: with G gateways, a window can admit up
@@ -54,6 +69,17 @@
 // meanwhile is pushed when Redis answers again. Pushes are at least once: a
 // push whose reply was lost is pushed again, so a count can come out high,
 // never low.
+//
+// A rate script that reached Redis and got no answer within the timeout
+// may still run there: a stalled Redis runs what it was sent when it
+// resumes, though the client has given up. Its request is decided and
+// counted on the local counters but left out of the push, so that it is
+// counted once, by the script, and not a second time by the push (issue 24,
+// item 10: a stall had left 11 counted for 5 admitted). A request that
+// never reached Redis (no connection) is pushed, as any counted while
+// degraded. Left over: such a request refused locally is still counted if
+// its script runs and fits, and one whose script dies with Redis is counted
+// nowhere, like Redis's own writes of its last second.
 //
 // # Stores
 //

@@ -128,6 +128,9 @@ func (l *Limiter) Reset(key string) error {
 	defer c.syncMu.Unlock()
 	if v, ok := c.keys.Load(key); ok {
 		ks := v.(*keyState)
+		// a first-sight read in flight ends first, and none starts after:
+		// it would bring back the counts being reset
+		ks.pulled.Do(func() {})
 		ks.mu.Lock()
 		for row := range ks.c {
 			for w := range ks.c[row] {
@@ -263,13 +266,51 @@ func (c *core) handle(onDegraded func(error)) *Limiter {
 }
 
 // state is key's counters, made on first sight. Key names come from the
-// configuration, so the map stays as small as the config.
+// configuration, so the map stays as small as the config. With Redis, first
+// sight reads the key's counters from Redis (pull) before anything is
+// counted or shown: a key over its budget there is over it here too, right
+// after a restart (issue 24, item 5). Callers that come meanwhile wait for
+// that read.
 func (c *core) state(key string) *keyState {
-	if v, ok := c.keys.Load(key); ok {
-		return v.(*keyState)
+	v, ok := c.keys.Load(key)
+	if !ok {
+		v, _ = c.keys.LoadOrStore(key, &keyState{name: key})
 	}
-	v, _ := c.keys.LoadOrStore(key, &keyState{name: key})
-	return v.(*keyState)
+	ks := v.(*keyState)
+	if c.redis != nil {
+		ks.pulled.Do(func() { c.pull(ks) })
+	}
+	return ks
+}
+
+// pull sets ks's counters to Redis's, every row and window current now, in
+// one round trip bounded by the request path's timeout. The counters Redis
+// has become active, so the syncer keeps them fresh. If Redis does not
+// answer, the Limiter is degraded and the key is counted locally, as any
+// key is while degraded; the syncer pulls its active counters once Redis is
+// back. While degraded already, pull does not try: the request path never
+// waits for a Redis that is known to be failing.
+func (c *core) pull(ks *keyState) {
+	if c.degraded.Load() {
+		return
+	}
+	now := c.clock.Now().Unix()
+	counts, err := c.redis.read(ks.name, now)
+	if err != nil {
+		c.setHealth(err)
+		return
+	}
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	for row := range counts {
+		for w := Window(0); w < numWindows; w++ {
+			if counts[row][w] < 0 {
+				continue // Redis has no count: nothing to learn
+			}
+			ctr, _ := ks.roll(row, w, now)
+			ctr.used = counts[row][w] + ctr.unsynced
+		}
+	}
 }
 
 // openFile opens the embedded store and adds its counts of the windows

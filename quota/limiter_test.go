@@ -316,3 +316,83 @@ func TestUsageAndReset(t *testing.T) {
 		t.Errorf("after Reset (the request in flight keeps its reservation): %+v", u)
 	}
 }
+
+// Issue 24, item 4: an estimate larger than the budget itself is not
+// refused forever. It goes alone, when nothing is reserved and the window
+// is not spent, and everything else waits for it.
+func TestAnEstimateLargerThanTheBudgetGoesAlone(t *testing.T) {
+	clock := clockAt(time.Hour)
+	l, _ := openFile(t, clock)
+	r := rules(t, nil, []string{"1000/d"})
+
+	// beside a request in flight, it waits
+	small, d := l.Admit("k", r, 100)
+	if !d.OK {
+		t.Fatal(d)
+	}
+	if _, d := l.Admit("k", r, 4000); d.OK || d.Reason != ReasonTokens {
+		t.Fatalf("an oversized request admitted beside one in flight: %+v", d)
+	}
+	small.Done(200)
+
+	// alone, with the window under its limit, it passes and reserves all
+	big, d := l.Admit("k", r, 4000)
+	if !d.OK {
+		t.Fatalf("an oversized request refused with nothing in flight and 200 of 1000 used: %+v", d)
+	}
+	if u := l.Usage("k", r).Limits[0]; u.Used != 200 || u.Reserved != 4000 || u.Remaining != 0 {
+		t.Errorf("while it runs: %+v", u)
+	}
+	// everything else waits for it: the overshoot is one request
+	if _, d := l.Admit("k", r, 1); d.OK {
+		t.Error("a small request admitted beside the oversized one")
+	}
+	if _, d := l.Admit("k", r, 4000); d.OK {
+		t.Error("a second oversized request admitted beside the first")
+	}
+	big.Done(3000)
+	if u := l.Usage("k", r).Limits[0]; u.Used != 3200 || u.Reserved != 0 {
+		t.Errorf("after it: %+v", u)
+	}
+	// a spent window admits nothing, however large or small
+	if _, d := l.Admit("k", r, 4000); d.OK || d.RetryAfter != 23*time.Hour {
+		t.Errorf("an oversized request on a spent window: %+v", d)
+	}
+	if _, d := l.Admit("k", r, 1); d.OK {
+		t.Error("a small request on a spent window")
+	}
+	// the next window admits it again, alone
+	clock.Advance(23 * time.Hour)
+	big, d = l.Admit("k", r, 4000)
+	if !d.OK {
+		t.Fatalf("next day: %+v", d)
+	}
+	defer big.Cancel()
+	if _, d := l.Admit("k", r, 1); d.OK {
+		t.Error("next day, a small request admitted beside the oversized one")
+	}
+}
+
+// The exception is per limit: an estimate over the minute's budget but
+// within the day's still needs the day's room.
+func TestAnOversizedEstimateStillFitsTheOtherLimits(t *testing.T) {
+	l, _ := openFile(t, clockAt(time.Hour))
+	r := rules(t, nil, []string{"100/m", "1000/d"})
+	tk, d := l.Admit("k", r, 900) // over the minute's 100, alone: admitted
+	if !d.OK {
+		t.Fatal(d)
+	}
+	tk.Done(50)
+	// the minute has 50 of 100 used and nothing in flight; the day 50 of 1000
+	tk, d = l.Admit("k", r, 960)
+	if d.OK {
+		tk.Cancel()
+		t.Fatalf("admitted 960 tokens on a day with 950 left: %+v", d)
+	}
+	tk.Cancel()
+	tk, d = l.Admit("k", r, 950)
+	if !d.OK {
+		t.Fatalf("an estimate over the minute's budget and within the day's refused: %+v", d)
+	}
+	tk.Cancel()
+}

@@ -2,7 +2,9 @@ package quota
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"time"
 
@@ -27,9 +29,15 @@ type RedisConfig struct {
 	// SyncInterval is how often deltas are pushed and totals pulled.
 	// Default 200ms.
 	SyncInterval time.Duration
-	// Timeout bounds Redis's part of an Admit (the rate check). Past it the
-	// request is decided on local counters and the store is marked
-	// degraded. Default 100ms.
+	// Timeout is the request path's budget for Redis: it bounds each round
+	// trip a request may wait for, the rate script of Admit (unless
+	// LocalRates) and the first read of a key's counters (the key's first
+	// Admit or Usage). Past it the request is decided on local counters and
+	// the store is degraded until a sync succeeds, so every gateway admits
+	// on its own meanwhile (the package doc's overshoot). A loaded host or
+	// Redis alone can miss a tight budget: raise it where that happens.
+	// Background syncs, pushes and Reset get max(10 × Timeout, 1s).
+	// Default 100ms.
 	Timeout time.Duration
 	// LocalRates counts rate limits like token budgets: locally, pushed
 	// every SyncInterval, so Admit never waits for Redis, at the price of
@@ -123,11 +131,26 @@ table.insert(counts, 1, ok)
 return counts
 `)
 
+// scriptOutcome is how a rate script run ended, for the caller's counting.
+type scriptOutcome int
+
+const (
+	// decided: Redis answered; its answer is the decision.
+	decided scriptOutcome = iota
+	// unsent: the script never reached Redis (no connection, or one that
+	// could not be set up in time): Redis did not count the request.
+	unsent
+	// unanswered: the script was sent and no answer came in time. Redis
+	// may run it yet, when a stall ends: whether it counts the request is
+	// unknown here.
+	unanswered
+)
+
 // admitShared is Admit with rate limits decided by Redis: one script run,
 // bounded by the timeout, with no lock held. The token check follows on
-// the local counters. ok is false when Redis did not answer: the caller
-// decides locally, and the Limiter is degraded until a sync succeeds.
-func (c *core) admitShared(ks *keyState, rules Rules, estimate int64) (*Ticket, Decision, bool) {
+// the local counters. Unless the outcome is decided, the caller decides
+// locally, and the Limiter is degraded until a sync succeeds.
+func (c *core) admitShared(ks *keyState, rules Rules, estimate int64) (*Ticket, Decision, scriptOutcome) {
 	s := c.redis
 	now := c.clock.Now()
 	unix := now.Unix()
@@ -161,7 +184,7 @@ func (c *core) admitShared(ks *keyState, rules Rules, estimate int64) (*Ticket, 
 	}
 	if err != nil {
 		c.setHealth(fmt.Errorf("quota store redis %s: %v", s.addr, err))
-		return nil, Decision{}, false
+		return nil, Decision{}, outcomeOf(err)
 	}
 	ks.mu.Lock()
 	defer ks.mu.Unlock()
@@ -177,10 +200,26 @@ func (c *core) admitShared(ks *keyState, rules Rules, estimate int64) (*Ticket, 
 		if blocked == 0 { // refused while every count fits: a reset raced
 			blocked = ends[0]
 		}
-		return nil, ks.refusal(ReasonRate, rules, blocked, now), true
+		return nil, ks.refusal(ReasonRate, rules, blocked, now), decided
 	}
 	t, d := ks.reserve(c, rules, estimate, now)
-	return t, d, true
+	return t, d, decided
+}
+
+// outcomeOf tells a script that was sent and not answered (an error while
+// reading its reply: a timeout, or a connection reset) from one that did
+// not run (a failed dial; a new connection whose handshake timed out, which
+// go-redis reports without the read error of a command; an error Redis
+// answered). Misjudged one way, a request is counted twice; the other way,
+// once too few, and only if Redis never runs the script.
+// TestARedisStallCountsEachAdmissionOnce and
+// TestRedisStoppedServesLocallyAndRecovers hold the two ways.
+func outcomeOf(err error) scriptOutcome {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "read" {
+		return unanswered
+	}
+	return unsent
 }
 
 // push adds each record's delta to its Redis counter (INCRBY 0 reads it)
@@ -204,6 +243,38 @@ func (s *redisStore) push(recs []record) ([]int64, error) {
 		totals[i] = cmd.Val()
 	}
 	return totals, nil
+}
+
+// read is key's counters in the windows current at now, every row and
+// window, in one MGET bounded by the request path's timeout: -1 where Redis
+// has no count.
+func (s *redisStore) read(key string, now int64) (counts [2][numWindows]int64, err error) {
+	keys := make([]string, 0, 2*numWindows)
+	for row := range 2 {
+		for w := Window(0); w < numWindows; w++ {
+			start, _ := w.bounds(now)
+			keys = append(keys, s.key(key, row, w, start))
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+	defer cancel()
+	vals, err := s.client.MGet(ctx, keys...).Result()
+	if err == nil && len(vals) != len(keys) {
+		err = fmt.Errorf("MGET answered %d values for %d keys", len(vals), len(keys))
+	}
+	if err != nil {
+		return counts, fmt.Errorf("quota store redis %s: reading key %s: %v", s.addr, key, err)
+	}
+	for i, v := range vals {
+		n := int64(-1)
+		if str, ok := v.(string); ok {
+			if n, err = strconv.ParseInt(str, 10, 64); err != nil {
+				return counts, fmt.Errorf("quota store redis %s: counter %s is %q, not a count", s.addr, keys[i], str)
+			}
+		}
+		counts[i/int(numWindows)][Window(i%int(numWindows))] = n
+	}
+	return counts, nil
 }
 
 // ping is the health check of a sync with nothing to push.

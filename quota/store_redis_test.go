@@ -344,3 +344,155 @@ func TestTwoProcessesShareOneRedis(t *testing.T) {
 		t.Errorf("two gateway processes admitted %d requests under rate 5/m, want 5", total)
 	}
 }
+
+// Issue 24, item 5: a gateway that starts (a restart, a new instance) reads
+// a key's counters from Redis before its first admission, and shows them.
+func TestARestartedGatewayReadsTheKeysCountsFromRedisFirst(t *testing.T) {
+	srv := startRedis(t)
+	clock := clockNearNow()
+	rc := RedisConfig{Addr: srv.addr(), Prefix: t.Name()}
+	both := rules(t, []string{"5/m"}, []string{"1000/d"})
+	tokens := rules(t, nil, []string{"1000/d"})
+	rate := rules(t, []string{"5/m"}, nil)
+
+	// the gateway before the restart spends the key's rate and budget
+	before := frontDoor(t, rc, clock, nil)
+	for range 5 {
+		tk, _ := before.Admit("spent", both, 10)
+		tk.Done(300) // the fifth is over budget: its fallback's answer counts
+	}
+	if err := before.Close(); err != nil { // pushes what is left
+		t.Fatal(err)
+	}
+
+	// the admin API and the page show the store's numbers for a key this
+	// gateway has not seen
+	after := frontDoor(t, rc, clock, nil)
+	all := after.All(map[string]Rules{"spent": both})
+	if u := all[0].Limits; u[0].Used != 5 || u[0].Remaining != 0 || u[1].Used != 1500 || u[1].Remaining != 0 {
+		t.Errorf("a new gateway shows %+v, want 5 requests and 1500 tokens", u)
+	}
+
+	// a burst of 50 on the key's budget, right after the restart: none
+	// passes (before: 50 × 200)
+	budget := frontDoor(t, rc, clock, nil)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	admitted := 0
+	for range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tk, d := budget.Admit("spent", tokens, 10)
+			defer tk.Cancel()
+			if d.OK {
+				mu.Lock()
+				admitted++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if admitted != 0 {
+		t.Errorf("a restarted gateway admitted %d of 50 requests on a budget spent in Redis", admitted)
+	}
+
+	// with local rates, the rate limit's count is read too
+	rcLocal := rc
+	rcLocal.LocalRates = true
+	local := frontDoor(t, rcLocal, clock, nil)
+	if _, d := local.Admit("spent", rate, 0); d.OK || d.Reason != ReasonRate {
+		t.Errorf("a restarted gateway with local rates: %+v, want the rate limit", d)
+	}
+	for _, l := range []*Limiter{after, budget, local} {
+		if l.Degraded() {
+			t.Error("degraded with Redis up")
+		}
+	}
+
+	// Redis down: the first sight costs one timeout, then the key is
+	// counted locally, degraded
+	srv.stop()
+	rcDown := rc
+	rcDown.Timeout = time.Second
+	down := frontDoor(t, rcDown, clock, nil)
+	if _, d := down.Admit("spent", tokens, 10); !d.OK || !down.Degraded() {
+		t.Errorf("Redis down: %+v, degraded %v; want served locally, degraded", d, down.Degraded())
+	}
+}
+
+// Issue 24, item 10: a Redis stall leaves the count at what was admitted.
+// A rate script sent to a stalled Redis times out here and runs there when
+// the stall ends; its request was decided on the local counters meanwhile,
+// and must not be pushed as well. Requests that never reached Redis (here:
+// those after the first timeout, decided locally while degraded) must be.
+func TestARedisStallCountsEachAdmissionOnce(t *testing.T) {
+	srv := startRedis(t)
+	clock := clockNearNow()
+	rc := RedisConfig{Addr: srv.addr(), Prefix: t.Name(), Timeout: 300 * time.Millisecond}
+	l := frontDoor(t, rc, clock, nil)
+	r := rules(t, []string{"5/m"}, nil)
+	admitted := 0
+	admit := func() {
+		if _, d := l.Admit("k", r, 0); d.OK {
+			admitted++
+		}
+	}
+	admit() // Redis knows the script now, and the client has a connection
+
+	// the stall: Redis reads nothing until resumed, then runs what it got
+	srv.Stall(t)
+	admit() // its script reaches Redis, unanswered: decided locally
+	if !l.Degraded() {
+		t.Fatal("not degraded while Redis stalls")
+	}
+	for range 8 {
+		admit() // decided locally, without trying Redis
+	}
+	srv.Resume(t)
+	// the script sent during the stall runs now; wait until it has
+	key := rc.Prefix + ":{k}:r:m:" + strconv.FormatInt(clock.Now().Truncate(time.Minute).Unix(), 10)
+	for deadline := time.Now().Add(10 * time.Second); srv.get(key) < 2 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := l.Sync(); err != nil { // pushes what was counted meanwhile
+		t.Fatal(err)
+	}
+	if admitted != 5 {
+		t.Errorf("admitted %d under rate 5/m", admitted)
+	}
+	if n := srv.get(key); n != int64(admitted) {
+		t.Errorf("Redis counts %d requests after the stall, %d were admitted", n, admitted)
+	}
+	if u := l.Usage("k", r).Limits[0]; u.Used != int64(admitted) {
+		t.Errorf("the gateway counts %+v, %d were admitted", u, admitted)
+	}
+	if _, d := l.Admit("k", r, 0); d.OK || l.Degraded() {
+		t.Errorf("after the stall: %+v, degraded %v; want Redis's refusal", d, l.Degraded())
+	}
+}
+
+// Issue 24, item 10: the request path's budget is RedisConfig.Timeout, not
+// a fixed 100ms a loaded host can miss.
+func TestTheRequestPathWaitsForRedisAsLongAsTimeoutSays(t *testing.T) {
+	srv := startRedis(t)
+	clock := clockNearNow()
+	const budget = 600 * time.Millisecond
+	l := frontDoor(t, RedisConfig{Addr: srv.addr(), Prefix: t.Name(), Timeout: budget}, clock, nil)
+	r := rules(t, []string{"5/m"}, nil)
+	if _, d := l.Admit("k", r, 0); !d.OK {
+		t.Fatal(d)
+	}
+	srv.Stall(t)
+	defer srv.Resume(t)
+	begin := time.Now()
+	_, d := l.Admit("k", r, 0)
+	waited := time.Since(begin)
+	if !d.OK || !l.Degraded() {
+		t.Errorf("stalled Redis: %+v, degraded %v; want served locally, degraded", d, l.Degraded())
+	}
+	// a deadline never fires early; the upper bound is wide for a busy host
+	if waited < budget || waited > budget+10*time.Second {
+		t.Errorf("Admit waited %v for a stalled Redis, want its Timeout of %v", waited, budget)
+	}
+}
