@@ -345,3 +345,58 @@ func TestCallersKeyNeverReachesTheEngine(t *testing.T) {
 		t.Fatalf("the engine's own key: %q", h.Get("Authorization"))
 	}
 }
+
+func TestAResumeIsAnAttemptAndReportsTheWholeAnswersUsage(t *testing.T) {
+	var mu sync.Mutex
+	var bodies []string
+	eng := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		bodies = append(bodies, string(body))
+		n := len(bodies)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "text/event-stream")
+		if n == 1 {
+			io.WriteString(w, chunk("first", strings.Repeat("word ", 8))) // 40 bytes: about 10 tokens
+			http.NewResponseController(w).Flush()
+			panic(http.ErrAbortHandler) // the engine dies mid-answer
+		}
+		io.WriteString(w, chunk("second", "end."))
+		io.WriteString(w, `data: {"id":"second","object":"chat.completion.chunk","created":9,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`+"\n\n")
+		io.WriteString(w, `data: {"id":"second","object":"chat.completion.chunk","created":9,"model":"m","choices":[],"usage":{"prompt_tokens":30,"completion_tokens":5,"total_tokens":35}}`+"\n\n")
+		io.WriteString(w, "data: [DONE]\n\n")
+	}))
+	defer eng.Close()
+	const body = `{"model":"m","stream":true,"max_tokens":100,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"go"}]}`
+	for _, maxAttempts := range []int{1, 0} {
+		mu.Lock()
+		bodies = nil
+		mu.Unlock()
+		_, url := testGateway(t, Config{MaxAttempts: maxAttempts, Engines: []engines.Config{
+			{Name: "local", To: eng.URL, Models: []string{"m"}, Resume: new(true), Prefill: new(true)},
+		}}, nil)
+		drain()
+		resp, out := postJSON(t, url, body)
+		resp.Body.Close()
+		res := <-served
+		mu.Lock()
+		calls := len(bodies)
+		sent := append([]string(nil), bodies...)
+		mu.Unlock()
+		if maxAttempts == 1 {
+			if calls != 1 || !strings.Contains(out, "upstream_stream_cut") {
+				t.Fatalf("max_attempts 1: %d upstream calls, answer %s", calls, out)
+			}
+			continue
+		}
+		if calls != 2 || !strings.Contains(sent[1], `"max_tokens":90`) {
+			t.Fatalf("the continuation was sent %q", sent)
+		}
+		if !strings.Contains(out, `"usage":{"prompt_tokens":30,"completion_tokens":15,"total_tokens":45}`) {
+			t.Fatalf("the answer's usage is not the whole answer's:\n%s", out)
+		}
+		if res.Attempts != 2 || res.Usage != (Usage{Prompt: 30, Completion: 15}) {
+			t.Fatalf("the access log says %d attempts and usage %+v", res.Attempts, res.Usage)
+		}
+	}
+}

@@ -164,12 +164,23 @@ func (p *planner) upcoming() (candidate, bool) {
 	return candidate{}, false
 }
 
+// spend takes one upstream attempt for a call after commit (a resume);
+// false when max_attempts are spent.
+func (p *planner) spend() bool {
+	if p.attempts >= p.max {
+		return false
+	}
+	p.attempts++
+	return true
+}
+
 // run walks the plan. Nothing but SSE comments reaches the client before
 // commit; after it, nothing switches.
 func (g *Gateway) run(w http.ResponseWriter, req *request, plan []candidate, res *Result) {
 	rp := g.newReply(w, req.stream, req.api, res)
 	p := newPlanner(plan, req.budget, g.clock, g.maxAttempts)
 	p.family = req.api.family()
+	rp.spend = p.spend
 	for c, ok := p.next(); ok; {
 		a := g.try(rp, req, c)
 		a.index = p.i

@@ -31,7 +31,10 @@ type stream struct {
 	rule    int         // how the answer says it is whole (endRule)
 	whole   bool        // an event said the answer is complete
 	tr      *transcript // what a resumable stream sent so far
-	rewrite *rewriteIDs // a resumed stream's id and created
+	rewrite *rewriteIDs // a resumed stream's id, created and usage
+	// carry is the completion tokens sent before this stream took over a
+	// cut answer; textAtStart the transcript's length then
+	carry, textAtStart int
 }
 
 // errEndedUnfinished is a stream whose connection ended at an event
@@ -272,6 +275,7 @@ func (g *Gateway) relayEvents(rp *reply, a *attempt) error {
 			g.droppedEvent(a)
 			continue
 		}
+		usage.Completion += st.carry // a resumed answer's usage is the whole answer's
 		if hasUsage && a.req.hideUsage && emptyChoices(ev) {
 			// the usage chunk the gateway asked for, not the client
 			rp.res.Usage, rp.res.HasUsage = usage, true

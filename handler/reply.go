@@ -37,6 +37,9 @@ type reply struct {
 	start     time.Time
 	res       *Result // what the client got, for logs and metrics
 	switched  bool    // the request left its first candidate
+	// spend takes one of max_attempts for an upstream call after commit
+	// (a resume); false when none is left
+	spend func() bool
 }
 
 func (g *Gateway) newReply(w http.ResponseWriter, stream bool, family api, res *Result) *reply {

@@ -1,6 +1,8 @@
 package handler
 
 import (
+	"strconv"
+
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 	"github.com/llmgateway/caddy-llm-gateway/internal/sse"
 
@@ -168,6 +170,10 @@ func (g *Gateway) resume(rp *reply, origin candidate, a *attempt, cause error, t
 	for int(*tried) < len(rs) {
 		c := rs[*tried]
 		*tried++
+		if rp.spend != nil && !rp.spend() {
+			return nil // a resume is an upstream call: max_attempts bounds it too
+		}
+		rp.res.Attempts++
 		if b := g.continueOn(rp, a, c, cause); b != nil {
 			return b
 		}
@@ -179,7 +185,8 @@ func (g *Gateway) resume(rp *reply, origin candidate, a *attempt, cause error, t
 func (g *Gateway) continueOn(rp *reply, a *attempt, c candidate, cause error) *attempt {
 	t := a.stream.tr
 	req := a.req
-	body := prefillBody(req, string(t.text))
+	carry := a.stream.carry + spentSoFar(rp, a, t)
+	body := withMaxTokensLeft(prefillBody(req, string(t.text)), carry)
 	fields, err := jsonmember.ScanRequest(body)
 	if err != nil {
 		return nil
@@ -201,10 +208,12 @@ func (g *Gateway) continueOn(rp *reply, a *attempt, c candidate, cause error) *a
 	rp.comment("resumed on " + c.rt.cfg.Name)
 	st := b.stream
 	st.tr = t
+	st.carry, st.textAtStart = carry, len(t.text)
 	st.rewrite = &rewriteIDs{id: t.id, created: t.created}
 	if a.stream.rewrite != nil {
-		st.rewrite = a.stream.rewrite
+		st.rewrite = &rewriteIDs{id: a.stream.rewrite.id, created: a.stream.rewrite.created}
 	}
+	st.rewrite.carry = carry
 	held := st.held
 	st.held = nil
 	for len(held) > 0 {
@@ -253,10 +262,45 @@ func prefillBody(req *request, text string) []byte {
 	return jsonmember.ApplyEdits(req.body, jsonmember.Edit{Start: closing, End: closing, Repl: ins})
 }
 
+// spentSoFar is the completion tokens a's stream had sent before it was cut,
+// beyond those carried into it: what its usage said, else its text at about
+// four bytes a token.
+func spentSoFar(rp *reply, a *attempt, t *transcript) int {
+	if rp.res.HasUsage && rp.res.Usage.Completion > a.stream.carry {
+		return rp.res.Usage.Completion - a.stream.carry
+	}
+	return max(0, (len(t.text)-a.stream.textAtStart)/4)
+}
+
+// withMaxTokensLeft asks a continuation only for what is left of the
+// request's maximum answer, once spent tokens were sent.
+func withMaxTokensLeft(body []byte, spent int) []byte {
+	if spent <= 0 {
+		return body
+	}
+	var edits []jsonmember.Edit
+	for _, name := range [...]string{"max_tokens", "max_completion_tokens", "max_output_tokens"} {
+		m, ok := jsonmember.LastMember(body, jsonmember.SkipSpace(body, 0), name)
+		if !ok {
+			continue
+		}
+		n, err := strconv.Atoi(string(body[m.Value.Start:m.Value.End]))
+		if err != nil {
+			continue
+		}
+		left := strconv.AppendInt(nil, int64(max(1, n-spent)), 10)
+		edits = append(edits, jsonmember.Edit{Start: m.Value.Start, End: m.Value.End, Repl: left})
+	}
+	return jsonmember.ApplyEdits(body, edits...)
+}
+
 // rewriteIDs gives a resumed stream's chunks the id and created of the
-// chunks the client already has, so the answer reads as one stream.
+// chunks the client already has, so the answer reads as one stream, and its
+// usage the tokens sent before the seam (carry), so that the answer reports
+// (and the key is charged) the whole answer, not the continuation's part.
 type rewriteIDs struct {
 	id, created json.RawMessage
+	carry       int
 }
 
 func (r *rewriteIDs) apply(ev []byte) []byte {
@@ -278,6 +322,17 @@ func (r *rewriteIDs) apply(ev []byte) []byte {
 	}
 	if f.Created.OK() && len(r.created) > 0 {
 		edits = append(edits, jsonmember.Edit{Start: f.Created.Value.Start, End: f.Created.Value.End, Repl: r.created})
+	}
+	if f.Usage.OK() && r.carry > 0 && data[f.Usage.Value.Start] == '{' {
+		for _, name := range [...]string{"completion_tokens", "output_tokens", "total_tokens"} {
+			m, ok := jsonmember.LastMember(data, f.Usage.Value.Start, name)
+			if !ok {
+				continue
+			}
+			if n, err := strconv.Atoi(string(data[m.Value.Start:m.Value.End])); err == nil {
+				edits = append(edits, jsonmember.Edit{Start: m.Value.Start, End: m.Value.End, Repl: strconv.AppendInt(nil, int64(n+r.carry), 10)})
+			}
+		}
 	}
 	if len(edits) == 0 {
 		return ev
