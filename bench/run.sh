@@ -8,7 +8,8 @@
 #   ROUNDS=1 DURATION=1s bench/run.sh   # quick smoke run
 #
 # Environment: ROUNDS (5), DURATION (3s per timed run), RATE (500 req/s),
-# OPEN_STREAMS (1000), COLD_STARTS (20), PHASES (all), SKIP_COLDSTART=1.
+# OPEN_STREAMS (1000), COLD_STARTS (20), PHASES (all; door runs only the
+# hostile phase's keys-with-rules part), SKIP_COLDSTART=1.
 # Everything is built into bench/out/ (gitignored); all traffic stays on
 # 127.0.0.1. The Go programs start the fake upstream and Caddy on free ports
 # and stop them on exit, failure or Ctrl-C; the trap below is a second net.

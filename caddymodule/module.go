@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -91,6 +92,7 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("llm_gateway: keys are configured but resolve to no token")
 	}
 	warnIfOpen(ctx, g.logger, len(g.Keys) > 0)
+	g.maskKeysInEngineOutput(cfg.Keys, repl)
 
 	var preload []*engines.Engine
 	gw, cfg, err := buildGateway(repl, cfg, g.logger, func(ec engines.Config) (*engines.Engine, error) {
@@ -194,6 +196,25 @@ func (g *Gateway) provisionUI(keys []handler.Key, repl *caddy.Replacer) error {
 	return nil
 }
 
+// maskKeysInEngineOutput has every engine mask this config's key tokens
+// (its keys' and its page's) in the output it keeps and logs, before any
+// engine starts: an engine that logs a request's headers prints a caller's
+// token bare, where no key-like pattern finds it (issue 24, item 11).
+// Cleanup drops them, and the next config registers its own.
+func (g *Gateway) maskKeysInEngineOutput(keys []handler.Key, repl *caddy.Replacer) {
+	all := slices.Clone(keys)
+	if g.UI != nil {
+		for _, v := range g.UI.Keys {
+			all = append(all, handler.Key{Value: repl.ReplaceKnown(v, "")})
+		}
+	}
+	var tokens []string
+	for _, k := range handler.SplitKeys(all) {
+		tokens = append(tokens, k.Value)
+	}
+	engines.RegisterSecrets(g, tokens)
+}
+
 // resolveEngine replaces known placeholders ({env.*}, …) in the fields that
 // may hold them; {engine.port} is not known to Caddy and stays for the
 // engine to fill in at each start.
@@ -225,6 +246,7 @@ func executable() string {
 // still uses keeps running, the others are drained and stopped.
 func (g *Gateway) Cleanup() error {
 	unregisterForAdmin(g.engines)
+	engines.UnregisterSecrets(g)
 	if g.limiter != nil {
 		_ = g.limiter.Close() // the counters live on in the next config's handle, or in the store
 	}

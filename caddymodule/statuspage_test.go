@@ -435,11 +435,17 @@ func TestStatusPageOnTheSiteRefusesAnyCallWithoutAKey(t *testing.T) {
 
 func TestKeysNeverReachThePageTheAdminAPIOrAStartError(t *testing.T) {
 	const engineKey = "engine-secret-4242"
+	// passwords in URLs, and the gateway's own keys printed bare, where no
+	// key-like pattern finds them (issue 24, item 11)
+	const redisPassword, dbPassword = "redis-pw-5150", "pg-pw-6160"
 	startGateway(t, `
 		key ops `+uiKey+`
+		key team `+pageKey+` {
+			models leaky
+		}
 		ui /llm
 		engine leaky {
-			cmd sh -c "echo starting with --api-key `+engineKey+`; echo 'Authorization: Bearer `+engineKey+`'; echo token=`+uiKey+`; exit 3"
+			cmd sh -c "echo starting with --api-key `+engineKey+`; echo 'Authorization: Bearer `+engineKey+`'; echo token=`+uiKey+`; echo caller `+uiKey+` and `+pageKey+`; echo cache redis://:`+redisPassword+`@127.0.0.1:6379/0 db postgres://llm:`+dbPassword+`@db:5432/llm; exit 3"
 			to http://127.0.0.1:{engine.port}
 			api_key `+engineKey+`
 			models leaky
@@ -459,10 +465,12 @@ func TestKeysNeverReachThePageTheAdminAPIOrAStartError(t *testing.T) {
 	// the page's streams: the engine's output and the recent requests
 	seen += streamUntil(t, "/llm/api/logs/leaky", "lines")
 	seen += streamUntil(t, "/llm/api/events", "requests")
-	if !strings.Contains(seen, "exited") || !strings.Contains(seen, `"key":"ops"`) || !strings.Contains(seen, "starting with --api-key ****") {
-		t.Fatalf("the test saw too little to prove anything:\n%s", seen)
+	for _, shown := range []string{"exited", `"key":"ops"`, "starting with --api-key ****", "caller **** and ****", "redis://:****@127.0.0.1:6379/0", "postgres://llm:****@db:5432/llm"} {
+		if !strings.Contains(seen, shown) {
+			t.Fatalf("the test saw too little to prove anything (no %q):\n%s", shown, seen)
+		}
 	}
-	for _, secret := range []string{engineKey, uiKey} {
+	for _, secret := range []string{engineKey, uiKey, pageKey, redisPassword, dbPassword} {
 		if strings.Contains(seen, secret) {
 			t.Errorf("%s appears in what callers, the admin API or the page see:\n%s", secret, seen)
 		}

@@ -1,15 +1,22 @@
 package engines
 
 import (
+	"cmp"
 	"regexp"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 )
 
 // Engines print their keys: llama-server echoes its command line with
 // --api-key, a shell wrapper may log its environment, a cloud proxy its
 // Authorization header. Every output line is masked once, before it is kept
 // or logged, so the log, the admin API, start errors and the status page all
-// show the same masked text.
+// show the same masked text. What is masked: the engine's own secrets (its
+// definition's, secretsOf), the secrets of whoever runs the engines (the
+// gateway's key tokens, RegisterSecrets), passwords in URLs, and values that
+// look like credentials wherever they come from.
 
 // maskedValue replaces a secret.
 const maskedValue = "****"
@@ -31,14 +38,24 @@ var keyLike = []*regexp.Regexp{
 	regexp.MustCompile(`()\b(?:sk|pk|rk)-[A-Za-z0-9_-]{12,}|\b(?:hf|gsk|ghp|gho|xox[abp])_[A-Za-z0-9_-]{12,}|\bAKIA[0-9A-Z]{16}\b`),
 }
 
-// Mask returns line with every known secret and every key-like value
+// urlPassword matches the password of a URL's userinfo
+// (redis://:pw@host, postgres://user:pw@host); the first group (the scheme
+// and the user) is kept, and so is the host. The password runs to the last
+// "@" of the authority, as a password with an unescaped "@" is written.
+var urlPassword = regexp.MustCompile(`(?i)(\b[a-z][a-z0-9+.-]*://[^\s:/?#@"']*:)[^\s/?#"']+@`)
+
+// Mask returns line with every known secret (secrets, and those registered
+// with RegisterSecrets), every password in a URL and every key-like value
 // replaced by "****".
 func Mask(line string, secrets []string) string {
-	for _, s := range secrets {
-		if len(s) >= minSecretLen && strings.Contains(line, s) {
-			line = strings.ReplaceAll(line, s, maskedValue)
+	for _, list := range [][]string{registered(), secrets} {
+		for _, s := range list {
+			if len(s) >= minSecretLen && strings.Contains(line, s) {
+				line = strings.ReplaceAll(line, s, maskedValue)
+			}
 		}
 	}
+	line = urlPassword.ReplaceAllString(line, "${1}"+maskedValue+"@")
 	for _, re := range keyLike {
 		line = re.ReplaceAllString(line, "${1}"+maskedValue)
 	}
@@ -83,4 +100,61 @@ func secretName(name string) bool {
 		}
 	}
 	return false
+}
+
+// gatewaySecrets are secrets that no engine defines but every engine's output
+// must hide: the gateway's own key tokens, which an engine prints bare when
+// it logs a request's headers or a wrapper logs its environment (issue 24,
+// item 11). Each owner (a provisioned config) registers its own, so that a
+// reload replaces them and Cleanup drops them; engines outlive configs, so
+// they read the union at every line instead of holding a copy.
+var gatewaySecrets struct {
+	mu     sync.Mutex
+	owners map[any][]string
+	all    atomic.Pointer[[]string] // the union, longest first; read per line without mu
+}
+
+// RegisterSecrets sets the secrets that owner adds to every engine's mask,
+// in place of those it registered before. Values shorter than four
+// characters are ignored, as an engine's own are.
+func RegisterSecrets(owner any, secrets []string) {
+	gatewaySecrets.mu.Lock()
+	defer gatewaySecrets.mu.Unlock()
+	if gatewaySecrets.owners == nil {
+		gatewaySecrets.owners = map[any][]string{}
+	}
+	gatewaySecrets.owners[owner] = slices.Clone(secrets)
+	publishSecretsLocked()
+}
+
+// UnregisterSecrets drops what owner registered; it is safe to call for an
+// owner that registered nothing.
+func UnregisterSecrets(owner any) {
+	gatewaySecrets.mu.Lock()
+	defer gatewaySecrets.mu.Unlock()
+	delete(gatewaySecrets.owners, owner)
+	publishSecretsLocked()
+}
+
+// publishSecretsLocked rebuilds the union. Longest first, so that a token
+// that holds a shorter one is masked whole, not around the shorter.
+func publishSecretsLocked() {
+	var all []string
+	for _, list := range gatewaySecrets.owners {
+		for _, s := range list {
+			if len(s) >= minSecretLen && !slices.Contains(all, s) {
+				all = append(all, s)
+			}
+		}
+	}
+	slices.SortFunc(all, func(a, b string) int { return cmp.Compare(len(b), len(a)) })
+	gatewaySecrets.all.Store(&all)
+}
+
+// registered is the union of the registered secrets.
+func registered() []string {
+	if p := gatewaySecrets.all.Load(); p != nil {
+		return *p
+	}
+	return nil
 }

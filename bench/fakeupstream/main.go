@@ -20,8 +20,18 @@
 //   - X-Bench-Chunk-Pad: <bytes> pads every content chunk of a stream with
 //     that many bytes of text (at most 1 MiB in all per chunk);
 //   - X-Bench-Req: <id> counts the call under that id. GET /bench/calls
-//     answers {"total":N,"calls":{"<id>":n,…}}: every chat call since the
-//     last GET /bench/calls?reset=1, and the calls of each id.
+//     answers {"total":N,"calls":{"<id>":n,…},"tokens":{"<id>":n,…}}: every
+//     chat call since the last GET /bench/calls?reset=1, the calls of each
+//     id and the tokens its answers cost (prompt and completion, reported
+//     or not).
+//
+// The door's part of the hostile phase (issue 24) counts tokens, so the
+// upstream answers as an engine does: an answer is X-Bench-Answer-Tokens
+// completion tokens long (default 24, or 48 for a stream: its content
+// chunks), cut to the request's max_tokens or max_completion_tokens, and a
+// stream reports its usage in a last chunk when the body asks for
+// stream_options.include_usage. The stream's bytes stay the precomputed
+// chunks: only the usage says how long the answer was.
 package main
 
 import (
@@ -59,9 +69,10 @@ type upstream struct {
 	bodies     sync.Pool
 	errorBody  []byte // what X-Bench-Fail answers
 
-	total atomic.Int64 // chat calls since the last reset
-	mu    sync.Mutex
-	calls map[string]int64 // chat calls per X-Bench-Req id
+	total  atomic.Int64 // chat calls since the last reset
+	mu     sync.Mutex
+	calls  map[string]int64 // chat calls per X-Bench-Req id
+	tokens map[string]int64 // tokens of the answers per X-Bench-Req id
 }
 
 // errorBodySize is the size of a failing answer's body: large, like the
@@ -73,7 +84,7 @@ const errorBodySize = 64 << 10
 const maxPad = 1 << 20
 
 func newUpstream(n int, delay time.Duration) *upstream {
-	u := &upstream{completion: []byte(completion), delay: delay, calls: map[string]int64{}}
+	u := &upstream{completion: []byte(completion), delay: delay, calls: map[string]int64{}, tokens: map[string]int64{}}
 	u.bodies.New = func() any { return new(bytes.Buffer) }
 	msg := `{"error":{"message":"bench upstream failing on purpose","type":"bench_failure","code":"bench","padding":"`
 	u.errorBody = []byte(msg + strings.Repeat("x", errorBodySize-len(msg)-4) + `"}}` + "\n")
@@ -124,11 +135,12 @@ func (u *upstream) callCounts(w http.ResponseWriter, r *http.Request) {
 		total = u.total.Swap(0)
 	}
 	b, err := json.Marshal(struct {
-		Total int64            `json:"total"`
-		Calls map[string]int64 `json:"calls"`
-	}{total, u.calls})
+		Total  int64            `json:"total"`
+		Calls  map[string]int64 `json:"calls"`
+		Tokens map[string]int64 `json:"tokens"`
+	}{total, u.calls, u.tokens})
 	if reset {
-		u.calls = map[string]int64{}
+		u.calls, u.tokens = map[string]int64{}, map[string]int64{}
 	}
 	u.mu.Unlock()
 	if err != nil {
@@ -185,17 +197,90 @@ func (u *upstream) chat(w http.ResponseWriter, r *http.Request) {
 		u.fail(w, r, status)
 		return
 	}
-	if !bytes.Contains(body, []byte(`"stream":true`)) && !bytes.Contains(body, []byte(`"stream": true`)) {
+	stream := bytes.Contains(body, []byte(`"stream":true`)) || bytes.Contains(body, []byte(`"stream": true`))
+	a := readAsk(r, body, stream)
+	u.countTokens(r, a.tokens())
+	if !stream {
+		answer := u.completion
+		if a.custom {
+			answer = []byte(strings.Replace(completion, `"usage":{"prompt_tokens":9,"completion_tokens":24,"total_tokens":33}`, string(a.usage()), 1))
+		}
 		h := w.Header()
 		h["Content-Type"] = []string{"application/json"}
-		h["Content-Length"] = []string{strconv.Itoa(len(u.completion))}
-		_, _ = w.Write(u.completion)
+		h["Content-Length"] = []string{strconv.Itoa(len(answer))}
+		_, _ = w.Write(answer)
 		return
 	}
-	u.stream(w, r)
+	var usage []byte
+	if a.includeUsage {
+		usage = fmt.Appendf(nil, `data: {"id":"chatcmpl-bench-0001","object":"chat.completion.chunk","created":1700000000,`+
+			`"model":"bench","choices":[],"usage":%s}`+"\n\n", a.usage())
+	}
+	u.stream(w, r, usage)
 }
 
-func (u *upstream) stream(w http.ResponseWriter, r *http.Request) {
+// promptTokens is what every answer reports for the prompt, as the fixed
+// completion does.
+const promptTokens = 9
+
+// ask is what a chat request asks of its answer's length and usage.
+type ask struct {
+	completion   int  // completion tokens of the answer
+	includeUsage bool // a stream ends with a usage chunk
+	custom       bool // the fixed completion's usage does not say it
+}
+
+func (a ask) tokens() int64 { return int64(promptTokens + a.completion) }
+
+func (a ask) usage() []byte {
+	return fmt.Appendf(nil, `{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}`, promptTokens, a.completion, a.tokens())
+}
+
+// readAsk reads the answer's length (X-Bench-Answer-Tokens, cut to the
+// body's token limits) and stream_options.include_usage. The body is
+// decoded only when it names one of them: the other phases pay a search.
+func readAsk(r *http.Request, body []byte, stream bool) ask {
+	a := ask{completion: 24}
+	if stream {
+		a.completion = 48
+	}
+	if n, err := strconv.Atoi(r.Header.Get("X-Bench-Answer-Tokens")); err == nil && n > 0 {
+		a.completion, a.custom = n, true
+	}
+	if !bytes.Contains(body, []byte("max_")) && !bytes.Contains(body, []byte("include_usage")) {
+		return a
+	}
+	var b struct {
+		MaxTokens           int `json:"max_tokens"`
+		MaxCompletionTokens int `json:"max_completion_tokens"`
+		StreamOptions       struct {
+			IncludeUsage bool `json:"include_usage"`
+		} `json:"stream_options"`
+	}
+	if json.Unmarshal(body, &b) != nil {
+		return a
+	}
+	for _, limit := range []int{b.MaxTokens, b.MaxCompletionTokens} {
+		if limit > 0 && limit < a.completion {
+			a.completion, a.custom = limit, true
+		}
+	}
+	a.includeUsage = b.StreamOptions.IncludeUsage
+	return a
+}
+
+// countTokens notes the tokens of an answer under the request's id.
+func (u *upstream) countTokens(r *http.Request, n int64) {
+	if id := r.Header.Get("X-Bench-Req"); id != "" {
+		u.mu.Lock()
+		u.tokens[id] += n
+		u.mu.Unlock()
+	}
+}
+
+// stream sends the stream's chunks, and usage, when not nil, just before
+// data: [DONE].
+func (u *upstream) stream(w http.ResponseWriter, r *http.Request, usage []byte) {
 	delay := u.delay
 	if d, ok := headerDuration(r, "X-Bench-Chunk-Delay"); ok {
 		delay = d
@@ -203,6 +288,10 @@ func (u *upstream) stream(w http.ResponseWriter, r *http.Request) {
 	chunks := u.chunks
 	if pad, err := strconv.Atoi(r.Header.Get("X-Bench-Chunk-Pad")); err == nil && pad > 0 && pad <= maxPad {
 		chunks = u.padded(pad)
+	}
+	if usage != nil {
+		last := len(chunks) - 1
+		chunks = append(append(chunks[:last:last], usage), chunks[last])
 	}
 	h := w.Header()
 	h["Content-Type"] = []string{"text/event-stream"}

@@ -421,8 +421,9 @@ func wholeStream(b []byte) bool {
 
 // callCounts is the fake upstream's GET /bench/calls.
 type callCounts struct {
-	Total int64            `json:"total"`
-	Calls map[string]int64 `json:"calls"`
+	Total  int64            `json:"total"`
+	Calls  map[string]int64 `json:"calls"`
+	Tokens map[string]int64 `json:"tokens"` // what each id's answers cost
 }
 
 // upstreamCalls reads the fake upstream's call counts, and resets them.

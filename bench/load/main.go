@@ -70,7 +70,7 @@ func run() int {
 	flag.IntVar(&c.hostile.slowPad, "slow-pad", 64<<10, "hostile mix: bytes added to each chunk of the slow reader's stream, at least (raised to twice what socket buffers hold)")
 	flag.IntVar(&c.hostile.uploaders, "uploaders", 300, "slow uploaders held open at once")
 	flag.Int64Var(&c.hostile.uploadClaim, "upload-claim", 1<<20, "the Content-Length each slow uploader announces (more than 100: 100 is the control)")
-	phases := flag.String("phases", "throughput,latency,stream,cpu,memory,hostile", "measurements to run")
+	phases := flag.String("phases", "throughput,latency,stream,cpu,memory,hostile", "measurements to run (door: the hostile phase's door alone)")
 	maxTime := flag.Duration("max-time", 20*time.Minute, "give up after this long")
 	flag.Parse()
 
@@ -259,17 +259,44 @@ func benchmark(ctx context.Context, e *env, c config, r *report) error {
 			}
 		}
 	}
-	if c.phases["hostile"] {
-		if err := hostilePhase(ctx, e, c, r); err != nil {
-			return err
-		}
+	switch {
+	case c.phases["hostile"]:
+		return hostilePhase(ctx, e, c, r)
+	case c.phases["door"]: // the door alone: part of the hostile phase
+		e.stopCaddy()
+		return doorPhase(ctx, e, r)
 	}
 	return nil
 }
 
-// hostilePhase runs the hostile mix, then measures RSS per open stream and
-// the memory slow uploaders hold, each in a fresh Caddy, and adds the
-// figures with their limits to the report.
+// doorPhase runs the door's parts (door.go) in a fresh Caddy and adds their
+// figures to the report.
+func doorPhase(ctx context.Context, e *env, r *report) error {
+	d, err := runDoor(ctx, e)
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if err != nil {
+		return fmt.Errorf("door: %v", err)
+	}
+	progress("door: rate key %d of %d admitted; bursts used %v; %d/%d case variants refused; %d/%d operator actions performed",
+		d.rateAdmitted, d.rateSent, burstsUsed(d.bursts), d.spellRefused, d.spellSent, d.operatorPerformed, d.operatorTried)
+	r.addDoor(d)
+	return nil
+}
+
+func burstsUsed(bs []burstResult) []int64 {
+	var out []int64
+	for _, b := range bs {
+		out = append(out, b.used)
+	}
+	return out
+}
+
+// hostilePhase runs the hostile mix, then the door (keys with rules on every
+// route), then measures RSS per open stream and the memory slow uploaders
+// hold, each in a fresh Caddy, and adds the figures with their limits to the
+// report.
 func hostilePhase(ctx context.Context, e *env, c config, r *report) error {
 	e.stopCaddy()
 	if err := e.writeHostileCaddyfile(fallbackCap+2, c.hostile.idle); err != nil {
@@ -289,6 +316,9 @@ func hostilePhase(ctx context.Context, e *env, c config, r *report) error {
 	progress("hostile mix: %d upstream calls, %d without a request id; slow reader whole: %v (%v); Caddy VmRSS +%d KB",
 		res.total, res.untagged, res.slowWhole, res.slowErr, res.rssGrowthKB)
 	r.addHostile(res)
+	if err := doorPhase(ctx, e, r); err != nil {
+		return err
+	}
 
 	gw := target{"llm_gateway", e.url(e.gwPort)}
 	var perStream []float64

@@ -34,6 +34,7 @@ type report struct {
 	metrics []*metric
 	memory  *metric // RSS per open stream, when the memory phase ran
 	checks  []check // the hostile phase's rows
+	door    []check // the door's rows (door.go)
 	fails   map[string]int64
 	notes   []string
 }
@@ -53,10 +54,18 @@ func (r *report) info(name, value string) {
 	r.checks = append(r.checks, check{name: name, value: value})
 }
 
-// failedChecks names the hostile rows whose limit was exceeded.
+func (r *report) doorCheck(name, value, limit string, pass bool) {
+	r.door = append(r.door, check{name, value, limit, pass})
+}
+
+func (r *report) doorInfo(name, value string) {
+	r.door = append(r.door, check{name: name, value: value})
+}
+
+// failedChecks names the hostile and door rows whose limit was exceeded.
 func (r *report) failedChecks() []string {
 	var out []string
-	for _, c := range r.checks {
+	for _, c := range append(r.checks, r.door...) {
 		if c.limit != "" && !c.pass {
 			out = append(out, fmt.Sprintf("%s = %s, limit %s", strings.TrimSpace(c.name), c.value, c.limit))
 		}
@@ -132,6 +141,7 @@ func (r *report) print(w io.Writer) {
 		fmt.Fprintln(w, "note:", n)
 	}
 	r.printHostile(w)
+	r.printDoor(w)
 }
 
 // compared says whether any measurement ran on both targets.
@@ -194,10 +204,25 @@ func (r *report) printHostile(w io.Writer) {
 		100*h.cancelShare, h.cancelWithin, r.cfg.openStreams)
 	fmt.Fprintf(w, "%d slow uploaders (Content-Length %d, 17 bytes sent), fresh Caddy per round, medians of %d rounds\n\n",
 		h.uploaders, h.uploadClaim, r.cfg.rounds)
-	const row = "%-56s %12s  %-20s %s\n"
+	printChecks(w, r.checks)
+}
+
+func (r *report) printDoor(w io.Writer) {
+	if len(r.door) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nthe door, llm_gateway alone: keys with rules on every route (issue 24), fresh counters, 127.0.0.1\n")
+	fmt.Fprintf(w, "%d requests at once over /v1/, /v1/models, /upstream/ and the page's API; bursts of %d streams of %d-token\n",
+		doorBurst, doorBurst, doorAnswer)
+	fmt.Fprintf(w, "answers; case-variant streams; every operator action and forbidden /upstream/ request of every key with rules\n\n")
+	printChecks(w, r.door)
+}
+
+func printChecks(w io.Writer, checks []check) {
+	const row = "%-62s %14s  %-20s %s\n"
 	fmt.Fprintf(w, row, "metric", "llm_gateway", "limit", "")
-	fmt.Fprintln(w, strings.Repeat("-", 100))
-	for _, c := range r.checks {
+	fmt.Fprintln(w, strings.Repeat("-", 108))
+	for _, c := range checks {
 		verdict := ""
 		if c.limit != "" {
 			verdict = "FAIL"
@@ -207,7 +232,7 @@ func (r *report) printHostile(w io.Writer) {
 		}
 		fmt.Fprintf(w, row, c.name, c.value, c.limit, verdict)
 	}
-	fmt.Fprintln(w, strings.Repeat("-", 100))
+	fmt.Fprintln(w, strings.Repeat("-", 108))
 }
 
 func num(v float64, prec int) string {
