@@ -242,6 +242,16 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config) (handler.Config, er
 			return cfg, err
 		}
 		switch d.Val() {
+		case "memory_budget":
+			n, err := sizeArg(d)
+			if err != nil {
+				return cfg, err
+			}
+			cfg.MemoryBudget = n
+		case "max_wait":
+			if err := durationArg(d, &cfg.MaxWait); err != nil {
+				return cfg, err
+			}
 		case "max_body":
 			var s string
 			if !d.AllArgs(&s) {
@@ -704,6 +714,15 @@ func parseEngineOptions(d *cf.Dispenser, ec *engines.Config, where string) (sett
 			ec.Wake = &b
 		case "group":
 			err = oneArg(d, &ec.Group)
+		case "memory":
+			ec.Memory, err = sizeArg(d)
+		case "min_loaded":
+			err = durationArg(d, &ec.MinLoaded)
+		case "evict":
+			err = oneArg(d, &ec.Evict)
+			if err == nil && ec.Evict != engines.EvictIdle && ec.Evict != engines.EvictNever {
+				err = d.Errf("evict takes idle or never, not %q", ec.Evict)
+			}
 		case "start_timeout":
 			err = durationArg(d, &ec.StartTimeout)
 		case "idle_timeout":
@@ -899,6 +918,20 @@ func blockArg(d *cf.Dispenser, missing string) (string, error) {
 		return "", d.ArgErr()
 	}
 	return v, nil
+}
+
+// sizeArg reads one size such as 20GiB or 512MB.
+func sizeArg(d *cf.Dispenser) (int64, error) {
+	name := d.Val()
+	var v string
+	if !d.AllArgs(&v) {
+		return 0, d.ArgErr()
+	}
+	n, err := humanize.ParseBytes(v)
+	if err != nil || n == 0 {
+		return 0, d.Errf("%s takes a size such as 20GiB, not %q", name, v)
+	}
+	return int64(n), nil
 }
 
 func oneArg(d *cf.Dispenser, dst *string) error {

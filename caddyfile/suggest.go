@@ -12,9 +12,9 @@ import (
 var (
 	handlerOptions = []string{"keys", "key", "store", "max_body", "wake", "keepalive", "body_fallbacks",
 		"annotate_response", "max_fallbacks", "max_attempts", "transport", "extra_paths", "passthrough",
-		"defaults", "ui", "pool", "engine"}
+		"defaults", "ui", "pool", "engine", "memory_budget", "max_wait"}
 	engineOptions = []string{"to", "models", "model_name", "api", "api_key", "cmd", "dir", "env", "ready",
-		"wake", "group", "start_timeout", "idle_timeout", "stop_timeout", "stop_cmd", "preload",
+		"wake", "group", "memory", "min_loaded", "evict", "start_timeout", "idle_timeout", "stop_timeout", "stop_cmd", "preload",
 		"max_concurrent", "queue", "dial_timeout", "header_timeout", "request_timeout",
 		"first_token_timeout", "stream_idle_timeout", "fallback", "fallback_after", "fallback_model",
 		"context_fallback", "retries", "resume", "loading_status", "prefill", "retry_after_max",

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -112,6 +113,8 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return fmt.Errorf("llm_gateway: %v", err)
 	}
+	// the box's budget is process-wide, as the GPU is: the last config's wins
+	engines.SetMemoryBudget(cfg.MemoryBudget, time.Duration(cfg.MaxWait))
 	if err := preloadAtStart(ctx, preload); err != nil {
 		return fmt.Errorf("llm_gateway: %v", err)
 	}

@@ -31,6 +31,12 @@ const PIDPlaceholder = "{engine.pid}"
 // every engine.
 const NamePlaceholder = "{engine.name}"
 
+// The values of Evict.
+const (
+	EvictIdle  = "idle"
+	EvictNever = "never"
+)
+
 // ReadyNone as the Ready path turns the readiness probe off (llama-swap's
 // `checkEndpoint: none`): a started engine is ready as soon as its process
 // runs, for a server that has no path answering 2xx once it has loaded.
@@ -201,8 +207,25 @@ type Config struct {
 	QueueTimeout caddy.Duration `json:"queue_timeout,omitempty"`
 
 	// Group makes engines exclusive: engines of one group never run at the
-	// same time (one GPU). Default: none.
+	// same time (one GPU): the scheduler's rule with a budget of one.
+	// Default: none.
 	Group string `json:"group,omitempty"`
+
+	// Memory is what the engine holds while it runs (weights, cache), in
+	// bytes, counted against the handler's memory_budget: a start is
+	// admitted only if what is loaded plus it fits, else idle engines are
+	// stopped to make room. The operator's number wins over any estimate.
+	// Default: 0 (not counted).
+	Memory int64 `json:"memory,omitempty"`
+
+	// MinLoaded protects a warm engine: it is not stopped to make room for
+	// another for this long after it last served. Default: 0.
+	MinLoaded caddy.Duration `json:"min_loaded,omitempty"`
+
+	// Evict is whether the scheduler may stop the engine to make room:
+	// "idle" (once it has no requests in flight or queued) or "never"
+	// (only its idle_timeout or an operator stops it). Default: idle.
+	Evict string `json:"evict,omitempty"`
 
 	// DialTimeout bounds connecting to the engine. Default: 10s.
 	DialTimeout caddy.Duration `json:"dial_timeout,omitempty"`
@@ -524,6 +547,15 @@ func (c Config) Validate() error {
 	}
 	if c.To == "" {
 		return fmt.Errorf("engine %s: missing 'to' (the engine's base URL)", c.Name)
+	}
+	if c.Memory < 0 || c.MinLoaded < 0 {
+		return fmt.Errorf("engine %s: memory and min_loaded may not be negative", c.Name)
+	}
+	if c.Evict != "" && c.Evict != EvictIdle && c.Evict != EvictNever {
+		return fmt.Errorf("engine %s: evict takes idle or never, not %q", c.Name, c.Evict)
+	}
+	if (c.Memory > 0 || c.MinLoaded > 0 || c.Evict != "") && !c.Managed() {
+		return fmt.Errorf("engine %s: memory, min_loaded and evict are for an engine the gateway starts (with cmd)", c.Name)
 	}
 	if c.Managed() && !canStartProcesses {
 		return errNoLocalEngines(c.Name)

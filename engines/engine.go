@@ -119,7 +119,7 @@ type Engine struct {
 	rt    http.RoundTripper
 	log   *zap.Logger
 	lines lineBuffer
-	group *group
+	boxes []*box // what it shares: its group, the memory budget
 	clock clock.Clock
 	brk   *Breaker // the engine's own: transport failures (the host is sick)
 	obs   Observer
@@ -144,6 +144,7 @@ type Engine struct {
 	idleTimer clock.Timer
 	idleGen   uint64
 	closed    bool
+	waiting   int                 // requests waiting for a start: the scheduler serves the most wanted first
 	modelBrks map[string]*Breaker // one per model sent: status failures and answer timeouts
 
 	// health checks of a remote engine (health.go)
@@ -172,8 +173,11 @@ func New(cfg Config, rt http.RoundTripper, log *zap.Logger) (*Engine, error) {
 		}
 		e.base, e.state = u, Ready
 	}
-	if cfg.Group != "" {
-		e.group = joinGroup(cfg.Group, e)
+	if cfg.Managed() && cfg.Group != "" {
+		e.boxes = append(e.boxes, joinBox("group:"+cfg.Group, true, e))
+	}
+	if cfg.Managed() && cfg.Memory > 0 {
+		e.boxes = append(e.boxes, joinBox(memoryBox, false, e))
 	}
 	return e, nil
 }
@@ -327,6 +331,32 @@ func (l *Lease) Release() {
 func (e *Engine) broadcast() {
 	close(e.changed)
 	e.changed = make(chan struct{})
+	for _, b := range e.boxes {
+		b.sig.poke()
+	}
+}
+
+// view is what the scheduler sees of the engine now.
+func (e *Engine) view(now time.Time) view {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	v := view{e: e, holds: e.state != Stopped, ready: e.state == Ready, busy: e.leases > 0,
+		lastUsed: e.lastUsed, waiting: e.waiting}
+	if e.lim != nil && e.lim.queued() > 0 {
+		v.busy = true
+	}
+	if e.leases > 0 {
+		v.lastUsed = now
+	}
+	switch {
+	case e.cfg.Evict == EvictNever:
+		v.keep = true
+	case e.cfg.MinLoaded > 0:
+		if left := v.lastUsed.Add(time.Duration(e.cfg.MinLoaded)).Sub(now); left > 0 {
+			v.keep, v.keepFor = true, left
+		}
+	}
+	return v
 }
 
 // wait releases mu until the next change or ctx's end, and takes it again.
@@ -429,7 +459,13 @@ func (e *Engine) acquire(ctx context.Context, wake bool) (*Lease, error) {
 				waitedFor = e.startSeq
 			}
 		}
-		if err := e.wait(ctx); err != nil {
+		e.waiting++
+		if e.state == Starting {
+			e.pokeBoxes()
+		}
+		err := e.wait(ctx)
+		e.waiting--
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -447,6 +483,7 @@ func (e *Engine) release() {
 		e.broadcast() // the drain is waiting for this
 		return
 	}
+	e.pokeBoxes() // idle now: a start waiting for room may stop it
 	e.armIdle()
 }
 
@@ -516,13 +553,13 @@ func (e *Engine) run(seq uint64, delay time.Duration) {
 			return
 		}
 	}
-	if e.group != nil {
-		if err := e.group.lock(e.life); err != nil {
-			e.startFailed(seq, nil, "the engine was shut down while waiting for its group")
+	for _, b := range e.boxes {
+		// its share of the GPU (a group's turn, its memory) is held until it
+		// stops: the scheduler (box.go) makes room or keeps it waiting
+		if err := b.claim(e.life, e); err != nil {
+			e.startFailed(seq, nil, "the engine was shut down while waiting for its turn ("+b.name+")")
 			return
 		}
-		defer e.group.unlock()
-		e.group.evictOthers(e)
 	}
 
 	port, err := freePort()
@@ -723,13 +760,11 @@ func (e *Engine) Preload() {
 	if !e.cfg.Managed() {
 		return
 	}
-	if e.group != nil {
-		// held across the check and the start, so that two preloads of
-		// one group (two handlers, or two sites) never both start
-		e.group.mu.Lock()
-		defer e.group.mu.Unlock()
-		if peer := e.group.runningPeerLocked(e); peer != nil {
-			e.log.Info("not preloading: a peer of its group is running", zap.String("group", e.group.name), zap.String("peer", peer.Name()))
+	preloadMu.Lock() // two preloads of one box (two handlers, or two sites) never both start
+	defer preloadMu.Unlock()
+	for _, b := range e.boxes {
+		if !b.fitsNow(e) {
+			e.log.Info("not preloading: it does not fit beside the engines that run", zap.String("box", b.name))
 			return
 		}
 	}
@@ -829,8 +864,8 @@ func (e *Engine) Destruct() error {
 	}
 	e.cancel()
 	e.wg.Wait()
-	if e.group != nil {
-		e.group.leave(e)
+	for _, b := range e.boxes {
+		b.leave(e)
 	}
 	return nil
 }
@@ -954,4 +989,15 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// preloadMu makes a preload's check and start one step.
+var preloadMu sync.Mutex
+
+// pokeBoxes tells the engine's boxes that its wants changed. Safe with mu
+// held.
+func (e *Engine) pokeBoxes() {
+	for _, b := range e.boxes {
+		b.sig.poke()
+	}
 }

@@ -230,3 +230,9 @@ func (l *limiter) counts() (held, queued int) {
 	defer l.mu.Unlock()
 	return l.held, len(l.queue)
 }
+
+// queued is how many wait in the queue now.
+func (l *limiter) queued() int {
+	_, q := l.counts()
+	return q
+}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/dustin/go-humanize"
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 )
 
@@ -101,6 +102,16 @@ type Config struct {
 	// unset (llama-swap's globalTTL and more): `defaults { idle_timeout
 	// 10m }`. Not a name, models or model_name. Default: none.
 	Defaults *engines.Config `json:"defaults,omitempty"`
+
+	// MemoryBudget is the memory the engines with a memory size share on
+	// this box (a GPU's): the scheduler starts an engine only if it fits
+	// beside what runs, stopping idle engines to make room (issue 29).
+	// Default: 0 (engines may not declare memory).
+	MemoryBudget int64 `json:"memory_budget,omitempty"`
+
+	// MaxWait is how long a start waits for its turn before the scheduler
+	// drains a busy engine for it, so that nothing starves. Default: 30s.
+	MaxWait caddy.Duration `json:"max_wait,omitempty"`
 
 	// Engines are the upstreams, each serving one or more models.
 	Engines []engines.Config `json:"engines,omitempty"`
@@ -229,6 +240,9 @@ func (c Config) Validate() error {
 			}
 			preloads[e.Group] = e.Name
 		}
+	}
+	if err := c.validateMemory(); err != nil {
+		return err
 	}
 	for i, p := range c.Pools {
 		if err := p.validate(names); err != nil {
@@ -396,3 +410,20 @@ func (p PoolConfig) validate(engineNames map[string]bool) error {
 // DefaultKeepAlive is the default interval of SSE keep-alive comments while a
 // streaming request waits.
 const DefaultKeepAlive = 3 * time.Second
+
+// validateMemory refuses an engine with a memory size but no budget to
+// count it against, and a start that can never fit.
+func (c Config) validateMemory() error {
+	if c.MemoryBudget < 0 || c.MaxWait < 0 {
+		return fmt.Errorf("memory_budget and max_wait may not be negative")
+	}
+	for _, e := range c.Engines {
+		switch {
+		case e.Memory > 0 && c.MemoryBudget == 0:
+			return engineErr(e.Name, fmt.Errorf("engine %s has memory %s, but the handler has no memory_budget to count it against", e.Name, humanize.IBytes(uint64(e.Memory))))
+		case e.Memory > c.MemoryBudget && c.MemoryBudget > 0:
+			return engineErr(e.Name, fmt.Errorf("engine %s needs memory %s, more than the memory_budget %s: it could never start", e.Name, humanize.IBytes(uint64(e.Memory)), humanize.IBytes(uint64(c.MemoryBudget))))
+		}
+	}
+	return nil
+}
