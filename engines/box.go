@@ -317,11 +317,58 @@ func (b *box) fitsNow(e *Engine) bool {
 	return used+b.need(e) <= b.budget
 }
 
-// Memory reports a box's use, for the admin API.
-type Memory struct {
-	Box    string `json:"box"`
-	Used   int64  `json:"used"`
-	Budget int64  `json:"budget"`
+// MemoryUse is the memory budget's use, for the admin API: what the
+// engines that run or start hold, the budget, and the starts waiting for
+// room, in the order they will be served.
+type MemoryUse struct {
+	Used    int64    `json:"used"`
+	Budget  int64    `json:"budget"`
+	Loaded  []string `json:"loaded"`
+	Waiting []string `json:"waiting"`
+}
+
+// Memory reports the memory budget's use now.
+func Memory() MemoryUse {
+	b := boxNamed(memoryBox, false)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	u := MemoryUse{Budget: b.budget, Loaded: []string{}, Waiting: []string{}}
+	var now time.Time
+	views := make([]view, 0, len(b.members))
+	for o := range b.members {
+		if now.IsZero() {
+			now = o.now()
+		}
+		v := o.view(now)
+		views = append(views, v)
+		if v.holds && b.granted[o] > 0 {
+			u.Used += b.granted[o]
+			u.Loaded = append(u.Loaded, o.Name())
+		}
+	}
+	slices.Sort(u.Loaded)
+	maxWait := b.maxWait
+	if maxWait <= 0 {
+		maxWait = DefaultMaxWait
+	}
+	waiting := map[*Engine]int{}
+	for _, v := range views {
+		waiting[v.e] = v.waiting
+	}
+	order := slices.Clone(b.claims)
+	slices.SortStableFunc(order, func(x, y *claim) int {
+		switch {
+		case before(x, y, now, maxWait, waiting):
+			return -1
+		case before(y, x, now, maxWait, waiting):
+			return 1
+		}
+		return 0
+	})
+	for _, c := range order {
+		u.Waiting = append(u.Waiting, c.e.Name())
+	}
+	return u
 }
 
 // signal wakes everyone waiting for a change in a box; it takes no lock an

@@ -882,6 +882,9 @@ type Status struct {
 	Leases   int      `json:"leases"`
 	IdleSecs float64  `json:"idle_seconds,omitempty"`
 	Group    string   `json:"group,omitempty"`
+	// Memory is what the engine holds while it runs, counted against the
+	// memory budget (memory); absent without one.
+	Memory int64 `json:"memory,omitempty"`
 	// Health is "up" or "down" for an engine with health checks; empty
 	// without them. A down engine's State is "down" too.
 	Health string `json:"health,omitempty"`
@@ -912,7 +915,7 @@ type LimitStatus struct {
 func (e *Engine) Status() Status {
 	e.mu.Lock()
 	s := Status{
-		Name: e.cfg.Name, Models: e.cfg.Models, Managed: e.cfg.Managed(), Group: e.cfg.Group,
+		Name: e.cfg.Name, Models: e.cfg.Models, Managed: e.cfg.Managed(), Group: e.cfg.Group, Memory: e.cfg.Memory,
 		State: e.state.String(), Ready: e.state == Ready, Port: e.port, Leases: e.leases,
 		EngineBreaker: e.brk.State().String(),
 	}
