@@ -1173,3 +1173,55 @@ func TestEveryListedSubdirectiveIsKnown(t *testing.T) {
 		}
 	}
 }
+
+func TestParseTheDoorAndTheScheduler(t *testing.T) {
+	local := `
+	engine a {
+		cmd serve --port {engine.port}
+		to http://127.0.0.1:{engine.port}
+		models a
+		memory 12GiB
+		min_loaded 2m
+		evict never
+	}`
+	cfg := parse(t, `llm_gateway {
+	memory_budget 24GiB
+	max_wait 10s
+	passthrough on {
+		methods GET POST PUT
+		budgets on
+	}
+	key team team-key-0123456789abc {
+		models a
+		reserve 2k
+	}
+	key ops ops-key-0123456789abcdef {
+		operator
+	}`+local+`
+}`)
+	e := cfg.Engines[0]
+	if cfg.MemoryBudget != 24<<30 || time.Duration(cfg.MaxWait) != 10*time.Second || e.Memory != 12<<30 ||
+		time.Duration(e.MinLoaded) != 2*time.Minute || e.Evict != "never" {
+		t.Fatalf("scheduler: %+v %+v", cfg, e)
+	}
+	if !cfg.PassthroughBudgets || strings.Join(cfg.PassthroughMethods, " ") != "GET POST PUT" || cfg.Passthrough == nil || !*cfg.Passthrough {
+		t.Fatalf("passthrough: %+v", cfg)
+	}
+	if cfg.Keys[0].Reserve != 2000 || !cfg.Keys[1].Operator {
+		t.Fatalf("keys: %+v", cfg.Keys)
+	}
+	for input, want := range map[string]string{
+		`llm_gateway {` + strings.Replace(local, "evict never", "evict sometimes", 1) + "\n}": "evict takes idle or never",
+		`llm_gateway {` + strings.Replace(local, "memory 12GiB", "memory lots", 1) + "\n}":    "memory takes a size",
+		`llm_gateway {` + local + "\n}":                                                                          "no memory_budget",
+		"llm_gateway {\n\tmemory_budget 8GiB" + local + "\n}":                                                    "could never start",
+		"llm_gateway {\n\tpassthrough on {\n\t\tmethods get\n\t}" + remote + "\n}":                               "not an HTTP method",
+		"llm_gateway {\n\tkey t team-key-0123456789abc {\n\t\treserve x\n\t}" + remote + "\n}":                   "reserve takes a token count",
+		"llm_gateway {\n\tkey t team-key-0123456789abc {\n\t\toperator\n\t\tmodels gpt-4o\n\t}" + remote + "\n}": "never an operator",
+		"llm_gateway {\n\tkey a team-key-0123456789abc\n\tkey b team-key-0123456789abc" + remote + "\n}":         "given twice",
+	} {
+		if _, err := Parse(cf.NewTestDispenser(input)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s:\n%v, want %q", input, err, want)
+		}
+	}
+}
