@@ -33,6 +33,7 @@ import (
 //			tokens <limit...>           # prompt+completion tokens per window: 200k/d, 5M/mo
 //			over_budget refuse|fallback <model>  # once a token budget is spent; default refuse
 //			reserve <n>                 # tokens a request naming no max_tokens reserves; default 1024
+//			priority <n>                # higher goes first in engines' queues and the scheduler; default 0
 //			operator                    # may use the status page's API (never with rules)
 //		}]
 //		store redis <host:port> [{      # counters shared by several gateways (default: embedded)
@@ -423,6 +424,16 @@ func parseKey(d *cf.Dispenser) (handler.Key, error) {
 				return k, d.Errf("key %s: reserve takes a token count such as 1024 or 4k, not %q", k.Name, v)
 			}
 			k.Reserve = n
+		case "priority":
+			var v string
+			if err := oneArg(d, &v); err != nil {
+				return k, err
+			}
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return k, d.Errf("key %s: priority takes a whole number (higher goes first), not %q", k.Name, v)
+			}
+			k.Priority = n
 		case "operator":
 			if d.NextArg() {
 				return k, d.ArgErr()

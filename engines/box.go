@@ -28,8 +28,8 @@ import (
 //	                                go to their fallback or get an error
 //
 // Claims are served one at a time, in order: the claims that have waited
-// max_wait first, then the engine with the most requests waiting, then the
-// oldest. So while a swap is pending, a loaded engine's requests are served
+// max_wait first, then the engine whose waiting requests have the highest
+// priority, then the one with the most requests waiting, then the oldest. So while a swap is pending, a loaded engine's requests are served
 // (it is busy, so it stays), and the waiting engines come in turn; a claim
 // that has waited max_wait may drain a busy engine (its requests in flight
 // finish, new ones wait for its next turn), so nothing waits much longer
@@ -185,6 +185,7 @@ type view struct {
 	keepFor  time.Duration
 	lastUsed time.Time
 	waiting  int // requests waiting for it to start
+	prio     int // the highest priority among them
 }
 
 // turn decides for claim c, with mu held: granted, or the engines to stop
@@ -230,9 +231,9 @@ func (b *box) turn(c *claim) (victims []view, next time.Duration, granted bool) 
 // head is the claim to serve first: those that waited max_wait, then the
 // engine with the most requests waiting, then the oldest.
 func (b *box) head(now time.Time, maxWait time.Duration, views []view) *claim {
-	waiting := map[*Engine]int{}
+	waiting := map[*Engine]view{}
 	for _, v := range views {
-		waiting[v.e] = v.waiting
+		waiting[v.e] = v
 	}
 	var best *claim
 	for _, c := range b.claims {
@@ -243,13 +244,17 @@ func (b *box) head(now time.Time, maxWait time.Duration, views []view) *claim {
 	return best
 }
 
-func before(a, b *claim, now time.Time, maxWait time.Duration, waiting map[*Engine]int) bool {
+func before(a, b *claim, now time.Time, maxWait time.Duration, waiting map[*Engine]view) bool {
 	sa, sb := now.Sub(a.since) >= maxWait, now.Sub(b.since) >= maxWait
+	wa, wb := waiting[a.e], waiting[b.e]
 	switch {
 	case sa != sb:
 		return sa
-	case !sa && waiting[a.e] != waiting[b.e]:
-		return waiting[a.e] > waiting[b.e]
+	case sa:
+	case wa.prio != wb.prio:
+		return wa.prio > wb.prio
+	case wa.waiting != wb.waiting:
+		return wa.waiting > wb.waiting
 	}
 	return a.since.Before(b.since)
 }
@@ -351,9 +356,9 @@ func Memory() MemoryUse {
 	if maxWait <= 0 {
 		maxWait = DefaultMaxWait
 	}
-	waiting := map[*Engine]int{}
+	waiting := map[*Engine]view{}
 	for _, v := range views {
-		waiting[v.e] = v.waiting
+		waiting[v.e] = v
 	}
 	order := slices.Clone(b.claims)
 	slices.SortStableFunc(order, func(x, y *claim) int {

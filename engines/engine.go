@@ -145,6 +145,7 @@ type Engine struct {
 	idleGen   uint64
 	closed    bool
 	waiting   int                 // requests waiting for a start: the scheduler serves the most wanted first
+	waitPrios map[int]int         // their priorities, counted
 	modelBrks map[string]*Breaker // one per model sent: status failures and answer timeouts
 
 	// health checks of a remote engine (health.go)
@@ -342,6 +343,12 @@ func (e *Engine) view(now time.Time) view {
 	defer e.mu.Unlock()
 	v := view{e: e, holds: e.state != Stopped, ready: e.state == Ready, busy: e.leases > 0,
 		lastUsed: e.lastUsed, waiting: e.waiting}
+	first := true
+	for p := range e.waitPrios {
+		if first || p > v.prio {
+			v.prio, first = p, false
+		}
+	}
 	if e.lim != nil && e.lim.queued() > 0 {
 		v.busy = true
 	}
@@ -459,12 +466,20 @@ func (e *Engine) acquire(ctx context.Context, wake bool) (*Lease, error) {
 				waitedFor = e.startSeq
 			}
 		}
+		prio, _ := PriorityOf(ctx)
 		e.waiting++
+		if e.waitPrios == nil {
+			e.waitPrios = map[int]int{}
+		}
+		e.waitPrios[prio]++
 		if e.state == Starting {
 			e.pokeBoxes()
 		}
 		err := e.wait(ctx)
 		e.waiting--
+		if e.waitPrios[prio]--; e.waitPrios[prio] == 0 {
+			delete(e.waitPrios, prio)
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -88,15 +88,19 @@ type limiter struct {
 	clock    clock.Clock
 	closed   <-chan struct{} // the engine's end: every waiter leaves with ErrClosed
 
-	mu      sync.Mutex
-	held    int       // places taken
-	queue   []*waiter // oldest first
-	avgHold time.Duration
+	mu         sync.Mutex
+	held       int       // places taken
+	queue      []*waiter // oldest first
+	avgHold    time.Duration
+	served     uint64            // places handed to waiters so far
+	lastServed map[string]uint64 // by key: when one of its waiters last got a place
 }
 
 // waiter is one request in the queue.
 type waiter struct {
 	granted chan struct{} // closed when a place is handed to it
+	prio    int           // the request's priority: higher goes first
+	key     string        // the caller's key name: equal priorities take turns by key
 }
 
 // place is a taken place; give it back once.
@@ -138,7 +142,8 @@ func (l *limiter) take(ctx context.Context) (p *place, waited time.Duration, que
 		l.mu.Unlock()
 		return nil, 0, false, BusyQueueFull, nil
 	}
-	w := &waiter{granted: make(chan struct{})}
+	prio, key := PriorityOf(ctx)
+	w := &waiter{granted: make(chan struct{}), prio: prio, key: key}
 	l.queue = append(l.queue, w)
 	l.mu.Unlock()
 
@@ -196,12 +201,38 @@ func (l *limiter) give(p *place) {
 		}
 	}
 	if len(l.queue) > 0 {
-		w := l.queue[0]
-		l.queue = l.queue[1:]
+		i := l.next()
+		w := l.queue[i]
+		l.queue = append(l.queue[:i], l.queue[i+1:]...)
+		l.served++
+		if l.lastServed == nil {
+			l.lastServed = map[string]uint64{}
+		}
+		l.lastServed[w.key] = l.served
 		close(w.granted) // the place passes on: held stays
 		return
 	}
 	l.held--
+}
+
+// next is the waiter a free place goes to: the highest priority; among
+// equal ones, the key whose waiters were served least recently (so one
+// team's burst does not starve another's), then the oldest. Call with mu
+// held and a waiter queued.
+func (l *limiter) next() int {
+	best := 0
+	for i, w := range l.queue[1:] {
+		b := l.queue[best]
+		switch {
+		case w.prio != b.prio:
+			if w.prio > b.prio {
+				best = i + 1
+			}
+		case w.key != b.key && l.lastServed[w.key] < l.lastServed[b.key]:
+			best = i + 1
+		}
+	}
+	return best
 }
 
 // retryAfter is when a refused request may try again: about how long a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -271,5 +272,39 @@ func TestAdminStartTakesNoPlace(t *testing.T) {
 	defer held.Release()
 	if err := e.Start(context.Background()); err != nil {
 		t.Fatalf("start of a busy engine: %v", err)
+	}
+}
+
+func TestHigherPriorityGoesFirstAndKeysTakeTurns(t *testing.T) {
+	e, clock, _ := limitedEngine(t, 1, 5, time.Minute)
+	held := mustLease(t, e)
+	ctx := context.Background()
+	batch := WithPriority(ctx, 0, "batch")
+	var order []string
+	var queued []<-chan acquireResult
+	names := []string{"batch-1", "batch-2", "batch-3", "interactive", "other"}
+	for i, c := range []context.Context{batch, batch, batch, WithPriority(ctx, 10, "app"), WithPriority(ctx, 0, "other")} {
+		queued = append(queued, queueUp(c, e, clock, i+1))
+	}
+	type served struct {
+		i int
+		r acquireResult
+	}
+	all := make(chan served, len(queued))
+	for i, ch := range queued {
+		go func() { all <- served{i, <-ch} }()
+	}
+	for range names {
+		held.Release()
+		s := <-all // one place freed: exactly one waiter gets it
+		if s.r.err != nil {
+			t.Fatal(s.r.err)
+		}
+		held = s.r.l
+		order = append(order, names[s.i])
+	}
+	held.Release()
+	if want := "interactive batch-1 other batch-2 batch-3"; strings.Join(order, " ") != want {
+		t.Fatalf("served %v, want %s", order, want)
 	}
 }

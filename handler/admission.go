@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 
+	"github.com/llmgateway/caddy-llm-gateway/engines"
 	"github.com/llmgateway/caddy-llm-gateway/quota"
 )
 
@@ -121,4 +123,27 @@ func (g *Gateway) overRate(w http.ResponseWriter, kr *keyRules, d quota.Decision
 	w.Header().Set("Retry-After", strconv.FormatInt(int64(max(1, d.RetryAfter.Seconds())), 10))
 	return &Error{http.StatusTooManyRequests, "requests", "rate_limit_exceeded",
 		fmt.Sprintf("key %s is over its rate limit (%s); try again in %s", kr.name, limitsOf(kr.limits.Rate), d.RetryAfter)}
+}
+
+// PriorityHeader lets a request lower its key's priority (a batch job
+// sharing an interactive key), never raise it.
+const PriorityHeader = "X-LLM-Priority"
+
+// withPriority puts the request's priority and key in its context, for the
+// engine's queue and the scheduler (engines.WithPriority): the key's,
+// lowered by the request's X-LLM-Priority.
+func withPriority(req *request) {
+	level, name := 0, ""
+	if kr := req.key; kr != nil {
+		level, name = kr.priority, kr.name
+	}
+	if h := req.r.Header.Get(PriorityHeader); h != "" {
+		if n, err := strconv.Atoi(strings.TrimSpace(h)); err == nil && n < level {
+			level = n
+		}
+	}
+	if level == 0 && name == "" {
+		return // the default: nothing to carry
+	}
+	req.r = req.r.WithContext(engines.WithPriority(req.r.Context(), level, name))
 }

@@ -260,3 +260,21 @@ func TestOperatorTokensNeverIncludeAKeyWithRules(t *testing.T) {
 		t.Fatalf("marked operators: %s", got)
 	}
 }
+
+func TestAPriorityHeaderMayLowerTheKeysNeverRaiseIt(t *testing.T) {
+	for _, c := range []struct {
+		keyPrio int
+		header  string
+		want    int
+	}{{10, "", 10}, {10, "3", 3}, {10, "50", 10}, {0, "-5", -5}, {0, "junk", 0}} {
+		r, _ := http.NewRequest("POST", "/v1/chat/completions", nil)
+		if c.header != "" {
+			r.Header.Set(PriorityHeader, c.header)
+		}
+		req := &request{r: r, key: &keyRules{name: "k", priority: c.keyPrio}}
+		withPriority(req)
+		if got, key := engines.PriorityOf(req.r.Context()); got != c.want || key != "k" {
+			t.Errorf("key %d, header %q: priority %d key %q, want %d", c.keyPrio, c.header, got, key, c.want)
+		}
+	}
+}

@@ -41,6 +41,12 @@ type Key struct {
 	// budget for its answer while it is in flight. Default: 1024.
 	Reserve int64 `json:"reserve,omitempty"`
 
+	// Priority orders this key's requests in an engine's queue and in the
+	// scheduler's turns: higher first; equal priorities take turns by key.
+	// A request may lower its own with an X-LLM-Priority header, never
+	// raise it. Default: 0.
+	Priority int `json:"priority,omitempty"`
+
 	// Operator marks a key that may use the status page's API: engine
 	// actions, key resets, other keys' usage and engines' output. A key
 	// with rules is never one. Default: false (see statuspage.Config.Keys).
@@ -68,6 +74,7 @@ type keyRules struct {
 	limits     quota.Rules
 	overBudget string // the model served once a token budget is spent
 	reserveN   int64  // Key.Reserve
+	priority   int    // Key.Priority
 }
 
 // DefaultReserve is what a request that names no maximum answer reserves.
@@ -104,7 +111,7 @@ func newKeyring(keys []Key) *keyring {
 		k.digests = append(k.digests, sha256.Sum256([]byte(key.Value)))
 		kr := byName[key.Name]
 		if kr == nil || key.Name == "" {
-			kr = &keyRules{name: key.Name, limits: key.rules(), overBudget: key.OverBudgetFallback, reserveN: key.Reserve}
+			kr = &keyRules{name: key.Name, limits: key.rules(), overBudget: key.OverBudgetFallback, reserveN: key.Reserve, priority: key.Priority}
 			if len(key.Models) > 0 {
 				kr.allowed, kr.models = map[string]bool{}, key.Models
 				for _, m := range key.Models {

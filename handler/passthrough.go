@@ -69,6 +69,7 @@ func (g *Gateway) servePassthrough(w http.ResponseWriter, r *http.Request, res *
 		return
 	}
 	defer settle(t, req, res)
+	withPriority(req)
 	g.proxyPassthrough(w, req, rt, tail, res)
 }
 

@@ -60,6 +60,7 @@ func (g *Gateway) serveRouted(w http.ResponseWriter, r *http.Request, res *Resul
 		defer settle(t, req, res)
 		req.askUsage()
 	}
+	withPriority(req)
 	if p := g.pools[req.model]; p != nil {
 		res.Known = true
 		g.servePool(w, req, p, res)
