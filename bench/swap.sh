@@ -10,7 +10,8 @@
 #   LLAMA_SWAP=/path/to/llama-swap bench/swap.sh   # with llama-swap
 #   LONG=1 bench/swap.sh                           # the trace x 50 (400 requests; long)
 #
-# Environment: LLAMA_SWAP (unset: that target is skipped), LONG=1, TARGETS
+# Environment: LLAMA_SWAP (unset: that target is skipped), LLAMA_SWAP_LIMIT
+# (its concurrencyLimit per model; default its own, 10), LONG=1, TARGETS
 # (gw-group,gw-memory,llama-swap), PHASES (trace,priority).
 # Everything is built into bench/out/ (gitignored); each target's config,
 # logs and starts.log are in bench/out/swap-<target>/. All traffic stays on
@@ -48,7 +49,7 @@ trap 'cleanup; exit 130' INT TERM
 # in the background, so the traps run promptly on Ctrl-C (the program also
 # sees the SIGINT and stops what it started)
 "$out/swap" -caddy "$out/caddy" -llama-swap "$llama_swap" -out "$out" \
-	-repeat "$repeat" -targets "$TARGETS" -phases "$PHASES" &
+	-llama-swap-limit "${LLAMA_SWAP_LIMIT:-0}" -repeat "$repeat" -targets "$TARGETS" -phases "$PHASES" &
 child=$!
 rc=0
 wait "$child" || rc=$?

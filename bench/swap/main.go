@@ -39,6 +39,7 @@ import (
 
 type options struct {
 	caddyBin, llamaSwap, outDir string
+	llamaSwapLimit              int
 	targets, phases             []string
 
 	order         string
@@ -59,6 +60,7 @@ func main() {
 	var targets, phases string
 	flag.StringVar(&o.caddyBin, "caddy", "bench/out/caddy", "Caddy binary built from ./cmd/caddy (also the demo engine)")
 	flag.StringVar(&o.llamaSwap, "llama-swap", "", "llama-swap binary; empty skips that target")
+	flag.IntVar(&o.llamaSwapLimit, "llama-swap-limit", 0, "llama-swap's concurrencyLimit per model; 0 leaves its default (10, waiting requests included: the 11th gets 429)")
 	flag.StringVar(&o.outDir, "out", "bench/out", "directory for configs, logs and starts.log (one subdirectory per target)")
 	flag.StringVar(&targets, "targets", strings.Join(allTargets, ","), "targets of the trace")
 	flag.StringVar(&phases, "phases", "trace,priority", "trace, priority or both")

@@ -15,12 +15,12 @@ func printTrace(w io.Writer, o options, tr trace, rows []traceResult) {
 	fmt.Fprintf(w, "\ntrace: %q x %d = %d requests, one every %v; engines %s, each loads %v, one at a time;\n",
 		o.order, o.repeat, len(tr.models), o.interval, strings.Join(tr.engineNames(), " "), o.loadTime)
 	fmt.Fprintf(w, "each a non-streaming chat completion in its own goroutine, waited for (client timeout %v)\n\n", o.clientTimeout)
-	const row = "%-44s %7s %12s %12s %12s  %s\n"
+	const row = "%-58s %7s %12s %12s %12s  %s\n"
 	fmt.Fprintf(w, row, "target", "starts", "last answer", "p50 latency", "p95 latency", "failed")
-	fmt.Fprintln(w, strings.Repeat("-", 104))
+	fmt.Fprintln(w, strings.Repeat("-", 118))
 	for _, r := range rows {
 		if r.unavailable != "" {
-			fmt.Fprintf(w, "%-44s not available: %s\n", r.target, r.unavailable)
+			fmt.Fprintf(w, "%-58s not available: %s\n", r.target, r.unavailable)
 			continue
 		}
 		fmt.Fprintf(w, row, r.target, fmt.Sprint(r.starts), secs(r.lastAnswer), secs(r.p50), secs(r.p95),

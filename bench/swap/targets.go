@@ -209,11 +209,14 @@ const llamaSwapModel = `  %[1]s:
     cmd: sh -c '%[2]s'
     proxy: http://127.0.0.1:%[3]d
     checkEndpoint: /health
-`
+%[4]s`
 
 // runLlamaSwap plays the trace against llama-swap (its binary is o.llamaSwap).
 func runLlamaSwap(ctx context.Context, o options, tr trace) (traceResult, error) {
 	label := "llama-swap " + llamaSwapVersion(o.llamaSwap) + " (swap, exclusive)"
+	if o.llamaSwapLimit > 0 {
+		label = fmt.Sprintf("llama-swap %s (swap, exclusive, concurrencyLimit %d)", llamaSwapVersion(o.llamaSwap), o.llamaSwapLimit)
+	}
 	res := traceResult{target: label}
 	dir, err := targetDir(o.outDir, "llama-swap")
 	if err != nil {
@@ -235,7 +238,11 @@ func runLlamaSwap(ctx context.Context, o options, tr trace) (traceResult, error)
 	var models strings.Builder
 	for i, m := range names {
 		line := engineShell(startsLog, engineBin, strconv.Itoa(ports[i+1]), m, o.loadTime, "")
-		fmt.Fprintf(&models, llamaSwapModel, m, line, ports[i+1])
+		limit := "" // llama-swap's default: 10 requests per model, waiting ones included
+		if o.llamaSwapLimit > 0 {
+			limit = fmt.Sprintf("    concurrencyLimit: %d\n", o.llamaSwapLimit)
+		}
+		fmt.Fprintf(&models, llamaSwapModel, m, line, ports[i+1], limit)
 	}
 	config := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(config, []byte(fmt.Sprintf(llamaSwapYAML, models.String(), strings.Join(names, ", "))), 0o644); err != nil {

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -46,8 +47,9 @@ func (t trace) engineNames() []string {
 type outcome struct {
 	model      string
 	sent, done time.Time
-	status     int   // 0 when no answer came
-	err        error // transport error, or a body that did not arrive whole
+	status     int    // 0 when no answer came
+	errType    string // an error answer's error.type or error.code, when it has one
+	err        error  // transport error, or a body that did not arrive whole
 }
 
 func (o outcome) ok() bool { return o.err == nil && o.status == http.StatusOK }
@@ -92,10 +94,34 @@ func complete(ctx context.Context, client *http.Client, url, bearer, model strin
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	o.done, o.status, o.err = time.Now(), resp.StatusCode, err
+	if o.status != http.StatusOK {
+		o.errType = errorType(b)
+	}
 	if o.err == nil && o.status == http.StatusOK && !strings.Contains(string(b), `"chat.completion"`) {
 		o.err = fmt.Errorf("200 without a chat.completion: %.80s", b)
 	}
 	return o
+}
+
+// errorType is the type (or code) of an OpenAI-style error body, so that a
+// failure reads "status 429 concurrency_limit" rather than a bare status.
+func errorType(body []byte) string {
+	var e struct {
+		Error struct {
+			Type string `json:"type"`
+			Code any    `json:"code"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &e) != nil {
+		return ""
+	}
+	if e.Error.Type != "" {
+		return e.Error.Type
+	}
+	if c, ok := e.Error.Code.(string); ok {
+		return c
+	}
+	return ""
 }
 
 func sleepUntil(ctx context.Context, at time.Time) bool {
@@ -158,7 +184,7 @@ func summarize(target string, outs []outcome, start time.Time) traceResult {
 func failureReason(o outcome) string {
 	switch {
 	case o.status != 0 && o.status != http.StatusOK:
-		return fmt.Sprintf("status %d", o.status)
+		return strings.TrimSpace(fmt.Sprintf("status %d %s", o.status, o.errType))
 	case o.err != nil:
 		msg := o.err.Error()
 		if i := strings.LastIndex(msg, ": "); i >= 0 {
