@@ -89,15 +89,9 @@ func runPriority(ctx context.Context, o options, v priorityVariant) (priorityRes
 	if err := writeFile(caddyfile, cf); err != nil {
 		return res, err
 	}
-	if ok, why := adapts(o.caddyBin, caddyfile); !ok {
-		if v.pendingIfBad {
-			res.unavailable = fmt.Sprintf("%s (caddy adapt: %s)", v.pendingReason, why)
-			return res, nil
-		}
-		return res, fmt.Errorf("%s: caddy adapt: %s", caddyfile, why)
-	}
-	caddy, err := harness.StartCaddy(o.caddyBin, caddyfile, dir, filepath.Join(dir, "caddy.stderr"))
-	if err != nil {
+	caddy, unavailable, err := startAdapted(o, caddyfile, dir, v.pendingIfBad, v.pendingReason)
+	if err != nil || unavailable != "" {
+		res.unavailable = unavailable
 		return res, err
 	}
 	defer caddy.Stop(10 * time.Second)

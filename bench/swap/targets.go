@@ -142,6 +142,19 @@ func adapts(caddyBin, caddyfile string) (bool, string) {
 	return false, last
 }
 
+// startAdapted starts Caddy on caddyfile once it adapts. A variant whose
+// syntax this build lacks (pending) is reported unavailable, with why.
+func startAdapted(o options, caddyfile, dir string, pending bool, pendingReason string) (*harness.Process, string, error) {
+	if ok, why := adapts(o.caddyBin, caddyfile); !ok {
+		if pending {
+			return nil, fmt.Sprintf("%s (caddy adapt: %s)", pendingReason, why), nil
+		}
+		return nil, "", fmt.Errorf("%s: caddy adapt: %s", caddyfile, why)
+	}
+	p, err := harness.StartCaddy(o.caddyBin, caddyfile, dir, filepath.Join(dir, "caddy.stderr"))
+	return p, "", err
+}
+
 // runGateway plays the trace against a fresh Caddy configured as v.
 func runGateway(ctx context.Context, o options, v gatewayVariant, tr trace) (traceResult, error) {
 	res := traceResult{target: v.label}
@@ -158,15 +171,9 @@ func runGateway(ctx context.Context, o options, v gatewayVariant, tr trace) (tra
 	if err != nil {
 		return res, err
 	}
-	if ok, why := adapts(o.caddyBin, caddyfile); !ok {
-		if v.pendingIfBad {
-			res.unavailable = fmt.Sprintf("%s (caddy adapt: %s)", v.pendingReason, why)
-			return res, nil
-		}
-		return res, fmt.Errorf("%s: caddy adapt: %s", caddyfile, why)
-	}
-	caddy, err := harness.StartCaddy(o.caddyBin, caddyfile, dir, filepath.Join(dir, "caddy.stderr"))
-	if err != nil {
+	caddy, unavailable, err := startAdapted(o, caddyfile, dir, v.pendingIfBad, v.pendingReason)
+	if err != nil || unavailable != "" {
+		res.unavailable = unavailable
 		return res, err
 	}
 	admin := fmt.Sprintf("http://127.0.0.1:%d", adminPort)
