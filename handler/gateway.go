@@ -160,7 +160,7 @@ func New(cfg Config, engs []*engines.Engine, log *zap.Logger) (*Gateway, error) 
 	}
 	g.pools = map[string]*pool{}
 	for _, pc := range cfg.Pools {
-		p := newPool(pc, byRoute)
+		p := newPool(pc, byRoute, g.now)
 		g.pools[pc.Name] = p
 		g.poolList = append(g.poolList, p)
 	}
@@ -307,3 +307,7 @@ func isModels(p, method string) bool {
 	return (method == http.MethodGet || method == http.MethodHead) &&
 		(p == "/v1/models" || strings.HasPrefix(p, "/v1/models/"))
 }
+
+// now is the gateway's clock's time, read at each call: breakers made in New
+// follow a clock set later by SetClock.
+func (g *Gateway) now() time.Time { return g.clock.Now() }

@@ -34,7 +34,7 @@ type pool struct {
 	fleet    bool // a member is a models_from node
 }
 
-func newPool(cfg PoolConfig, byName map[string]*route) *pool {
+func newPool(cfg PoolConfig, byName map[string]*route, now func() time.Time) *pool {
 	p := &pool{cfg: cfg, attempts: cfg.FailoverAttempts, budget: time.Duration(cfg.FailoverTime)}
 	if p.attempts == 0 {
 		p.attempts = len(cfg.Members)
@@ -58,7 +58,7 @@ func newPool(cfg PoolConfig, byName map[string]*route) *pool {
 		p.fleet = p.fleet || rt.cfg.ModelsFrom != ""
 		p.members = append(p.members, &poolMember{
 			id: id, rt: rt, model: model,
-			brk:  engines.NewBreaker(cfg.BreakerFailures, cool, nil),
+			brk:  engines.NewBreaker(cfg.BreakerFailures, cool, now),
 			hash: fnv64(id),
 		})
 	}

@@ -89,11 +89,11 @@ func (g *Gateway) probeMember(ctx context.Context, m *poolMember) ProbeResult {
 	fields, _ := jsonmember.ScanRequest(body)
 	req := &request{r: r, body: body, fields: fields, model: m.model}
 	rp := g.newReply(discardWriter{}, false, apiOpenAI, &Result{})
-	c := candidate{rt: m.rt, model: m.model, role: rolePool, acquire: true, brk: engines.NewBreaker(1, time.Second, nil), label: m.id}
-	start := time.Now()
+	c := candidate{rt: m.rt, model: m.model, role: rolePool, acquire: true, brk: engines.NewBreaker(1, time.Second, g.now), label: m.id}
+	start := g.clock.Now()
 	a := g.try(rp, req, c)
 	defer a.close()
-	res.Latency = time.Since(start)
+	res.Latency = g.clock.Now().Sub(start)
 	switch {
 	case a.outcome == outcomeGood:
 		res.Status = a.resp.StatusCode

@@ -330,7 +330,7 @@ func (g *Gateway) droppedEvent(a *attempt) {
 // chunked body) for a moment, so that the upstream connection is reused
 // instead of closed; an upstream that lingers is cut off after 100 ms.
 func (g *Gateway) drainAfterDone(a *attempt) {
-	t := time.AfterFunc(100*time.Millisecond, func() { a.cancel(context.Canceled) })
+	t := g.clock.AfterFunc(100*time.Millisecond, func() { a.cancel(context.Canceled) })
 	defer t.Stop()
 	for {
 		if _, err := a.stream.events.Next(); err != nil {
