@@ -368,3 +368,34 @@ func TestPoolOfEnginesServingOneModelPrefersReadyThenStartingThenStarts(t *testi
 		t.Fatal("a second engine was started while one was ready")
 	}
 }
+
+func TestProbeChecksEachEnginesPrefillClaim(t *testing.T) {
+	answer := func(content string) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"finish_reason":"length","message":{"role":"assistant","content":%q}}]}`, content)
+		}
+	}
+	continues := newRecorder(t, answer(" 6 7 8 9 10"))
+	restarts := newRecorder(t, answer("Sure! 1 2 3 4 5 6"))
+	cfgFile := filepath.Join(t.TempDir(), "Caddyfile")
+	site := fmt.Sprintf(`
+		engine llama {
+			to %s
+			models l
+			prefill on
+		}
+		engine ollama {
+			to %s
+			models o
+			prefill on
+		}`, continues.URL, restarts.URL)
+	if err := os.WriteFile(cfgFile, []byte(":"+freePort(t)+" {\n\tllm_gateway {"+site+"\n\t}\n}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, code := runProbe(t, "--config", cfgFile, "--adapter", "caddyfile")
+	if code != 1 || !strings.Contains(out, "(prefill)") || !strings.Contains(out, "answered the assistant's message anew") ||
+		!strings.Contains(out, "continues the assistant's message") {
+		t.Fatalf("exit %d\n%s", code, out)
+	}
+}

@@ -30,7 +30,9 @@ func init() {
 		Long: `
 Probes the pools of llm_gateway: a tiny chat completion goes through each
 member's own path (its engine, key and model) and a table of member, model,
-status, latency and reason is printed. The exit status is 1 when any member
+status, latency and reason is printed. With --config, each engine with
+prefill on is also asked to continue an assistant message (the "(prefill)"
+table): an engine that answers it anew fails, since resumes rely on it. The exit status is 1 when any member
 fails, so the command can gate a deploy.
 
 With --config, the Caddyfile (or JSON) is loaded here, without serving it:
@@ -48,6 +50,9 @@ Caddy's admin API (--address, default localhost:2019) probes its live pools.
 		Func: cmdProbe,
 	})
 }
+
+// PrefillTable is the probe's table of the engines with prefill on.
+const PrefillTable = "(prefill)"
 
 func cmdProbe(fl caddycmd.Flags) (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -180,6 +185,12 @@ func probeConfigFile(ctx context.Context, path, adapter, only string) (map[strin
 				if err != nil {
 					break
 				}
+			}
+		}
+		if err == nil && only == "" {
+			// each engine's `prefill on` claim, which resumes rely on
+			if rs := g.ProbePrefill(ctx); len(rs) > 0 {
+				tables[PrefillTable] = append(tables[PrefillTable], rs...)
 			}
 		}
 		for i, e := range es {

@@ -78,18 +78,27 @@ func (g *Gateway) ProbePool(ctx context.Context, name string) ([]ProbeResult, er
 }
 
 func (g *Gateway) probeMember(ctx context.Context, m *poolMember) ProbeResult {
-	res := ProbeResult{Member: m.id, Model: m.model}
 	body := []byte(`{"model":` + string(jsonmember.AppendString(nil, m.model)) + `,"messages":[{"role":"user","content":"ping"}],"max_tokens":1}`)
+	res, _ := g.probeOnce(ctx, candidate{rt: m.rt, model: m.model, role: rolePool, acquire: true, label: m.id}, body)
+	res.Member = m.id
+	return res
+}
+
+// probeOnce sends body as a chat completion to c, on its own path (its
+// engine started per the wake policy, its key, its model), counting against
+// no breaker, and returns the result and the answer (up to 1 MiB).
+func (g *Gateway) probeOnce(ctx context.Context, c candidate, body []byte) (ProbeResult, []byte) {
+	res := ProbeResult{Model: c.model}
 	r, err := http.NewRequestWithContext(ctx, http.MethodPost, "/v1/chat/completions", nil)
 	if err != nil {
 		res.Reason = err.Error()
-		return res
+		return res, nil
 	}
 	r.Header.Set("Content-Type", "application/json")
 	fields, _ := jsonmember.ScanRequest(body)
-	req := &request{r: r, body: body, fields: fields, model: m.model}
+	req := &request{r: r, body: body, fields: fields, model: c.model}
 	rp := g.newReply(discardWriter{}, false, apiOpenAI, &Result{})
-	c := candidate{rt: m.rt, model: m.model, role: rolePool, acquire: true, brk: engines.NewBreaker(1, time.Second, g.now), label: m.id}
+	c.brk = engines.NewBreaker(1, time.Second, g.now)
 	start := g.clock.Now()
 	a := g.try(rp, req, c)
 	defer a.close()
@@ -97,11 +106,13 @@ func (g *Gateway) probeMember(ctx context.Context, m *poolMember) ProbeResult {
 	switch {
 	case a.outcome == outcomeGood:
 		res.Status = a.resp.StatusCode
-		if _, err := io.Copy(io.Discard, io.LimitReader(a.resp.Body, 1<<20)); err != nil {
+		answer, err := io.ReadAll(io.LimitReader(a.resp.Body, 1<<20))
+		if err != nil {
 			res.Reason = "reading the answer: " + err.Error()
-			return res
+			return res, nil
 		}
 		res.Pass = true
+		return res, answer
 	case a.outcome == outcomeStatus:
 		res.Status = a.resp.StatusCode
 		res.Reason = upstreamMessage(a.errBody)
@@ -109,7 +120,7 @@ func (g *Gateway) probeMember(ctx context.Context, m *poolMember) ProbeResult {
 		e := a.failureError()
 		res.Status, res.Reason = e.Status, e.Message
 	}
-	return res
+	return res, nil
 }
 
 // discardWriter is the probe's client: it hears nothing.
