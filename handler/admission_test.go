@@ -278,3 +278,23 @@ func TestAPriorityHeaderMayLowerTheKeysNeverRaiseIt(t *testing.T) {
 		}
 	}
 }
+
+func TestARestrictedKeyIsToldOnlyOfItsOwnModelsAndEngines(t *testing.T) {
+	up := newUsageEngine(t, "demo", 10)
+	url := budgetGateway(t, Config{
+		Keys: []Key{{Name: "team-a", Value: teamKey, Models: []string{"small"}}},
+		Engines: []engines.Config{
+			{Name: "cheap", To: up.URL, Models: []string{"small"}},
+			{Name: "secret-gpu", To: up.URL, Models: []string{"internal-70b"}},
+		},
+	}, clock.NewFake())
+	for _, body := range []string{
+		`{"model":"nope","messages":[]}`,
+		`{"model":"small","messages":[],"fallbacks":["nowhere"]}`,
+	} {
+		st, out := call(t, url, teamKey, "POST", "/v1/chat/completions", body)
+		if st/100 != 4 || strings.Contains(out, "internal-70b") || strings.Contains(out, "secret-gpu") || !strings.Contains(out, "small") && !strings.Contains(out, "cheap") {
+			t.Errorf("%s: %d %s", body, st, out)
+		}
+	}
+}
