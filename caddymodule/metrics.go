@@ -211,6 +211,8 @@ var (
 	descModelBr = prometheus.NewDesc(metricsNS+"_model_breaker_state", "State of an (engine, model) breaker that is not closed (status failures and answer timeouts): 1 open, 2 half-open.", []string{"engine", "model"}, nil)
 	descQueue   = prometheus.NewDesc(metricsNS+"_queue_length", "Requests waiting in the engine's queue now (engines with max_concurrent).", []string{"engine"}, nil)
 	descPlaces  = prometheus.NewDesc(metricsNS+"_concurrent_in_flight", "Places of the engine's max_concurrent taken now: requests in flight or waiting for its start.", []string{"engine"}, nil)
+	descMemory  = prometheus.NewDesc(metricsNS+"_memory_bytes", "The memory budget (what=budget) and what the engines that run or start hold of it (what=used), with memory_budget.", []string{"what"}, nil)
+	descWaiting = prometheus.NewDesc(metricsNS+"_starts_waiting", "Engine starts waiting for room in the memory budget now.", nil, nil)
 )
 
 func (liveCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -220,6 +222,8 @@ func (liveCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descModelBr
 	ch <- descQueue
 	ch <- descPlaces
+	ch <- descMemory
+	ch <- descWaiting
 }
 
 func (liveCollector) Collect(ch chan<- prometheus.Metric) {
@@ -240,6 +244,11 @@ func (liveCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descQueue, prometheus.GaugeValue, float64(s.Limit.Queued), s.Name)
 			ch <- prometheus.MustNewConstMetric(descPlaces, prometheus.GaugeValue, float64(s.Limit.InFlight), s.Name)
 		}
+	}
+	if m := engines.Memory(); m.Budget > 0 {
+		ch <- prometheus.MustNewConstMetric(descMemory, prometheus.GaugeValue, float64(m.Budget), "budget")
+		ch <- prometheus.MustNewConstMetric(descMemory, prometheus.GaugeValue, float64(m.Used), "used")
+		ch <- prometheus.MustNewConstMetric(descWaiting, prometheus.GaugeValue, float64(len(m.Waiting)))
 	}
 	seen := map[string]bool{}
 	for _, g := range newestGateways() {

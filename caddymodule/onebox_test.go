@@ -49,4 +49,8 @@ func TestAMemoryBudgetSwapsTheLeastRecentlyUsedEngineThroughCaddy(t *testing.T) 
 		use.Used != 20<<30 || use.Budget != 20<<30 || len(use.Loaded) != 2 || use.Loaded[0] != "a" || use.Loaded[1] != "c" {
 		t.Fatalf("%d %s", resp.StatusCode, body)
 	}
+	metrics := scrape(t)
+	if sample(t, metrics, "llm_gateway_memory_bytes", `what="used"`) != 20<<30 || sample(t, metrics, "llm_gateway_memory_bytes", `what="budget"`) != 20<<30 {
+		t.Fatalf("memory metrics:\n%s", grepLines(metrics, "memory"))
+	}
 }
