@@ -130,7 +130,7 @@ func TestGatewayErrorsAreOpenAIShaped(t *testing.T) {
 		{"not an object", "POST", "/v1/chat/completions", `["model"]`, auth, 400, "invalid_json", "JSON object"},
 		{"no model", "POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi","model":"m"}]}`, auth, 400, "missing_model", `no "model"`},
 		{"unknown model", "POST", "/v1/chat/completions", `{"model":"gpt-9"}`, auth, 404, "model_not_found", "served models: m, alias"},
-		{"too large", "POST", "/v1/chat/completions", `{"model":"m","pad":"` + strings.Repeat("x", 2000) + `"}`, auth, 413, "request_too_large", "max_body"},
+		{"too large", "POST", "/v1/chat/completions", `{"model":"m","pad":"` + strings.Repeat("x", 2000) + `"}`, auth, 413, "request_too_large", "max_body of 1KiB"},
 		{"wrong method", "PUT", "/v1/chat/completions", `{"model":"m"}`, auth, 405, "method_not_allowed", "POST"},
 		{"a path that climbs out", "POST", "/v1/x/../../admin/chat/completions", `{"model":"m"}`, auth, 400, "invalid_path", "'..'"},
 	}
@@ -162,6 +162,11 @@ func TestGatewayErrorsAreOpenAIShaped(t *testing.T) {
 	// the SDK surfaces them as typed errors
 	_, err := sdk("secret-one-000001").Chat.Completions.New(context.Background(), chatParams("gpt-9", "hi"))
 	apiError(t, err, 404)
+	// max_body as configured, not "1024 bytes" (issue 28)
+	_, err = sdk("secret-one-000001").Chat.Completions.New(context.Background(), chatParams("m", strings.Repeat("x", 2000)))
+	if e := apiError(t, err, 413); !strings.HasSuffix(e.Message, "max_body of 1KiB") {
+		t.Fatalf("413 says %q", e.Message)
+	}
 	if _, err := sdk("secret-one-000001").Chat.Completions.New(context.Background(), chatParams("alias", "hi")); err != nil {
 		t.Fatal(err)
 	}
