@@ -92,6 +92,11 @@ type Config struct {
 	// "model" is rewritten to it. Default: the body is left alone.
 	ModelName string `json:"model_name,omitempty"`
 
+	// Unlisted keeps the engine's models out of /v1/models (llama-swap's
+	// unlisted): they are served all the same, and GET /v1/models/<name>
+	// answers for them. Default: false.
+	Unlisted bool `json:"unlisted,omitempty"`
+
 	// APIKey is sent to the engine instead of the caller's credentials
 	// (which never leave the gateway). Placeholders such as {env.KEY} are
 	// resolved at provision time. Default: no key is sent.

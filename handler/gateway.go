@@ -59,6 +59,8 @@ type Gateway struct {
 	pools     map[string]*pool  // by name, and "auto" for the default pool
 	poolList  []*pool
 	annotate  bool
+	// listAliases: /v1/models lists every name of an engine, not one
+	listAliases bool
 
 	extraPaths  map[string]bool
 	filterPaths [][]string // every engine's set and strip paths: spelled one way only
@@ -97,6 +99,7 @@ func New(cfg Config, engs []*engines.Engine, log *zap.Logger) (*Gateway, error) 
 		g.maxBody = DefaultMaxBody
 	}
 	g.allowBodyFallbacks = cfg.BodyFallbacks == nil || *cfg.BodyFallbacks
+	g.listAliases = cfg.ListAliases
 	g.maxFallbacks, g.maxAttempts = cfg.MaxFallbacks, cfg.MaxAttempts
 	if g.maxFallbacks == 0 {
 		g.maxFallbacks = DefaultMaxFallbacks

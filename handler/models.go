@@ -55,12 +55,42 @@ func (rt *route) listable(status string) bool {
 	return rt.wake || status != "unloaded"
 }
 
-// appendModel appends one OpenAI model object.
-func appendModel(b []byte, id string, rt *route, status string) []byte {
+// listed are the names of rt that /v1/models lists for a key: none for an
+// unlisted engine; every name the key may use with list_aliases; else the
+// first of them, the others being its aliases (issue 28: five engines with
+// aliases made nine entries in a client's model picker).
+func (g *Gateway) listed(rt *route, kr *keyRules) (ids, aliases []string) {
+	if rt.cfg.Unlisted {
+		return nil, nil
+	}
+	for _, m := range rt.cfg.Models {
+		if kr.allows(m) {
+			ids = append(ids, m)
+		}
+	}
+	if g.listAliases || len(ids) < 2 {
+		return ids, nil
+	}
+	return ids[:1], ids[1:]
+}
+
+// appendModel appends one OpenAI model object; aliases, when given, are
+// the other names that serve it.
+func appendModel(b []byte, id string, rt *route, status string, aliases ...string) []byte {
 	b = append(b, `{"id":`...)
 	b = jsonmember.AppendString(b, id)
 	b = append(b, `,"object":"model","created":0,"owned_by":`...)
 	b = jsonmember.AppendString(b, rt.cfg.Name)
+	if len(aliases) > 0 {
+		b = append(b, `,"aliases":[`...)
+		for i, a := range aliases {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = jsonmember.AppendString(b, a)
+		}
+		b = append(b, ']')
+	}
 	b = append(b, `,"status":{"value":"`...)
 	b = append(b, status...)
 	b = append(b, '"', '}')
@@ -92,16 +122,17 @@ func (g *Gateway) serveModels(w http.ResponseWriter, r *http.Request, kr *keyRul
 	b := []byte(`{"object":"list","data":[`)
 	first := true
 	for _, rt := range g.routes {
-		for _, m := range rt.cfg.Models {
+		ids, aliases := g.listed(rt, kr)
+		for _, m := range ids {
 			status := rt.status(f, m)
-			if !rt.listable(status) || !kr.allows(m) {
+			if !rt.listable(status) {
 				continue
 			}
 			if !first {
 				b = append(b, ',')
 			}
 			first = false
-			b = appendModel(b, m, rt, status)
+			b = appendModel(b, m, rt, status, aliases...)
 		}
 	}
 	for _, id := range g.poolIDs(kr) {
