@@ -75,7 +75,7 @@ import (
 //			models <name...>            # required; names and aliases clients ask for
 //			model_name <name>           # what the engine calls the model (body rewritten)
 //			unlisted [on|off]           # not in /v1/models, served all the same; default off
-//			api openai|anthropic ...    # the API families it speaks; default both
+//			api openai|anthropic|embeddings ...  # the API families it speaks; default openai anthropic
 //			api_key <key> [<header>]    # the engine's own key; default header Authorization: Bearer
 //			cmd <program> <args...>     # the gateway starts the engine on demand
 //			dir <path>

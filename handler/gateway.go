@@ -32,6 +32,17 @@ func (a api) family() string {
 	return "openai"
 }
 
+// family is the API family an engine must speak to serve req: its API's,
+// or "embeddings" for an embeddings request, which an embedding engine
+// (api embeddings) serves as well as an OpenAI one.
+func (req *request) family() string {
+	switch req.r.URL.Path {
+	case "/v1/embeddings", "/embeddings", "/embedding":
+		return "embeddings"
+	}
+	return req.api.family()
+}
+
 // route is how requests reach one engine.
 type route struct {
 	eng             *engines.Engine
