@@ -92,6 +92,7 @@ func (g *Gateway) fanOut(done chan struct{}) {
 		go func() {
 			defer wg.Done()
 			ok, models := g.askModels(rt)
+			rt.eng.Heard(ok)
 			mu.Lock()
 			f.up[rt.cfg.Name] = ok
 			if rt.cfg.ModelsFrom != "" && ok {

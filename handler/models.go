@@ -22,11 +22,13 @@ func modelStatus(s engines.State) string {
 }
 
 // status is the status of a route's model id: a started engine's state; a
-// remote engine's, whether it answered its model list lately; a models_from
-// node's, what it reports of the model.
+// remote engine's, the state it reports everywhere (down, unknown or ready:
+// its health checks, its breaker, whether it answered its model list
+// lately, which the fan-out told it); a models_from node's, what it
+// reports of the model.
 func (rt *route) status(f *fleet, id string) string {
 	if !rt.cfg.Managed() {
-		if !f.up[rt.cfg.Name] {
+		if rt.eng.Status().State != "ready" {
 			return "unloaded"
 		}
 		if rt.cfg.ModelsFrom != "" {
