@@ -142,7 +142,7 @@ func (g *Gateway) serveModels(w http.ResponseWriter, r *http.Request, kr *keyRul
 			b = append(b, ',')
 		}
 		first = false
-		b = appendPool(b, id)
+		b = appendPool(b, id, g.pools[id].status(f))
 	}
 	b = append(b, "]}\n"...)
 	writeJSON(w, r, b)
@@ -163,10 +163,28 @@ func (g *Gateway) poolIDs(kr *keyRules) []string {
 	return ids
 }
 
-func appendPool(b []byte, id string) []byte {
+// status is a pool's model status: the best of its members' (loaded,
+// then loading, then unloaded), so that a fleet's front door lists the
+// model its nodes serve with the state they report (issue 28).
+func (p *pool) status(f *fleet) string {
+	best := "unloaded"
+	for _, m := range p.members {
+		switch m.rt.status(f, m.model) {
+		case "loaded":
+			return "loaded"
+		case "loading":
+			best = "loading"
+		}
+	}
+	return best
+}
+
+func appendPool(b []byte, id, status string) []byte {
 	b = append(b, `{"id":`...)
 	b = jsonmember.AppendString(b, id)
-	return append(b, `,"object":"model","created":0,"owned_by":"pool"}`...)
+	b = append(b, `,"object":"model","created":0,"owned_by":"pool","status":{"value":"`...)
+	b = append(b, status...)
+	return append(b, `"}}`...)
 }
 
 // serveModel answers GET /v1/models/{id} and returns the status.
@@ -176,7 +194,7 @@ func (g *Gateway) serveModel(w http.ResponseWriter, r *http.Request, id string, 
 		if anthropic {
 			writeJSON(w, r, append(appendAnthropicModel(nil, id), '\n'))
 		} else {
-			writeJSON(w, r, append(appendPool(nil, id), '\n'))
+			writeJSON(w, r, append(appendPool(nil, id, g.pools[id].status(g.fleet(r.Context()))), '\n'))
 		}
 		return http.StatusOK
 	}
