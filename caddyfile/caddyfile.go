@@ -47,6 +47,7 @@ import (
 //		keepalive <duration>            # SSE comment interval while a stream waits; default 3s
 //		body_fallbacks on|off           # may a body name "fallbacks"; default on
 //		annotate_response on|off        # extra_fields in non-streaming JSON answers; default off
+//		list_aliases on|off             # /v1/models lists every models name; default off (the first)
 //		max_fallbacks <n>               # items a body's "fallbacks" may name; default 4
 //		max_attempts <n>                # upstream calls one request may cause, of every kind; default 8
 //		transport http { … }            # default transport of engines without their own (see engine)
@@ -74,7 +75,8 @@ import (
 //			to <url>                    # required; http(s)://host[:port][/base]; {engine.port} with cmd
 //			models <name...>            # required; names and aliases clients ask for
 //			model_name <name>           # what the engine calls the model (body rewritten)
-//			api openai|anthropic ...    # the API families it speaks; default both
+//			unlisted [on|off]           # not in /v1/models, served all the same; default off
+//			api openai|anthropic|embeddings ...  # the API families it speaks; default openai anthropic
 //			api_key <key> [<header>]    # the engine's own key; default header Authorization: Bearer
 //			cmd <program> <args...>     # the gateway starts the engine on demand
 //			dir <path>
@@ -285,6 +287,12 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config) (handler.Config, er
 				return cfg, err
 			}
 			cfg.AnnotateResponse = b
+		case "list_aliases":
+			b, err := parseOnOff(d)
+			if err != nil {
+				return cfg, err
+			}
+			cfg.ListAliases = b
 		case "max_fallbacks":
 			if err := countArg(d, &cfg.MaxFallbacks, 1); err != nil {
 				return cfg, err
@@ -677,6 +685,11 @@ func parseEngineOptions(d *cf.Dispenser, ec *engines.Config, where string) (sett
 			}
 		case "model_name":
 			err = oneArg(d, &ec.ModelName)
+		case "unlisted":
+			ec.Unlisted = true
+			if d.CountRemainingArgs() > 0 {
+				ec.Unlisted, err = parseOnOff(d)
+			}
 		case "api":
 			ec.APIs = d.RemainingArgs()
 			if len(ec.APIs) == 0 {

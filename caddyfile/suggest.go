@@ -11,9 +11,9 @@ import (
 // unknown one (TestEveryListedSubdirectiveIsKnown keeps these lists honest).
 var (
 	handlerOptions = []string{"keys", "key", "store", "max_body", "wake", "keepalive", "body_fallbacks",
-		"annotate_response", "max_fallbacks", "max_attempts", "transport", "extra_paths", "passthrough",
+		"annotate_response", "list_aliases", "max_fallbacks", "max_attempts", "transport", "extra_paths", "passthrough",
 		"defaults", "ui", "pool", "engine", "memory_budget", "max_wait"}
-	engineOptions = []string{"to", "models", "model_name", "api", "api_key", "cmd", "dir", "env", "ready",
+	engineOptions = []string{"to", "models", "model_name", "unlisted", "api", "api_key", "cmd", "dir", "env", "ready",
 		"wake", "group", "memory", "min_loaded", "evict", "start_timeout", "idle_timeout", "stop_timeout", "stop_cmd", "preload",
 		"max_concurrent", "queue", "dial_timeout", "header_timeout", "request_timeout",
 		"first_token_timeout", "stream_idle_timeout", "fallback", "fallback_after", "fallback_model",
@@ -30,16 +30,17 @@ var (
 // llamaSwapNames are llama-swap's names of options that have another name
 // here: a user coming from it writes them first (issue 28).
 var llamaSwapNames = map[string]string{
-	"ttl":                "idle_timeout",
-	"globalTTL":          "idle_timeout (in defaults)",
-	"cmdStop":            "stop_cmd",
-	"checkEndpoint":      "ready",
-	"aliases":            "models",
-	"proxy":              "to",
-	"useModelName":       "model_name",
-	"concurrencyLimit":   "max_concurrent",
-	"healthCheckTimeout": "start_timeout",
-	"apiKeys":            "keys",
+	"ttl":                  "idle_timeout",
+	"globalTTL":            "idle_timeout (in defaults)",
+	"cmdStop":              "stop_cmd",
+	"checkEndpoint":        "ready",
+	"aliases":              "models",
+	"proxy":                "to",
+	"useModelName":         "model_name",
+	"concurrencyLimit":     "max_concurrent",
+	"healthCheckTimeout":   "start_timeout",
+	"apiKeys":              "keys",
+	"includeAliasesInList": "list_aliases",
 }
 
 // unknownSubdirective is the error for a subdirective that block (such as

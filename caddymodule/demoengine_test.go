@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
 
@@ -102,4 +103,77 @@ func TestSDKDefaultsWorkOnTheDemoEngine(t *testing.T) {
 			t.Fatalf("deltas %q, completed %q", deltas.String(), final.OutputText())
 		}
 	})
+}
+
+// Issue 28, item 8: the README's Anthropic section can be tried on the demo
+// engine: /v1/messages through the gateway with the official Anthropic SDK,
+// as JSON and as its typed events (the demo engine answered a plain-text
+// 404 page not found).
+func TestDemoEngineAnswersAnthropicMessages(t *testing.T) {
+	startGateway(t, `
+		engine msgdemo {
+			`+engineCmd("--model msgdemo --chunk-delay 1ms")+`
+			models msgdemo
+		}`)
+	c := anthropicSDK()
+	ctx := context.Background()
+	params := anthropic.MessageNewParams{
+		Model:     "msgdemo",
+		MaxTokens: 100,
+		Messages:  []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi there"))},
+	}
+
+	msg, err := c.Messages.New(ctx, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg.Type != "message" || msg.Role != "assistant" || !strings.HasPrefix(msg.ID, "msg_") ||
+		len(msg.Content) != 1 || msg.Content[0].Type != "text" ||
+		!strings.Contains(msg.Content[0].Text, `You said: "hi there"`) ||
+		msg.StopReason != anthropic.StopReasonEndTurn || msg.Usage.InputTokens == 0 || msg.Usage.OutputTokens == 0 {
+		t.Fatalf("answer: %s", msg.RawJSON())
+	}
+
+	params.Messages = []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("streamed please"))}
+	stream := c.Messages.NewStreaming(ctx, params)
+	var types []string
+	var deltas strings.Builder
+	var acc anthropic.Message
+	for stream.Next() {
+		ev := stream.Current()
+		types = append(types, ev.Type)
+		if err := acc.Accumulate(ev); err != nil {
+			t.Fatalf("accumulating %s: %v", ev.RawJSON(), err)
+		}
+		if ev.Type == "content_block_delta" {
+			deltas.WriteString(ev.Delta.Text)
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	// the demo engine sends a ping after content_block_start, as Anthropic
+	// does; the gateway holds events until the first content (its commit
+	// point) and need not pass it on
+	if len(types) < 6 || strings.Join(types[:2], " ") != "message_start content_block_start" ||
+		strings.Join(types[len(types)-3:], " ") != "content_block_stop message_delta message_stop" {
+		t.Fatalf("events %v", types)
+	}
+	if strings.Count(strings.Join(types, " "), "content_block_delta") < 2 {
+		t.Fatalf("the text came in fewer than 2 deltas: %v", types)
+	}
+	if acc.Content[0].Text != deltas.String() || !strings.Contains(deltas.String(), `You said: "streamed please"`) ||
+		acc.StopReason != anthropic.StopReasonEndTurn || acc.Usage.OutputTokens != int64(len(strings.Fields(deltas.String()))) {
+		t.Fatalf("deltas %q, message %+v", deltas.String(), acc)
+	}
+
+	// a short max_tokens stops the answer there, as Anthropic's API does
+	params.MaxTokens = 2
+	msg, err = c.Messages.New(ctx, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg.StopReason != anthropic.StopReasonMaxTokens || msg.Usage.OutputTokens != 2 {
+		t.Fatalf("max_tokens 2: %s", msg.RawJSON())
+	}
 }

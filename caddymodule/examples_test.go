@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -161,4 +162,69 @@ func lineOf(t *testing.T, file, s string) string {
 	}
 	t.Fatalf("%s has no %s", file, s)
 	return ""
+}
+
+// Issue 28, item 12: `caddy validate` of examples/public creates its access
+// log. That is Caddy's file log writer, opened while the config is
+// provisioned, with or without the gateway; the gateway writes nothing when
+// validated. The example and the README say so.
+func TestValidatingThePublicExampleCreatesOnlyCaddysAccessLog(t *testing.T) {
+	caddy := caddyBinary(t)
+	file := filepath.Join("..", "examples", "public", "Caddyfile")
+	rl := exampleRunLine(t, file)
+	const logPath = "/var/log/caddy/llm-access.log"
+	example := readFile(t, file)
+	if !strings.Contains(example, logPath) {
+		t.Fatalf("the example no longer logs to %s", logPath)
+	}
+	logBlock := example[strings.Index(example, "\tlog {"):]
+	logBlock = logBlock[:strings.Index(logBlock, "\n\t}\n")+len("\n\t}\n")]
+
+	// validate rewrites nothing but the files it creates, under dir
+	validate := func(name, config string) []string {
+		t.Helper()
+		dir := t.TempDir()
+		config = strings.ReplaceAll(config, logPath, filepath.Join(dir, "logs", "llm-access.log"))
+		cfg := filepath.Join(t.TempDir(), "Caddyfile")
+		if err := os.WriteFile(cfg, []byte(config), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(caddy, "validate", "--adapter", "caddyfile", "--config", cfg)
+		cmd.Env = append(exampleEnv(t, file, rl), "HOME="+filepath.Join(dir, "home"),
+			"XDG_DATA_HOME="+filepath.Join(dir, "data"), "XDG_CONFIG_HOME="+filepath.Join(dir, "config"))
+		if out, code := exitCode(t, cmd); code != 0 {
+			t.Fatalf("%s: exit %d\n%s", name, code, out)
+		}
+		var created []string
+		filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				rel, _ := filepath.Rel(dir, p)
+				created = append(created, rel)
+			}
+			return nil
+		})
+		return created
+	}
+	want := fmt.Sprint([]string{filepath.Join("logs", "llm-access.log")})
+	if got := validate("the example", example); fmt.Sprint(got) != want {
+		t.Fatalf("validating the example created %v, want only the access log", got)
+	}
+	if got := validate("the example without its log", strings.Replace(example, logBlock, "", 1)); len(got) != 0 {
+		t.Fatalf("validating the example without its log block created %v: the gateway wrote something", got)
+	}
+	plain := "{\n\tadmin off\n}\nhttp://localhost:1 {\n" + logBlock + "\trespond ok\n}\n"
+	if got := validate("the log block alone", plain); fmt.Sprint(got) != want {
+		t.Fatalf("validating Caddy's log block alone created %v", got)
+	}
+
+	// said where a user of the example reads it
+	for f, says := range map[string]string{
+		file:                             "so `caddy validate` creates it too: that is Caddy's log writer",
+		filepath.Join("..", "README.md"): "`caddy validate` of this example creates `/var/log/caddy/llm-access.log`",
+	} {
+		text := strings.Join(strings.Fields(strings.ReplaceAll(readFile(t, f), "\t# ", "")), " ")
+		if !strings.Contains(text, says) {
+			t.Errorf("%s does not say %q", f, says)
+		}
+	}
 }

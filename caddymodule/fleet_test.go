@@ -1,15 +1,19 @@
 package caddymodule
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/openai/openai-go/v3/option"
 )
 
 // A fleet in one Caddy: two node gateways, each an llm_gateway with a demo
@@ -218,5 +222,73 @@ http://%s {
 			}
 		}
 		w.wire.mu.Unlock()
+	}
+}
+
+// Issue 28, item 6: the fleet example's front door, as printed (on this
+// run's addresses): every name its /v1/models lists is servable, with the
+// state the nodes report. It listed node-a and node-b, which the nodes
+// answered 404 (they serve demo), and the nodes' demo was the front door's
+// 404; only auto worked.
+func TestFleetExampleServesEveryNameItLists(t *testing.T) {
+	nodeA, nodeB := freeAddr(t), freeAddr(t)
+	t.Setenv("GATEWAY_KEYS", frontKey)
+	t.Setenv("NODE_KEY", nodeAKey)
+	example, err := os.ReadFile("../examples/fleet/Caddyfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	site := string(example)
+	site = site[strings.Index(site, ":8080 {"):]
+	for old, new := range map[string]string{
+		":8080 {\n\tbind localhost": "http://" + gwAddr + " {",
+		"http://localhost:8081":     "http://" + nodeA,
+		"http://localhost:8082":     "http://" + nodeB,
+	} {
+		if !strings.Contains(site, old) {
+			t.Fatalf("the example no longer has %q", old)
+		}
+		site = strings.ReplaceAll(site, old, new)
+	}
+	node := func(addr, engine string) string {
+		return fmt.Sprintf("http://%s {\n\tllm_gateway {\n\t\tkeys {env.NODE_KEY}\n\t\tengine %s {\n\t\t\t%s\n\t\t\tmodels demo\n\t\t}\n\t}\n}\n",
+			addr, engine, engineCmd("--model demo --chunk-delay 1ms"))
+	}
+	initRaw(t, `{
+	skip_install_trust
+	admin localhost:@ADMIN@
+	http_port @HTTP@
+	https_port @HTTPS@
+	grace_period 1ns
+}
+`+node(nodeA, "demo-a")+node(nodeB, "demo-b")+site)
+
+	want := map[string]string{"node-a": "unloaded", "node-b": "unloaded", "demo": "unloaded", "auto": "unloaded"}
+	eventually(t, "the front door lists the nodes' model by every name it serves", func() bool {
+		return fmt.Sprint(frontModels(t)) == fmt.Sprint(want)
+	})
+	client := sdk(frontKey)
+	ask := func(model string) string {
+		t.Helper()
+		var resp *http.Response
+		if _, err := client.Chat.Completions.New(context.Background(), chatParams(model, "hi"), option.WithResponseInto(&resp)); err != nil {
+			t.Fatalf("%s: %v", model, err)
+		}
+		return resp.Header.Get("X-LLM-Engine")
+	}
+	if by := ask("node-a"); by != "node-a" {
+		t.Fatalf("node-a served by %q", by)
+	}
+	want = map[string]string{"node-a": "loaded", "node-b": "unloaded", "demo": "loaded", "auto": "loaded"}
+	eventually(t, "the front door lists what node a reports", func() bool {
+		return fmt.Sprint(frontModels(t)) == fmt.Sprint(want)
+	})
+	for _, model := range []string{"demo", "auto"} {
+		if by := ask(model); by != "node-a" {
+			t.Fatalf("%s served by %q, not where it is loaded", model, by)
+		}
+	}
+	if by := ask("node-b"); by != "node-b" {
+		t.Fatalf("node-b served by %q", by)
 	}
 }

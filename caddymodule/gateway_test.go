@@ -34,8 +34,9 @@ func TestSDKListsCompletesAndStreamsThroughOnDemandEngine(t *testing.T) {
 	for _, m := range page.Data {
 		ids = append(ids, m.ID+"/"+m.OwnedBy)
 	}
-	if got := strings.Join(ids, ","); got != "qwen2.5-7b/demo,qwen/demo" {
-		t.Fatalf("models: %s", got)
+	// one entry per engine: its other names are aliases (issue 28)
+	if got := strings.Join(ids, ","); got != "qwen2.5-7b/demo" || !strings.Contains(page.Data[0].RawJSON(), `"aliases":["qwen"]`) {
+		t.Fatalf("models: %s: %s", got, page.RawJSON())
 	}
 
 	resp, err := client.Chat.Completions.New(ctx, chatParams("qwen2.5-7b", "hello there"))
@@ -130,7 +131,7 @@ func TestGatewayErrorsAreOpenAIShaped(t *testing.T) {
 		{"not an object", "POST", "/v1/chat/completions", `["model"]`, auth, 400, "invalid_json", "JSON object"},
 		{"no model", "POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi","model":"m"}]}`, auth, 400, "missing_model", `no "model"`},
 		{"unknown model", "POST", "/v1/chat/completions", `{"model":"gpt-9"}`, auth, 404, "model_not_found", "served models: m, alias"},
-		{"too large", "POST", "/v1/chat/completions", `{"model":"m","pad":"` + strings.Repeat("x", 2000) + `"}`, auth, 413, "request_too_large", "max_body"},
+		{"too large", "POST", "/v1/chat/completions", `{"model":"m","pad":"` + strings.Repeat("x", 2000) + `"}`, auth, 413, "request_too_large", "max_body of 1KiB"},
 		{"wrong method", "PUT", "/v1/chat/completions", `{"model":"m"}`, auth, 405, "method_not_allowed", "POST"},
 		{"a path that climbs out", "POST", "/v1/x/../../admin/chat/completions", `{"model":"m"}`, auth, 400, "invalid_path", "'..'"},
 	}
@@ -162,6 +163,11 @@ func TestGatewayErrorsAreOpenAIShaped(t *testing.T) {
 	// the SDK surfaces them as typed errors
 	_, err := sdk("secret-one-000001").Chat.Completions.New(context.Background(), chatParams("gpt-9", "hi"))
 	apiError(t, err, 404)
+	// max_body as configured, not "1024 bytes" (issue 28)
+	_, err = sdk("secret-one-000001").Chat.Completions.New(context.Background(), chatParams("m", strings.Repeat("x", 2000)))
+	if e := apiError(t, err, 413); !strings.HasSuffix(e.Message, "max_body of 1KiB") {
+		t.Fatalf("413 says %q", e.Message)
+	}
 	if _, err := sdk("secret-one-000001").Chat.Completions.New(context.Background(), chatParams("alias", "hi")); err != nil {
 		t.Fatal(err)
 	}
@@ -464,5 +470,67 @@ func TestChunkedBodyBeyondMaxBodyIs413(t *testing.T) {
 	}
 	if len(up.all()) != 0 {
 		t.Fatal("a body beyond max_body reached the upstream")
+	}
+}
+
+// Issue 28, item 2: aliases are not listed by default (five engines with
+// aliases made nine entries in a model picker), list_aliases lists them,
+// and an unlisted engine is served but not listed.
+func TestAliasesAndUnlistedEnginesInTheModelList(t *testing.T) {
+	up := newRecorder(t, okChat)
+	engines := fmt.Sprintf(`
+		key team team-key-0000000001 {
+			models qwen3 gpt-4o hidden
+		}
+		key all all-key-00000000001
+		engine qwen {
+			to %[1]s
+			models qwen3-30b qwen3 gpt-4o
+		}
+		engine embed {
+			to %[1]s
+			models nomic
+		}
+		engine hidden {
+			to %[1]s
+			models hidden
+			unlisted
+		}`, up.URL)
+	list := func(key string) string {
+		t.Helper()
+		page, err := sdk(key).Models.List(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, m := range page.Data {
+			ids = append(ids, m.ID)
+			if a, ok := m.JSON.ExtraFields["aliases"]; ok {
+				ids[len(ids)-1] += a.Raw()
+			}
+		}
+		return strings.Join(ids, ",")
+	}
+	startGateway(t, engines)
+	if got := list("all-key-00000000001"); got != `qwen3-30b["qwen3","gpt-4o"],nomic` {
+		t.Fatalf("listed: %s", got)
+	}
+	// a key sees the first name it may use, and its other names
+	if got := list("team-key-0000000001"); got != `qwen3["gpt-4o"]` {
+		t.Fatalf("listed for a key with models: %s", got)
+	}
+	// aliases and the unlisted engine are served all the same
+	for _, m := range []string{"gpt-4o", "hidden"} {
+		if _, err := sdk("team-key-0000000001").Chat.Completions.New(context.Background(), chatParams(m, "hi")); err != nil {
+			t.Fatalf("%s: %v", m, err)
+		}
+	}
+	if m, err := sdk("all-key-00000000001").Models.Get(context.Background(), "hidden"); err != nil || m.ID != "hidden" {
+		t.Fatalf("GET /v1/models/hidden: %v %v", m, err)
+	}
+
+	startGateway(t, "list_aliases on\n"+engines)
+	if got := list("all-key-00000000001"); got != "qwen3-30b,qwen3,gpt-4o,nomic" {
+		t.Fatalf("listed with list_aliases on: %s", got)
 	}
 }

@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -223,5 +224,80 @@ func TestDownPrimaryGoesStraightToItsFallback(t *testing.T) {
 	// the host's breaker heard nothing: no request was sent to it
 	if s := engineOnAdmin(t, "primary"); s["engine_breaker"] != "closed" {
 		t.Fatalf("primary: %v", s)
+	}
+}
+
+// pageEngineStates is each engine's state on the status page (the one on
+// the admin endpoint, asked as its script asks).
+func pageEngineStates(t *testing.T) map[string]string {
+	t.Helper()
+	req := mustReq(http.MethodGet, adminURL+"/llm_gateway/ui/api/state")
+	req.Header.Set("Sec-Fetch-Mode", "cors")
+	req.Header.Set("Referer", adminURL+"/llm_gateway/ui/")
+	_, body := do(t, req)
+	var snap struct {
+		Engines []struct{ Name, State string } `json:"engines"`
+	}
+	if err := json.Unmarshal([]byte(body), &snap); err != nil {
+		t.Fatalf("%v: %s", err, body)
+	}
+	out := map[string]string{}
+	for _, e := range snap.Engines {
+		out[e.Name] = e.State
+	}
+	return out
+}
+
+// Issue 28, item 7: a remote engine has one state, the engine's own, on
+// every surface. The admin API said "ready" next to "breaker":"open" for a
+// host nobody answered, while the status page and /v1/models said down and
+// unloaded; and "ready" for an engine nobody had heard from yet.
+func TestARemoteEngineHasOneStateOnEverySurface(t *testing.T) {
+	live := newNode(t, "live")
+	dead := newNode(t, "dead")
+	dead.kill()
+	startGateway(t, fmt.Sprintf(`
+		engine live {
+			to %s
+			models m-live
+		}
+		engine dead {
+			to %s
+			models m-dead
+			retries 0
+			breaker 1 1m
+		}`, live.url(), dead.url()))
+	for _, name := range []string{"live", "dead"} {
+		if s := engineOnAdmin(t, name); s["state"] != "unknown" || s["ready"] != false {
+			t.Fatalf("%s before anyone heard from it: %v", name, s)
+		}
+	}
+
+	// a request finds nobody at dead's address: its breaker opens
+	_, err := sdk("").Chat.Completions.New(context.Background(), chatParams("m-dead", "hi"))
+	if err == nil {
+		t.Fatal("a dead host answered")
+	}
+	if s := engineOnAdmin(t, "dead"); s["state"] != "down" || s["ready"] != false || s["breaker"] != "open" {
+		t.Fatalf("admin API, the dead host with its breaker open: %v", s)
+	}
+	if _, err := sdk("").Chat.Completions.New(context.Background(), chatParams("m-live", "hi")); err != nil {
+		t.Fatal(err)
+	}
+	if s := engineOnAdmin(t, "live"); s["state"] != "ready" || s["ready"] != true {
+		t.Fatalf("admin API, the live host after an answer: %v", s)
+	}
+
+	// every surface says the same
+	if st := modelStatuses(t); st["m-dead"] != "unloaded" || st["m-live"] != "loaded" {
+		t.Fatalf("/v1/models: %v", st)
+	}
+	if st := pageEngineStates(t); st["dead"] != "down" || st["live"] != "ready" {
+		t.Fatalf("status page: %v", st)
+	}
+	for name, want := range map[string]string{"dead": "down", "live": "ready"} {
+		if s := engineOnAdmin(t, name); s["state"] != want {
+			t.Fatalf("admin API after the listing and the page, %s: %v", name, s)
+		}
 	}
 }

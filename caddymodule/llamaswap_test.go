@@ -166,3 +166,41 @@ func TestLoadingStatusIsReasoningContentInTheSDK(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Issue 28, item 14: the loading status chunks and the engine's chunks are
+// one stream: one id, one created, one model. The loading chunks go out
+// before the engine answers, so the engine's chunks take theirs; the SDK's
+// accumulator refused the engine's first chunk when its id changed.
+func TestLoadingStatusAndTheEngineShareOneIDAndModel(t *testing.T) {
+	startGateway(t, `
+		keepalive 200ms
+		engine slow {
+			`+engineCmd("--model qwen-7b --load-time 1s --chunk-delay 1ms")+`
+			models qwen
+			model_name qwen-7b-q4
+			loading_status on
+		}`)
+	params := chatParams("qwen", "hi")
+	params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
+	stream := sdk("").Chat.Completions.NewStreaming(context.Background(), params)
+	var acc openai.ChatCompletionAccumulator
+	ids, models, created := map[string]bool{}, map[string]bool{}, map[int64]bool{}
+	n := 0
+	for stream.Next() {
+		c := stream.Current()
+		n++
+		ids[c.ID], models[c.Model], created[c.Created] = true, true, true
+		if !acc.AddChunk(c) {
+			t.Fatalf("the SDK's accumulator refused chunk %d: %s", n, c.RawJSON())
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(ids) != 1 || len(models) != 1 || len(created) != 1 || !models["qwen"] {
+		t.Fatalf("%d chunks with ids %v, models %v, created %v: want one of each, model qwen", n, ids, models, created)
+	}
+	if !strings.Contains(acc.Choices[0].Message.Content, `You said: "hi"`) || acc.Usage.CompletionTokens == 0 {
+		t.Fatalf("accumulated %q, usage %+v", acc.Choices[0].Message.Content, acc.Usage)
+	}
+}

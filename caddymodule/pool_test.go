@@ -399,3 +399,58 @@ func TestProbeChecksEachEnginesPrefillClaim(t *testing.T) {
 		t.Fatalf("exit %d\n%s", code, out)
 	}
 }
+
+// Issue 28, item 15: a pool that mixes an embedding engine (api
+// embeddings) with a chat engine sends chat requests to the chat engine
+// only, and embeddings to both; a chat request naming the embedding model
+// is refused at the door, saying what its engine speaks.
+func TestPoolMixingAnEmbeddingEngineSendsItOnlyEmbeddings(t *testing.T) {
+	chat := newRecorder(t, answerAs("chat"))
+	embed := newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasSuffix(r.URL.Path, "/embeddings") {
+			// what llama-server started with --embeddings answers
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusNotImplemented)
+			io.WriteString(w, `{"error":{"code":501,"message":"This server does not support completions.","type":"not_supported_error"}}`)
+			return
+		}
+		answerAs("embed")(w, r)
+	})
+	startGateway(t, fmt.Sprintf(`
+		engine chat {
+			to %s
+			models qwen
+		}
+		engine embed {
+			to %s
+			models nomic
+			api embeddings
+		}
+		pool auto {
+			member chat
+			member embed
+		}`, chat.URL, embed.URL))
+	client := sdk("")
+	ctx := context.Background()
+	for range 4 {
+		if _, err := client.Chat.Completions.New(ctx, chatParams("auto", "hi")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := client.Embeddings.New(ctx, openai.EmbeddingNewParams{Model: "auto",
+			Input: openai.EmbeddingNewParamsInputUnion{OfString: openai.String("hi")}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, r := range embed.all() {
+		if r.path != "/v1/embeddings" {
+			t.Fatalf("the embedding engine was sent %s %s", r.path, r.body)
+		}
+	}
+	if n := len(embed.all()); n == 0 || n > 4 {
+		t.Fatalf("the embedding engine served %d of 4 embeddings, want some (round robin)", n)
+	}
+	_, err := client.Chat.Completions.New(ctx, chatParams("nomic", "hi"))
+	if e := apiError(t, err, 404); !strings.Contains(e.Message, "speaks only embeddings") {
+		t.Fatalf("a chat request for the embedding model: %s", e.Message)
+	}
+}

@@ -92,17 +92,25 @@ type Config struct {
 	// "model" is rewritten to it. Default: the body is left alone.
 	ModelName string `json:"model_name,omitempty"`
 
+	// Unlisted keeps the engine's models out of /v1/models (llama-swap's
+	// unlisted): they are served all the same, and GET /v1/models/<name>
+	// answers for them. Default: false.
+	Unlisted bool `json:"unlisted,omitempty"`
+
 	// APIKey is sent to the engine instead of the caller's credentials
 	// (which never leave the gateway). Placeholders such as {env.KEY} are
 	// resolved at provision time. Default: no key is sent.
 	APIKey string `json:"api_key,omitempty"`
 
 	// APIs are the API families the engine speaks: "openai" (chat
-	// completions, responses, embeddings, …) and "anthropic" (the Messages
-	// API, /v1/messages). A request of a family the engine does not speak
-	// never reaches it, and an engine's fallbacks must speak every family
-	// the engine does. Default: both (llama.cpp's server, ollama and vLLM
-	// answer both).
+	// completions, responses, embeddings, …), "anthropic" (the Messages
+	// API, /v1/messages) and "embeddings" (an embedding model: only
+	// OpenAI's /v1/embeddings and llama-server's /embedding(s), which
+	// "openai" includes). A request of a family the engine does not speak
+	// never reaches it, so a pool may mix an embedding engine with chat
+	// engines (issue 28), and an engine's fallbacks must speak every
+	// family the engine does. Default: openai and anthropic (llama.cpp's
+	// server, ollama and vLLM answer both).
 	APIs []string `json:"apis,omitempty"`
 
 	// APIKeyHeader is the header that carries APIKey. Default:
@@ -466,13 +474,13 @@ func (c Config) SetKey(h http.Header) {
 }
 
 // Speaks reports whether the engine speaks an API family ("openai",
-// "anthropic").
+// "anthropic", "embeddings"): an embeddings request is OpenAI's too.
 func (c Config) Speaks(family string) bool {
 	if len(c.APIs) == 0 {
 		return true
 	}
 	for _, a := range c.APIs {
-		if a == family {
+		if a == family || (family == "embeddings" && a == "openai") {
 			return true
 		}
 	}
@@ -595,8 +603,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("engine %s: models_from takes a path starting with '/' and is for remote engines (no cmd): the gateway knows its own engines' state", c.Name)
 	}
 	for _, a := range c.APIs {
-		if a != "openai" && a != "anthropic" {
-			return fmt.Errorf("engine %s: api takes openai and/or anthropic, not %q", c.Name, a)
+		if a != "openai" && a != "anthropic" && a != "embeddings" {
+			return fmt.Errorf("engine %s: api takes openai, anthropic and/or embeddings, not %q", c.Name, a)
 		}
 	}
 	usesPort := strings.Contains(c.To, PortPlaceholder) || strings.Contains(strings.Join(c.Cmd, " "), PortPlaceholder)

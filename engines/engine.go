@@ -152,6 +152,10 @@ type Engine struct {
 	down         atomic.Bool // failed health_fails checks in a row, not yet passed health_passes; read per request without mu
 	healthPasses int         // consecutive passed checks
 	healthFails  int         // consecutive failed checks
+
+	// what the last look at a remote engine without health checks saw
+	// (health.go: heard*)
+	heard atomic.Int32
 }
 
 // New makes an engine of a valid config (the handler's Config.Validate
@@ -939,8 +943,14 @@ func (e *Engine) Status() Status {
 	}
 	if e.cfg.Checked() {
 		s.Health = "up"
+	}
+	if !s.Managed {
+		// one state on every surface (issue 28): the admin API, the
+		// status page, /v1/models and the metrics all read this one
+		s.State = e.remoteState()
+		s.Ready = s.State == "ready"
 		if e.down.Load() {
-			s.Health, s.State, s.Ready = "down", "down", false
+			s.Health = "down"
 		}
 	}
 	if e.state == Ready && e.leases == 0 && !e.lastUsed.IsZero() {

@@ -116,3 +116,50 @@ func (e *Engine) recordCheck(pass bool) {
 // remote engine that failed its health checks. It takes no lock: plans and
 // pools ask it on every request.
 func (e *Engine) Healthy() bool { return !e.down.Load() }
+
+// What the last look at a remote engine without health checks saw: a
+// request's answer, the status page's probe, a model listing (Heard).
+const (
+	heardNothing  int32 = iota // never looked at, or nobody looked yet
+	heardAnswer                // it answered
+	heardNoAnswer              // it did not answer (or not with a 2xx)
+)
+
+// Heard records what a look at a remote engine saw: whether it answered
+// (a request's answer, a readiness probe, its model list with a 2xx). An
+// engine with health checks is judged by them alone.
+func (e *Engine) Heard(answered bool) {
+	if e.cfg.Managed() || e.cfg.Checked() {
+		return
+	}
+	v := heardNoAnswer
+	if answered {
+		v = heardAnswer
+	}
+	if e.heard.Swap(v) != v {
+		e.mu.Lock()
+		e.broadcast()
+		e.mu.Unlock()
+	}
+}
+
+// remoteState is the state a remote engine reports, the same on every
+// surface: down when its health checks failed, when its host's breaker
+// keeps requests away, or (without health checks) when the last look at it
+// found no answer; unknown when nobody has heard from it yet; else ready.
+// It takes no lock of the engine's.
+func (e *Engine) remoteState() string {
+	switch {
+	case e.down.Load(), e.brk.State() != BreakerClosed:
+		return "down"
+	case e.cfg.Checked():
+		return "ready"
+	}
+	switch e.heard.Load() {
+	case heardAnswer:
+		return "ready"
+	case heardNoAnswer:
+		return "down"
+	}
+	return "unknown"
+}

@@ -37,8 +37,9 @@ func (g *Gateway) serveAnthropicModels(w http.ResponseWriter, r *http.Request, k
 		if !rt.cfg.Speaks("anthropic") {
 			continue
 		}
-		for _, m := range rt.cfg.Models {
-			if kr.allows(m) && rt.listable(rt.status(f, m)) {
+		listed, _ := g.listed(rt, kr)
+		for _, m := range listed {
+			if rt.listable(rt.status(f, m)) {
 				ids = append(ids, m)
 			}
 		}

@@ -67,6 +67,14 @@ type Config struct {
 	// resumes. Default: 8.
 	MaxAttempts int `json:"max_attempts,omitempty"`
 
+	// ListAliases lists every name of an engine's models line in
+	// /v1/models. Off, an engine is listed once, by the first name the
+	// caller's key may use, with the others as "aliases": a model picker
+	// shows each model once, as llama-swap does by default
+	// (includeAliasesInList: false), and an alias, there for clients that
+	// hard-code a name, is still served (issue 28). Default: false.
+	ListAliases bool `json:"list_aliases,omitempty"`
+
 	// AnnotateResponse adds "extra_fields" (provider, model, latency_ms,
 	// fallback_index) to non-streaming JSON answers. Default: false.
 	AnnotateResponse bool `json:"annotate_response,omitempty"`
@@ -316,7 +324,7 @@ func validateFallbacks(e engines.Config, byName map[string]engines.Config) error
 // between formats is refused rather than translated (a faithful translation
 // of tool use and streams between the two APIs is its own product).
 func speaksAll(fb, e engines.Config) bool {
-	for _, family := range []string{"openai", "anthropic"} {
+	for _, family := range []string{"openai", "anthropic", "embeddings"} {
 		if e.Speaks(family) && !fb.Speaks(family) {
 			return false
 		}

@@ -92,6 +92,7 @@ func (g *Gateway) fanOut(done chan struct{}) {
 		go func() {
 			defer wg.Done()
 			ok, models := g.askModels(rt)
+			rt.eng.Heard(ok)
 			mu.Lock()
 			f.up[rt.cfg.Name] = ok
 			if rt.cfg.ModelsFrom != "" && ok {
@@ -146,14 +147,15 @@ func (g *Gateway) askModels(rt *route) (bool, map[string]string) {
 }
 
 // modelStates reads a model list's per-model status: OpenAI's list shape
-// with llama-swap's and llama.cpp router mode's "status": {"value": …}. A
-// listed model without a status is loaded (the engine serves what it
-// lists).
+// with llama-swap's and llama.cpp router mode's "status": {"value": …}, and
+// this gateway's "aliases". A listed model without a status is loaded (the
+// engine serves what it lists).
 func modelStates(body []byte) map[string]string {
 	var list struct {
 		Data []struct {
-			ID     string `json:"id"`
-			Status *struct {
+			ID      string   `json:"id"`
+			Aliases []string `json:"aliases"`
+			Status  *struct {
 				Value string `json:"value"`
 			} `json:"status"`
 		} `json:"data"`
@@ -171,6 +173,13 @@ func modelStates(body []byte) map[string]string {
 			}
 		}
 		states[m.ID] = s
+		for _, a := range m.Aliases {
+			// a gateway node lists an engine once, its other names as
+			// aliases (list_aliases off): they are the same model
+			if _, ok := states[a]; !ok {
+				states[a] = s
+			}
+		}
 	}
 	return states
 }

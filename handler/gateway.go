@@ -32,6 +32,17 @@ func (a api) family() string {
 	return "openai"
 }
 
+// family is the API family an engine must speak to serve req: its API's,
+// or "embeddings" for an embeddings request, which an embedding engine
+// (api embeddings) serves as well as an OpenAI one.
+func (req *request) family() string {
+	switch req.r.URL.Path {
+	case "/v1/embeddings", "/embeddings", "/embedding":
+		return "embeddings"
+	}
+	return req.api.family()
+}
+
 // route is how requests reach one engine.
 type route struct {
 	eng             *engines.Engine
@@ -59,6 +70,8 @@ type Gateway struct {
 	pools     map[string]*pool  // by name, and "auto" for the default pool
 	poolList  []*pool
 	annotate  bool
+	// listAliases: /v1/models lists every name of an engine, not one
+	listAliases bool
 
 	extraPaths  map[string]bool
 	filterPaths [][]string // every engine's set and strip paths: spelled one way only
@@ -97,6 +110,7 @@ func New(cfg Config, engs []*engines.Engine, log *zap.Logger) (*Gateway, error) 
 		g.maxBody = DefaultMaxBody
 	}
 	g.allowBodyFallbacks = cfg.BodyFallbacks == nil || *cfg.BodyFallbacks
+	g.listAliases = cfg.ListAliases
 	g.maxFallbacks, g.maxAttempts = cfg.MaxFallbacks, cfg.MaxAttempts
 	if g.maxFallbacks == 0 {
 		g.maxFallbacks = DefaultMaxFallbacks

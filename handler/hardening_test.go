@@ -328,3 +328,15 @@ func TestAStreamThatWaitedNamesItsEngineInTrailers(t *testing.T) {
 		t.Fatalf("trailers %v", resp.Trailer)
 	}
 }
+
+// Issue 28, item 13: the 413 says max_body as the operator writes it.
+func TestSizeTextSaysASizeAsConfigured(t *testing.T) {
+	for n, want := range map[int64]string{
+		1 << 10: "1KiB", 32 << 20: "32MiB", 2 << 30: "2GiB", 1000: "1kB", 5e6: "5MB",
+		1536: "1536 bytes", 1: "1 byte", 3 << 20 / 2: "1536KiB",
+	} {
+		if got := sizeText(n); got != want {
+			t.Errorf("sizeText(%d) = %q, want %q", n, got, want)
+		}
+	}
+}

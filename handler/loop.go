@@ -179,7 +179,7 @@ func (p *planner) spend() bool {
 func (g *Gateway) run(w http.ResponseWriter, req *request, plan []candidate, res *Result) {
 	rp := g.newReply(w, req.stream, req.api, res)
 	p := newPlanner(plan, req.budget, g.clock, g.maxAttempts)
-	p.family = req.api.family()
+	p.family = req.family()
 	rp.spend = p.spend
 	for c, ok := p.next(); ok; {
 		a := g.try(rp, req, c)

@@ -22,11 +22,13 @@ func modelStatus(s engines.State) string {
 }
 
 // status is the status of a route's model id: a started engine's state; a
-// remote engine's, whether it answered its model list lately; a models_from
-// node's, what it reports of the model.
+// remote engine's, the state it reports everywhere (down, unknown or ready:
+// its health checks, its breaker, whether it answered its model list
+// lately, which the fan-out told it); a models_from node's, what it
+// reports of the model.
 func (rt *route) status(f *fleet, id string) string {
 	if !rt.cfg.Managed() {
-		if !f.up[rt.cfg.Name] {
+		if rt.eng.Status().State != "ready" {
 			return "unloaded"
 		}
 		if rt.cfg.ModelsFrom != "" {
@@ -55,12 +57,42 @@ func (rt *route) listable(status string) bool {
 	return rt.wake || status != "unloaded"
 }
 
-// appendModel appends one OpenAI model object.
-func appendModel(b []byte, id string, rt *route, status string) []byte {
+// listed are the names of rt that /v1/models lists for a key: none for an
+// unlisted engine; every name the key may use with list_aliases; else the
+// first of them, the others being its aliases (issue 28: five engines with
+// aliases made nine entries in a client's model picker).
+func (g *Gateway) listed(rt *route, kr *keyRules) (ids, aliases []string) {
+	if rt.cfg.Unlisted {
+		return nil, nil
+	}
+	for _, m := range rt.cfg.Models {
+		if kr.allows(m) {
+			ids = append(ids, m)
+		}
+	}
+	if g.listAliases || len(ids) < 2 {
+		return ids, nil
+	}
+	return ids[:1], ids[1:]
+}
+
+// appendModel appends one OpenAI model object; aliases, when given, are
+// the other names that serve it.
+func appendModel(b []byte, id string, rt *route, status string, aliases ...string) []byte {
 	b = append(b, `{"id":`...)
 	b = jsonmember.AppendString(b, id)
 	b = append(b, `,"object":"model","created":0,"owned_by":`...)
 	b = jsonmember.AppendString(b, rt.cfg.Name)
+	if len(aliases) > 0 {
+		b = append(b, `,"aliases":[`...)
+		for i, a := range aliases {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = jsonmember.AppendString(b, a)
+		}
+		b = append(b, ']')
+	}
 	b = append(b, `,"status":{"value":"`...)
 	b = append(b, status...)
 	b = append(b, '"', '}')
@@ -92,16 +124,17 @@ func (g *Gateway) serveModels(w http.ResponseWriter, r *http.Request, kr *keyRul
 	b := []byte(`{"object":"list","data":[`)
 	first := true
 	for _, rt := range g.routes {
-		for _, m := range rt.cfg.Models {
+		ids, aliases := g.listed(rt, kr)
+		for _, m := range ids {
 			status := rt.status(f, m)
-			if !rt.listable(status) || !kr.allows(m) {
+			if !rt.listable(status) {
 				continue
 			}
 			if !first {
 				b = append(b, ',')
 			}
 			first = false
-			b = appendModel(b, m, rt, status)
+			b = appendModel(b, m, rt, status, aliases...)
 		}
 	}
 	for _, id := range g.poolIDs(kr) {
@@ -109,7 +142,7 @@ func (g *Gateway) serveModels(w http.ResponseWriter, r *http.Request, kr *keyRul
 			b = append(b, ',')
 		}
 		first = false
-		b = appendPool(b, id)
+		b = appendPool(b, id, g.pools[id].status(f))
 	}
 	b = append(b, "]}\n"...)
 	writeJSON(w, r, b)
@@ -130,10 +163,28 @@ func (g *Gateway) poolIDs(kr *keyRules) []string {
 	return ids
 }
 
-func appendPool(b []byte, id string) []byte {
+// status is a pool's model status: the best of its members' (loaded,
+// then loading, then unloaded), so that a fleet's front door lists the
+// model its nodes serve with the state they report (issue 28).
+func (p *pool) status(f *fleet) string {
+	best := "unloaded"
+	for _, m := range p.members {
+		switch m.rt.status(f, m.model) {
+		case "loaded":
+			return "loaded"
+		case "loading":
+			best = "loading"
+		}
+	}
+	return best
+}
+
+func appendPool(b []byte, id, status string) []byte {
 	b = append(b, `{"id":`...)
 	b = jsonmember.AppendString(b, id)
-	return append(b, `,"object":"model","created":0,"owned_by":"pool"}`...)
+	b = append(b, `,"object":"model","created":0,"owned_by":"pool","status":{"value":"`...)
+	b = append(b, status...)
+	return append(b, `"}}`...)
 }
 
 // serveModel answers GET /v1/models/{id} and returns the status.
@@ -143,7 +194,7 @@ func (g *Gateway) serveModel(w http.ResponseWriter, r *http.Request, id string, 
 		if anthropic {
 			writeJSON(w, r, append(appendAnthropicModel(nil, id), '\n'))
 		} else {
-			writeJSON(w, r, append(appendPool(nil, id), '\n'))
+			writeJSON(w, r, append(appendPool(nil, id, g.pools[id].status(g.fleet(r.Context()))), '\n'))
 		}
 		return http.StatusOK
 	}

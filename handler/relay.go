@@ -132,6 +132,11 @@ func (g *Gateway) commit(rp *reply, a *attempt) {
 		}
 		return
 	}
+	if st.rewrite == nil && rp.ids != nil {
+		// the gateway's loading chunks went first: the stream is theirs
+		st.rewrite = &rewriteIDs{id: rp.ids.id, created: rp.ids.created, model: rp.ids.model}
+	}
+	st.held = st.rewrite.applyAll(st.held)
 	for held := st.held; len(held) > 0; {
 		n := sse.EventEnd(held)
 		if n < 0 {

@@ -6,6 +6,8 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
 
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"net/http"
 	"strconv"
 	"strings"
@@ -37,6 +39,10 @@ type reply struct {
 	start     time.Time
 	res       *Result // what the client got, for logs and metrics
 	switched  bool    // the request left its first candidate
+	// ids are the id, created and model of the chunks the gateway sent
+	// itself (loading status), which the engine's chunks then get too:
+	// one id and one model per stream
+	ids *rewriteIDs
 	// spend takes one of max_attempts for an upstream call after commit
 	// (a resume); false when none is left
 	spend func() bool
@@ -204,12 +210,21 @@ func (rp *reply) pause(ctx context.Context, d time.Duration) bool {
 // loading is a chat stream's loading status (loading_status on): while the
 // request waits for its engine to start, the client gets the wait as
 // reasoning_content deltas, which chat UIs show in their thinking box.
+//
+// These chunks go out before any engine has answered, so they cannot carry
+// the id and model the engine will use; instead the engine's chunks are
+// given the loading chunks' id, created and model (rp.ids, applied at
+// commit as resume applies its own), so that the client sees one stream:
+// SDKs' accumulators refuse a chunk whose id changes mid-stream (issue 28).
+// The engine that answered is named in the stream's comment and trailers.
 type loading struct {
-	rp     *reply
-	model  string
-	engine string
-	since  time.Time
-	sent   bool
+	rp      *reply
+	model   string
+	engine  string
+	since   time.Time
+	sent    bool
+	id      string // this stream's id, chatcmpl-llmgw-<random>
+	created int64
 }
 
 // newLoading returns the loading status of a request that is about to wait
@@ -236,7 +251,7 @@ func (l *loading) tick() {
 	}
 	waited := l.rp.clock.Now().Sub(l.since).Round(time.Second)
 	if !l.sent {
-		l.sent = true
+		l.start()
 		l.delta("Loading " + l.model + " on engine " + l.engine + "…\n")
 		return
 	}
@@ -251,10 +266,27 @@ func (l *loading) done() {
 	l.delta("loaded after " + l.rp.clock.Now().Sub(l.since).Round(100*time.Millisecond).String() + ".\n\n")
 }
 
+// start gives the stream its id and created, for these chunks and the
+// engine's.
+func (l *loading) start() {
+	l.sent = true
+	var r [12]byte
+	_, _ = rand.Read(r[:])
+	l.id = "chatcmpl-llmgw-" + hex.EncodeToString(r[:])
+	l.created = l.rp.clock.Now().Unix()
+	l.rp.ids = &rewriteIDs{
+		id:      jsonmember.AppendString(nil, l.id),
+		created: strconv.AppendInt(nil, l.created, 10),
+		model:   jsonmember.AppendString(nil, l.model),
+	}
+}
+
 func (l *loading) delta(text string) {
 	b := make([]byte, 0, 200)
-	b = append(b, `data: {"id":"chatcmpl-llm-gateway-loading","object":"chat.completion.chunk","created":`...)
-	b = strconv.AppendInt(b, l.rp.clock.Now().Unix(), 10)
+	b = append(b, `data: {"id":`...)
+	b = jsonmember.AppendString(b, l.id)
+	b = append(b, `,"object":"chat.completion.chunk","created":`...)
+	b = strconv.AppendInt(b, l.created, 10)
 	b = append(b, `,"model":`...)
 	b = jsonmember.AppendString(b, l.model)
 	b = append(b, `,"choices":[{"index":0,"delta":{"role":"assistant","reasoning_content":`...)

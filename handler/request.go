@@ -183,7 +183,27 @@ func readBody(rc io.Reader, length, limit int64) ([]byte, error) {
 
 func (g *Gateway) tooLarge() *Error {
 	return &Error{http.StatusRequestEntityTooLarge, typeInvalidRequest, "request_too_large",
-		"the request body is larger than the gateway's max_body of " + strconv.FormatInt(g.maxBody, 10) + " bytes"}
+		"the request body is larger than the gateway's max_body of " + sizeText(g.maxBody)}
+}
+
+// sizeText says a size the way an operator writes it in the Caddyfile: in
+// the largest unit it is a whole number of (1KiB, 32MiB, 5MB), else in
+// bytes. The config keeps only the number, and humanize.IBytes would say
+// "1.0 KiB" for `max_body 1KiB` (issue 28: the 413 said "1024 bytes").
+func sizeText(n int64) string {
+	units := []struct {
+		size int64
+		name string
+	}{{1 << 30, "GiB"}, {1e9, "GB"}, {1 << 20, "MiB"}, {1e6, "MB"}, {1 << 10, "KiB"}, {1e3, "kB"}}
+	for _, u := range units {
+		if n >= u.size && n%u.size == 0 {
+			return strconv.FormatInt(n/u.size, 10) + u.name
+		}
+	}
+	if n == 1 {
+		return "1 byte"
+	}
+	return strconv.FormatInt(n, 10) + " bytes"
 }
 
 // switchModel is the request as sent for another model: the body's model

@@ -211,7 +211,7 @@ func (g *Gateway) continueOn(rp *reply, a *attempt, c candidate, cause error) *a
 	st.carry, st.textAtStart = carry, len(t.text)
 	st.rewrite = &rewriteIDs{id: t.id, created: t.created}
 	if a.stream.rewrite != nil {
-		st.rewrite = &rewriteIDs{id: a.stream.rewrite.id, created: a.stream.rewrite.created}
+		st.rewrite = &rewriteIDs{id: a.stream.rewrite.id, created: a.stream.rewrite.created, model: a.stream.rewrite.model}
 	}
 	st.rewrite.carry = carry
 	held := st.held
@@ -294,13 +294,35 @@ func withMaxTokensLeft(body []byte, spent int) []byte {
 	return jsonmember.ApplyEdits(body, edits...)
 }
 
-// rewriteIDs gives a resumed stream's chunks the id and created of the
-// chunks the client already has, so the answer reads as one stream, and its
+// rewriteIDs gives a resumed stream's chunks (and an engine's chunks after
+// the gateway's loading status chunks) the id and created of the chunks the
+// client already has, so the answer reads as one stream, and its
 // usage the tokens sent before the seam (carry), so that the answer reports
 // (and the key is charged) the whole answer, not the continuation's part.
 type rewriteIDs struct {
 	id, created json.RawMessage
-	carry       int
+	// model, when set, is the model the stream's first chunks named: the
+	// gateway's own loading status chunks (reply.go) name the model the
+	// client asked for, before any engine has answered
+	model json.RawMessage
+	carry int
+}
+
+// applyAll rewrites each event of events (held before commit).
+func (r *rewriteIDs) applyAll(events []byte) []byte {
+	if r == nil || len(events) == 0 {
+		return events
+	}
+	out := make([]byte, 0, len(events)+64)
+	for len(events) > 0 {
+		n := sse.EventEnd(events)
+		if n < 0 {
+			n = len(events)
+		}
+		out = append(out, r.apply(events[:n])...)
+		events = events[n:]
+	}
+	return out
 }
 
 func (r *rewriteIDs) apply(ev []byte) []byte {
@@ -322,6 +344,9 @@ func (r *rewriteIDs) apply(ev []byte) []byte {
 	}
 	if f.Created.OK() && len(r.created) > 0 {
 		edits = append(edits, jsonmember.Edit{Start: f.Created.Value.Start, End: f.Created.Value.End, Repl: r.created})
+	}
+	if f.Model.OK() && len(r.model) > 0 {
+		edits = append(edits, jsonmember.Edit{Start: f.Model.Value.Start, End: f.Model.Value.End, Repl: r.model})
 	}
 	if f.Usage.OK() && r.carry > 0 && data[f.Usage.Value.Start] == '{' {
 		for _, name := range [...]string{"completion_tokens", "output_tokens", "total_tokens"} {

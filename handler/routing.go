@@ -72,7 +72,7 @@ func (g *Gateway) serveRouted(w http.ResponseWriter, r *http.Request, res *Resul
 		return
 	}
 	res.Known = true
-	if !rt.cfg.Speaks(req.api.family()) {
+	if !rt.cfg.Speaks(req.family()) {
 		res.refuse(w, &Error{http.StatusNotFound, typeInvalidRequest, "model_not_found",
 			fmt.Sprintf("the model %q is not served over this API here: its engine %s speaks only %s", req.model, rt.cfg.Name, apisOf(rt.cfg))})
 		return

@@ -178,6 +178,7 @@ func (c *candidate) cutFailure(model string, timedOut bool) {
 type ticket struct {
 	engine, model           *engines.Breaker
 	engineTrial, modelTrial bool
+	eng                     *engines.Engine // told when its host answered (its reported state)
 }
 
 // admit asks whether an attempt may go out: the engine's health checks
@@ -191,9 +192,9 @@ func (c *candidate) admit(model string) (ticket, bool) {
 	}
 	if c.brk != nil {
 		ok, trial := c.brk.Allow()
-		return ticket{model: c.brk, modelTrial: trial}, ok
+		return ticket{model: c.brk, modelTrial: trial, eng: c.rt.eng}, ok
 	}
-	var t ticket
+	t := ticket{eng: c.rt.eng}
 	eb := c.rt.eng.Breaker()
 	ok, trial := eb.Allow()
 	if !ok {
@@ -211,6 +212,9 @@ func (c *candidate) admit(model string) (ticket, bool) {
 
 // settle applies a verdict to the breakers that admitted the attempt.
 func (t ticket) settle(v verdict) {
+	if v.answered && t.eng != nil {
+		t.eng.Heard(true)
+	}
 	if t.engine == nil && t.model == nil {
 		return
 	}

@@ -42,7 +42,9 @@ type engineView struct {
 	Models  []string `json:"models"`
 	Managed bool     `json:"managed"`
 	// State is stopped, starting, ready, stopping, failed (stopped after a
-	// failed start) or, for a remote engine, down (not answering its probe).
+	// failed start) or, for a remote engine, the engine's own: ready, down
+	// (failing its health checks, its breaker open, or not answering its
+	// probe) or unknown (nobody heard from it yet).
 	State          string `json:"state"`
 	PID            int    `json:"pid,omitempty"`
 	Port           int    `json:"port,omitempty"`
@@ -144,6 +146,7 @@ func (c *reachability) refresh(ctx context.Context, clk clock.Clock, es []*engin
 	for _, e := range es {
 		if !e.Config().Managed() {
 			up[e.Name()] = e.Probe(ctx)
+			e.Heard(up[e.Name()]) // the engine's state says it, on every surface
 		}
 	}
 	c.mu.Lock()
@@ -206,9 +209,6 @@ func (s *Server) engineView(e *engines.Engine, now time.Time) engineView {
 	if !st.Managed {
 		if up, at, ok := s.reach.get(st.Name); ok {
 			v.RemoteReachable, v.RemoteProbedAtMs = &up, at.UnixMilli()
-			if !up {
-				v.State = "down"
-			}
 		}
 	}
 	return v

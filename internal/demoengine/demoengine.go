@@ -1,7 +1,8 @@
 // Package demoengine is a tiny OpenAI-compatible model server, so that the
 // gateway has something real to start and talk to on a machine without a GPU
 // or a model: chat completions (JSON and SSE, a few words per chunk),
-// completions, the Responses API (JSON and its typed SSE events),
+// completions, the Responses API and Anthropic's Messages API (JSON and
+// their typed SSE events),
 // embeddings (floats or base64, as the SDKs ask), /v1/models and a
 // llama-server-like /health that answers 503 "Loading model" while it
 // "loads". Every answer has the shape OpenAI's API gives it, so every SDK's
@@ -144,6 +145,8 @@ func (s *server) routes() http.Handler {
 	mux.HandleFunc("POST /v1/completions", s.chat)
 	mux.HandleFunc("POST /v1/embeddings", s.embeddings)
 	mux.HandleFunc("POST /v1/responses", s.responses)
+	mux.HandleFunc("POST /v1/messages", s.messages)
+	mux.HandleFunc("POST /v1/messages/count_tokens", s.countTokens)
 	s.nativeRoutes(mux)
 	return mux
 }
@@ -177,19 +180,27 @@ func (s *server) models(w http.ResponseWriter, r *http.Request) {
 // gate answers what every completion endpoint answers before doing work:
 // loading, auth, a forced status. It reports whether to go on.
 func (s *server) gate(w http.ResponseWriter, r *http.Request) bool {
-	if s.loading() {
-		apiError(w, http.StatusServiceUnavailable, "unavailable_error", "Loading model")
-		return false
+	status, typ, msg := s.refusal(r, false)
+	if status != 0 {
+		apiError(w, status, typ, msg)
 	}
-	if s.o.APIKey != "" && r.Header.Get("Authorization") != "Bearer "+s.o.APIKey {
-		apiError(w, http.StatusUnauthorized, "authentication_error", "invalid api key")
-		return false
+	return status == 0
+}
+
+// refusal is the error every completion endpoint answers before doing work
+// (loading, auth, a forced status), or status 0. Anthropic's clients send
+// their key as x-api-key, which only the Messages API accepts.
+func (s *server) refusal(r *http.Request, anthropic bool) (status int, typ, msg string) {
+	switch {
+	case s.loading():
+		return http.StatusServiceUnavailable, "unavailable_error", "Loading model"
+	case s.o.APIKey != "" && r.Header.Get("Authorization") != "Bearer "+s.o.APIKey &&
+		!(anthropic && r.Header.Get("X-Api-Key") == s.o.APIKey):
+		return http.StatusUnauthorized, "authentication_error", "invalid api key"
+	case s.o.StatusCode != 0:
+		return s.o.StatusCode, "server_error", fmt.Sprintf("demo engine forced status %d", s.o.StatusCode)
 	}
-	if s.o.StatusCode != 0 {
-		apiError(w, s.o.StatusCode, "server_error", fmt.Sprintf("demo engine forced status %d", s.o.StatusCode))
-		return false
-	}
-	return true
+	return 0, "", ""
 }
 
 type chatRequest struct {
