@@ -111,7 +111,7 @@ func (s *Server) Stop() {
 		return
 	}
 	s.cmd.Process.Signal(syscall.SIGTERM)
-	s.cmd.Process.Signal(syscall.SIGCONT) // a stalled server gets its SIGTERM now
+	resume(s.cmd.Process) // a stalled server gets its SIGTERM now
 	<-s.exit
 	s.cmd = nil
 }
@@ -119,26 +119,6 @@ func (s *Server) Stop() {
 func (s *Server) Restart(t testing.TB) {
 	t.Helper()
 	if err := s.start(); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// Stall stops the server's process (SIGSTOP) until Resume. Meanwhile it
-// reads nothing and answers nothing, while the kernel still accepts
-// connections and what clients send; resumed, it runs every command it was
-// sent, even those whose client has given up and closed the connection, as
-// a server stalled by its host (swapping, a fork, a noisy neighbour) does.
-func (s *Server) Stall(t testing.TB) {
-	t.Helper()
-	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// Resume ends a Stall (SIGCONT).
-func (s *Server) Resume(t testing.TB) {
-	t.Helper()
-	if err := s.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
 }
