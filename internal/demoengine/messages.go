@@ -12,19 +12,27 @@ import (
 // API request (POST /v1/messages): each message's content is a string or a
 // list of content blocks.
 type messagesRequest struct {
-	Model     string `json:"model"`
-	Stream    bool   `json:"stream"`
-	MaxTokens int    `json:"max_tokens"`
-	Messages  []struct {
-		Role    string          `json:"role"`
-		Content json.RawMessage `json:"content"`
-	} `json:"messages"`
+	Model     string        `json:"model"`
+	Stream    bool          `json:"stream"`
+	MaxTokens int           `json:"max_tokens"`
+	Messages  []chatMessage `json:"messages"`
 }
 
 // lastUserText is the text of the last user message.
-func (r messagesRequest) lastUserText() string {
+func (r messagesRequest) lastUserText() string { return lastUserText(r.Messages, "text") }
+
+// chatMessage is a message of a conversation, its content a string or a
+// list of typed parts.
+type chatMessage struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+// lastUserText is the text of the last user message of msgs: its content
+// string, or its parts of type textType joined.
+func lastUserText(msgs []chatMessage, textType string) string {
 	var text string
-	for _, m := range r.Messages {
+	for _, m := range msgs {
 		if m.Role != "user" {
 			continue
 		}
@@ -33,15 +41,15 @@ func (r messagesRequest) lastUserText() string {
 			text = s
 			continue
 		}
-		var blocks []struct {
+		var parts []struct {
 			Type string `json:"type"`
 			Text string `json:"text"`
 		}
-		if json.Unmarshal(m.Content, &blocks) == nil {
+		if json.Unmarshal(m.Content, &parts) == nil {
 			var b strings.Builder
-			for _, bl := range blocks {
-				if bl.Type == "text" {
-					b.WriteString(bl.Text)
+			for _, p := range parts {
+				if p.Type == textType {
+					b.WriteString(p.Text)
 				}
 			}
 			text = b.String()

@@ -24,37 +24,11 @@ func (r responsesRequest) lastUserText() string {
 	if json.Unmarshal(r.Input, &text) == nil {
 		return text
 	}
-	var items []struct {
-		Role    string          `json:"role"`
-		Content json.RawMessage `json:"content"`
-	}
+	var items []chatMessage
 	if json.Unmarshal(r.Input, &items) != nil {
 		return ""
 	}
-	for _, it := range items {
-		if it.Role != "user" {
-			continue
-		}
-		var s string
-		if json.Unmarshal(it.Content, &s) == nil {
-			text = s
-			continue
-		}
-		var parts []struct {
-			Type string `json:"type"`
-			Text string `json:"text"`
-		}
-		if json.Unmarshal(it.Content, &parts) == nil {
-			var b strings.Builder
-			for _, p := range parts {
-				if p.Type == "input_text" {
-					b.WriteString(p.Text)
-				}
-			}
-			text = b.String()
-		}
-	}
-	return text
+	return lastUserText(items, "input_text")
 }
 
 // responses answers the Responses API as OpenAI does: one response object,
