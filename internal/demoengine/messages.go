@@ -74,12 +74,8 @@ func anthropicError(w http.ResponseWriter, status int, typ, msg string) {
 // max_tokens stops there with stop_reason "max_tokens" (issue 28: the
 // README advertised /v1/messages and the demo engine answered 404).
 func (s *server) messages(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		return
-	}
-	if status, typ, msg := s.refusal(r, true); status != 0 {
-		anthropicError(w, status, typ, msg)
+	body, ok := s.readAnthropic(w, r)
+	if !ok {
 		return
 	}
 	var req messagesRequest
@@ -111,15 +107,25 @@ func (s *server) messages(w http.ResponseWriter, r *http.Request) {
 	s.streamMessage(w, r, ms)
 }
 
-// countTokens answers /v1/messages/count_tokens: a quarter of the body's
-// bytes, the demo engine's measure of input tokens everywhere.
-func (s *server) countTokens(w http.ResponseWriter, r *http.Request) {
+// readAnthropic reads a Messages API request, or answers the engine's
+// refusal (its key, its scripted failures) in Anthropic's shape.
+func (s *server) readAnthropic(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
-		return
+		return nil, false
 	}
 	if status, typ, msg := s.refusal(r, true); status != 0 {
 		anthropicError(w, status, typ, msg)
+		return nil, false
+	}
+	return body, true
+}
+
+// countTokens answers /v1/messages/count_tokens: a quarter of the body's
+// bytes, the demo engine's measure of input tokens everywhere.
+func (s *server) countTokens(w http.ResponseWriter, r *http.Request) {
+	body, ok := s.readAnthropic(w, r)
+	if !ok {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"input_tokens": len(body) / 4})
