@@ -33,23 +33,25 @@ const maxHeld = 64 << 10
 // budgets, and how to let go of all of them. An event stream's state, once
 // the attempt has one, is the relay's (stream, in relay.go).
 type attempt struct {
-	c       candidate
-	req     *request
-	outcome outcome
-	resp    *http.Response
-	err     error
-	timeout error  // which budget ran out
-	sent    string // the model sent upstream
-	ticket  ticket // what the breakers allowed
-	lease   *engines.Lease
-	ctx     context.Context
-	cancel  context.CancelCauseFunc
-	idle    *watchdog
-	errBody []byte        // an error answer's body, kept to pass on
-	waited  time.Duration // a slow start: how long the request waited
-	silence time.Duration // from sending to a failure without an answer
-	stream  *stream       // an event stream read up to its first content
-	index   int           // the candidate's position in the plan walked
+	c        candidate
+	req      *request
+	outcome  outcome
+	resp     *http.Response
+	err      error
+	timeout  error  // which budget ran out
+	sent     string // the model sent upstream
+	ticket   ticket // what the breakers allowed
+	lease    *engines.Lease
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	idle     *watchdog
+	errBody  []byte        // an error answer's body, kept to pass on
+	waited   time.Duration // a slow start: how long the request waited
+	silence  time.Duration // from sending to a failure without an answer
+	stream   *stream       // an event stream read up to its first content
+	index    int           // the candidate's position in the plan walked
+	started  time.Time     // when the attempt began
+	leasedAt time.Time     // when it got its lease (after any wait)
 }
 
 // judgement is what the verdict table needs of this attempt.
@@ -106,7 +108,7 @@ var (
 // SSE comments reaches the client here. The breakers hear the verdict in
 // the loop, through the attempt's ticket.
 func (g *Gateway) try(rp *reply, req *request, c candidate) *attempt {
-	a := &attempt{c: c, req: req, sent: req.model}
+	a := &attempt{c: c, req: req, sent: req.model, started: g.clock.Now()}
 	if c.model != "" {
 		a.sent = c.model
 	}
@@ -135,6 +137,7 @@ func (g *Gateway) send(rp *reply, req *request, a *attempt) {
 	} else if !a.borrow() {
 		return
 	}
+	a.leasedAt = g.clock.Now()
 	base := a.lease.Base()
 
 	ctx, a.cancel = context.WithCancelCause(ctx)

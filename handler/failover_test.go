@@ -211,6 +211,13 @@ func TestHangUpAfterLongSilenceMovesOnWithoutASecondTry(t *testing.T) {
 	if n := hits.Load(); n != 1 {
 		t.Fatalf("the silent engine was tried %d times, want once", n)
 	}
+	// the request's story: the silent engine's try, then the backup's answer
+	tries := lastResult.Load().Tries
+	if len(tries) != 2 || tries[0].Engine != "silent" || tries[0].Reason != "closed" || tries[0].Scope != "model" ||
+		tries[1].Engine != "backup" || tries[1].Reason != "ok" || tries[1].Status != 200 || tries[1].Address == "" ||
+		tries[0].End.Sub(tries[0].Start) != 15*time.Second {
+		t.Fatalf("story %+v", tries)
+	}
 }
 
 func TestInstantResetIsRetriedOnTheSameEngine(t *testing.T) {
@@ -397,6 +404,9 @@ func TestAResumeIsAnAttemptAndReportsTheWholeAnswersUsage(t *testing.T) {
 		}
 		if res.Attempts != 2 || res.Usage != (Usage{Prompt: 30, Completion: 15}) {
 			t.Fatalf("the access log says %d attempts and usage %+v", res.Attempts, res.Usage)
+		}
+		if len(res.Tries) != 2 || res.Tries[0].Resume || !res.Tries[1].Resume || res.Tries[1].Reason != "ok" {
+			t.Fatalf("story %+v", res.Tries)
 		}
 	}
 }

@@ -205,6 +205,7 @@ type Result struct {
 	Known      bool   // ModelAsked names a model or pool of this gateway
 	Handled    bool   // the gateway served the request (a path under /v1/)
 	Refused    string // the caller's key rules refused it: "rate" or "tokens"
+	Tries      []Try  // the request's story: each upstream attempt (story.go)
 
 	api api       // the request's API family, for the shape of refusals
 	key *keyRules // the caller's key's rules, nil for none
@@ -244,7 +245,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, res *Result)
 	res.Handled = true
 	res.api = apiOf(p)
 	defer func() {
-		res.Duration = g.clock.Now().Sub(start)
+		now := g.clock.Now()
+		res.Duration = now.Sub(start)
+		res.ended(now)
 		if res.Status == 0 && r.Context().Err() != nil {
 			res.Status = StatusClientClosed // as Caddy's access log says it
 		}

@@ -186,6 +186,7 @@ func (g *Gateway) run(w http.ResponseWriter, req *request, plan []candidate, res
 		a.index = p.i
 		v := judge(a.judgement(g.clock.Now()), c.policy())
 		a.ticket.settle(v)
+		res.tell(a, v, g.clock.Now(), false)
 		s := p.decide(a, v)
 		res.Attempts = p.attempts
 		if s == stepCommit {
