@@ -50,6 +50,8 @@ import (
 //		list_aliases on|off             # /v1/models lists every models name; default off (the first)
 //		max_fallbacks <n>               # items a body's "fallbacks" may name; default 4
 //		max_attempts <n>                # upstream calls one request may cause, of every kind; default 8
+//		memory_budget <size> [devices <ids>]  # what engines with memory share; repeatable, once per device set (0, 1,2)
+//		max_wait <duration>             # a start's wait for room before busy engines are drained, or it is refused; default 30s
 //		transport http { … }            # default transport of engines without their own (see engine)
 //		extra_paths <path...>|off       # POST paths outside /v1/ routed by the body's model;
 //		                                # default llama-server's /completion /embedding /rerank /infill /tokenize …
@@ -90,6 +92,10 @@ import (
 //			models_from [<path>]        # a node reporting each model's state (default path /v1/models)
 //			wake on|off                 # overrides the handler's
 //			group <name>                # engines of one group never run together
+//			memory <size>               # what it holds while it runs, against memory_budget
+//			devices <ids>               # the GPUs it runs on (0, 1,2): its set's memory_budget; CUDA_VISIBLE_DEVICES
+//			min_loaded <duration>       # not stopped for room this long after serving; default 0
+//			evict idle|never            # may the scheduler stop it for room; default idle
 //			start_timeout <duration>    # default 5m
 //			idle_timeout <duration>     # default 0 (never stop for idleness)
 //			stop_timeout <duration>     # default 10s
@@ -131,12 +137,43 @@ func Parse(d *cf.Dispenser) (handler.Config, error) {
 // ParseWithUI is Parse that also returns the `ui` subdirective, which is the
 // caddy module's (the status page), not the handler's; nil without one.
 func ParseWithUI(d *cf.Dispenser) (handler.Config, *statuspage.Config, error) {
-	var ui *statuspage.Config
-	cfg, err := parseDirective(d, &ui)
-	return cfg, ui, err
+	m, err := ParseModule(d)
+	return m.Config, m.UI, err
 }
 
-func parseDirective(d *cf.Dispenser, ui **statuspage.Config) (handler.Config, error) {
+// Module is what the llm_gateway directive sets: the handler's config and
+// the caddy module's own parts beside it.
+type Module struct {
+	Config handler.Config
+	// UI is the `ui` subdirective (the status page); nil without one.
+	UI *statuspage.Config
+	// MemoryBudgets are the device sets' budgets (memory_budget <size>
+	// devices <ids>); the handler's own memory_budget, without devices, is
+	// Config.MemoryBudget.
+	MemoryBudgets []engines.DeviceBudget
+}
+
+// ParseModule is Parse with the caddy module's parts.
+func ParseModule(d *cf.Dispenser) (Module, error) {
+	var m Module
+	var err error
+	m.Config, err = parseDirective(d, &m.UI, &m.MemoryBudgets)
+	return m, err
+}
+
+// WithBudgetsForValidation is cfg as the handler's Validate should see it
+// beside device sets: engines with devices are counted against their set's
+// budget by engines.CheckMemory, so the handler's check, which knows one
+// budget only, is given one no smaller than any set's (it then finds
+// nothing CheckMemory has not).
+func WithBudgetsForValidation(cfg handler.Config, sets []engines.DeviceBudget) handler.Config {
+	for _, s := range sets {
+		cfg.MemoryBudget = max(cfg.MemoryBudget, s.Budget)
+	}
+	return cfg
+}
+
+func parseDirective(d *cf.Dispenser, ui **statuspage.Config, sets *[]engines.DeviceBudget) (handler.Config, error) {
 	var cfg handler.Config
 	d.Next() // the directive's name
 	if d.NextArg() {
@@ -152,6 +189,7 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config) (handler.Config, er
 	var keysAt *pos // the first keys or key line
 	var defaultTransport json.RawMessage
 	var defaultsAt *pos
+	budgetAt := map[string]pos{} // each memory_budget line, by device set ("" without devices)
 	for d.NextBlock(0) {
 		if (d.Val() == "keys" || d.Val() == "key") && keysAt == nil {
 			at := here(d)
@@ -227,6 +265,27 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config) (handler.Config, er
 			defaultsSet = dset
 			cfg.Defaults = &dc
 			continue
+		case "memory_budget":
+			at := here(d)
+			b, err := parseMemoryBudget(d)
+			if err != nil {
+				return cfg, err
+			}
+			set := engines.DeviceSet(b.Devices)
+			if first, ok := budgetAt[set]; ok {
+				what := "memory_budget"
+				if set != "" {
+					what += " of devices " + set
+				}
+				return cfg, at.errf("%s is given twice (first at %s)", what, first)
+			}
+			budgetAt[set] = at
+			if set == "" {
+				cfg.MemoryBudget = b.Budget
+			} else {
+				*sets = append(*sets, b)
+			}
+			continue
 		case "engine":
 			at := here(d)
 			ec, eset, err := parseEngine(d)
@@ -245,12 +304,6 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config) (handler.Config, er
 			return cfg, err
 		}
 		switch d.Val() {
-		case "memory_budget":
-			n, err := sizeArg(d)
-			if err != nil {
-				return cfg, err
-			}
-			cfg.MemoryBudget = n
 		case "max_wait":
 			if err := durationArg(d, &cfg.MaxWait); err != nil {
 				return cfg, err
@@ -359,10 +412,24 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config) (handler.Config, er
 	if err := checkFallbackNames(cfg, optionAt, defaultsSet); err != nil {
 		return cfg, err
 	}
+	// memory budgets and device sets (Provision runs the same): an error
+	// points at the engine, or at the set's memory_budget line
+	if err := engines.CheckMemory(cfg.MemoryBudget, *sets, cfg.WithDefaults().Engines); err != nil {
+		var me *engines.MemoryError
+		if errors.As(err, &me) {
+			if at, ok := engineAt[me.Engine]; ok && me.Engine != "" {
+				return cfg, at.errf("%v", err)
+			}
+			if at, ok := budgetAt[me.Devices]; ok {
+				return cfg, at.errf("%v", err)
+			}
+		}
+		return cfg, d.Errf("%v", err)
+	}
 	// the one validation of the whole config (Provision runs the same on
 	// the resolved config): its errors name the engine or pool they are
 	// about, which is where they point
-	if err := cfg.Validate(); err != nil {
+	if err := WithBudgetsForValidation(cfg, *sets).Validate(); err != nil {
 		var ce *handler.ConfigError
 		if errors.As(err, &ce) {
 			if at, ok := engineAt[ce.Engine]; ok && ce.Engine != "" {
@@ -378,6 +445,30 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config) (handler.Config, er
 		return cfg, d.Errf("%v", err)
 	}
 	return cfg, nil
+}
+
+// parseMemoryBudget parses `memory_budget <size> [devices <ids>]`: the
+// handler's budget, or one device set's (a box with several GPUs).
+func parseMemoryBudget(d *cf.Dispenser) (engines.DeviceBudget, error) {
+	var b engines.DeviceBudget
+	args := d.RemainingArgs()
+	if len(args) == 0 || len(args) == 2 || len(args) > 2 && args[1] != "devices" {
+		return b, d.Errf("memory_budget takes a size, and for a device set devices and their ids: memory_budget 24GiB [devices 0,1]")
+	}
+	n, err := humanize.ParseBytes(args[0])
+	if err != nil || n == 0 {
+		return b, d.Errf("memory_budget takes a size such as 20GiB, not %q", args[0])
+	}
+	b.Budget = int64(n)
+	if len(args) > 2 {
+		if b.Devices, err = engines.ParseDevices(args[2:]...); err != nil {
+			return b, d.Errf("memory_budget: %v", err)
+		}
+	}
+	if d.NextBlock(d.Nesting()) {
+		return b, d.Errf("memory_budget takes no block")
+	}
+	return b, nil
 }
 
 // parseKey parses `key <name> <token> [{ models … rate … tokens …
@@ -740,6 +831,11 @@ func parseEngineOptions(d *cf.Dispenser, ec *engines.Config, where string) (sett
 			err = oneArg(d, &ec.Group)
 		case "memory":
 			ec.Memory, err = sizeArg(d)
+		case "devices":
+			args := d.RemainingArgs()
+			if ec.Devices, err = engines.ParseDevices(args...); err != nil {
+				err = d.Errf("%v", err)
+			}
 		case "min_loaded":
 			err = durationArg(d, &ec.MinLoaded)
 		case "evict":

@@ -988,6 +988,56 @@ func TestParseErrorsNameTheProblemAndTheLine(t *testing.T) {
 	transport http
 	transport http` + remote + `
 }`, "transport is set twice in this block (first at Testfile:2)", 3},
+		// device sets (issue 29)
+		{"a device set's budget given twice", `llm_gateway {
+	memory_budget 24GiB devices 1
+	memory_budget 20GiB devices 1` + remote + `
+}`, "memory_budget of devices 1 is given twice (first at Testfile:2)", 3},
+		{"two sets share a device", `llm_gateway {
+	memory_budget 24GiB devices 0,1
+	memory_budget 20GiB devices 1,2` + remote + `
+}`, "device 1 is in two memory_budget sets (0,1 and 1,2)", 3},
+		{"memory_budget with a bad device", `llm_gateway {
+	memory_budget 24GiB devices x` + remote + `
+}`, `memory_budget: devices takes device ids such as 0 or 1,2, not "x"`, 2},
+		{"memory_budget with devices but no ids", `llm_gateway {
+	memory_budget 24GiB devices` + remote + `
+}`, "memory_budget takes a size, and for a device set devices and their ids", 2},
+		{"an engine on a set without a budget", `llm_gateway {
+	memory_budget 24GiB devices 0
+	engine a {
+		cmd serve --port {engine.port}
+		to http://127.0.0.1:{engine.port}
+		models a
+		memory 12GiB
+		devices 1
+	}
+}`, "engine a runs on devices 1, but no memory_budget names that set", 3},
+		{"an engine that never fits its set", `llm_gateway {
+	memory_budget 8GiB devices 1
+	engine a {
+		cmd serve --port {engine.port}
+		to http://127.0.0.1:{engine.port}
+		models a
+		memory 12GiB
+		devices 1
+	}
+}`, "engine a needs memory 12 GiB, more than the memory_budget 8.0 GiB of devices 1: it could never start", 3},
+		{"devices twice on an engine", `llm_gateway {
+	memory_budget 8GiB devices 1
+	engine a {
+		devices 1
+		devices 2
+	}
+}`, "devices is set twice in this block (first at Testfile:4)", 5},
+		{"devices on a remote engine", `llm_gateway {
+	memory_budget 8GiB devices 1
+	engine a {
+		to http://10.0.0.1:8000
+		models a
+		devices 1
+	}
+}`, "memory, min_loaded, evict and devices are for an engine the gateway starts", 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse(cf.NewTestDispenser(tc.input))
@@ -1031,7 +1081,19 @@ func TestParseGolden(t *testing.T) {
 			if !ok && !*update {
 				t.Fatalf("no %q line between the Caddyfile and its JSON", strings.TrimSpace(goldenSeparator))
 			}
-			got := append(asJSON(t, parse(t, input)), '\n')
+			m, err := ParseModule(cf.NewTestDispenser(input))
+			if err != nil {
+				t.Fatalf("%v\n%s", err, input)
+			}
+			var v any = m.Config
+			if len(m.MemoryBudgets) > 0 {
+				// the caddy module's part beside the handler's config, as in its JSON
+				v = struct {
+					handler.Config
+					MemoryBudgets []engines.DeviceBudget `json:"memory_budgets"`
+				}{m.Config, m.MemoryBudgets}
+			}
+			got := append(asJSON(t, v), '\n')
 			if *update {
 				if err := os.WriteFile(file, []byte(input+goldenSeparator+string(got)), 0o644); err != nil {
 					t.Fatal(err)

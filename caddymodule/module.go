@@ -43,12 +43,19 @@ type Gateway struct {
 	// on Caddy's admin endpoint at /llm_gateway/ui/.
 	UI *statuspage.Config `json:"ui,omitempty"`
 
+	// MemoryBudgets are the memory budgets of device sets, for a box with
+	// several GPUs (memory_budget <size> devices <ids>): each set is
+	// scheduled on its own, and an engine with devices counts its memory
+	// against its set's only. Default: none (memory_budget alone).
+	MemoryBudgets []engines.DeviceBudget `json:"memory_budgets,omitempty"`
+
 	gw      *handler.Gateway
 	ui      *statuspage.Server
 	engines []*engines.Engine
 	poolKey []string
 	limiter *quota.Limiter
 	logger  *zap.Logger
+	prios   map[string]int // each named key's priority, for the engines' last use (scheduler.go)
 }
 
 // CaddyModule returns the Caddy module information. Its receiver is a
@@ -95,6 +102,13 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 	warnIfOpen(ctx, g.logger, len(g.Keys) > 0)
 	g.maskKeysInEngineOutput(cfg.Keys, repl)
 
+	// memory budgets and device sets, checked as the Caddyfile adapter does
+	if err := engines.CheckMemory(cfg.MemoryBudget, g.MemoryBudgets, cfg.WithDefaults().Engines); err != nil {
+		return fmt.Errorf("llm_gateway: %v", err)
+	}
+	budget := cfg.MemoryBudget
+	cfg = gwcaddyfile.WithBudgetsForValidation(cfg, g.MemoryBudgets)
+
 	var preload []*engines.Engine
 	gw, cfg, err := buildGateway(repl, cfg, g.logger, func(ec engines.Config) (*engines.Engine, error) {
 		e, key, err := loadEngine(ctx, ec)
@@ -114,7 +128,8 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("llm_gateway: %v", err)
 	}
 	// the box's budget is process-wide, as the GPU is: the last config's wins
-	engines.SetMemoryBudget(cfg.MemoryBudget, time.Duration(cfg.MaxWait))
+	engines.SetMemoryBudgets(budget, g.MemoryBudgets, time.Duration(cfg.MaxWait))
+	g.prios = keyPriorities(cfg.Keys)
 	if err := preloadAtStart(ctx, preload); err != nil {
 		return fmt.Errorf("llm_gateway: %v", err)
 	}
@@ -277,6 +292,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	defer func() {
 		if res.Handled {
 			observeRequest(res)
+			g.noteServed(r, &res)
 			setPlaceholders(r, &res)
 			recordRequest(r, &res)
 		}
@@ -309,11 +325,11 @@ func setPlaceholders(r *http.Request, res *handler.Result) {
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens; the syntax is
 // documented on caddyfile.Parse.
 func (g *Gateway) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	cfg, ui, err := gwcaddyfile.ParseWithUI(d)
+	m, err := gwcaddyfile.ParseModule(d)
 	if err != nil {
 		return err
 	}
-	g.Config, g.UI = cfg, ui
+	g.Config, g.UI, g.MemoryBudgets = m.Config, m.UI, m.MemoryBudgets
 	return nil
 }
 

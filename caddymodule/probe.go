@@ -18,6 +18,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 	"go.uber.org/zap"
 
+	gwcaddyfile "github.com/llmgateway/caddy-llm-gateway/caddyfile"
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 	"github.com/llmgateway/caddy-llm-gateway/handler"
 )
@@ -237,7 +238,7 @@ func collectGateways(raw []byte, out *[]handler.Config) {
 				b, _ := json.Marshal(t)
 				var g Gateway
 				if json.Unmarshal(b, &g) == nil {
-					*out = append(*out, g.Config)
+					*out = append(*out, gwcaddyfile.WithBudgetsForValidation(g.Config, g.MemoryBudgets))
 				}
 				return
 			}
