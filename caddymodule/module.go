@@ -322,6 +322,14 @@ func setPlaceholders(r *http.Request, res *handler.Result) {
 	}
 }
 
+// Validate is the handler config's Validate (which Gateway would promote
+// from it, and Caddy calls after Provision), with the device sets' budgets
+// counted (gwcaddyfile.WithBudgetsForValidation): engines.CheckMemory in
+// Provision checked those.
+func (g *Gateway) Validate() error {
+	return gwcaddyfile.WithBudgetsForValidation(g.Config, g.MemoryBudgets).Validate()
+}
+
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens; the syntax is
 // documented on caddyfile.Parse.
 func (g *Gateway) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -438,7 +439,9 @@ func decide(budget int64, views []view, self *Engine, need int64, starving bool,
 //     duration, discounted by how long it has been idle compared with that
 //     duration (loss = start² / (start + idle)), so a model that takes a
 //     minute to load is kept over one that takes two seconds unless it has
-//     been idle much longer
+//     been idle much longer. Starts are compared by their power of two (a
+//     50 s and a 60 s start are alike; under 2.8 s, all are), so that the
+//     noise of a measure never outweighs recency
 //  4. the least recently used first
 func evictOrder(a, b view, now time.Time) int {
 	if a.busy != b.busy {
@@ -463,6 +466,7 @@ func (v view) loss(now time.Time) float64 {
 	if s <= 0 {
 		return 0
 	}
+	s = math.Exp2(max(math.Round(math.Log2(s)), 1)) // 2, 4, 8, … seconds
 	idle := max(now.Sub(v.lastUsed).Seconds(), 0)
 	return s * s / (s + idle)
 }

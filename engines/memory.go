@@ -68,7 +68,10 @@ type EngineUse struct {
 	Held string `json:"held,omitempty"`
 	// KeptUntil is when its min_loaded ends, while it protects it.
 	KeptUntil time.Time `json:"kept_until,omitzero"`
-	Why       Reasons   `json:"why"`
+	// Priority is the highest priority among the requests of its last
+	// use: idle engines of lower priority are stopped first.
+	Priority int     `json:"priority"`
+	Why      Reasons `json:"why"`
 }
 
 // Scheduler is every box's use: the handler's memory_budget, each device
@@ -128,7 +131,7 @@ func (b *box) use() MemoryUse {
 		v.need = b.granted[o]
 		v.holds = v.holds && v.need > 0
 		views = append(views, v)
-		eu := EngineUse{Name: o.Name(), Memory: b.need(o), State: v.state.String(), Holds: v.holds, Why: o.Why()}
+		eu := EngineUse{Name: o.Name(), Memory: b.need(o), State: v.state.String(), Holds: v.holds, Priority: v.usePrio, Why: o.Why()}
 		if v.holds {
 			u.Used += v.need
 			u.Loaded = append(u.Loaded, o.Name())
