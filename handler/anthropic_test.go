@@ -16,6 +16,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
+	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
 	"github.com/llmgateway/caddy-llm-gateway/internal/sse"
 )
 
@@ -163,7 +164,7 @@ func TestAnthropicSDKThroughTheGateway(t *testing.T) {
 		t.Fatalf("stream: %q %v", text, err)
 	}
 	// the prompt's tokens come in message_start, the answer's in message_delta
-	if u := lastResult.Load().Usage; u != (Usage{Prompt: 3, Completion: 5}) {
+	if u := lastResult.Load().Usage; u != (grammar.Usage{Prompt: 3, Completion: 5}) {
 		t.Fatalf("usage of the stream: %+v", u)
 	}
 	// the caller's x-api-key never leaves; anthropic-version passes
@@ -304,12 +305,12 @@ func FuzzClassifyAnthropic(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, ev []byte) {
-		k := classifyAnthropic(ev)
+		k := grammar.ClassifyAnthropic(ev)
 		data, ok := sse.Data(ev)
-		if !ok && k != eventComment {
+		if !ok && k != grammar.Comment {
 			t.Fatalf("no data, kind %d", k)
 		}
-		if k == eventError && !strings.Contains(string(data), "error") {
+		if k == grammar.ErrorEvent && !strings.Contains(string(data), "error") {
 			t.Fatalf("an error without the word: %q", data)
 		}
 	})

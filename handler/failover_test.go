@@ -2,6 +2,7 @@ package handler
 
 import (
 	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
+	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
 
 	"bufio"
 	"encoding/json"
@@ -402,7 +403,7 @@ func TestAResumeIsAnAttemptAndReportsTheWholeAnswersUsage(t *testing.T) {
 		if !strings.Contains(out, `"usage":{"prompt_tokens":30,"completion_tokens":15,"total_tokens":45}`) {
 			t.Fatalf("the answer's usage is not the whole answer's:\n%s", out)
 		}
-		if res.Attempts != 2 || res.Usage != (Usage{Prompt: 30, Completion: 15}) {
+		if res.Attempts != 2 || res.Usage != (grammar.Usage{Prompt: 30, Completion: 15}) {
 			t.Fatalf("the access log says %d attempts and usage %+v", res.Attempts, res.Usage)
 		}
 		if len(res.Tries) != 2 || res.Tries[0].Resume || !res.Tries[1].Resume || res.Tries[1].Reason != "ok" {

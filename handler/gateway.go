@@ -4,6 +4,7 @@
 package handler
 
 import (
+	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 
 	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
@@ -200,7 +201,7 @@ type Result struct {
 	Status     int    // the status the client got
 	TTFB       time.Duration
 	Duration   time.Duration
-	Usage      Usage // tokens, when the answer reported them
+	Usage      grammar.Usage // tokens, when the answer reported them
 	HasUsage   bool
 	Known      bool   // ModelAsked names a model or pool of this gateway
 	Handled    bool   // the gateway served the request (a path under /v1/)

@@ -2,6 +2,7 @@ package handler
 
 import (
 	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
+	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
 
 	"fmt"
 	"io"
@@ -306,7 +307,7 @@ func BenchmarkKeyWithLimits(b *testing.B) {
 				if gerr != nil {
 					b.Fatal(gerr)
 				}
-				res.Status, res.HasUsage, res.Usage = 200, true, Usage{10, 20}
+				res.Status, res.HasUsage, res.Usage = 200, true, grammar.Usage{Prompt: 10, Completion: 20}
 				settle(tk, req, &res)
 			}
 		})

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 	"github.com/llmgateway/caddy-llm-gateway/internal/multipart"
 	"github.com/llmgateway/caddy-llm-gateway/internal/sse"
@@ -223,7 +224,7 @@ func (g *Gateway) engineModels() []string {
 type meter struct {
 	sse   bool
 	buf   []byte
-	usage Usage
+	usage grammar.Usage
 	has   bool
 	over  bool // the answer outgrew what is scanned
 }
@@ -247,21 +248,21 @@ func (m *meter) write(p []byte) {
 }
 
 func (m *meter) event(ev []byte) {
-	if u, ok := messageStartUsage(ev); ok {
-		m.usage, m.has = m.usage.update(u), true
+	if u, ok := grammar.MessageStartUsage(ev); ok {
+		m.usage, m.has = m.usage.Update(u), true
 		return
 	}
 	if data, ok := sse.Data(ev); ok {
-		if u, ok := usageOf(bytes.TrimSpace(data)); ok {
-			m.usage, m.has = m.usage.update(u), true
+		if u, ok := grammar.UsageOf(bytes.TrimSpace(data)); ok {
+			m.usage, m.has = m.usage.Update(u), true
 		}
 	}
 }
 
 // result is the usage the answer reported, if it did.
-func (m *meter) result() (Usage, bool) {
+func (m *meter) result() (grammar.Usage, bool) {
 	if !m.sse && !m.over && len(m.buf) > 0 {
-		if u, ok := usageOf(m.buf); ok {
+		if u, ok := grammar.UsageOf(m.buf); ok {
 			return u, true
 		}
 	}
