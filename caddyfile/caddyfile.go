@@ -18,7 +18,7 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
-	"github.com/llmgateway/caddy-llm-gateway/handler"
+	hconfig "github.com/llmgateway/caddy-llm-gateway/handler/config"
 	"github.com/llmgateway/caddy-llm-gateway/quota"
 	"github.com/llmgateway/caddy-llm-gateway/statuspage"
 )
@@ -123,21 +123,21 @@ import (
 //	}
 //
 // Every mistake is an error carrying the Caddyfile's file:line.
-func Parse(d *cf.Dispenser) (handler.Config, error) {
+func Parse(d *cf.Dispenser) (hconfig.Config, error) {
 	cfg, _, err := ParseWithUI(d)
 	return cfg, err
 }
 
 // ParseWithUI is Parse that also returns the `ui` subdirective, which is the
 // caddy module's (the status page), not the handler's; nil without one.
-func ParseWithUI(d *cf.Dispenser) (handler.Config, *statuspage.Config, error) {
+func ParseWithUI(d *cf.Dispenser) (hconfig.Config, *statuspage.Config, error) {
 	var ui *statuspage.Config
 	cfg, err := parseDirective(d, &ui)
 	return cfg, ui, err
 }
 
-func parseDirective(d *cf.Dispenser, ui **statuspage.Config) (handler.Config, error) {
-	var cfg handler.Config
+func parseDirective(d *cf.Dispenser, ui **statuspage.Config) (hconfig.Config, error) {
+	var cfg hconfig.Config
 	d.Next() // the directive's name
 	if d.NextArg() {
 		return cfg, d.ArgErr()
@@ -164,10 +164,10 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config) (handler.Config, er
 				return cfg, d.ArgErr()
 			}
 			for _, a := range args {
-				if err := handler.CheckKey(handler.Key{Value: a}); err != nil {
+				if err := hconfig.CheckKey(hconfig.Key{Value: a}); err != nil {
 					return cfg, d.Errf("%v", err)
 				}
-				cfg.Keys = append(cfg.Keys, handler.Key{Value: a})
+				cfg.Keys = append(cfg.Keys, hconfig.Key{Value: a})
 			}
 			continue
 		case "key":
@@ -317,7 +317,7 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config) (handler.Config, er
 				paths = args
 			}
 			for _, p := range paths {
-				if err := handler.CheckExtraPath(p); err != nil {
+				if err := hconfig.CheckExtraPath(p); err != nil {
 					return cfg, d.Errf("%v", err)
 				}
 			}
@@ -353,7 +353,7 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config) (handler.Config, er
 	if err := checkNamedKeys(cfg.Keys, keyAt); err != nil {
 		return cfg, err
 	}
-	if *ui != nil && len((*ui).Keys) == 0 && len(handler.OperatorTokens(cfg.Keys)) == 0 {
+	if *ui != nil && len((*ui).Keys) == 0 && len(hconfig.OperatorTokens(cfg.Keys)) == 0 {
 		return cfg, uiAt.errf("ui needs operator keys: ui %s { keys … }, or a key marked operator; a key with rules is never an operator (without keys, use the page on Caddy's admin endpoint, /llm_gateway/ui/)", (*ui).Path)
 	}
 	if err := checkFallbackNames(cfg, optionAt, defaultsSet); err != nil {
@@ -363,7 +363,7 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config) (handler.Config, er
 	// the resolved config): its errors name the engine or pool they are
 	// about, which is where they point
 	if err := cfg.Validate(); err != nil {
-		var ce *handler.ConfigError
+		var ce *hconfig.ConfigError
 		if errors.As(err, &ce) {
 			if at, ok := engineAt[ce.Engine]; ok && ce.Engine != "" {
 				return cfg, at.errf("%v", err)
@@ -382,13 +382,13 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config) (handler.Config, er
 
 // parseKey parses `key <name> <token> [{ models … rate … tokens …
 // over_budget refuse|fallback <model> }]`.
-func parseKey(d *cf.Dispenser) (handler.Key, error) {
-	var k handler.Key
+func parseKey(d *cf.Dispenser) (hconfig.Key, error) {
+	var k hconfig.Key
 	args := d.RemainingArgs()
 	if len(args) != 2 {
 		return k, d.Errf("key takes a name and a token: key <name> <token> [{ … }]")
 	}
-	if err := handler.CheckKey(handler.Key{Value: args[1]}); err != nil {
+	if err := hconfig.CheckKey(hconfig.Key{Value: args[1]}); err != nil {
 		return k, d.Errf("key %s: %v", args[0], err)
 	}
 	k.Name, k.Value = args[0], args[1]
@@ -465,8 +465,8 @@ func parseKey(d *cf.Dispenser) (handler.Key, error) {
 
 // parseStore parses `store redis <host:port> [{ password … db … prefix …
 // timeout … }]`.
-func parseStore(d *cf.Dispenser) (handler.StoreConfig, error) {
-	var st handler.StoreConfig
+func parseStore(d *cf.Dispenser) (hconfig.StoreConfig, error) {
+	var st hconfig.StoreConfig
 	args := d.RemainingArgs()
 	if len(args) != 2 || args[0] != "redis" {
 		return st, d.Errf("store takes redis <host:port>: the counters of the keys' limits, shared by several gateways")
@@ -558,8 +558,8 @@ func (s settings) once(d *cf.Dispenser) error {
 	return nil
 }
 
-func parsePool(d *cf.Dispenser) (handler.PoolConfig, error) {
-	var pc handler.PoolConfig
+func parsePool(d *cf.Dispenser) (hconfig.PoolConfig, error) {
+	var pc hconfig.PoolConfig
 	var err error
 	if pc.Name, err = blockArg(d, "pool needs a name: pool <name> { member … }"); err != nil {
 		return pc, err
@@ -988,7 +988,7 @@ func durationArg(d *cf.Dispenser, dst *caddy.Duration) error {
 }
 
 // parsePassthrough parses `passthrough on|off [{ methods …; budgets on|off }]`.
-func parsePassthrough(d *cf.Dispenser, cfg *handler.Config) error {
+func parsePassthrough(d *cf.Dispenser, cfg *hconfig.Config) error {
 	var s string
 	if !d.NextArg() {
 		return d.ArgErr()
@@ -1046,7 +1046,7 @@ func parseOnOff(d *cf.Dispenser) (bool, error) {
 
 // noKeyResolves reports whether every configured key is made of {env.*}
 // placeholders of empty variables (and separators) only.
-func noKeyResolves(keys []handler.Key) bool {
+func noKeyResolves(keys []hconfig.Key) bool {
 	for _, k := range keys {
 		rest := envPlaceholder.ReplaceAllStringFunc(k.Value, func(ph string) string {
 			return os.Getenv(envPlaceholder.FindStringSubmatch(ph)[1])
@@ -1062,7 +1062,7 @@ func noKeyResolves(keys []handler.Key) bool {
 // variables, at its line, naming the key and the variables: with other keys
 // that resolve, the gateway would load and the key's callers be refused
 // with no word of why (issue 28).
-func checkNamedKeys(keys []handler.Key, keyAt map[string]pos) error {
+func checkNamedKeys(keys []hconfig.Key, keyAt map[string]pos) error {
 	for _, k := range keys {
 		if k.Name == "" {
 			continue
@@ -1078,7 +1078,7 @@ func checkNamedKeys(keys []handler.Key, keyAt map[string]pos) error {
 // engine of the handler (or the engine itself) at its own line, where the
 // handler's validation, which knows only the engine, would point at the
 // engine block. A fallback given in defaults is checked at its line there.
-func checkFallbackNames(cfg handler.Config, optionAt map[string]settings, defaultsSet settings) error {
+func checkFallbackNames(cfg hconfig.Config, optionAt map[string]settings, defaultsSet settings) error {
 	known := map[string]bool{}
 	for _, e := range cfg.Engines {
 		known[e.Name] = true

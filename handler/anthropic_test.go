@@ -16,6 +16,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
+	"github.com/llmgateway/caddy-llm-gateway/handler/config"
 	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
 	"github.com/llmgateway/caddy-llm-gateway/internal/sse"
 )
@@ -140,8 +141,8 @@ func anthropicGateway(t *testing.T) (*anthropicEngine, *anthropicEngine, string)
 	primary := newAnthropicEngine(t, "hello from the primary")
 	backup := newAnthropicEngine(t, "hello from the backup")
 	zero := 0
-	_, url := testGateway(t, Config{
-		Keys: []Key{{Value: anthropicKey}},
+	_, url := testGateway(t, config.Config{
+		Keys: []config.Key{{Value: anthropicKey}},
 		Engines: []engines.Config{
 			{Name: "local", To: primary.URL, Models: []string{"qwen"}, Fallback: "backup", Retries: &zero},
 			{Name: "backup", To: backup.URL, Models: []string{"claude-backup"}, APIKey: "backup-own-key-0001", APIKeyHeader: "x-api-key"},
@@ -208,7 +209,7 @@ func TestAnthropicSDKThroughTheGateway(t *testing.T) {
 func TestAnthropicStreamCutAfterContentIsResumedWithOneSeam(t *testing.T) {
 	local := newAnthropicEngine(t, "the whole answer, in several words")
 	zero := 0
-	_, url := testGateway(t, Config{Engines: []engines.Config{
+	_, url := testGateway(t, config.Config{Engines: []engines.Config{
 		{Name: "local", To: local.URL, Models: []string{"qwen"}, Retries: &zero, Resume: new(true), Prefill: new(true)},
 	}}, nil)
 	local.setMode("cutonce")
@@ -285,7 +286,7 @@ func TestAnthropicClientsListModelsInTheirShape(t *testing.T) {
 }
 
 func TestAFallbackBetweenAPIFamiliesIsRefusedAtLoad(t *testing.T) {
-	cfg := Config{Engines: []engines.Config{
+	cfg := config.Config{Engines: []engines.Config{
 		{Name: "claude-local", To: "http://127.0.0.1:1", Models: []string{"a"}, Fallback: "gpt"},
 		{Name: "gpt", To: "http://127.0.0.1:2", Models: []string{"b"}, APIs: []string{"openai"}},
 	}}

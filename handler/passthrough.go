@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/llmgateway/caddy-llm-gateway/handler/config"
 	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 	"github.com/llmgateway/caddy-llm-gateway/internal/multipart"
@@ -23,14 +24,11 @@ import (
 // are stripped and the engine's own key added, as on every other path; the
 // answer is relayed as the engine gives it, flushed as it comes.
 
-// UpstreamPrefix is where the passthrough paths start.
-const UpstreamPrefix = "/upstream/"
-
 // upstreamTarget finds the route and the rest of the path of a passthrough
 // path. Model names may hold slashes (Qwen/Qwen3-8B), so the longest run of
 // leading segments that names a model wins.
 func (g *Gateway) upstreamTarget(p string) (*route, string, string) {
-	rest := strings.TrimPrefix(p, UpstreamPrefix)
+	rest := strings.TrimPrefix(p, config.UpstreamPrefix)
 	for i := len(rest); i > 0; i = strings.LastIndexByte(rest[:i], '/') {
 		if rt := g.byModel[rest[:i]]; rt != nil {
 			tail := rest[i:]
@@ -50,7 +48,7 @@ func (g *Gateway) servePassthrough(w http.ResponseWriter, r *http.Request, res *
 	kr := res.key
 	if rt == nil {
 		res.refuse(w, &Error{http.StatusNotFound, typeInvalidRequest, "model_not_found",
-			fmt.Sprintf("%s%s/…: the model %q is not served here; served models: %s", UpstreamPrefix, model, model, strings.Join(kr.only(g.engineModels()), ", "))})
+			fmt.Sprintf("%s%s/…: the model %q is not served here; served models: %s", config.UpstreamPrefix, model, model, strings.Join(kr.only(g.engineModels()), ", "))})
 		return
 	}
 	res.Known = true
@@ -84,14 +82,14 @@ func (g *Gateway) mayPassthrough(w http.ResponseWriter, r *http.Request, kr *key
 	if !slices.Contains(g.ptMethods, r.Method) {
 		w.Header().Set("Allow", strings.Join(g.ptMethods, ", "))
 		return &Error{http.StatusMethodNotAllowed, typeInvalidRequest, "method_not_allowed",
-			fmt.Sprintf("%s %s…: the passthrough serves %s (passthrough methods)", r.Method, UpstreamPrefix, strings.Join(g.ptMethods, ", "))}
+			fmt.Sprintf("%s %s…: the passthrough serves %s (passthrough methods)", r.Method, config.UpstreamPrefix, strings.Join(g.ptMethods, ", "))}
 	}
 	if !kr.allows(model) {
 		return kr.notAllowed(model)
 	}
 	if kr != nil && len(kr.limits.Tokens) > 0 && !g.ptBudgets {
 		return &Error{http.StatusForbidden, typeInvalidRequest, "passthrough_not_allowed",
-			fmt.Sprintf("key %s has a token budget, and %s… is not counted for it here: use the /v1/ API (or the operator sets passthrough budgets on)", kr.name, UpstreamPrefix)}
+			fmt.Sprintf("key %s has a token budget, and %s… is not counted for it here: use the /v1/ API (or the operator sets passthrough budgets on)", kr.name, config.UpstreamPrefix)}
 	}
 	return nil
 }
@@ -133,7 +131,7 @@ func (g *Gateway) readPassthrough(r *http.Request, rt *route, model string, kr *
 	}
 	if named != nil && g.byModel[string(named)] != rt {
 		return nil, errBadRequest("model_mismatch", fmt.Sprintf(
-			"the body names the model %q, which %s%s/ does not serve: send the body to the path of its own model", named, UpstreamPrefix, model))
+			"the body names the model %q, which %s%s/ does not serve: send the body to the path of its own model", named, config.UpstreamPrefix, model))
 	}
 	return req, nil
 }
