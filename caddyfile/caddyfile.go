@@ -18,7 +18,7 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
-	"github.com/llmgateway/caddy-llm-gateway/handler"
+	hconfig "github.com/llmgateway/caddy-llm-gateway/handler/config"
 	"github.com/llmgateway/caddy-llm-gateway/quota"
 	"github.com/llmgateway/caddy-llm-gateway/statuspage"
 )
@@ -129,14 +129,14 @@ import (
 //	}
 //
 // Every mistake is an error carrying the Caddyfile's file:line.
-func Parse(d *cf.Dispenser) (handler.Config, error) {
+func Parse(d *cf.Dispenser) (hconfig.Config, error) {
 	cfg, _, err := ParseWithUI(d)
 	return cfg, err
 }
 
 // ParseWithUI is Parse that also returns the `ui` subdirective, which is the
 // caddy module's (the status page), not the handler's; nil without one.
-func ParseWithUI(d *cf.Dispenser) (handler.Config, *statuspage.Config, error) {
+func ParseWithUI(d *cf.Dispenser) (hconfig.Config, *statuspage.Config, error) {
 	m, err := ParseModule(d)
 	return m.Config, m.UI, err
 }
@@ -144,7 +144,7 @@ func ParseWithUI(d *cf.Dispenser) (handler.Config, *statuspage.Config, error) {
 // Module is what the llm_gateway directive sets: the handler's config and
 // the caddy module's own parts beside it.
 type Module struct {
-	Config handler.Config
+	Config hconfig.Config
 	// UI is the `ui` subdirective (the status page); nil without one.
 	UI *statuspage.Config
 	// MemoryBudgets are the device sets' budgets (memory_budget <size>
@@ -166,15 +166,15 @@ func ParseModule(d *cf.Dispenser) (Module, error) {
 // budget by engines.CheckMemory, so the handler's check, which knows one
 // budget only, is given one no smaller than any set's (it then finds
 // nothing CheckMemory has not).
-func WithBudgetsForValidation(cfg handler.Config, sets []engines.DeviceBudget) handler.Config {
+func WithBudgetsForValidation(cfg hconfig.Config, sets []engines.DeviceBudget) hconfig.Config {
 	for _, s := range sets {
 		cfg.MemoryBudget = max(cfg.MemoryBudget, s.Budget)
 	}
 	return cfg
 }
 
-func parseDirective(d *cf.Dispenser, ui **statuspage.Config, sets *[]engines.DeviceBudget) (handler.Config, error) {
-	var cfg handler.Config
+func parseDirective(d *cf.Dispenser, ui **statuspage.Config, sets *[]engines.DeviceBudget) (hconfig.Config, error) {
+	var cfg hconfig.Config
 	d.Next() // the directive's name
 	if d.NextArg() {
 		return cfg, d.ArgErr()
@@ -202,10 +202,10 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config, sets *[]engines.Dev
 				return cfg, d.ArgErr()
 			}
 			for _, a := range args {
-				if err := handler.CheckKey(handler.Key{Value: a}); err != nil {
+				if err := hconfig.CheckKey(hconfig.Key{Value: a}); err != nil {
 					return cfg, d.Errf("%v", err)
 				}
-				cfg.Keys = append(cfg.Keys, handler.Key{Value: a})
+				cfg.Keys = append(cfg.Keys, hconfig.Key{Value: a})
 			}
 			continue
 		case "key":
@@ -370,7 +370,7 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config, sets *[]engines.Dev
 				paths = args
 			}
 			for _, p := range paths {
-				if err := handler.CheckExtraPath(p); err != nil {
+				if err := hconfig.CheckExtraPath(p); err != nil {
 					return cfg, d.Errf("%v", err)
 				}
 			}
@@ -406,7 +406,7 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config, sets *[]engines.Dev
 	if err := checkNamedKeys(cfg.Keys, keyAt); err != nil {
 		return cfg, err
 	}
-	if *ui != nil && len((*ui).Keys) == 0 && len(handler.OperatorTokens(cfg.Keys)) == 0 {
+	if *ui != nil && len((*ui).Keys) == 0 && len(hconfig.OperatorTokens(cfg.Keys)) == 0 {
 		return cfg, uiAt.errf("ui needs operator keys: ui %s { keys … }, or a key marked operator; a key with rules is never an operator (without keys, use the page on Caddy's admin endpoint, /llm_gateway/ui/)", (*ui).Path)
 	}
 	if err := checkFallbackNames(cfg, optionAt, defaultsSet); err != nil {
@@ -430,7 +430,7 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config, sets *[]engines.Dev
 	// the resolved config): its errors name the engine or pool they are
 	// about, which is where they point
 	if err := WithBudgetsForValidation(cfg, *sets).Validate(); err != nil {
-		var ce *handler.ConfigError
+		var ce *hconfig.ConfigError
 		if errors.As(err, &ce) {
 			if at, ok := engineAt[ce.Engine]; ok && ce.Engine != "" {
 				return cfg, at.errf("%v", err)
@@ -473,13 +473,13 @@ func parseMemoryBudget(d *cf.Dispenser) (engines.DeviceBudget, error) {
 
 // parseKey parses `key <name> <token> [{ models … rate … tokens …
 // over_budget refuse|fallback <model> }]`.
-func parseKey(d *cf.Dispenser) (handler.Key, error) {
-	var k handler.Key
+func parseKey(d *cf.Dispenser) (hconfig.Key, error) {
+	var k hconfig.Key
 	args := d.RemainingArgs()
 	if len(args) != 2 {
 		return k, d.Errf("key takes a name and a token: key <name> <token> [{ … }]")
 	}
-	if err := handler.CheckKey(handler.Key{Value: args[1]}); err != nil {
+	if err := hconfig.CheckKey(hconfig.Key{Value: args[1]}); err != nil {
 		return k, d.Errf("key %s: %v", args[0], err)
 	}
 	k.Name, k.Value = args[0], args[1]
@@ -556,8 +556,8 @@ func parseKey(d *cf.Dispenser) (handler.Key, error) {
 
 // parseStore parses `store redis <host:port> [{ password … db … prefix …
 // timeout … }]`.
-func parseStore(d *cf.Dispenser) (handler.StoreConfig, error) {
-	var st handler.StoreConfig
+func parseStore(d *cf.Dispenser) (hconfig.StoreConfig, error) {
+	var st hconfig.StoreConfig
 	args := d.RemainingArgs()
 	if len(args) != 2 || args[0] != "redis" {
 		return st, d.Errf("store takes redis <host:port>: the counters of the keys' limits, shared by several gateways")
@@ -649,8 +649,8 @@ func (s settings) once(d *cf.Dispenser) error {
 	return nil
 }
 
-func parsePool(d *cf.Dispenser) (handler.PoolConfig, error) {
-	var pc handler.PoolConfig
+func parsePool(d *cf.Dispenser) (hconfig.PoolConfig, error) {
+	var pc hconfig.PoolConfig
 	var err error
 	if pc.Name, err = blockArg(d, "pool needs a name: pool <name> { member … }"); err != nil {
 		return pc, err
@@ -1084,7 +1084,7 @@ func durationArg(d *cf.Dispenser, dst *caddy.Duration) error {
 }
 
 // parsePassthrough parses `passthrough on|off [{ methods …; budgets on|off }]`.
-func parsePassthrough(d *cf.Dispenser, cfg *handler.Config) error {
+func parsePassthrough(d *cf.Dispenser, cfg *hconfig.Config) error {
 	var s string
 	if !d.NextArg() {
 		return d.ArgErr()
@@ -1142,7 +1142,7 @@ func parseOnOff(d *cf.Dispenser) (bool, error) {
 
 // noKeyResolves reports whether every configured key is made of {env.*}
 // placeholders of empty variables (and separators) only.
-func noKeyResolves(keys []handler.Key) bool {
+func noKeyResolves(keys []hconfig.Key) bool {
 	for _, k := range keys {
 		rest := envPlaceholder.ReplaceAllStringFunc(k.Value, func(ph string) string {
 			return os.Getenv(envPlaceholder.FindStringSubmatch(ph)[1])
@@ -1158,7 +1158,7 @@ func noKeyResolves(keys []handler.Key) bool {
 // variables, at its line, naming the key and the variables: with other keys
 // that resolve, the gateway would load and the key's callers be refused
 // with no word of why (issue 28).
-func checkNamedKeys(keys []handler.Key, keyAt map[string]pos) error {
+func checkNamedKeys(keys []hconfig.Key, keyAt map[string]pos) error {
 	for _, k := range keys {
 		if k.Name == "" {
 			continue
@@ -1174,7 +1174,7 @@ func checkNamedKeys(keys []handler.Key, keyAt map[string]pos) error {
 // engine of the handler (or the engine itself) at its own line, where the
 // handler's validation, which knows only the engine, would point at the
 // engine block. A fallback given in defaults is checked at its line there.
-func checkFallbackNames(cfg handler.Config, optionAt map[string]settings, defaultsSet settings) error {
+func checkFallbackNames(cfg hconfig.Config, optionAt map[string]settings, defaultsSet settings) error {
 	known := map[string]bool{}
 	for _, e := range cfg.Engines {
 		known[e.Name] = true

@@ -16,7 +16,7 @@ import (
 	cf "github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
-	"github.com/llmgateway/caddy-llm-gateway/handler"
+	hconfig "github.com/llmgateway/caddy-llm-gateway/handler/config"
 	"github.com/llmgateway/caddy-llm-gateway/statuspage"
 )
 
@@ -30,7 +30,7 @@ const remote = `
 		models gpt-4o
 	}`
 
-func parse(t *testing.T, input string) handler.Config {
+func parse(t *testing.T, input string) hconfig.Config {
 	t.Helper()
 	cfg, err := Parse(cf.NewTestDispenser(input))
 	if err != nil {
@@ -49,42 +49,42 @@ func TestParseEverySubdirective(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		input string
-		want  handler.Config
+		want  hconfig.Config
 	}{
 		{"one remote engine", `llm_gateway {` + remote + `
-}`, handler.Config{Engines: []engines.Config{openai}}},
+}`, hconfig.Config{Engines: []engines.Config{openai}}},
 		{"keys", `llm_gateway {
 	keys {env.GATEWAY_KEYS} sk-gateway-key-one
 	keys sk-gateway-key-two` + remote + `
-}`, handler.Config{
-			Keys:    []handler.Key{{Value: "{env.GATEWAY_KEYS}"}, {Value: "sk-gateway-key-one"}, {Value: "sk-gateway-key-two"}},
+}`, hconfig.Config{
+			Keys:    []hconfig.Key{{Value: "{env.GATEWAY_KEYS}"}, {Value: "sk-gateway-key-one"}, {Value: "sk-gateway-key-two"}},
 			Engines: []engines.Config{openai},
 		}},
 		{"named key among keys", `llm_gateway {
 	keys sk-gateway-key-one
 	key alice {env.ALICE_KEY}` + remote + `
-}`, handler.Config{
-			Keys:    []handler.Key{{Value: "sk-gateway-key-one"}, {Name: "alice", Value: "{env.ALICE_KEY}"}},
+}`, hconfig.Config{
+			Keys:    []hconfig.Key{{Value: "sk-gateway-key-one"}, {Name: "alice", Value: "{env.ALICE_KEY}"}},
 			Engines: []engines.Config{openai},
 		}},
 		{"max_body in IEC units", `llm_gateway {
 	max_body 1MiB` + remote + `
-}`, handler.Config{MaxBody: 1 << 20, Engines: []engines.Config{openai}}},
+}`, hconfig.Config{MaxBody: 1 << 20, Engines: []engines.Config{openai}}},
 		{"max_body in SI units", `llm_gateway {
 	max_body 10MB` + remote + `
-}`, handler.Config{MaxBody: 10_000_000, Engines: []engines.Config{openai}}},
+}`, hconfig.Config{MaxBody: 10_000_000, Engines: []engines.Config{openai}}},
 		{"max_body in bytes", `llm_gateway {
 	max_body 4096` + remote + `
-}`, handler.Config{MaxBody: 4096, Engines: []engines.Config{openai}}},
+}`, hconfig.Config{MaxBody: 4096, Engines: []engines.Config{openai}}},
 		{"wake off", `llm_gateway {
 	wake off` + remote + `
-}`, handler.Config{Wake: ptr(false), Engines: []engines.Config{openai}}},
+}`, hconfig.Config{Wake: ptr(false), Engines: []engines.Config{openai}}},
 		{"wake true", `llm_gateway {
 	wake true` + remote + `
-}`, handler.Config{Wake: ptr(true), Engines: []engines.Config{openai}}},
+}`, hconfig.Config{Wake: ptr(true), Engines: []engines.Config{openai}}},
 		{"keepalive", `llm_gateway {
 	keepalive 500ms` + remote + `
-}`, handler.Config{KeepAlive: dur(500 * time.Millisecond), Engines: []engines.Config{openai}}},
+}`, hconfig.Config{KeepAlive: dur(500 * time.Millisecond), Engines: []engines.Config{openai}}},
 		{"an engine with every subdirective", `llm_gateway {
 	engine llama {
 		to http://127.0.0.1:{engine.port}/base
@@ -115,7 +115,7 @@ func TestParseEverySubdirective(t *testing.T) {
 		retry_after_max 20s
 		breaker 4 45s
 	}` + remote + `
-}`, handler.Config{Engines: []engines.Config{{
+}`, hconfig.Config{Engines: []engines.Config{{
 			Name:           "llama",
 			To:             "http://127.0.0.1:{engine.port}/base",
 			Models:         []string{"llama-3.1-8b", "llama"},
@@ -152,7 +152,7 @@ func TestParseEverySubdirective(t *testing.T) {
 		retries 0
 		breaker 1
 	}
-}`, handler.Config{Engines: []engines.Config{{
+}`, hconfig.Config{Engines: []engines.Config{{
 			Name: "openai", To: "https://api.openai.com", Models: []string{"gpt-4o"}, Retries: ptr(0), BreakerFailures: 1,
 		}}}},
 		{"context_fallback to an engine without a model", `llm_gateway {
@@ -165,7 +165,7 @@ func TestParseEverySubdirective(t *testing.T) {
 		to http://10.0.0.2:8000
 		models big
 	}
-}`, handler.Config{Engines: []engines.Config{
+}`, hconfig.Config{Engines: []engines.Config{
 			{Name: "small", To: "http://10.0.0.1:8000", Models: []string{"small"}, ContextFallback: "big"},
 			{Name: "big", To: "http://10.0.0.2:8000", Models: []string{"big"}},
 		}}},
@@ -175,7 +175,7 @@ func TestParseEverySubdirective(t *testing.T) {
 		models claude
 		api_key {env.ANTHROPIC_API_KEY} x-api-key
 	}
-}`, handler.Config{Engines: []engines.Config{{
+}`, hconfig.Config{Engines: []engines.Config{{
 			Name: "anthropic", To: "https://api.anthropic.com", Models: []string{"claude"},
 			APIKey: "{env.ANTHROPIC_API_KEY}", APIKeyHeader: "x-api-key",
 		}}}},
@@ -186,7 +186,7 @@ func TestParseEverySubdirective(t *testing.T) {
 		models gpt-4o
 		wake on
 	}
-}`, handler.Config{Wake: ptr(false), Engines: []engines.Config{{
+}`, hconfig.Config{Wake: ptr(false), Engines: []engines.Config{{
 			Name: "openai", To: "https://api.openai.com", Models: []string{"gpt-4o"}, Wake: ptr(true),
 		}}}},
 		{"stop_cmd, preload, max_concurrent and queue (issue 15)", `llm_gateway {
@@ -207,7 +207,7 @@ func TestParseEverySubdirective(t *testing.T) {
 		max_concurrent 1
 		queue 2
 	}
-}`, handler.Config{Engines: []engines.Config{
+}`, hconfig.Config{Engines: []engines.Config{
 			{Name: "qwen", To: "http://127.0.0.1:{engine.port}", Models: []string{"qwen"},
 				Cmd:     []string{"docker", "run", "--rm", "--name", "qwen", "-p", "{engine.port}:8080", "qwen-image"},
 				StopCmd: []string{"docker", "stop", "qwen", "{engine.pid}", "{engine.port}"},
@@ -222,7 +222,7 @@ func TestParseEverySubdirective(t *testing.T) {
 		idle_timeout 1d
 		request_timeout 0
 	}
-}`, handler.Config{Engines: []engines.Config{{
+}`, hconfig.Config{Engines: []engines.Config{{
 			Name: "openai", To: "https://api.openai.com", Models: []string{"gpt-4o"}, IdleTimeout: dur(24 * time.Hour),
 		}}}},
 		{"pools, resume, prefill, body fallbacks, annotate", `llm_gateway {
@@ -250,14 +250,14 @@ func TestParseEverySubdirective(t *testing.T) {
 		member a
 		sticky header X-Session-Id
 	}
-}`, handler.Config{
+}`, hconfig.Config{
 			BodyFallbacks:    ptr(false),
 			AnnotateResponse: true,
 			Engines: []engines.Config{
 				{Name: "a", To: "http://10.0.0.1:8000", Models: []string{"m1"}, Fallback: "b", Resume: new(true)},
 				{Name: "b", To: "http://10.0.0.2:8000", Models: []string{"m2"}, Prefill: new(true)},
 			},
-			Pools: []handler.PoolConfig{
+			Pools: []hconfig.PoolConfig{
 				{Name: "auto", Members: []string{"a", "b/m2-big"}, StickyBody: "prompt_cache_key",
 					FailoverAttempts: 3, FailoverTime: dur(45 * time.Second), BreakerFailures: 2, BreakerCooldown: dur(10 * time.Second)},
 				{Name: "chat", Members: []string{"a"}, StickyHeader: "X-Session-Id"},
@@ -272,7 +272,7 @@ func TestParseEverySubdirective(t *testing.T) {
 	engine qwen {
 		models qwen
 	}
-}`, handler.Config{
+}`, hconfig.Config{
 			Defaults: &engines.Config{Cmd: []string{"llama-server", "-m", "/models/{engine.name}.gguf", "--port", "{engine.port}"},
 				To: "http://127.0.0.1:{engine.port}", Ready: "none"},
 			Engines: []engines.Config{{Name: "qwen", Models: []string{"qwen"}}},
@@ -286,7 +286,7 @@ func TestParseEverySubdirective(t *testing.T) {
 		to http://10.0.0.1:8000
 		models m1
 	}
-}`, handler.Config{Engines: []engines.Config{
+}`, hconfig.Config{Engines: []engines.Config{
 			{Name: "b", To: "http://10.0.0.2:8000", Models: []string{"m2"}},
 			{Name: "a", To: "http://10.0.0.1:8000", Models: []string{"m1"}},
 		}}},
@@ -1054,7 +1054,7 @@ func TestParseErrorsNameTheProblemAndTheLine(t *testing.T) {
 }
 
 // goldenSeparator splits a testdata/*.caddyfile into the llm_gateway block
-// and the handler.Config it parses to, as JSON.
+// and the hconfig.Config it parses to, as JSON.
 const goldenSeparator = "\n----------\n"
 
 // TestParseGolden parses each testdata/*.caddyfile and compares the config
@@ -1089,7 +1089,7 @@ func TestParseGolden(t *testing.T) {
 			if len(m.MemoryBudgets) > 0 {
 				// the caddy module's part beside the handler's config, as in its JSON
 				v = struct {
-					handler.Config
+					hconfig.Config
 					MemoryBudgets []engines.DeviceBudget `json:"memory_budgets"`
 				}{m.Config, m.MemoryBudgets}
 			}
@@ -1150,7 +1150,7 @@ func TestParseStoreTimeout(t *testing.T) {
 		timeout 250ms
 	}`+remote+`
 }`)
-	want := handler.StoreConfig{Redis: "127.0.0.1:6379", Prefix: "gw", Timeout: dur(250 * time.Millisecond)}
+	want := hconfig.StoreConfig{Redis: "127.0.0.1:6379", Prefix: "gw", Timeout: dur(250 * time.Millisecond)}
 	if cfg.Store == nil || *cfg.Store != want {
 		t.Fatalf("store %+v, want %+v", cfg.Store, want)
 	}

@@ -21,6 +21,7 @@ import (
 	gwcaddyfile "github.com/llmgateway/caddy-llm-gateway/caddyfile"
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 	"github.com/llmgateway/caddy-llm-gateway/handler"
+	hconfig "github.com/llmgateway/caddy-llm-gateway/handler/config"
 )
 
 func init() {
@@ -154,7 +155,7 @@ func probeConfigFile(ctx context.Context, path, adapter, only string) (map[strin
 	if err != nil {
 		return nil, err
 	}
-	var handlers []handler.Config
+	var handlers []hconfig.Config
 	collectGateways(cfgJSON, &handlers)
 	if len(handlers) == 0 {
 		return nil, errors.New("the config has no llm_gateway handler")
@@ -225,7 +226,7 @@ func probeEngine(ctx caddy.Context, ec engines.Config) (*engines.Engine, *revers
 }
 
 // collectGateways finds every llm_gateway handler object in a config.
-func collectGateways(raw []byte, out *[]handler.Config) {
+func collectGateways(raw []byte, out *[]hconfig.Config) {
 	var v any
 	if json.Unmarshal(raw, &v) != nil {
 		return

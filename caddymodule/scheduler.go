@@ -9,6 +9,7 @@ import (
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 	"github.com/llmgateway/caddy-llm-gateway/handler"
+	hconfig "github.com/llmgateway/caddy-llm-gateway/handler/config"
 )
 
 // The scheduler as Caddy shows it (issue 29): the admin API's
@@ -16,7 +17,7 @@ import (
 // last use, which the caddy module tells the engine when a request ends.
 
 // keyPriorities are the named keys' priorities.
-func keyPriorities(keys []handler.Key) map[string]int {
+func keyPriorities(keys []hconfig.Key) map[string]int {
 	m := map[string]int{}
 	for _, k := range keys {
 		if k.Name != "" && k.Priority != 0 {

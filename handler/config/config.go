@@ -1,4 +1,8 @@
-package handler
+// Package config is the llm_gateway handler's configuration: its types,
+// every default, and the one validation that runs before anything is
+// built (parse → defaults → validate, once). The caddyfile package parses
+// into it; handler builds from it.
+package config
 
 import (
 	"fmt"
@@ -9,10 +13,6 @@ import (
 	"github.com/dustin/go-humanize"
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 )
-
-// The handler's configuration: its types, every default, and the one
-// validation that runs before anything is built (parse → defaults →
-// validate, once).
 
 // Defaults of the handler's limits.
 const (
@@ -278,7 +278,7 @@ func (c Config) Validate() error {
 // that is not a clean absolute path.
 func CheckExtraPath(p string) error {
 	switch {
-	case !strings.HasPrefix(p, "/") || !cleanPath(p):
+	case !strings.HasPrefix(p, "/") || !CleanPath(p):
 		return fmt.Errorf("extra_paths: %q is not a clean absolute path such as /rerank", p)
 	case p == "/v1" || strings.HasPrefix(p, "/v1/"):
 		return fmt.Errorf("extra_paths: %q is under /v1/, which the gateway routes already", p)
@@ -296,7 +296,7 @@ func validateFallbacks(e engines.Config, byName map[string]engines.Config) error
 		fb, ok := byName[e.Fallback]
 		switch {
 		case ok && !speaksAll(fb, e):
-			return fmt.Errorf("engine %s: its fallback %s does not speak every API it does (api %s vs %s): a request could fall back to an engine that cannot read it", e.Name, e.Fallback, apisOf(e), apisOf(fb))
+			return fmt.Errorf("engine %s: its fallback %s does not speak every API it does (api %s vs %s): a request could fall back to an engine that cannot read it", e.Name, e.Fallback, APIsOf(e), APIsOf(fb))
 		case e.Fallback == e.Name:
 			return fmt.Errorf("engine %s: its fallback %s is the engine itself", e.Name, e.Fallback)
 		case !ok:
@@ -314,7 +314,7 @@ func validateFallbacks(e engines.Config, byName map[string]engines.Config) error
 			return fmt.Errorf("engine %s: its context_fallback %s is the engine itself", e.Name, name)
 		}
 		if !speaksAll(byName[name], e) {
-			return fmt.Errorf("engine %s: its context_fallback %s does not speak every API it does (api %s vs %s)", e.Name, name, apisOf(e), apisOf(byName[name]))
+			return fmt.Errorf("engine %s: its context_fallback %s does not speak every API it does (api %s vs %s)", e.Name, name, APIsOf(e), APIsOf(byName[name]))
 		}
 	}
 	return nil
@@ -332,7 +332,7 @@ func speaksAll(fb, e engines.Config) bool {
 	return true
 }
 
-func apisOf(e engines.Config) string {
+func APIsOf(e engines.Config) string {
 	if len(e.APIs) == 0 {
 		return "openai anthropic"
 	}
@@ -435,3 +435,18 @@ func (c Config) validateMemory() error {
 	}
 	return nil
 }
+
+// cleanPath reports whether a path has no dot or empty segments: the path
+// is appended to an engine's base path, and /v1/../other must not reach a
+// path of the engine's host the config does not name.
+func CleanPath(p string) bool {
+	for _, seg := range strings.Split(strings.TrimPrefix(p, "/"), "/") {
+		if seg == "." || seg == ".." || seg == "" {
+			return false
+		}
+	}
+	return true
+}
+
+// UpstreamPrefix is where the passthrough paths start.
+const UpstreamPrefix = "/upstream/"
