@@ -147,33 +147,17 @@ type Module struct {
 	Config hconfig.Config
 	// UI is the `ui` subdirective (the status page); nil without one.
 	UI *statuspage.Config
-	// MemoryBudgets are the device sets' budgets (memory_budget <size>
-	// devices <ids>); the handler's own memory_budget, without devices, is
-	// Config.MemoryBudget.
-	MemoryBudgets []engines.DeviceBudget
 }
 
 // ParseModule is Parse with the caddy module's parts.
 func ParseModule(d *cf.Dispenser) (Module, error) {
 	var m Module
 	var err error
-	m.Config, err = parseDirective(d, &m.UI, &m.MemoryBudgets)
+	m.Config, err = parseDirective(d, &m.UI)
 	return m, err
 }
 
-// WithBudgetsForValidation is cfg as the handler's Validate should see it
-// beside device sets: engines with devices are counted against their set's
-// budget by engines.CheckMemory, so the handler's check, which knows one
-// budget only, is given one no smaller than any set's (it then finds
-// nothing CheckMemory has not).
-func WithBudgetsForValidation(cfg hconfig.Config, sets []engines.DeviceBudget) hconfig.Config {
-	for _, s := range sets {
-		cfg.MemoryBudget = max(cfg.MemoryBudget, s.Budget)
-	}
-	return cfg
-}
-
-func parseDirective(d *cf.Dispenser, ui **statuspage.Config, sets *[]engines.DeviceBudget) (hconfig.Config, error) {
+func parseDirective(d *cf.Dispenser, ui **statuspage.Config) (hconfig.Config, error) {
 	var cfg hconfig.Config
 	d.Next() // the directive's name
 	if d.NextArg() {
@@ -283,7 +267,7 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config, sets *[]engines.Dev
 			if set == "" {
 				cfg.MemoryBudget = b.Budget
 			} else {
-				*sets = append(*sets, b)
+				cfg.MemoryBudgets = append(cfg.MemoryBudgets, b)
 			}
 			continue
 		case "engine":
@@ -414,7 +398,7 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config, sets *[]engines.Dev
 	}
 	// memory budgets and device sets (Provision runs the same): an error
 	// points at the engine, or at the set's memory_budget line
-	if err := engines.CheckMemory(cfg.MemoryBudget, *sets, cfg.WithDefaults().Engines); err != nil {
+	if err := engines.CheckMemory(cfg.MemoryBudget, cfg.MemoryBudgets, cfg.WithDefaults().Engines); err != nil {
 		var me *engines.MemoryError
 		if errors.As(err, &me) {
 			if at, ok := engineAt[me.Engine]; ok && me.Engine != "" {
@@ -429,7 +413,7 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config, sets *[]engines.Dev
 	// the one validation of the whole config (Provision runs the same on
 	// the resolved config): its errors name the engine or pool they are
 	// about, which is where they point
-	if err := WithBudgetsForValidation(cfg, *sets).Validate(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		var ce *hconfig.ConfigError
 		if errors.As(err, &ce) {
 			if at, ok := engineAt[ce.Engine]; ok && ce.Engine != "" {

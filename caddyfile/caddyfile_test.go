@@ -1086,13 +1086,6 @@ func TestParseGolden(t *testing.T) {
 				t.Fatalf("%v\n%s", err, input)
 			}
 			var v any = m.Config
-			if len(m.MemoryBudgets) > 0 {
-				// the caddy module's part beside the handler's config, as in its JSON
-				v = struct {
-					hconfig.Config
-					MemoryBudgets []engines.DeviceBudget `json:"memory_budgets"`
-				}{m.Config, m.MemoryBudgets}
-			}
 			got := append(asJSON(t, v), '\n')
 			if *update {
 				if err := os.WriteFile(file, []byte(input+goldenSeparator+string(got)), 0o644); err != nil {

@@ -44,12 +44,6 @@ type Gateway struct {
 	// on Caddy's admin endpoint at /llm_gateway/ui/.
 	UI *statuspage.Config `json:"ui,omitempty"`
 
-	// MemoryBudgets are the memory budgets of device sets, for a box with
-	// several GPUs (memory_budget <size> devices <ids>): each set is
-	// scheduled on its own, and an engine with devices counts its memory
-	// against its set's only. Default: none (memory_budget alone).
-	MemoryBudgets []engines.DeviceBudget `json:"memory_budgets,omitempty"`
-
 	gw      *handler.Gateway
 	ui      *statuspage.Server
 	engines []*engines.Engine
@@ -103,13 +97,6 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 	warnIfOpen(ctx, g.logger, len(g.Keys) > 0)
 	g.maskKeysInEngineOutput(cfg.Keys, repl)
 
-	// memory budgets and device sets, checked as the Caddyfile adapter does
-	if err := engines.CheckMemory(cfg.MemoryBudget, g.MemoryBudgets, cfg.WithDefaults().Engines); err != nil {
-		return fmt.Errorf("llm_gateway: %v", err)
-	}
-	budget := cfg.MemoryBudget
-	cfg = gwcaddyfile.WithBudgetsForValidation(cfg, g.MemoryBudgets)
-
 	var preload []*engines.Engine
 	gw, cfg, err := buildGateway(repl, cfg, g.logger, func(ec engines.Config) (*engines.Engine, error) {
 		e, key, err := loadEngine(ctx, ec)
@@ -129,7 +116,7 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("llm_gateway: %v", err)
 	}
 	// the box's budget is process-wide, as the GPU is: the last config's wins
-	engines.SetMemoryBudgets(budget, g.MemoryBudgets, time.Duration(cfg.MaxWait))
+	engines.SetMemoryBudgets(cfg.MemoryBudget, cfg.MemoryBudgets, time.Duration(cfg.MaxWait))
 	g.prios = keyPriorities(cfg.Keys)
 	if err := preloadAtStart(ctx, preload); err != nil {
 		return fmt.Errorf("llm_gateway: %v", err)
@@ -323,14 +310,6 @@ func setPlaceholders(r *http.Request, res *handler.Result) {
 	}
 }
 
-// Validate is the handler config's Validate (which Gateway would promote
-// from it, and Caddy calls after Provision), with the device sets' budgets
-// counted (gwcaddyfile.WithBudgetsForValidation): engines.CheckMemory in
-// Provision checked those.
-func (g *Gateway) Validate() error {
-	return gwcaddyfile.WithBudgetsForValidation(g.Config, g.MemoryBudgets).Validate()
-}
-
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens; the syntax is
 // documented on caddyfile.Parse.
 func (g *Gateway) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
@@ -338,7 +317,7 @@ func (g *Gateway) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	if err != nil {
 		return err
 	}
-	g.Config, g.UI, g.MemoryBudgets = m.Config, m.UI, m.MemoryBudgets
+	g.Config, g.UI = m.Config, m.UI
 	return nil
 }
 

@@ -18,7 +18,6 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 	"go.uber.org/zap"
 
-	gwcaddyfile "github.com/llmgateway/caddy-llm-gateway/caddyfile"
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 	"github.com/llmgateway/caddy-llm-gateway/handler"
 	hconfig "github.com/llmgateway/caddy-llm-gateway/handler/config"
@@ -239,7 +238,7 @@ func collectGateways(raw []byte, out *[]hconfig.Config) {
 				b, _ := json.Marshal(t)
 				var g Gateway
 				if json.Unmarshal(b, &g) == nil {
-					*out = append(*out, gwcaddyfile.WithBudgetsForValidation(g.Config, g.MemoryBudgets))
+					*out = append(*out, g.Config)
 				}
 				return
 			}

@@ -5,12 +5,12 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/dustin/go-humanize"
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 )
 
@@ -116,6 +116,12 @@ type Config struct {
 	// beside what runs, stopping idle engines to make room (issue 29).
 	// Default: 0 (engines may not declare memory).
 	MemoryBudget int64 `json:"memory_budget,omitempty"`
+
+	// MemoryBudgets are the memory budgets of device sets, for a box with
+	// several GPUs (memory_budget <size> devices <ids>): each set is
+	// scheduled on its own, and an engine with devices counts its memory
+	// against its set's only. Default: none (memory_budget alone).
+	MemoryBudgets []engines.DeviceBudget `json:"memory_budgets,omitempty"`
 
 	// MaxWait is how long a start waits for its turn before the scheduler
 	// drains a busy engine for it, so that nothing starves. Default: 30s.
@@ -422,18 +428,15 @@ const DefaultKeepAlive = 3 * time.Second
 // validateMemory refuses an engine with a memory size but no budget to
 // count it against, and a start that can never fit.
 func (c Config) validateMemory() error {
-	if c.MemoryBudget < 0 || c.MaxWait < 0 {
-		return fmt.Errorf("memory_budget and max_wait may not be negative")
+	if c.MaxWait < 0 {
+		return fmt.Errorf("max_wait may not be negative")
 	}
-	for _, e := range c.Engines {
-		switch {
-		case e.Memory > 0 && c.MemoryBudget == 0:
-			return engineErr(e.Name, fmt.Errorf("engine %s has memory %s, but the handler has no memory_budget to count it against", e.Name, humanize.IBytes(uint64(e.Memory))))
-		case e.Memory > c.MemoryBudget && c.MemoryBudget > 0:
-			return engineErr(e.Name, fmt.Errorf("engine %s needs memory %s, more than the memory_budget %s: it could never start", e.Name, humanize.IBytes(uint64(e.Memory)), humanize.IBytes(uint64(c.MemoryBudget))))
-		}
+	err := engines.CheckMemory(c.MemoryBudget, c.MemoryBudgets, c.Engines)
+	var me *engines.MemoryError
+	if errors.As(err, &me) && me.Engine != "" {
+		return engineErr(me.Engine, err)
 	}
-	return nil
+	return err
 }
 
 // cleanPath reports whether a path has no dot or empty segments: the path
