@@ -2,7 +2,9 @@ package handler
 
 import (
 	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
+	"github.com/llmgateway/caddy-llm-gateway/internal/idle"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
+	"github.com/llmgateway/caddy-llm-gateway/internal/retry"
 	"github.com/llmgateway/caddy-llm-gateway/internal/sse"
 
 	"context"
@@ -45,7 +47,7 @@ type attempt struct {
 	lease    *engines.Lease
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
-	idle     *watchdog
+	idle     *idle.Watchdog
 	errBody  []byte        // an error answer's body, kept to pass on
 	waited   time.Duration // a slow start: how long the request waited
 	silence  time.Duration // from sending to a failure without an answer
@@ -60,7 +62,7 @@ func (a *attempt) judgement(now time.Time) judgement {
 	j := judgement{outcome: a.outcome, silence: a.silence}
 	if a.outcome == outcomeStatus {
 		j.status = a.resp.StatusCode
-		j.retryAfter = retryAfter(a.resp.Header, now)
+		j.retryAfter = retry.After(a.resp.Header, now)
 	}
 	return j
 }
@@ -79,7 +81,7 @@ func (a *attempt) label(v verdict) string {
 // close releases everything the attempt holds. Safe to call twice.
 func (a *attempt) close() {
 	if a.idle != nil {
-		a.idle.stop()
+		a.idle.Stop()
 	}
 	if a.resp != nil {
 		a.resp.Body.Close()
@@ -203,7 +205,7 @@ func (g *Gateway) awaitFirstContent(a *attempt) {
 	}
 	for {
 		ev, err := st.events.Next()
-		a.idle.touch()
+		a.idle.Touch()
 		if err != nil {
 			if err == io.EOF {
 				return // an empty stream that ended cleanly: an answer, commit it
@@ -328,4 +330,9 @@ func (a *attempt) budget() time.Duration {
 		return time.Duration(cfg.StreamIdleTimeout)
 	}
 	return time.Duration(cfg.HeaderTimeout)
+}
+
+// startIdle arms the attempt's stream-idle budget.
+func (g *Gateway) startIdle(a *attempt) {
+	a.idle = idle.New(g.clock, time.Duration(a.c.rt.cfg.StreamIdleTimeout), func() { a.cancel(errStreamIdleTimeout) })
 }

@@ -2,6 +2,7 @@ package handler
 
 import (
 	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
+	"github.com/llmgateway/caddy-llm-gateway/internal/retry"
 
 	"net/http"
 	"time"
@@ -206,7 +207,7 @@ func (g *Gateway) run(w http.ResponseWriter, req *request, plan []candidate, res
 			g.fail(rp, p.failed)
 			return
 		case stepRetry:
-			wait := max(backoff(p.retries-1), retryAfter(a.respHeader(), g.clock.Now()))
+			wait := max(retry.Backoff(p.retries-1), retry.After(a.respHeader(), g.clock.Now()))
 			if !rp.pause(req.r.Context(), wait) {
 				return
 			}

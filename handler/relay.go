@@ -2,6 +2,7 @@ package handler
 
 import (
 	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
+	"github.com/llmgateway/caddy-llm-gateway/internal/idle"
 	"github.com/llmgateway/caddy-llm-gateway/internal/sse"
 
 	"bytes"
@@ -122,8 +123,8 @@ func (g *Gateway) commit(rp *reply, a *attempt) {
 		// a body that is not a stream gets the same budget between reads:
 		// headers followed by silence must not hold the request forever
 		g.startIdle(a)
-		a.idle.touch()
-		resp.Body = &touchReader{resp.Body, a.idle}
+		a.idle.Touch()
+		resp.Body = &idle.TouchReader{ReadCloser: resp.Body, W: a.idle}
 		if !rp.preamble && resp.StatusCode == http.StatusOK && isJSON(resp.Header) {
 			g.writeJSONAnswer(rp, a)
 			return
@@ -185,11 +186,11 @@ func (g *Gateway) writeJSONAnswer(rp *reply, a *attempt) {
 			body = annotate(body, a.c.rt.cfg.Name, a.sent, rp.since().Milliseconds(), a.index)
 		}
 	}
-	a.idle.block()
+	a.idle.Block()
 	if _, err := rp.w.Write(body); err != nil {
 		g.cut(rp, a, errClientGone)
 	}
-	a.idle.unblock()
+	a.idle.Unblock()
 	if !whole {
 		if err := copyBody(rp.w, a.resp.Body, false, a.idle); err != nil {
 			g.cutBody(rp, a, err)
@@ -240,7 +241,7 @@ func (g *Gateway) relayEvents(rp *reply, a *attempt) error {
 		}
 		// a slow client is no silent upstream: the idle budget stands
 		// still while the client is written to
-		a.idle.block()
+		a.idle.Block()
 		if len(batch) > 0 {
 			if _, err := rp.w.Write(batch); err != nil {
 				g.cut(rp, a, errClientGone)
@@ -252,14 +253,14 @@ func (g *Gateway) relayEvents(rp *reply, a *attempt) error {
 				g.cut(rp, a, errClientGone)
 			}
 		}
-		a.idle.unblock()
+		a.idle.Unblock()
 	}
 	for {
 		if !st.events.Buffered() {
 			send(true) // the next read may block: everything read so far goes out now
 		}
 		ev, err := st.events.Next()
-		a.idle.touch()
+		a.idle.Touch()
 		if err == io.EOF {
 			send(true)
 			if !st.ended() {
@@ -391,7 +392,7 @@ var copyBufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return 
 // every read (a stream whose preamble went out). A read error is the
 // upstream's, a write error becomes errClientGone.
 // The idle budget stands still while the client is written to.
-func copyBody(w http.ResponseWriter, body io.Reader, flushEach bool, idle *watchdog) error {
+func copyBody(w http.ResponseWriter, body io.Reader, flushEach bool, idle *idle.Watchdog) error {
 	bp := copyBufPool.Get().(*[]byte)
 	defer copyBufPool.Put(bp)
 	buf := *bp
@@ -399,14 +400,14 @@ func copyBody(w http.ResponseWriter, body io.Reader, flushEach bool, idle *watch
 	for {
 		n, rerr := body.Read(buf)
 		if n > 0 {
-			idle.block()
+			idle.Block()
 			if _, werr := w.Write(buf[:n]); werr != nil {
 				return errClientGone
 			}
 			if flushEach {
 				_ = rc.Flush()
 			}
-			idle.unblock()
+			idle.Unblock()
 		}
 		if rerr == io.EOF {
 			return nil

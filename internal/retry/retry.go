@@ -1,4 +1,6 @@
-package handler
+// Package retry paces attempts on one upstream: the back-off between them
+// and the upstream's own Retry-After.
+package retry
 
 import (
 	"math/rand/v2"
@@ -15,8 +17,8 @@ const (
 	retryCap  = 5 * time.Second
 )
 
-// backoff is the wait before retry number n (0 for the first retry).
-func backoff(n int) time.Duration {
+// Backoff is the wait before retry number n (0 for the first retry).
+func Backoff(n int) time.Duration {
 	d := retryBase << min(n, 10)
 	if d > retryCap || d <= 0 {
 		d = retryCap
@@ -24,9 +26,9 @@ func backoff(n int) time.Duration {
 	return d/2 + rand.N(d/2)
 }
 
-// retryAfter parses a Retry-After header: delay-seconds or an HTTP date
+// After parses a Retry-After header: delay-seconds or an HTTP date
 // (RFC 9110 §10.2.3). It returns 0 when there is none or it is unreadable.
-func retryAfter(h http.Header, now time.Time) time.Duration {
+func After(h http.Header, now time.Time) time.Duration {
 	v := h.Get("Retry-After")
 	if v == "" {
 		return 0

@@ -1,4 +1,6 @@
-package handler
+// Package idle keeps the stream-idle budget of an answer: the gap between
+// two reads may not exceed it.
+package idle
 
 import (
 	"io"
@@ -8,9 +10,7 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
 )
 
-// The stream-idle budget of an attempt's answer.
-
-// watchdog is the stream-idle budget: the gap between two reads of an
+// Watchdog is the stream-idle budget: the gap between two reads of an
 // answer may not exceed it. It is kept lazily: a read only stores the time,
 // and the timer, when it fires, re-arms itself for the rest of the gap, so
 // a busy stream costs no timer operation per event.
@@ -18,7 +18,7 @@ import (
 // It measures the engine only: while the relay is blocked writing to a slow
 // client (blocked), the budget does not run, so a client that stops
 // reading is never taken for an engine that stopped talking.
-type watchdog struct {
+type Watchdog struct {
 	clock   clock.Clock
 	idle    time.Duration
 	t0      time.Time
@@ -28,27 +28,26 @@ type watchdog struct {
 	fire    func()
 }
 
-// startIdle arms the attempt's stream-idle budget.
-func (g *Gateway) startIdle(a *attempt) {
-	w := &watchdog{clock: g.clock, idle: time.Duration(a.c.rt.cfg.StreamIdleTimeout), t0: g.clock.Now(),
-		fire: func() { a.cancel(errStreamIdleTimeout) }}
-	w.timer = g.clock.AfterFunc(w.idle, w.check)
-	a.idle = w
+// New arms a budget of idle that calls fire when it runs out.
+func New(c clock.Clock, idle time.Duration, fire func()) *Watchdog {
+	w := &Watchdog{clock: c, idle: idle, t0: c.Now(), fire: fire}
+	w.timer = c.AfterFunc(w.idle, w.check)
+	return w
 }
 
-// touch restarts the budget.
-func (w *watchdog) touch() { w.last.Store(max(1, int64(w.clock.Now().Sub(w.t0)))) }
+// Touch restarts the budget.
+func (w *Watchdog) Touch() { w.last.Store(max(1, int64(w.clock.Now().Sub(w.t0)))) }
 
-// block stops the budget while the relay writes to the client; unblock
+// Block stops the budget while the relay writes to the client; Unblock
 // restarts it from now.
-func (w *watchdog) block() { w.blocked.Store(true) }
+func (w *Watchdog) Block() { w.blocked.Store(true) }
 
-func (w *watchdog) unblock() {
-	w.touch()
+func (w *Watchdog) Unblock() {
+	w.Touch()
 	w.blocked.Store(false)
 }
 
-func (w *watchdog) check() {
+func (w *Watchdog) check() {
 	if w.blocked.Load() {
 		w.timer.Reset(w.idle) // the client's time, not the engine's
 		return
@@ -66,18 +65,18 @@ func (w *watchdog) check() {
 	w.timer.Reset(w.idle - gap)
 }
 
-func (w *watchdog) stop() { w.timer.Stop() }
+func (w *Watchdog) Stop() { w.timer.Stop() }
 
-// touchReader restarts an idle budget at every read.
-type touchReader struct {
+// TouchReader restarts an idle budget at every read.
+type TouchReader struct {
 	io.ReadCloser
-	w *watchdog
+	W *Watchdog
 }
 
-func (t *touchReader) Read(p []byte) (int, error) {
+func (t *TouchReader) Read(p []byte) (int, error) {
 	n, err := t.ReadCloser.Read(p)
 	if n > 0 {
-		t.w.touch()
+		t.W.Touch()
 	}
 	return n, err
 }
