@@ -19,6 +19,7 @@ import (
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 	"github.com/llmgateway/caddy-llm-gateway/handler"
+	"github.com/llmgateway/caddy-llm-gateway/history"
 	"github.com/llmgateway/caddy-llm-gateway/quota"
 	"github.com/llmgateway/caddy-llm-gateway/statuspage"
 )
@@ -63,6 +64,11 @@ import (
 //		ui <path> {                     # the status page on this site, behind the keys (needs keys)
 //			recent <n>                  # recent requests kept and shown; default 200
 //		}
+//		history [off] [{                # the requests' stories, kept for the admin API and the page
+//			keep <n>                    # requests kept; default 100000
+//			max_age <duration>          # default 7d
+//			memory                      # in memory only; default: the embedded file of the key counters
+//		}]
 //
 //		pool <name> {                   # "model": "<name>" (a pool named auto: also "model": "auto")
 //			member <engine>[/<model>]   # repeatable
@@ -131,12 +137,21 @@ func Parse(d *cf.Dispenser) (handler.Config, error) {
 // ParseWithUI is Parse that also returns the `ui` subdirective, which is the
 // caddy module's (the status page), not the handler's; nil without one.
 func ParseWithUI(d *cf.Dispenser) (handler.Config, *statuspage.Config, error) {
-	var ui *statuspage.Config
-	cfg, err := parseDirective(d, &ui)
+	cfg, ui, _, err := ParseModule(d)
 	return cfg, ui, err
 }
 
-func parseDirective(d *cf.Dispenser, ui **statuspage.Config) (handler.Config, error) {
+// ParseModule is Parse that also returns the caddy module's own
+// subdirectives: `ui` (the status page) and `history` (the requests kept);
+// nil without them.
+func ParseModule(d *cf.Dispenser) (handler.Config, *statuspage.Config, *history.Config, error) {
+	var ui *statuspage.Config
+	var hist *history.Config
+	cfg, err := parseDirective(d, &ui, &hist)
+	return cfg, ui, hist, err
+}
+
+func parseDirective(d *cf.Dispenser, ui **statuspage.Config, hist **history.Config) (handler.Config, error) {
 	var cfg handler.Config
 	d.Next() // the directive's name
 	if d.NextArg() {
@@ -201,6 +216,16 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config) (handler.Config, er
 				return cfg, err
 			}
 			*ui = &u
+			continue
+		case "history":
+			if *hist != nil {
+				return cfg, d.Errf("history is given twice")
+			}
+			h, err := parseHistory(d)
+			if err != nil {
+				return cfg, err
+			}
+			*hist = &h
 			continue
 		case "pool":
 			at := here(d)

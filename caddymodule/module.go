@@ -22,6 +22,7 @@ import (
 	gwcaddyfile "github.com/llmgateway/caddy-llm-gateway/caddyfile"
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 	"github.com/llmgateway/caddy-llm-gateway/handler"
+	"github.com/llmgateway/caddy-llm-gateway/history"
 	"github.com/llmgateway/caddy-llm-gateway/quota"
 	"github.com/llmgateway/caddy-llm-gateway/statuspage"
 )
@@ -43,11 +44,17 @@ type Gateway struct {
 	// on Caddy's admin endpoint at /llm_gateway/ui/.
 	UI *statuspage.Config `json:"ui,omitempty"`
 
+	// History keeps each finished request's story for the admin API and
+	// the status page. Default: on, 100000 requests for at most 7 days, in
+	// the key counters' embedded file under Caddy's data directory.
+	History *history.Config `json:"history,omitempty"`
+
 	gw      *handler.Gateway
 	ui      *statuspage.Server
 	engines []*engines.Engine
 	poolKey []string
 	limiter *quota.Limiter
+	history *history.Store
 	logger  *zap.Logger
 }
 
@@ -128,6 +135,13 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 	}
 	if err := g.provisionUI(cfg.Keys, repl); err != nil {
 		return fmt.Errorf("llm_gateway: %v", err)
+	}
+	registerHistoryMetrics(ctx.GetMetricsRegistry())
+	if g.history, err = openHistory(g.History, g.logger); err != nil {
+		return fmt.Errorf("llm_gateway: %v", err)
+	}
+	if g.history != nil {
+		registerHistory(g.history)
 	}
 	registerForAdmin(g.engines)
 	registerGateway(gw)
@@ -256,6 +270,10 @@ func (g *Gateway) Cleanup() error {
 	if g.ui != nil {
 		g.ui.Close() // its pages reconnect to the next config's, which checks their key again
 	}
+	if g.history != nil {
+		unregisterHistory(g.history)
+		_ = g.history.Close() // the records live on in the next config's handle, or in the file
+	}
 	if g.gw != nil {
 		unregisterGateway(g.gw)
 	}
@@ -279,6 +297,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			observeRequest(res)
 			setPlaceholders(r, &res)
 			recordRequest(r, &res)
+			if g.history != nil {
+				keepStory(g.history, r, &res, time.Now())
+			}
 		}
 	}()
 	if !g.gw.ServeHTTP(w, r, &res) {
@@ -309,11 +330,11 @@ func setPlaceholders(r *http.Request, res *handler.Result) {
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens; the syntax is
 // documented on caddyfile.Parse.
 func (g *Gateway) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	cfg, ui, err := gwcaddyfile.ParseWithUI(d)
+	cfg, ui, hist, err := gwcaddyfile.ParseModule(d)
 	if err != nil {
 		return err
 	}
-	g.Config, g.UI = cfg, ui
+	g.Config, g.UI, g.History = cfg, ui, hist
 	return nil
 }
 
