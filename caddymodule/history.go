@@ -12,6 +12,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/llmgateway/caddy-llm-gateway/handler"
@@ -134,6 +135,9 @@ func keepStory(st *history.Store, r *http.Request, res *handler.Result, now time
 		}
 	}
 	rec.Reason = failureReason(res)
+	if sc := trace.SpanContextFromContext(r.Context()); sc.IsSampled() {
+		rec.TraceID = sc.TraceID().String()
+	}
 	if !st.Add(rec) {
 		historyDropped().Inc()
 	}

@@ -297,8 +297,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			observeRequest(res)
 			setPlaceholders(r, &res)
 			recordRequest(r, &res)
+			now := time.Now()
+			traceStory(r, &res, now)
 			if g.history != nil {
-				keepStory(g.history, r, &res, time.Now())
+				keepStory(g.history, r, &res, now)
 			}
 		}
 	}()

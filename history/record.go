@@ -95,6 +95,7 @@ type Record struct {
 	TokensIn   int64   `json:"tokens_in"`  // -1: the answer reported no usage
 	TokensOut  int64   `json:"tokens_out"` // -1: the answer reported no usage
 	Tries      []Try   `json:"tries,omitempty"`
+	TraceID    string  `json:"trace_id,omitempty"` // when Caddy's tracing traced it
 }
 
 // Try is one upstream attempt of a request, as the history keeps it.
