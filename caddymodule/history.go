@@ -17,6 +17,7 @@ import (
 
 	"github.com/llmgateway/caddy-llm-gateway/handler"
 	"github.com/llmgateway/caddy-llm-gateway/history"
+	"github.com/llmgateway/caddy-llm-gateway/statuspage"
 )
 
 // The request history (issue 27): each finished request's story, kept in
@@ -204,3 +205,9 @@ func serveRequestsAdmin(w http.ResponseWriter, r *http.Request) error {
 	}
 	return writeAdminJSON(w, page)
 }
+
+// History gives the status pages the newest live history.
+func (liveSource) History() *history.Store { return newestHistory() }
+
+// Interface guards
+var _ statuspage.HistorySource = liveSource{}

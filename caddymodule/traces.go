@@ -120,7 +120,7 @@ func traceTry(ctx context.Context, tracer trace.Tracer, op string, t handler.Try
 			trace.WithLinks(trace.Link{SpanContext: prev, Attributes: []attribute.KeyValue{attribute.String("llm_gateway.link", "resumes")}}))
 	}
 	_, span := tracer.Start(ctx, spanName(op, t.Model), opts...)
-	if t.Waited > 0 {
+	if t.Waited >= noticeableWait {
 		span.AddEvent("llm_gateway.wait", trace.WithTimestamp(t.Start.Add(t.Waited)),
 			trace.WithAttributes(attribute.Float64("llm_gateway.wait.ms", ms(t.Waited))))
 	}
@@ -137,6 +137,10 @@ func traceTry(ctx context.Context, tracer trace.Tracer, op string, t handler.Try
 	span.End(trace.WithTimestamp(t.End))
 	return span.SpanContext()
 }
+
+// noticeableWait is the shortest wait for an engine that gets an event: a
+// lease on a ready engine takes microseconds.
+const noticeableWait = time.Millisecond
 
 // operationName is gen_ai.operation.name for a route.
 func operationName(path string) string {

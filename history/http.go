@@ -70,10 +70,11 @@ func WantsLines(r *http.Request) bool {
 type Page struct {
 	Requests []Record `json:"requests"`
 	// Next is the next page's before=, 0 on the last page.
-	Next   uint64 `json:"next,omitempty"`
-	Keep   int    `json:"keep"`
-	MaxAge string `json:"max_age"`
-	Stored string `json:"stored"` // file or memory
+	Next       uint64 `json:"next,omitempty"`
+	Keep       int    `json:"keep"`
+	MaxAge     string `json:"max_age"`
+	MaxAgeSecs int64  `json:"max_age_s"`
+	Stored     string `json:"stored"` // file or memory
 }
 
 // QueryPage answers one page of f.
@@ -83,7 +84,7 @@ func (s *Store) QueryPage(f Filter) (Page, error) {
 		return Page{}, err
 	}
 	keep, maxAge := s.Limits()
-	p := Page{Requests: recs, Keep: keep, MaxAge: maxAge.String(), Stored: "file"}
+	p := Page{Requests: recs, Keep: keep, MaxAge: maxAge.String(), MaxAgeSecs: int64(maxAge / time.Second), Stored: "file"}
 	if s.InMemory() {
 		p.Stored = "memory"
 	}

@@ -177,6 +177,8 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, rest string) {
 		writeJSON(w, http.StatusOK, s.takeSnapshot(r.Context()))
 	case r.Method == http.MethodGet && rest == "events":
 		s.serveEvents(w, r)
+	case r.Method == http.MethodGet && (rest == "history" || rest == "charts"):
+		s.serveHistory(w, r, rest) // history.go
 	case r.Method == http.MethodGet && len(parts) == 2 && parts[0] == "logs":
 		s.serveLogs(w, r, parts[1])
 	case r.Method == http.MethodPost && len(parts) == 3 && parts[0] == "engines":

@@ -371,7 +371,13 @@ function addRequests(data) {
   const tbody = $('#requests tbody');
   keep = data.keep || keep;
   if (data.reset) tbody.replaceChildren();
-  for (const q of data.requests) tbody.prepend(requestRow(q, !data.reset));
+  // in start order, newest first: a long stream that ends late goes below
+  // the requests that started after it
+  for (const q of data.requests) {
+    const row = requestRow(q, !data.reset);
+    const after = [...tbody.rows].find((r) => Number(r.dataset.time) <= q.time);
+    tbody.insertBefore(row, after || null);
+  }
   while (tbody.rows.length > keep) tbody.deleteRow(-1);
   $('#req-count').textContent = '(' + tbody.rows.length + ' of the last ' + keep + ')';
 }
@@ -383,9 +389,11 @@ function requestRow(q, fresh) {
   let via = q.fallback ? 'fallback ' + q.fallback : '';
   if (q.attempts > 1) via += (via ? ', ' : '') + q.attempts + ' attempts';
   const td = (cls, text) => el('td', { class: cls, text });
-  return el('tr', { class: cls.trim(), 'data-seq': String(q.seq) },
+  const status = td('status num', String(q.status));
+  if (q.reason && q.reason !== String(q.status)) status.append(' ', el('span', { class: 'reason', text: q.reason }));
+  return el('tr', { class: cls.trim(), 'data-seq': String(q.seq), 'data-time': String(q.time) },
     el('td', {}, el('time', { datetime: t.toISOString(), text: t.toLocaleTimeString() })),
-    td('model', q.model), td('engine', q.engine || '–'), td('via', via), td('status num', String(q.status)),
+    td('model', q.model), td('engine', q.engine || '–'), td('via', via), status,
     td('num', q.ttfb_ms ? fmtMs(q.ttfb_ms) : '–'), td('num', fmtMs(q.duration_ms)), td('tokens num', tokens), td('key', q.key || ''));
 }
 

@@ -1,0 +1,129 @@
+package caddymodule
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// streamWithUsage streams a short answer at an engine's pace and reports
+// its usage in the last chunk, as llama-server does with include_usage.
+func streamWithUsage(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	if !strings.Contains(string(body), `"stream":true`) {
+		usageChat(w, r)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	for i := range 4 {
+		io.WriteString(w, chunk(fmt.Sprint("w", i)))
+		w.(http.Flusher).Flush()
+		time.Sleep(25 * time.Millisecond) // the engine's pace, not a synchronisation
+	}
+	io.WriteString(w, `data: {"id":"s1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":20,"total_tokens":25}}`+"\n\ndata: [DONE]\n\n")
+}
+
+// The history section (issue 27): its charts drawn from the history, its
+// table filtered by model and status, a failed request with its reason.
+func TestStatusPageChartsAndFiltersTheHistoryInARealBrowser(t *testing.T) {
+	ctx := browser(t)
+	var cnt counter
+	failing := scripted(t, &cnt, func(_ int, w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, `{"error":{"message":"overloaded"}}`, http.StatusServiceUnavailable)
+	})
+	ok := newRecorder(t, streamWithUsage)
+	startGateway(t, fmt.Sprintf(`
+		key ops `+uiKey+`
+		ui /llm
+		engine hp-gpu {
+			to %s
+			models hp-chat
+		}
+		engine hp-flaky {
+			to %s
+			models hp-flaky
+			retries 0
+		}
+		engine hp-down {
+			to http://%s
+			models hp-down
+			retries 0
+		}`, ok.URL, failing, freeAddr(t)))
+	for range 3 {
+		if text, err := readStream(sdk(uiKey).Chat.Completions.NewStreaming(t.Context(), chatParams("hp-chat", "hi"))); err != nil || text != "w0w1w2w3" {
+			t.Fatalf("%v %q", err, text)
+		}
+	}
+	for range 2 {
+		if resp, _ := post(t, "/v1/chat/completions", `{"model":"hp-flaky"}`, "Authorization", "Bearer "+uiKey, "X-Session-Id", "page-session"); resp.StatusCode != 503 {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+	}
+	if resp, body := post(t, "/v1/chat/completions", `{"model":"hp-down"}`, "Authorization", "Bearer "+uiKey); resp.StatusCode < 500 {
+		t.Fatalf("status %d %s", resp.StatusCode, body)
+	}
+	syncHistory(t)
+
+	run(t, ctx, "opening the page", chromedp.Navigate(gwURL+"/llm"), chromedp.WaitVisible(chromedp.CSS("#key")),
+		chromedp.SendKeys(chromedp.CSS("#key"), uiKey), chromedp.Click(chromedp.CSS("#key-form button")))
+	untilTrue(t, ctx, "the history section", `!document.querySelector('#history-section').hidden`)
+
+	// the charts: bars by status, both time-to-first-byte lines, the speed,
+	// and each engine
+	chart := func(name string) string { return `document.querySelector('#charts [data-chart="` + name + `"]')` }
+	untilTrue(t, ctx, "the status bars", chart("requests")+` && `+chart("requests")+`.querySelectorAll('rect.c-ok').length > 0 && `+
+		chart("requests")+`.querySelectorAll('rect.c-server').length > 0`)
+	untilTrue(t, ctx, "the TTFB lines", chart("ttfb")+`.querySelectorAll('circle.c-p50').length > 0 && `+chart("ttfb")+`.querySelectorAll('circle.c-p95').length > 0`)
+	untilTrue(t, ctx, "the speed", chart("speed")+`.querySelectorAll('circle.c-speed').length > 0`)
+	untilTrue(t, ctx, "the engines", chart("engines")+`.querySelector('tr[data-engine="hp-gpu"]') !== null && `+
+		chart("engines")+`.querySelector('tr[data-engine="hp-flaky"]').textContent.includes('2')`)
+	if label := eval[string](t, ctx, chart("requests")+`.querySelector('svg').getAttribute('aria-label')`); !strings.Contains(label, "requests in the last hour") {
+		t.Fatalf("the chart's label: %q", label)
+	}
+	run(t, ctx, "the last day", chromedp.Click(chromedp.CSS(`button[data-range="1d"]`)))
+	untilTrue(t, ctx, "the day's charts", `document.querySelector('#charts').dataset.range === '1d' && `+chart("requests")+`.querySelectorAll('rect.c-server').length > 0`)
+
+	// the table, filtered: one model, then the failed requests with their reason
+	rows := `[...document.querySelectorAll('#history tbody tr')]`
+	untilTrue(t, ctx, "the history rows", rows+`.filter((r) => r.querySelector('.model').textContent.startsWith('hp-')).length >= 5`)
+	run(t, ctx, "filtering by model", chromedp.SendKeys(chromedp.CSS("#hist-model"), "hp-flaky"), chromedp.Click(chromedp.CSS(`#hist-filter button[type="submit"]`)))
+	untilTrue(t, ctx, "only hp-flaky", rows+`.length === 2 && `+rows+`.every((r) => r.querySelector('.model').textContent === 'hp-flaky')`)
+	if got := eval[string](t, ctx, rows+`[0].querySelector('.status').textContent + ' | ' + `+rows+`[0].querySelector('.tries').textContent + ' | ' + `+rows+`[0].querySelector('.session').textContent`); got != "503 | hp-flaky 503 | page-session" {
+		t.Fatalf("a failed request's row: %q", got)
+	}
+	eval[bool](t, ctx, `document.querySelector('#hist-model').value = ''; document.querySelector('#hist-status').value = 'error'; true`)
+	run(t, ctx, "only failures", chromedp.Click(chromedp.CSS(`#hist-filter button[type="submit"]`)))
+	untilTrue(t, ctx, "only failures", rows+`.length >= 3 && `+rows+`.every((r) => r.classList.contains('bad'))`)
+	// a failure whose status does not say it all shows its reason, here
+	// and in the recent list
+	reason := `.some((r) => r.querySelector('.model').textContent === 'hp-down' && r.querySelector('.status .reason') && r.querySelector('.status .reason').textContent === 'connect')`
+	untilTrue(t, ctx, "the reason in the history", rows+reason)
+	untilTrue(t, ctx, "the reason in the recent list", `[...document.querySelectorAll('#requests tbody tr')]`+reason)
+
+	if out := os.Getenv("LLMGW_SCREENSHOT"); out != "" {
+		eval[bool](t, ctx, `document.querySelector('#hist-status').value = ''; true`)
+		run(t, ctx, "the unfiltered history", chromedp.Click(chromedp.CSS(`button[data-range="1h"]`)), chromedp.Click(chromedp.CSS(`#hist-filter button[type="submit"]`)))
+		untilTrue(t, ctx, "every row", rows+`.length >= 5`)
+		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		if err != nil {
+			t.Fatalf("the screenshot: %v", err)
+		}
+		if err := os.WriteFile(out, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("wrote %s", out)
+	}
+}
+
+// untilTrue is until for a condition that may meet a null on its way.
+func untilTrue(t *testing.T, ctx context.Context, what, js string) {
+	t.Helper()
+	until(t, ctx, what, "!!("+js+")")
+}
