@@ -87,6 +87,10 @@ func TestStatusPageChartsAndFiltersTheHistoryInARealBrowser(t *testing.T) {
 	if label := eval[string](t, ctx, chart("requests")+`.querySelector('svg').getAttribute('aria-label')`); !strings.Contains(label, "requests in the last hour") {
 		t.Fatalf("the chart's label: %q", label)
 	}
+	// on a phone's screen the charts and the table fit (the table scrolls in its box)
+	run(t, ctx, "a phone's screen", chromedp.EmulateViewport(390, 844))
+	until(t, ctx, "the page fitting a phone", `document.documentElement.scrollWidth <= window.innerWidth`)
+	run(t, ctx, "back to a wide screen", chromedp.EmulateViewport(1280, 1000))
 	run(t, ctx, "the last day", chromedp.Click(chromedp.CSS(`button[data-range="1d"]`)))
 	untilTrue(t, ctx, "the day's charts", `document.querySelector('#charts').dataset.range === '1d' && `+chart("requests")+`.querySelectorAll('rect.c-server').length > 0`)
 

@@ -316,9 +316,9 @@ func (s *Server) serveLogs(w http.ResponseWriter, r *http.Request, name string) 
 	var seq uint64
 	first := true
 	for {
-		lines, last, wake := eng.Lines(seq)
+		lines, last, wake := eng.TimedLines(seq)
 		if len(lines) > 0 || first {
-			b, _ := json.Marshal(map[string]any{"lines": orEmpty(lines), "reset": first})
+			b, _ := json.Marshal(timedLines(lines, first))
 			if st.send("lines", b) != nil {
 				return
 			}
@@ -328,13 +328,6 @@ func (s *Server) serveLogs(w http.ResponseWriter, r *http.Request, name string) 
 			return
 		}
 	}
-}
-
-func orEmpty(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
 }
 
 // stream is one server-sent-event response.
