@@ -2,6 +2,7 @@ package statuspage
 
 import (
 	"fmt"
+	"math"
 	"net/http"
 	"slices"
 	"sync"
@@ -131,7 +132,9 @@ func (t *tally) p(q float64) float64 {
 		return 0
 	}
 	slices.Sort(t.ttfb)
-	return t.ttfb[min(len(t.ttfb)-1, int(q*float64(len(t.ttfb))))]
+	// nearest rank: the smallest value with at least q of them at or below it
+	rank := int(math.Ceil(q * float64(len(t.ttfb))))
+	return t.ttfb[max(0, min(len(t.ttfb), rank)-1)]
 }
 
 func (t *tally) speed() float64 {
