@@ -42,9 +42,11 @@ func registerHistoryMetrics(reg *prometheus.Registry) {
 	}
 }
 
-// openHistory opens the config's history: nil when it is off. A file that
-// another process holds (caddy validate beside the running server) is no
-// reason to refuse the config: the history is kept in memory then.
+// openHistory makes the config's history handle: nil when it is off. It
+// touches no file: the first request's record opens it (caddy validate
+// writes nothing). A file it cannot open (held by another process, such as
+// a second server on one data directory) is logged, and the history is kept
+// in memory instead.
 func openHistory(cfg *history.Config, log *zap.Logger) (*history.Store, error) {
 	var c history.Config
 	if cfg != nil {
@@ -60,20 +62,15 @@ func openHistory(cfg *history.Config, log *zap.Logger) (*history.Store, error) {
 	opts := history.Options{
 		Keep: keep, MaxAge: maxAge,
 		OnError: func(err error) {
-			log.Warn("the request history could not be written; those requests are not kept", zap.Error(err))
+			log.Warn("the request history is failing: requests are missing from it", zap.Error(err))
 		},
 	}
 	if !c.Memory {
 		opts.Path = quotaPath()
 	}
 	st, err := history.Open(opts)
-	if errors.Is(err, history.ErrHeld) {
-		log.Warn("the request history's file is held by another process: keeping this config's history in memory", zap.Error(err))
-		opts.Path = ""
-		st, err = history.Open(opts)
-	}
 	if err != nil {
-		return nil, fmt.Errorf("opening the request history: %v", err)
+		return nil, fmt.Errorf("the request history: %v", err)
 	}
 	return st, nil
 }

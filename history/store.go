@@ -47,7 +47,10 @@ var registry = struct {
 	cores map[string]*core
 }{cores: map[string]*core{}}
 
-// Open returns a handle on the history at opts.Path (or in memory).
+// Open returns a handle on the history at opts.Path (or in memory). It
+// touches no file and starts nothing: the first record or read opens the
+// file and starts the writer, so that `caddy validate`, which provisions a
+// config and throws it away, writes nothing.
 func Open(opts Options) (*Store, error) {
 	id := "memory"
 	if opts.Path != "" {
@@ -55,16 +58,13 @@ func Open(opts Options) (*Store, error) {
 		if err != nil {
 			return nil, fmt.Errorf("history %s: %v", opts.Path, err)
 		}
-		id = "file " + abs
+		id, opts.Path = "file "+abs, abs
 	}
 	registry.Lock()
 	defer registry.Unlock()
 	c := registry.cores[id]
 	if c == nil {
-		var err error
-		if c, err = newCore(opts); err != nil {
-			return nil, err
-		}
+		c = newCore(opts)
 		c.id = id
 		registry.cores[id] = c
 	}
@@ -79,6 +79,7 @@ func Open(opts Options) (*Store, error) {
 // Add queues r for the writer and reports whether it was queued: when the
 // queue is full, r is dropped (and counted in Dropped). It never waits.
 func (s *Store) Add(r Record) bool {
+	s.core.start()
 	select {
 	case s.core.in <- r:
 		return true
@@ -93,6 +94,7 @@ func (s *Store) Dropped() uint64 { return s.core.dropped.Load() }
 
 // Sync returns once the records queued before it are written.
 func (s *Store) Sync() {
+	s.core.start()
 	done := make(chan struct{})
 	select {
 	case s.core.flush <- done:
@@ -117,9 +119,10 @@ func (s *Store) Query(f Filter) ([]Record, error) {
 // until fn returns false. fn must not keep r.
 func (s *Store) Scan(f Filter, fn func(r *Record) bool) error {
 	c := s.core
+	b := c.open()
 	cutoff := c.clock.Now().Add(-time.Duration(c.maxAge.Load())).UnixMilli()
 	f.Since = max(f.Since, cutoff)
-	return c.b.scan(f, fn)
+	return b.scan(f, fn)
 }
 
 // Limits are the limits in force.
@@ -127,8 +130,12 @@ func (s *Store) Limits() (keep int, maxAge time.Duration) {
 	return int(s.core.keep.Load()), time.Duration(s.core.maxAge.Load())
 }
 
-// InMemory reports whether the records are kept in memory only.
-func (s *Store) InMemory() bool { return s.core.id == "memory" }
+// InMemory reports whether the records are kept in memory only: by choice,
+// or because the file could not be opened.
+func (s *Store) InMemory() bool {
+	_, mem := s.core.open().(*memory)
+	return mem
+}
 
 // Close lets go of the handle. Closing twice is harmless.
 func (s *Store) Close() error {
@@ -143,6 +150,9 @@ func (s *Store) Close() error {
 		return nil
 	}
 	delete(registry.cores, c.id)
+	if !c.started.Load() {
+		return nil // never used: nothing was opened
+	}
 	close(c.stop)
 	<-c.done
 	return c.b.close()
@@ -162,6 +172,7 @@ type backend interface {
 type core struct {
 	id   string
 	refs int // registry's lock
+	path string
 
 	in      chan Record
 	flush   chan chan struct{}
@@ -170,36 +181,72 @@ type core struct {
 	maxAge  atomic.Int64 // nanoseconds
 	onError atomic.Pointer[func(error)]
 	clock   clock.Clock
-	b       backend
+
+	// the backend, opened at first use by the writer it starts
+	startOnce sync.Once
+	started   atomic.Bool
+	opened    chan struct{} // closed once b is set
+	b         backend
 
 	stop, done chan struct{}
 }
 
-func newCore(opts Options) (*core, error) {
+func newCore(opts Options) *core {
 	c := &core{
-		in:    make(chan Record, queueSize),
-		flush: make(chan chan struct{}),
-		clock: opts.Clock,
-		stop:  make(chan struct{}),
-		done:  make(chan struct{}),
+		path:   opts.Path,
+		in:     make(chan Record, queueSize),
+		flush:  make(chan chan struct{}),
+		clock:  opts.Clock,
+		opened: make(chan struct{}),
+		stop:   make(chan struct{}),
+		done:   make(chan struct{}),
 	}
 	if c.clock == nil {
 		c.clock = clock.Real
 	}
-	if opts.Path == "" {
-		c.b = newMemory()
-	} else {
-		fb, err := openFile(opts.Path)
-		if err != nil {
-			if errors.Is(err, boltfile.ErrHeld) {
-				return nil, fmt.Errorf("history %s is %w", opts.Path, err)
-			}
-			return nil, fmt.Errorf("history %s: %v", opts.Path, err)
-		}
-		c.b = fb
+	return c
+}
+
+// start starts the writer, once; it opens the backend first.
+func (c *core) start() {
+	c.startOnce.Do(func() {
+		c.started.Store(true)
+		go c.loop()
+	})
+}
+
+// open returns the backend, starting the writer and waiting for it to open
+// the backend if need be.
+func (c *core) open() backend {
+	c.start()
+	<-c.opened
+	return c.b
+}
+
+// openBackend opens the file; one that cannot be opened (held by another
+// process, unwritable) is told to OnError, and the records are kept in
+// memory instead.
+func (c *core) openBackend() backend {
+	if c.path == "" {
+		return newMemory()
 	}
-	go c.loop()
-	return c, nil
+	fb, err := openFile(c.path)
+	if err == nil {
+		return fb
+	}
+	if errors.Is(err, boltfile.ErrHeld) {
+		err = fmt.Errorf("history %s is %w: keeping the request history in memory", c.path, err)
+	} else {
+		err = fmt.Errorf("history %s: %v; keeping the request history in memory", c.path, err)
+	}
+	c.tell(err)
+	return newMemory()
+}
+
+func (c *core) tell(err error) {
+	if f := c.onError.Load(); f != nil {
+		(*f)(err)
+	}
 }
 
 func (c *core) setLimits(keep int, maxAge time.Duration) {
@@ -218,6 +265,8 @@ func (c *core) setLimits(keep int, maxAge time.Duration) {
 // still queued.
 func (c *core) loop() {
 	defer close(c.done)
+	c.b = c.openBackend()
+	close(c.opened)
 	batch := make([]Record, 0, maxBatch)
 	for {
 		select {
@@ -256,11 +305,8 @@ func (c *core) write(batch []Record) {
 		return
 	}
 	cutoff := c.clock.Now().Add(-time.Duration(c.maxAge.Load())).UnixMilli()
-	err := c.b.write(batch, int(c.keep.Load()), cutoff)
-	if err != nil {
-		if f := c.onError.Load(); f != nil {
-			(*f)(err)
-		}
+	if err := c.b.write(batch, int(c.keep.Load()), cutoff); err != nil {
+		c.tell(err)
 	}
 	clear(batch) // the strings go with the records
 }

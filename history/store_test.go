@@ -1,7 +1,9 @@
 package history
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -189,7 +191,7 @@ func TestAddNeverWaitsForTheDisk(t *testing.T) {
 	defer s.Close()
 	// hold the file's write transaction: the writer blocks in its first write
 	held, release := make(chan struct{}), make(chan struct{})
-	go s.core.b.(*file).db.Update(func(*bolt.Tx) error {
+	go s.core.open().(*file).db.Update(func(*bolt.Tx) error {
 		close(held)
 		<-release
 		return nil
@@ -224,5 +226,46 @@ func TestCallersTextsAreCut(t *testing.T) {
 		if ParseStatus(bad) == nil {
 			t.Errorf("status %q accepted", bad)
 		}
+	}
+}
+
+func TestOpeningTouchesNoFileUntilTheFirstRecord(t *testing.T) {
+	// caddy validate provisions a config and throws it away: nothing on disk
+	path := filepath.Join(t.TempDir(), "data", "quota.db")
+	s, err := Open(Options{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Dir(path)); !os.IsNotExist(err) {
+		t.Fatalf("Open created %s: %v", filepath.Dir(path), err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Dir(path)); !os.IsNotExist(err) {
+		t.Fatalf("Close created %s: %v", filepath.Dir(path), err)
+	}
+}
+
+func TestAHeldFileKeepsTheHistoryInMemory(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "quota.db")
+	other, err := bolt.Open(path, 0o600, nil) // another process
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	told := make(chan error, 1)
+	s, err := Open(Options{Path: path, OnError: func(err error) { told <- err }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.Add(rec(clock.Real, "m", 200))
+	s.Sync()
+	if err := <-told; !errors.Is(err, ErrHeld) || !s.InMemory() {
+		t.Fatalf("told %v, in memory %v", err, s.InMemory())
+	}
+	if got, _ := s.Query(Filter{}); len(got) != 1 {
+		t.Fatalf("kept %d records", len(got))
 	}
 }
