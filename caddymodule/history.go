@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -109,7 +110,7 @@ func newestHistory() *history.Store {
 
 // keepStory hands a finished request's story to the history. It runs on the
 // request's goroutine and never waits (BenchmarkKeepStory).
-func keepStory(st *history.Store, r *http.Request, res *handler.Result, now time.Time) {
+func keepStory(st *history.Store, w http.ResponseWriter, r *http.Request, res *handler.Result, now time.Time) {
 	arrived := now.Add(-res.Duration)
 	rec := history.Record{
 		Time: arrived.UnixMilli(), Path: r.URL.Path,
@@ -118,6 +119,7 @@ func keepStory(st *history.Store, r *http.Request, res *handler.Result, now time
 		Model: history.Cut(res.ModelAsked), Engine: res.Engine, Fallback: res.Fallback,
 		Status: res.Status, TTFBMs: ms(res.TTFB), DurationMs: ms(res.Duration),
 		TokensIn: -1, TokensOut: -1,
+		Stream: strings.HasPrefix(w.Header().Get("Content-Type"), "text/event-stream"),
 	}
 	if res.HasUsage {
 		rec.TokensIn, rec.TokensOut = int64(res.Usage.Prompt), int64(res.Usage.Completion)

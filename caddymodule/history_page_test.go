@@ -131,3 +131,25 @@ func untilTrue(t *testing.T, ctx context.Context, what, js string) {
 	t.Helper()
 	until(t, ctx, what, "!!("+js+")")
 }
+
+// screenshotTraffic sends the README's screenshot some real requests (demo's
+// answers, streamed and not, and the unreachable cloud engine's failures),
+// so that its history and charts show something, and waits for the page to
+// show them.
+func screenshotTraffic(t *testing.T, ctx context.Context) {
+	t.Helper()
+	for i := range 12 {
+		if i%2 == 0 {
+			readStream(sdk(uiKey).Chat.Completions.NewStreaming(t.Context(), chatParams("demo", "tell me a story")))
+		} else {
+			post(t, "/v1/chat/completions", `{"model":"demo","messages":[{"role":"user","content":"hi"}]}`, "Authorization", "Bearer "+uiKey, "X-Session-Id", "readme")
+		}
+	}
+	for range 3 {
+		post(t, "/v1/chat/completions", `{"model":"cloud-model"}`, "Authorization", "Bearer "+uiKey)
+	}
+	syncHistory(t)
+	run(t, ctx, "the history's newest page", chromedp.Click(chromedp.CSS(`#hist-filter button[type="submit"]`)))
+	untilTrue(t, ctx, "the requests in the history", `document.querySelectorAll('#history tbody tr').length >= 15`)
+	until(t, ctx, "the charts", `document.querySelectorAll('#charts rect.bar').length > 0`)
+}

@@ -148,6 +148,8 @@ func BenchmarkKeepStory(b *testing.B) {
 	}
 	defer st.Close()
 	r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
+	w := httptest.NewRecorder()
+	w.Header().Set("Content-Type", "text/event-stream")
 	r.Header.Set("User-Agent", "OpenAI/Python 1.99.0")
 	r.Header.Set("X-Session-Id", "s-1")
 	now := time.Now()
@@ -159,6 +161,6 @@ func BenchmarkKeepStory(b *testing.B) {
 		}}
 	b.ReportAllocs()
 	for b.Loop() {
-		keepStory(st, r, res, now)
+		keepStory(st, w, r, res, now)
 	}
 }

@@ -300,7 +300,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			now := time.Now()
 			traceStory(r, &res, now)
 			if g.history != nil {
-				keepStory(g.history, r, &res, now)
+				keepStory(g.history, w, r, &res, now)
 			}
 		}
 	}()

@@ -92,8 +92,9 @@ type Record struct {
 	Reason     string  `json:"reason,omitempty"` // a failed request's last verdict, or the key rule that refused it
 	TTFBMs     float64 `json:"ttfb_ms"`
 	DurationMs float64 `json:"duration_ms"`
-	TokensIn   int64   `json:"tokens_in"`  // -1: the answer reported no usage
-	TokensOut  int64   `json:"tokens_out"` // -1: the answer reported no usage
+	TokensIn   int64   `json:"tokens_in"`        // -1: the answer reported no usage
+	TokensOut  int64   `json:"tokens_out"`       // -1: the answer reported no usage
+	Stream     bool    `json:"stream,omitempty"` // the answer was an event stream
 	Tries      []Try   `json:"tries,omitempty"`
 	TraceID    string  `json:"trace_id,omitempty"` // when Caddy's tracing traced it
 }

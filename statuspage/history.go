@@ -98,7 +98,7 @@ type chartBucket struct {
 	Server    int     `json:"server"` // 5xx
 	TTFBP50   float64 `json:"ttfb_p50"`
 	TTFBP95   float64 `json:"ttfb_p95"`
-	TokensSec float64 `json:"tokens_per_s"` // completion tokens over the time spent producing them
+	TokensSec float64 `json:"tokens_per_s"` // completion tokens over the time spent producing them: a stream's after its first byte, a whole answer's all of it
 }
 
 type engineChart struct {
@@ -121,9 +121,19 @@ func (t *tally) add(r *history.Record) {
 	if r.TTFBMs > 0 {
 		t.ttfb = append(t.ttfb, r.TTFBMs)
 	}
-	if r.TokensOut > 0 && r.DurationMs > r.TTFBMs {
+	// a stream's tokens came after its first byte; a whole answer's first
+	// byte is the answer, so its attempt's time made them, but for a wait
+	// for the engine's start
+	producing := r.DurationMs
+	switch n := len(r.Tries); {
+	case r.Stream:
+		producing -= r.TTFBMs
+	case n > 0 && r.Tries[n-1].Reason == "ok":
+		producing = r.Tries[n-1].DurationMs - r.Tries[n-1].WaitedMs
+	}
+	if r.TokensOut > 0 && producing > 0 {
 		t.tokens += r.TokensOut
-		t.producingSecs += (r.DurationMs - r.TTFBMs) / 1000
+		t.producingSecs += producing / 1000
 	}
 }
 

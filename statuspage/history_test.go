@@ -28,12 +28,16 @@ func TestChartsCountEachBucketAndEngineFromTheHistory(t *testing.T) {
 	defer st.Close()
 	now := clk.Now()
 	add := func(ago time.Duration, engine string, status int, ttfb, dur float64, tokens int64) {
-		st.Add(history.Record{Time: now.Add(-ago).UnixMilli(), Model: "m", Engine: engine, Status: status, TTFBMs: ttfb, DurationMs: dur, TokensIn: 1, TokensOut: tokens})
+		st.Add(history.Record{Time: now.Add(-ago).UnixMilli(), Model: "m", Engine: engine, Status: status, TTFBMs: ttfb, DurationMs: dur, TokensIn: 1, TokensOut: tokens, Stream: true})
 	}
 	add(2*time.Hour, "gpu", 200, 100, 200, 10)     // the day's only
 	add(90*time.Second, "gpu", 200, 100, 1100, 50) // 50 tokens in 1 s
 	add(80*time.Second, "gpu", 200, 300, 1300, 150)
 	add(10*time.Second, "cpu", 503, 0, 5, -1)
+	// a whole answer: its first byte is the answer, its attempt's time but
+	// the wait for the engine's start made the tokens
+	st.Add(history.Record{Time: now.Add(-5 * time.Second).UnixMilli(), Model: "m", Engine: "whole", Status: 200, TTFBMs: 2490, DurationMs: 2500, TokensOut: 50,
+		Tries: []history.Try{{Engine: "whole", Reason: "ok", DurationMs: 2500, WaitedMs: 2000}}})
 	st.Add(history.Record{Time: now.UnixMilli(), Model: "m", Status: 502, Tries: []history.Try{{Engine: "cpu", Reason: "connect"}}})
 	st.Sync()
 
@@ -48,8 +52,8 @@ func TestChartsCountEachBucketAndEngineFromTheHistory(t *testing.T) {
 	for _, b := range c.Buckets {
 		ok, server = ok+b.OK, server+b.Server
 	}
-	if ok != 2 || server != 2 {
-		t.Fatalf("the hour holds %d good and %d failed requests, want 2 and 2", ok, server)
+	if ok != 3 || server != 2 {
+		t.Fatalf("the hour holds %d good and %d failed requests, want 3 and 2", ok, server)
 	}
 	// both good requests ended in one bucket or two: their speed is 100/s
 	var speeds []float64
@@ -67,6 +71,9 @@ func TestChartsCountEachBucketAndEngineFromTheHistory(t *testing.T) {
 	}
 	if gpu := byName["gpu"]; gpu.Requests != 2 || gpu.TokensSec != 100 || gpu.TTFBP50 != 100 || gpu.TTFBP95 != 300 {
 		t.Fatalf("gpu %+v", gpu)
+	}
+	if whole := byName["whole"]; whole.TokensSec != 100 {
+		t.Fatalf("a whole answer's speed: %+v", whole)
 	}
 	// a failure without an answering engine counts against the engine it tried
 	if cpu := byName["cpu"]; cpu.Requests != 2 || cpu.Errors != 2 {
