@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -110,20 +109,6 @@ func TestStatusPageChartsAndFiltersTheHistoryInARealBrowser(t *testing.T) {
 	reason := `.some((r) => r.querySelector('.model').textContent === 'hp-down' && r.querySelector('.status .reason') && r.querySelector('.status .reason').textContent === 'connect')`
 	untilTrue(t, ctx, "the reason in the history", rows+reason)
 	untilTrue(t, ctx, "the reason in the recent list", `[...document.querySelectorAll('#requests tbody tr')]`+reason)
-
-	if out := os.Getenv("LLMGW_SCREENSHOT"); out != "" {
-		eval[bool](t, ctx, `document.querySelector('#hist-status').value = ''; true`)
-		run(t, ctx, "the unfiltered history", chromedp.Click(chromedp.CSS(`button[data-range="1h"]`)), chromedp.Click(chromedp.CSS(`#hist-filter button[type="submit"]`)))
-		untilTrue(t, ctx, "every row", rows+`.length >= 5`)
-		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-		if err != nil {
-			t.Fatalf("the screenshot: %v", err)
-		}
-		if err := os.WriteFile(out, png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("wrote %s", out)
-	}
 }
 
 // untilTrue is until for a condition that may meet a null on its way.

@@ -57,15 +57,15 @@ func (b *lineBuffer) add(line string) {
 // since returns the kept lines numbered after seq (oldest first), the number
 // of the newest line, and a channel closed when the next line is added.
 func (b *lineBuffer) since(seq uint64) ([]string, uint64, <-chan struct{}) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.changed == nil {
-		b.changed = make(chan struct{})
+	lines, last, wake := b.timedSince(seq)
+	if lines == nil {
+		return nil, last, wake
 	}
-	if b.seq <= seq {
-		return nil, b.seq, b.changed
+	texts := make([]string, len(lines))
+	for i, l := range lines {
+		texts[i] = l.Text
 	}
-	return b.lastLocked(int(min(b.seq-seq, keptLines))), b.seq, b.changed
+	return texts, last, wake
 }
 
 // last returns up to n of the most recent lines, oldest first.
