@@ -111,7 +111,7 @@ func newestHistory() *history.Store {
 // keepStory hands a finished request's story to the history. It runs on the
 // request's goroutine and never waits (BenchmarkKeepStory).
 func keepStory(st *history.Store, w http.ResponseWriter, r *http.Request, res *handler.Result, now time.Time) {
-	arrived := now.Add(-res.Duration)
+	arrived := arrival(res, now)
 	rec := history.Record{
 		Time: arrived.UnixMilli(), Path: r.URL.Path,
 		Key: res.KeyName, Client: clientAddress(r),

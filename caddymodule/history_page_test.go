@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -33,6 +34,9 @@ func streamWithUsage(w http.ResponseWriter, r *http.Request) {
 // table filtered by model and status, a failed request with its reason.
 func TestStatusPageChartsAndFiltersTheHistoryInARealBrowser(t *testing.T) {
 	ctx := browser(t)
+	// names of this run's own: the history outlives a test (-count=2)
+	suffix := strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
+	gpu, flaky, down := "hp-gpu-"+suffix, "hp-flaky-"+suffix, "hp-down-"+suffix
 	var cnt counter
 	failing := scripted(t, &cnt, func(_ int, w http.ResponseWriter, _ *http.Request) {
 		http.Error(w, `{"error":{"message":"overloaded"}}`, http.StatusServiceUnavailable)
@@ -41,31 +45,31 @@ func TestStatusPageChartsAndFiltersTheHistoryInARealBrowser(t *testing.T) {
 	startGateway(t, fmt.Sprintf(`
 		key ops `+uiKey+`
 		ui /llm
-		engine hp-gpu {
-			to %s
-			models hp-chat
+		engine %[1]s {
+			to %[4]s
+			models %[1]s
 		}
-		engine hp-flaky {
-			to %s
-			models hp-flaky
+		engine %[2]s {
+			to %[5]s
+			models %[2]s
 			retries 0
 		}
-		engine hp-down {
-			to http://%s
-			models hp-down
+		engine %[3]s {
+			to http://%[6]s
+			models %[3]s
 			retries 0
-		}`, ok.URL, failing, freeAddr(t)))
+		}`, gpu, flaky, down, ok.URL, failing, freeAddr(t)))
 	for range 3 {
-		if text, err := readStream(sdk(uiKey).Chat.Completions.NewStreaming(t.Context(), chatParams("hp-chat", "hi"))); err != nil || text != "w0w1w2w3" {
+		if text, err := readStream(sdk(uiKey).Chat.Completions.NewStreaming(t.Context(), chatParams(gpu, "hi"))); err != nil || text != "w0w1w2w3" {
 			t.Fatalf("%v %q", err, text)
 		}
 	}
 	for range 2 {
-		if resp, _ := post(t, "/v1/chat/completions", `{"model":"hp-flaky"}`, "Authorization", "Bearer "+uiKey, "X-Session-Id", "page-session"); resp.StatusCode != 503 {
+		if resp, _ := post(t, "/v1/chat/completions", `{"model":"`+flaky+`"}`, "Authorization", "Bearer "+uiKey, "X-Session-Id", "page-session"); resp.StatusCode != 503 {
 			t.Fatalf("status %d", resp.StatusCode)
 		}
 	}
-	if resp, body := post(t, "/v1/chat/completions", `{"model":"hp-down"}`, "Authorization", "Bearer "+uiKey); resp.StatusCode < 500 {
+	if resp, body := post(t, "/v1/chat/completions", `{"model":"`+down+`"}`, "Authorization", "Bearer "+uiKey); resp.StatusCode < 500 {
 		t.Fatalf("status %d %s", resp.StatusCode, body)
 	}
 	syncHistory(t)
@@ -81,8 +85,8 @@ func TestStatusPageChartsAndFiltersTheHistoryInARealBrowser(t *testing.T) {
 		chart("requests")+`.querySelectorAll('rect.c-server').length > 0`)
 	untilTrue(t, ctx, "the TTFB lines", chart("ttfb")+`.querySelectorAll('circle.c-p50').length > 0 && `+chart("ttfb")+`.querySelectorAll('circle.c-p95').length > 0`)
 	untilTrue(t, ctx, "the speed", chart("speed")+`.querySelectorAll('circle.c-speed').length > 0`)
-	untilTrue(t, ctx, "the engines", chart("engines")+`.querySelector('tr[data-engine="hp-gpu"]') !== null && `+
-		chart("engines")+`.querySelector('tr[data-engine="hp-flaky"]').textContent.includes('2')`)
+	untilTrue(t, ctx, "the engines", chart("engines")+`.querySelector('tr[data-engine="`+gpu+`"]') !== null && `+
+		chart("engines")+`.querySelector('tr[data-engine="`+flaky+`"]').innerText.split('\t').slice(1, 3).join(' ') === '2 2'`)
 	if label := eval[string](t, ctx, chart("requests")+`.querySelector('svg').getAttribute('aria-label')`); !strings.Contains(label, "requests in the last hour") {
 		t.Fatalf("the chart's label: %q", label)
 	}
@@ -95,10 +99,10 @@ func TestStatusPageChartsAndFiltersTheHistoryInARealBrowser(t *testing.T) {
 
 	// the table, filtered: one model, then the failed requests with their reason
 	rows := `[...document.querySelectorAll('#history tbody tr')]`
-	untilTrue(t, ctx, "the history rows", rows+`.filter((r) => r.querySelector('.model').textContent.startsWith('hp-')).length >= 5`)
-	run(t, ctx, "filtering by model", chromedp.SendKeys(chromedp.CSS("#hist-model"), "hp-flaky"), chromedp.Click(chromedp.CSS(`#hist-filter button[type="submit"]`)))
-	untilTrue(t, ctx, "only hp-flaky", rows+`.length === 2 && `+rows+`.every((r) => r.querySelector('.model').textContent === 'hp-flaky')`)
-	if got := eval[string](t, ctx, rows+`[0].querySelector('.status').textContent + ' | ' + `+rows+`[0].querySelector('.tries').textContent + ' | ' + `+rows+`[0].querySelector('.session').textContent`); got != "503 | hp-flaky 503 | page-session" {
+	untilTrue(t, ctx, "the history rows", rows+`.filter((r) => r.querySelector('.model').textContent.endsWith('-`+suffix+`')).length >= 6`)
+	run(t, ctx, "filtering by model", chromedp.SendKeys(chromedp.CSS("#hist-model"), flaky), chromedp.Click(chromedp.CSS(`#hist-filter button[type="submit"]`)))
+	untilTrue(t, ctx, "only hp-flaky", rows+`.length === 2 && `+rows+`.every((r) => r.querySelector('.model').textContent === '`+flaky+`')`)
+	if got := eval[string](t, ctx, rows+`[0].querySelector('.status').textContent + ' | ' + `+rows+`[0].querySelector('.tries').textContent + ' | ' + `+rows+`[0].querySelector('.session').textContent`); got != "503 | "+flaky+" 503 | page-session" {
 		t.Fatalf("a failed request's row: %q", got)
 	}
 	eval[bool](t, ctx, `document.querySelector('#hist-model').value = ''; document.querySelector('#hist-status').value = 'error'; true`)
@@ -106,7 +110,7 @@ func TestStatusPageChartsAndFiltersTheHistoryInARealBrowser(t *testing.T) {
 	untilTrue(t, ctx, "only failures", rows+`.length >= 3 && `+rows+`.every((r) => r.classList.contains('bad'))`)
 	// a failure whose status does not say it all shows its reason, here
 	// and in the recent list
-	reason := `.some((r) => r.querySelector('.model').textContent === 'hp-down' && r.querySelector('.status .reason') && r.querySelector('.status .reason').textContent === 'connect')`
+	reason := `.some((r) => r.querySelector('.model').textContent === '` + down + `' && r.querySelector('.status .reason') && r.querySelector('.status .reason').textContent === 'connect')`
 	untilTrue(t, ctx, "the reason in the history", rows+reason)
 	untilTrue(t, ctx, "the reason in the recent list", `[...document.querySelectorAll('#requests tbody tr')]`+reason)
 }

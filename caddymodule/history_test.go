@@ -37,6 +37,8 @@ func syncHistory(t *testing.T) {
 }
 
 func TestHistoryKeepsEachRequestsStoryAcrossARestart(t *testing.T) {
+	// this run's requests: the history outlives a test (-count=2)
+	since := fmt.Sprint("&since=", time.Now().UnixMilli())
 	up := newRecorder(t, okChat)
 	gateway := fmt.Sprintf(`
 		key team-history history-key-000001
@@ -53,7 +55,7 @@ func TestHistoryKeepsEachRequestsStoryAcrossARestart(t *testing.T) {
 	post(t, "/v1/chat/completions", `{"model":"hist-unknown"}`, "Authorization", "Bearer history-key-000001")
 	syncHistory(t)
 
-	p := historyPage(t, "?model=hist-qwen")
+	p := historyPage(t, "?model=hist-qwen"+since)
 	if len(p.Requests) != 1 || p.Stored != "file" || p.Keep != history.DefaultKeep {
 		t.Fatalf("page %+v", p)
 	}
@@ -63,7 +65,7 @@ func TestHistoryKeepsEachRequestsStoryAcrossARestart(t *testing.T) {
 		r.Tries[0].Reason != "ok" || r.Tries[0].Address != strings.TrimPrefix(up.URL, "http://") || r.Tries[0].Scope != "" {
 		t.Fatalf("record %+v", r)
 	}
-	if p := historyPage(t, "?model=hist-unknown&status=4xx"); len(p.Requests) != 1 || p.Requests[0].Status != 404 {
+	if p := historyPage(t, "?model=hist-unknown&status=4xx"+since); len(p.Requests) != 1 || p.Requests[0].Status != 404 {
 		t.Fatalf("the refused request: %+v", p.Requests)
 	}
 
@@ -73,16 +75,16 @@ func TestHistoryKeepsEachRequestsStoryAcrossARestart(t *testing.T) {
 		t.Fatalf("a history is still live without a gateway")
 	}
 	startGateway(t, gateway)
-	p = historyPage(t, "?model=hist-qwen&key=team-history")
+	p = historyPage(t, "?model=hist-qwen&key=team-history"+since)
 	if len(p.Requests) != 1 || p.Requests[0].Session != "session-42" {
 		t.Fatalf("after a restart: %+v", p.Requests)
 	}
 
 	// the export: JSON lines, no key and no prompt anywhere
 	for _, ask := range []func(*http.Request){
-		func(r *http.Request) { r.URL.RawQuery = "format=jsonl&model=hist-qwen" },
+		func(r *http.Request) { r.URL.RawQuery = "format=jsonl&model=hist-qwen" + since },
 		func(r *http.Request) {
-			r.URL.RawQuery = "model=hist-qwen"
+			r.URL.RawQuery = "model=hist-qwen" + since
 			r.Header.Set("Accept", "application/x-ndjson")
 		},
 	} {

@@ -49,7 +49,7 @@ func traceStory(r *http.Request, res *handler.Result, now time.Time) {
 	}
 	tracer := parent.TracerProvider().Tracer(tracerName)
 	op := operationName(r.URL.Path)
-	arrived := now.Add(-res.Duration)
+	arrived := arrival(res, now)
 
 	attrs := []attribute.KeyValue{
 		attribute.String("gen_ai.operation.name", op),
@@ -91,6 +91,17 @@ func traceStory(r *http.Request, res *handler.Result, now time.Time) {
 		prev = traceTry(ctx, tracer, op, t, res.Tries[i+1:], prev)
 	}
 	span.End(trace.WithTimestamp(now))
+}
+
+// arrival is when the request arrived: its duration back from now, but no
+// later than its first attempt began (the handler took its duration a
+// moment before this deferred code runs; Result has no start time).
+func arrival(res *handler.Result, now time.Time) time.Time {
+	at := now.Add(-res.Duration)
+	if len(res.Tries) > 0 && res.Tries[0].Start.Before(at) {
+		at = res.Tries[0].Start
+	}
+	return at
 }
 
 // traceTry writes one attempt's span and returns its context, which the
