@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/llmgateway/caddy-llm-gateway/handler"
+	hconfig "github.com/llmgateway/caddy-llm-gateway/handler/config"
 )
 
 // fence is one fenced code block of a Markdown file.
@@ -255,7 +255,7 @@ func TestLlamaSwapPageHoldsTheTranslationTheTestsLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{fmt.Sprintf("shorter than %d characters", handler.MinKeyLength), "openssl rand -hex 24", "{args[1:]}", "memory budget"} {
+	for _, s := range []string{fmt.Sprintf("shorter than %d characters", hconfig.MinKeyLength), "openssl rand -hex 24", "{args[1:]}", "memory budget"} {
 		if !strings.Contains(string(b), s) {
 			t.Errorf("%s does not say %q", page, s)
 		}

@@ -18,7 +18,7 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
-	"github.com/llmgateway/caddy-llm-gateway/handler"
+	hconfig "github.com/llmgateway/caddy-llm-gateway/handler/config"
 	"github.com/llmgateway/caddy-llm-gateway/history"
 	"github.com/llmgateway/caddy-llm-gateway/quota"
 	"github.com/llmgateway/caddy-llm-gateway/statuspage"
@@ -51,6 +51,8 @@ import (
 //		list_aliases on|off             # /v1/models lists every models name; default off (the first)
 //		max_fallbacks <n>               # items a body's "fallbacks" may name; default 4
 //		max_attempts <n>                # upstream calls one request may cause, of every kind; default 8
+//		memory_budget <size> [devices <ids>]  # what engines with memory share; repeatable, once per device set (0, 1,2)
+//		max_wait <duration>             # a start's wait for room before busy engines are drained, or it is refused; default 30s
 //		transport http { … }            # default transport of engines without their own (see engine)
 //		extra_paths <path...>|off       # POST paths outside /v1/ routed by the body's model;
 //		                                # default llama-server's /completion /embedding /rerank /infill /tokenize …
@@ -96,6 +98,10 @@ import (
 //			models_from [<path>]        # a node reporting each model's state (default path /v1/models)
 //			wake on|off                 # overrides the handler's
 //			group <name>                # engines of one group never run together
+//			memory <size>               # what it holds while it runs, against memory_budget
+//			devices <ids>               # the GPUs it runs on (0, 1,2): its set's memory_budget; CUDA_VISIBLE_DEVICES
+//			min_loaded <duration>       # not stopped for room this long after serving; default 0
+//			evict idle|never            # may the scheduler stop it for room; default idle
 //			start_timeout <duration>    # default 5m
 //			idle_timeout <duration>     # default 0 (never stop for idleness)
 //			stop_timeout <duration>     # default 10s
@@ -129,30 +135,39 @@ import (
 //	}
 //
 // Every mistake is an error carrying the Caddyfile's file:line.
-func Parse(d *cf.Dispenser) (handler.Config, error) {
+func Parse(d *cf.Dispenser) (hconfig.Config, error) {
 	cfg, _, err := ParseWithUI(d)
 	return cfg, err
 }
 
 // ParseWithUI is Parse that also returns the `ui` subdirective, which is the
 // caddy module's (the status page), not the handler's; nil without one.
-func ParseWithUI(d *cf.Dispenser) (handler.Config, *statuspage.Config, error) {
-	cfg, ui, _, err := ParseModule(d)
-	return cfg, ui, err
+func ParseWithUI(d *cf.Dispenser) (hconfig.Config, *statuspage.Config, error) {
+	m, err := ParseModule(d)
+	return m.Config, m.UI, err
 }
 
-// ParseModule is Parse that also returns the caddy module's own
-// subdirectives: `ui` (the status page) and `history` (the requests kept);
-// nil without them.
-func ParseModule(d *cf.Dispenser) (handler.Config, *statuspage.Config, *history.Config, error) {
-	var ui *statuspage.Config
-	var hist *history.Config
-	cfg, err := parseDirective(d, &ui, &hist)
-	return cfg, ui, hist, err
+// Module is what the llm_gateway directive sets: the handler's config and
+// the caddy module's own parts beside it.
+type Module struct {
+	Config hconfig.Config
+	// UI is the `ui` subdirective (the status page); nil without one.
+	UI *statuspage.Config
+	// History is the `history` subdirective (the requests kept); nil
+	// without one.
+	History *history.Config
 }
 
-func parseDirective(d *cf.Dispenser, ui **statuspage.Config, hist **history.Config) (handler.Config, error) {
-	var cfg handler.Config
+// ParseModule is Parse with the caddy module's parts.
+func ParseModule(d *cf.Dispenser) (Module, error) {
+	var m Module
+	var err error
+	m.Config, err = parseDirective(d, &m.UI, &m.History)
+	return m, err
+}
+
+func parseDirective(d *cf.Dispenser, ui **statuspage.Config, hist **history.Config) (hconfig.Config, error) {
+	var cfg hconfig.Config
 	d.Next() // the directive's name
 	if d.NextArg() {
 		return cfg, d.ArgErr()
@@ -167,6 +182,7 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config, hist **history.Conf
 	var keysAt *pos // the first keys or key line
 	var defaultTransport json.RawMessage
 	var defaultsAt *pos
+	budgetAt := map[string]pos{} // each memory_budget line, by device set ("" without devices)
 	for d.NextBlock(0) {
 		if (d.Val() == "keys" || d.Val() == "key") && keysAt == nil {
 			at := here(d)
@@ -179,10 +195,10 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config, hist **history.Conf
 				return cfg, d.ArgErr()
 			}
 			for _, a := range args {
-				if err := handler.CheckKey(handler.Key{Value: a}); err != nil {
+				if err := hconfig.CheckKey(hconfig.Key{Value: a}); err != nil {
 					return cfg, d.Errf("%v", err)
 				}
-				cfg.Keys = append(cfg.Keys, handler.Key{Value: a})
+				cfg.Keys = append(cfg.Keys, hconfig.Key{Value: a})
 			}
 			continue
 		case "key":
@@ -252,6 +268,27 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config, hist **history.Conf
 			defaultsSet = dset
 			cfg.Defaults = &dc
 			continue
+		case "memory_budget":
+			at := here(d)
+			b, err := parseMemoryBudget(d)
+			if err != nil {
+				return cfg, err
+			}
+			set := engines.DeviceSet(b.Devices)
+			if first, ok := budgetAt[set]; ok {
+				what := "memory_budget"
+				if set != "" {
+					what += " of devices " + set
+				}
+				return cfg, at.errf("%s is given twice (first at %s)", what, first)
+			}
+			budgetAt[set] = at
+			if set == "" {
+				cfg.MemoryBudget = b.Budget
+			} else {
+				cfg.MemoryBudgets = append(cfg.MemoryBudgets, b)
+			}
+			continue
 		case "engine":
 			at := here(d)
 			ec, eset, err := parseEngine(d)
@@ -270,12 +307,6 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config, hist **history.Conf
 			return cfg, err
 		}
 		switch d.Val() {
-		case "memory_budget":
-			n, err := sizeArg(d)
-			if err != nil {
-				return cfg, err
-			}
-			cfg.MemoryBudget = n
 		case "max_wait":
 			if err := durationArg(d, &cfg.MaxWait); err != nil {
 				return cfg, err
@@ -342,7 +373,7 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config, hist **history.Conf
 				paths = args
 			}
 			for _, p := range paths {
-				if err := handler.CheckExtraPath(p); err != nil {
+				if err := hconfig.CheckExtraPath(p); err != nil {
 					return cfg, d.Errf("%v", err)
 				}
 			}
@@ -378,17 +409,31 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config, hist **history.Conf
 	if err := checkNamedKeys(cfg.Keys, keyAt); err != nil {
 		return cfg, err
 	}
-	if *ui != nil && len((*ui).Keys) == 0 && len(handler.OperatorTokens(cfg.Keys)) == 0 {
+	if *ui != nil && len((*ui).Keys) == 0 && len(hconfig.OperatorTokens(cfg.Keys)) == 0 {
 		return cfg, uiAt.errf("ui needs operator keys: ui %s { keys … }, or a key marked operator; a key with rules is never an operator (without keys, use the page on Caddy's admin endpoint, /llm_gateway/ui/)", (*ui).Path)
 	}
 	if err := checkFallbackNames(cfg, optionAt, defaultsSet); err != nil {
 		return cfg, err
 	}
+	// memory budgets and device sets (Provision runs the same): an error
+	// points at the engine, or at the set's memory_budget line
+	if err := engines.CheckMemory(cfg.MemoryBudget, cfg.MemoryBudgets, cfg.WithDefaults().Engines); err != nil {
+		var me *engines.MemoryError
+		if errors.As(err, &me) {
+			if at, ok := engineAt[me.Engine]; ok && me.Engine != "" {
+				return cfg, at.errf("%v", err)
+			}
+			if at, ok := budgetAt[me.Devices]; ok {
+				return cfg, at.errf("%v", err)
+			}
+		}
+		return cfg, d.Errf("%v", err)
+	}
 	// the one validation of the whole config (Provision runs the same on
 	// the resolved config): its errors name the engine or pool they are
 	// about, which is where they point
 	if err := cfg.Validate(); err != nil {
-		var ce *handler.ConfigError
+		var ce *hconfig.ConfigError
 		if errors.As(err, &ce) {
 			if at, ok := engineAt[ce.Engine]; ok && ce.Engine != "" {
 				return cfg, at.errf("%v", err)
@@ -405,15 +450,39 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config, hist **history.Conf
 	return cfg, nil
 }
 
+// parseMemoryBudget parses `memory_budget <size> [devices <ids>]`: the
+// handler's budget, or one device set's (a box with several GPUs).
+func parseMemoryBudget(d *cf.Dispenser) (engines.DeviceBudget, error) {
+	var b engines.DeviceBudget
+	args := d.RemainingArgs()
+	if len(args) == 0 || len(args) == 2 || len(args) > 2 && args[1] != "devices" {
+		return b, d.Errf("memory_budget takes a size, and for a device set devices and their ids: memory_budget 24GiB [devices 0,1]")
+	}
+	n, err := humanize.ParseBytes(args[0])
+	if err != nil || n == 0 {
+		return b, d.Errf("memory_budget takes a size such as 20GiB, not %q", args[0])
+	}
+	b.Budget = int64(n)
+	if len(args) > 2 {
+		if b.Devices, err = engines.ParseDevices(args[2:]...); err != nil {
+			return b, d.Errf("memory_budget: %v", err)
+		}
+	}
+	if d.NextBlock(d.Nesting()) {
+		return b, d.Errf("memory_budget takes no block")
+	}
+	return b, nil
+}
+
 // parseKey parses `key <name> <token> [{ models … rate … tokens …
 // over_budget refuse|fallback <model> }]`.
-func parseKey(d *cf.Dispenser) (handler.Key, error) {
-	var k handler.Key
+func parseKey(d *cf.Dispenser) (hconfig.Key, error) {
+	var k hconfig.Key
 	args := d.RemainingArgs()
 	if len(args) != 2 {
 		return k, d.Errf("key takes a name and a token: key <name> <token> [{ … }]")
 	}
-	if err := handler.CheckKey(handler.Key{Value: args[1]}); err != nil {
+	if err := hconfig.CheckKey(hconfig.Key{Value: args[1]}); err != nil {
 		return k, d.Errf("key %s: %v", args[0], err)
 	}
 	k.Name, k.Value = args[0], args[1]
@@ -490,8 +559,8 @@ func parseKey(d *cf.Dispenser) (handler.Key, error) {
 
 // parseStore parses `store redis <host:port> [{ password … db … prefix …
 // timeout … }]`.
-func parseStore(d *cf.Dispenser) (handler.StoreConfig, error) {
-	var st handler.StoreConfig
+func parseStore(d *cf.Dispenser) (hconfig.StoreConfig, error) {
+	var st hconfig.StoreConfig
 	args := d.RemainingArgs()
 	if len(args) != 2 || args[0] != "redis" {
 		return st, d.Errf("store takes redis <host:port>: the counters of the keys' limits, shared by several gateways")
@@ -583,8 +652,8 @@ func (s settings) once(d *cf.Dispenser) error {
 	return nil
 }
 
-func parsePool(d *cf.Dispenser) (handler.PoolConfig, error) {
-	var pc handler.PoolConfig
+func parsePool(d *cf.Dispenser) (hconfig.PoolConfig, error) {
+	var pc hconfig.PoolConfig
 	var err error
 	if pc.Name, err = blockArg(d, "pool needs a name: pool <name> { member … }"); err != nil {
 		return pc, err
@@ -765,6 +834,11 @@ func parseEngineOptions(d *cf.Dispenser, ec *engines.Config, where string) (sett
 			err = oneArg(d, &ec.Group)
 		case "memory":
 			ec.Memory, err = sizeArg(d)
+		case "devices":
+			args := d.RemainingArgs()
+			if ec.Devices, err = engines.ParseDevices(args...); err != nil {
+				err = d.Errf("%v", err)
+			}
 		case "min_loaded":
 			err = durationArg(d, &ec.MinLoaded)
 		case "evict":
@@ -1013,7 +1087,7 @@ func durationArg(d *cf.Dispenser, dst *caddy.Duration) error {
 }
 
 // parsePassthrough parses `passthrough on|off [{ methods …; budgets on|off }]`.
-func parsePassthrough(d *cf.Dispenser, cfg *handler.Config) error {
+func parsePassthrough(d *cf.Dispenser, cfg *hconfig.Config) error {
 	var s string
 	if !d.NextArg() {
 		return d.ArgErr()
@@ -1071,7 +1145,7 @@ func parseOnOff(d *cf.Dispenser) (bool, error) {
 
 // noKeyResolves reports whether every configured key is made of {env.*}
 // placeholders of empty variables (and separators) only.
-func noKeyResolves(keys []handler.Key) bool {
+func noKeyResolves(keys []hconfig.Key) bool {
 	for _, k := range keys {
 		rest := envPlaceholder.ReplaceAllStringFunc(k.Value, func(ph string) string {
 			return os.Getenv(envPlaceholder.FindStringSubmatch(ph)[1])
@@ -1087,7 +1161,7 @@ func noKeyResolves(keys []handler.Key) bool {
 // variables, at its line, naming the key and the variables: with other keys
 // that resolve, the gateway would load and the key's callers be refused
 // with no word of why (issue 28).
-func checkNamedKeys(keys []handler.Key, keyAt map[string]pos) error {
+func checkNamedKeys(keys []hconfig.Key, keyAt map[string]pos) error {
 	for _, k := range keys {
 		if k.Name == "" {
 			continue
@@ -1103,7 +1177,7 @@ func checkNamedKeys(keys []handler.Key, keyAt map[string]pos) error {
 // engine of the handler (or the engine itself) at its own line, where the
 // handler's validation, which knows only the engine, would point at the
 // engine block. A fallback given in defaults is checked at its line there.
-func checkFallbackNames(cfg handler.Config, optionAt map[string]settings, defaultsSet settings) error {
+func checkFallbackNames(cfg hconfig.Config, optionAt map[string]settings, defaultsSet settings) error {
 	known := map[string]bool{}
 	for _, e := range cfg.Engines {
 		known[e.Name] = true

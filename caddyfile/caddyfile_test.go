@@ -16,7 +16,7 @@ import (
 	cf "github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
-	"github.com/llmgateway/caddy-llm-gateway/handler"
+	hconfig "github.com/llmgateway/caddy-llm-gateway/handler/config"
 	"github.com/llmgateway/caddy-llm-gateway/statuspage"
 )
 
@@ -30,7 +30,7 @@ const remote = `
 		models gpt-4o
 	}`
 
-func parse(t *testing.T, input string) handler.Config {
+func parse(t *testing.T, input string) hconfig.Config {
 	t.Helper()
 	cfg, err := Parse(cf.NewTestDispenser(input))
 	if err != nil {
@@ -49,42 +49,42 @@ func TestParseEverySubdirective(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		input string
-		want  handler.Config
+		want  hconfig.Config
 	}{
 		{"one remote engine", `llm_gateway {` + remote + `
-}`, handler.Config{Engines: []engines.Config{openai}}},
+}`, hconfig.Config{Engines: []engines.Config{openai}}},
 		{"keys", `llm_gateway {
 	keys {env.GATEWAY_KEYS} sk-gateway-key-one
 	keys sk-gateway-key-two` + remote + `
-}`, handler.Config{
-			Keys:    []handler.Key{{Value: "{env.GATEWAY_KEYS}"}, {Value: "sk-gateway-key-one"}, {Value: "sk-gateway-key-two"}},
+}`, hconfig.Config{
+			Keys:    []hconfig.Key{{Value: "{env.GATEWAY_KEYS}"}, {Value: "sk-gateway-key-one"}, {Value: "sk-gateway-key-two"}},
 			Engines: []engines.Config{openai},
 		}},
 		{"named key among keys", `llm_gateway {
 	keys sk-gateway-key-one
 	key alice {env.ALICE_KEY}` + remote + `
-}`, handler.Config{
-			Keys:    []handler.Key{{Value: "sk-gateway-key-one"}, {Name: "alice", Value: "{env.ALICE_KEY}"}},
+}`, hconfig.Config{
+			Keys:    []hconfig.Key{{Value: "sk-gateway-key-one"}, {Name: "alice", Value: "{env.ALICE_KEY}"}},
 			Engines: []engines.Config{openai},
 		}},
 		{"max_body in IEC units", `llm_gateway {
 	max_body 1MiB` + remote + `
-}`, handler.Config{MaxBody: 1 << 20, Engines: []engines.Config{openai}}},
+}`, hconfig.Config{MaxBody: 1 << 20, Engines: []engines.Config{openai}}},
 		{"max_body in SI units", `llm_gateway {
 	max_body 10MB` + remote + `
-}`, handler.Config{MaxBody: 10_000_000, Engines: []engines.Config{openai}}},
+}`, hconfig.Config{MaxBody: 10_000_000, Engines: []engines.Config{openai}}},
 		{"max_body in bytes", `llm_gateway {
 	max_body 4096` + remote + `
-}`, handler.Config{MaxBody: 4096, Engines: []engines.Config{openai}}},
+}`, hconfig.Config{MaxBody: 4096, Engines: []engines.Config{openai}}},
 		{"wake off", `llm_gateway {
 	wake off` + remote + `
-}`, handler.Config{Wake: ptr(false), Engines: []engines.Config{openai}}},
+}`, hconfig.Config{Wake: ptr(false), Engines: []engines.Config{openai}}},
 		{"wake true", `llm_gateway {
 	wake true` + remote + `
-}`, handler.Config{Wake: ptr(true), Engines: []engines.Config{openai}}},
+}`, hconfig.Config{Wake: ptr(true), Engines: []engines.Config{openai}}},
 		{"keepalive", `llm_gateway {
 	keepalive 500ms` + remote + `
-}`, handler.Config{KeepAlive: dur(500 * time.Millisecond), Engines: []engines.Config{openai}}},
+}`, hconfig.Config{KeepAlive: dur(500 * time.Millisecond), Engines: []engines.Config{openai}}},
 		{"an engine with every subdirective", `llm_gateway {
 	engine llama {
 		to http://127.0.0.1:{engine.port}/base
@@ -115,7 +115,7 @@ func TestParseEverySubdirective(t *testing.T) {
 		retry_after_max 20s
 		breaker 4 45s
 	}` + remote + `
-}`, handler.Config{Engines: []engines.Config{{
+}`, hconfig.Config{Engines: []engines.Config{{
 			Name:           "llama",
 			To:             "http://127.0.0.1:{engine.port}/base",
 			Models:         []string{"llama-3.1-8b", "llama"},
@@ -152,7 +152,7 @@ func TestParseEverySubdirective(t *testing.T) {
 		retries 0
 		breaker 1
 	}
-}`, handler.Config{Engines: []engines.Config{{
+}`, hconfig.Config{Engines: []engines.Config{{
 			Name: "openai", To: "https://api.openai.com", Models: []string{"gpt-4o"}, Retries: ptr(0), BreakerFailures: 1,
 		}}}},
 		{"context_fallback to an engine without a model", `llm_gateway {
@@ -165,7 +165,7 @@ func TestParseEverySubdirective(t *testing.T) {
 		to http://10.0.0.2:8000
 		models big
 	}
-}`, handler.Config{Engines: []engines.Config{
+}`, hconfig.Config{Engines: []engines.Config{
 			{Name: "small", To: "http://10.0.0.1:8000", Models: []string{"small"}, ContextFallback: "big"},
 			{Name: "big", To: "http://10.0.0.2:8000", Models: []string{"big"}},
 		}}},
@@ -175,7 +175,7 @@ func TestParseEverySubdirective(t *testing.T) {
 		models claude
 		api_key {env.ANTHROPIC_API_KEY} x-api-key
 	}
-}`, handler.Config{Engines: []engines.Config{{
+}`, hconfig.Config{Engines: []engines.Config{{
 			Name: "anthropic", To: "https://api.anthropic.com", Models: []string{"claude"},
 			APIKey: "{env.ANTHROPIC_API_KEY}", APIKeyHeader: "x-api-key",
 		}}}},
@@ -186,7 +186,7 @@ func TestParseEverySubdirective(t *testing.T) {
 		models gpt-4o
 		wake on
 	}
-}`, handler.Config{Wake: ptr(false), Engines: []engines.Config{{
+}`, hconfig.Config{Wake: ptr(false), Engines: []engines.Config{{
 			Name: "openai", To: "https://api.openai.com", Models: []string{"gpt-4o"}, Wake: ptr(true),
 		}}}},
 		{"stop_cmd, preload, max_concurrent and queue (issue 15)", `llm_gateway {
@@ -207,7 +207,7 @@ func TestParseEverySubdirective(t *testing.T) {
 		max_concurrent 1
 		queue 2
 	}
-}`, handler.Config{Engines: []engines.Config{
+}`, hconfig.Config{Engines: []engines.Config{
 			{Name: "qwen", To: "http://127.0.0.1:{engine.port}", Models: []string{"qwen"},
 				Cmd:     []string{"docker", "run", "--rm", "--name", "qwen", "-p", "{engine.port}:8080", "qwen-image"},
 				StopCmd: []string{"docker", "stop", "qwen", "{engine.pid}", "{engine.port}"},
@@ -222,7 +222,7 @@ func TestParseEverySubdirective(t *testing.T) {
 		idle_timeout 1d
 		request_timeout 0
 	}
-}`, handler.Config{Engines: []engines.Config{{
+}`, hconfig.Config{Engines: []engines.Config{{
 			Name: "openai", To: "https://api.openai.com", Models: []string{"gpt-4o"}, IdleTimeout: dur(24 * time.Hour),
 		}}}},
 		{"pools, resume, prefill, body fallbacks, annotate", `llm_gateway {
@@ -250,14 +250,14 @@ func TestParseEverySubdirective(t *testing.T) {
 		member a
 		sticky header X-Session-Id
 	}
-}`, handler.Config{
+}`, hconfig.Config{
 			BodyFallbacks:    ptr(false),
 			AnnotateResponse: true,
 			Engines: []engines.Config{
 				{Name: "a", To: "http://10.0.0.1:8000", Models: []string{"m1"}, Fallback: "b", Resume: new(true)},
 				{Name: "b", To: "http://10.0.0.2:8000", Models: []string{"m2"}, Prefill: new(true)},
 			},
-			Pools: []handler.PoolConfig{
+			Pools: []hconfig.PoolConfig{
 				{Name: "auto", Members: []string{"a", "b/m2-big"}, StickyBody: "prompt_cache_key",
 					FailoverAttempts: 3, FailoverTime: dur(45 * time.Second), BreakerFailures: 2, BreakerCooldown: dur(10 * time.Second)},
 				{Name: "chat", Members: []string{"a"}, StickyHeader: "X-Session-Id"},
@@ -272,7 +272,7 @@ func TestParseEverySubdirective(t *testing.T) {
 	engine qwen {
 		models qwen
 	}
-}`, handler.Config{
+}`, hconfig.Config{
 			Defaults: &engines.Config{Cmd: []string{"llama-server", "-m", "/models/{engine.name}.gguf", "--port", "{engine.port}"},
 				To: "http://127.0.0.1:{engine.port}", Ready: "none"},
 			Engines: []engines.Config{{Name: "qwen", Models: []string{"qwen"}}},
@@ -286,7 +286,7 @@ func TestParseEverySubdirective(t *testing.T) {
 		to http://10.0.0.1:8000
 		models m1
 	}
-}`, handler.Config{Engines: []engines.Config{
+}`, hconfig.Config{Engines: []engines.Config{
 			{Name: "b", To: "http://10.0.0.2:8000", Models: []string{"m2"}},
 			{Name: "a", To: "http://10.0.0.1:8000", Models: []string{"m1"}},
 		}}},
@@ -988,6 +988,56 @@ func TestParseErrorsNameTheProblemAndTheLine(t *testing.T) {
 	transport http
 	transport http` + remote + `
 }`, "transport is set twice in this block (first at Testfile:2)", 3},
+		// device sets (issue 29)
+		{"a device set's budget given twice", `llm_gateway {
+	memory_budget 24GiB devices 1
+	memory_budget 20GiB devices 1` + remote + `
+}`, "memory_budget of devices 1 is given twice (first at Testfile:2)", 3},
+		{"two sets share a device", `llm_gateway {
+	memory_budget 24GiB devices 0,1
+	memory_budget 20GiB devices 1,2` + remote + `
+}`, "device 1 is in two memory_budget sets (0,1 and 1,2)", 3},
+		{"memory_budget with a bad device", `llm_gateway {
+	memory_budget 24GiB devices x` + remote + `
+}`, `memory_budget: devices takes device ids such as 0 or 1,2, not "x"`, 2},
+		{"memory_budget with devices but no ids", `llm_gateway {
+	memory_budget 24GiB devices` + remote + `
+}`, "memory_budget takes a size, and for a device set devices and their ids", 2},
+		{"an engine on a set without a budget", `llm_gateway {
+	memory_budget 24GiB devices 0
+	engine a {
+		cmd serve --port {engine.port}
+		to http://127.0.0.1:{engine.port}
+		models a
+		memory 12GiB
+		devices 1
+	}
+}`, "engine a runs on devices 1, but no memory_budget names that set", 3},
+		{"an engine that never fits its set", `llm_gateway {
+	memory_budget 8GiB devices 1
+	engine a {
+		cmd serve --port {engine.port}
+		to http://127.0.0.1:{engine.port}
+		models a
+		memory 12GiB
+		devices 1
+	}
+}`, "engine a needs memory 12 GiB, more than the memory_budget 8.0 GiB of devices 1: it could never start", 3},
+		{"devices twice on an engine", `llm_gateway {
+	memory_budget 8GiB devices 1
+	engine a {
+		devices 1
+		devices 2
+	}
+}`, "devices is set twice in this block (first at Testfile:4)", 5},
+		{"devices on a remote engine", `llm_gateway {
+	memory_budget 8GiB devices 1
+	engine a {
+		to http://10.0.0.1:8000
+		models a
+		devices 1
+	}
+}`, "memory, min_loaded, evict and devices are for an engine the gateway starts", 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse(cf.NewTestDispenser(tc.input))
@@ -1004,7 +1054,7 @@ func TestParseErrorsNameTheProblemAndTheLine(t *testing.T) {
 }
 
 // goldenSeparator splits a testdata/*.caddyfile into the llm_gateway block
-// and the handler.Config it parses to, as JSON.
+// and the hconfig.Config it parses to, as JSON.
 const goldenSeparator = "\n----------\n"
 
 // TestParseGolden parses each testdata/*.caddyfile and compares the config
@@ -1031,7 +1081,12 @@ func TestParseGolden(t *testing.T) {
 			if !ok && !*update {
 				t.Fatalf("no %q line between the Caddyfile and its JSON", strings.TrimSpace(goldenSeparator))
 			}
-			got := append(asJSON(t, parse(t, input)), '\n')
+			m, err := ParseModule(cf.NewTestDispenser(input))
+			if err != nil {
+				t.Fatalf("%v\n%s", err, input)
+			}
+			var v any = m.Config
+			got := append(asJSON(t, v), '\n')
 			if *update {
 				if err := os.WriteFile(file, []byte(input+goldenSeparator+string(got)), 0o644); err != nil {
 					t.Fatal(err)
@@ -1088,7 +1143,7 @@ func TestParseStoreTimeout(t *testing.T) {
 		timeout 250ms
 	}`+remote+`
 }`)
-	want := handler.StoreConfig{Redis: "127.0.0.1:6379", Prefix: "gw", Timeout: dur(250 * time.Millisecond)}
+	want := hconfig.StoreConfig{Redis: "127.0.0.1:6379", Prefix: "gw", Timeout: dur(250 * time.Millisecond)}
 	if cfg.Store == nil || *cfg.Store != want {
 		t.Fatalf("store %+v, want %+v", cfg.Store, want)
 	}

@@ -18,7 +18,8 @@ func TestParseHistory(t *testing.T) {
 		"\thistory off\n": {Off: true},
 		"\thistory {\n\t\tkeep 5000\n\t\tmax_age 1d\n\t\tmemory\n\t}\n": {Keep: 5000, MaxAge: caddy.Duration(24 * time.Hour), Memory: true},
 	} {
-		_, _, h, err := ParseModule(cf.NewTestDispenser("llm_gateway {\n" + input + remote + "\n}"))
+		m, err := ParseModule(cf.NewTestDispenser("llm_gateway {\n" + input + remote + "\n}"))
+		h := m.History
 		if err != nil {
 			t.Fatalf("%q: %v", input, err)
 		}
@@ -38,7 +39,7 @@ func TestParseHistoryErrors(t *testing.T) {
 		"\thistory {\n\t\tkeeep 5\n\t}\n":       `unknown history subdirective "keeep"`,
 		"\thistory\n\thistory off\n":            "history is given twice",
 	} {
-		_, _, _, err := ParseModule(cf.NewTestDispenser("llm_gateway {\n" + input + remote + "\n}"))
+		_, err := ParseModule(cf.NewTestDispenser("llm_gateway {\n" + input + remote + "\n}"))
 		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "Testfile:") {
 			t.Errorf("%q: got %v, want %q with file:line", input, err, want)
 		}

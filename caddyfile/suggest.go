@@ -17,7 +17,7 @@ var (
 		"wake", "group", "memory", "min_loaded", "evict", "start_timeout", "idle_timeout", "stop_timeout", "stop_cmd", "preload",
 		"max_concurrent", "queue", "dial_timeout", "header_timeout", "request_timeout",
 		"first_token_timeout", "stream_idle_timeout", "fallback", "fallback_after", "fallback_model",
-		"context_fallback", "retries", "resume", "loading_status", "prefill", "retry_after_max",
+		"devices", "context_fallback", "retries", "resume", "loading_status", "prefill", "retry_after_max",
 		"hangup_grace", "breaker", "transport", "set", "strip", "models_from", "health_interval",
 		"health_path", "health_timeout", "health_passes", "health_fails"}
 	poolOptions        = []string{"member", "sticky", "failover", "breaker"}

@@ -66,7 +66,7 @@ func serveAdmin(w http.ResponseWriter, r *http.Request) error {
 		return serveRequestsAdmin(w, r)
 	}
 	if parts[0] == "memory" && len(parts) == 1 && r.Method == http.MethodGet {
-		return writeAdminJSON(w, engines.Memory())
+		return writeAdminJSON(w, schedulerReport())
 	}
 	if parts[0] != "engines" {
 		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("unknown llm_gateway admin path %s", r.URL.Path)}

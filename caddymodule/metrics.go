@@ -64,7 +64,7 @@ func initMetrics(reg *prometheus.Registry) {
 		metrics.tokens = counter("tokens_total", "Tokens reported in answers' usage, by kind (prompt, completion).", "engine", "model", "kind")
 		metrics.starts = counter("engine_starts_total", "Engine starts by result (ok, failed).", "engine", "result")
 		metrics.startDur = histogram("engine_start_duration_seconds", "Time from spawning an engine to its readiness.", []float64{.1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}, "engine")
-		metrics.stops = counter("engine_stops_total", "Engine stops by reason (idle, group, admin, reload, crash).", "engine", "reason")
+		metrics.stops = counter("engine_stops_total", "Engine stops by reason (idle, group, room, admin, reload, crash).", "engine", "reason")
 		metrics.resumes = counter("resumes_total", "Cut streams continued on the fallback, by outcome (ok, failed).", "engine", "fallback", "outcome")
 		metrics.queueWait = histogram("queue_wait_seconds", "Time requests waited in an engine's queue (max_concurrent), by how the wait ended (served, timeout, canceled).", latency, "engine", "outcome")
 		metrics.keyTokens = counter("key_tokens_total", "Tokens reported in answers' usage, by the key's name and kind (prompt, completion).", "key", "kind")
@@ -77,6 +77,7 @@ func initMetrics(reg *prometheus.Registry) {
 		metrics.requests, metrics.ttfb, metrics.duration, metrics.fallbacks, metrics.replays, metrics.retries,
 		metrics.dropped, metrics.tokens, metrics.starts, metrics.startDur, metrics.stops, metrics.resumes,
 		metrics.queueWait, metrics.busy, metrics.keyTokens, metrics.refusals, metrics.quotaDegraded, metrics.live,
+		schedulerCollector{},
 	} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
@@ -211,8 +212,6 @@ var (
 	descModelBr = prometheus.NewDesc(metricsNS+"_model_breaker_state", "State of an (engine, model) breaker that is not closed (status failures and answer timeouts): 1 open, 2 half-open.", []string{"engine", "model"}, nil)
 	descQueue   = prometheus.NewDesc(metricsNS+"_queue_length", "Requests waiting in the engine's queue now (engines with max_concurrent).", []string{"engine"}, nil)
 	descPlaces  = prometheus.NewDesc(metricsNS+"_concurrent_in_flight", "Places of the engine's max_concurrent taken now: requests in flight or waiting for its start.", []string{"engine"}, nil)
-	descMemory  = prometheus.NewDesc(metricsNS+"_memory_bytes", "The memory budget (what=budget) and what the engines that run or start hold of it (what=used), with memory_budget.", []string{"what"}, nil)
-	descWaiting = prometheus.NewDesc(metricsNS+"_starts_waiting", "Engine starts waiting for room in the memory budget now.", nil, nil)
 )
 
 func (liveCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -222,8 +221,6 @@ func (liveCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descModelBr
 	ch <- descQueue
 	ch <- descPlaces
-	ch <- descMemory
-	ch <- descWaiting
 }
 
 func (liveCollector) Collect(ch chan<- prometheus.Metric) {
@@ -244,11 +241,6 @@ func (liveCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descQueue, prometheus.GaugeValue, float64(s.Limit.Queued), s.Name)
 			ch <- prometheus.MustNewConstMetric(descPlaces, prometheus.GaugeValue, float64(s.Limit.InFlight), s.Name)
 		}
-	}
-	if m := engines.Memory(); m.Budget > 0 {
-		ch <- prometheus.MustNewConstMetric(descMemory, prometheus.GaugeValue, float64(m.Budget), "budget")
-		ch <- prometheus.MustNewConstMetric(descMemory, prometheus.GaugeValue, float64(m.Used), "used")
-		ch <- prometheus.MustNewConstMetric(descWaiting, prometheus.GaugeValue, float64(len(m.Waiting)))
 	}
 	seen := map[string]bool{}
 	for _, g := range newestGateways() {

@@ -22,6 +22,7 @@ import (
 	gwcaddyfile "github.com/llmgateway/caddy-llm-gateway/caddyfile"
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 	"github.com/llmgateway/caddy-llm-gateway/handler"
+	hconfig "github.com/llmgateway/caddy-llm-gateway/handler/config"
 	"github.com/llmgateway/caddy-llm-gateway/history"
 	"github.com/llmgateway/caddy-llm-gateway/quota"
 	"github.com/llmgateway/caddy-llm-gateway/statuspage"
@@ -37,7 +38,7 @@ func init() {
 // Gateway is the `llm_gateway` HTTP handler: an OpenAI-compatible front door
 // that routes requests by model to engines it may start on demand.
 type Gateway struct {
-	handler.Config
+	hconfig.Config
 
 	// UI mounts the status page on the site at UI.Path, behind the
 	// handler's keys (which it requires). Default: none; the page is always
@@ -56,6 +57,7 @@ type Gateway struct {
 	limiter *quota.Limiter
 	history *history.Store
 	logger  *zap.Logger
+	prios   map[string]int // each named key's priority, for the engines' last use (scheduler.go)
 }
 
 // CaddyModule returns the Caddy module information. Its receiver is a
@@ -87,7 +89,7 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 		k.Value = repl.ReplaceKnown(k.Value, "")
 		cfg.Keys = append(cfg.Keys, k)
 	}
-	if len(g.Keys) > 0 && len(handler.SplitKeys(cfg.Keys)) == 0 {
+	if len(g.Keys) > 0 && len(hconfig.SplitKeys(cfg.Keys)) == 0 {
 		// fail closed: configured keys that resolve to nothing (an unset
 		// environment variable) must not open the gateway to everyone
 		var values []string
@@ -121,7 +123,8 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("llm_gateway: %v", err)
 	}
 	// the box's budget is process-wide, as the GPU is: the last config's wins
-	engines.SetMemoryBudget(cfg.MemoryBudget, time.Duration(cfg.MaxWait))
+	engines.SetMemoryBudgets(cfg.MemoryBudget, cfg.MemoryBudgets, time.Duration(cfg.MaxWait))
+	g.prios = keyPriorities(cfg.Keys)
 	if err := preloadAtStart(ctx, preload); err != nil {
 		return fmt.Errorf("llm_gateway: %v", err)
 	}
@@ -155,7 +158,7 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 // the handler over them. It returns the config as the handler got it.
 // makeEngine gets an engine's definition with its defaults; the caller keeps
 // what it made, to let go of it also when a later step fails.
-func buildGateway(repl *caddy.Replacer, cfg handler.Config, log *zap.Logger, makeEngine func(engines.Config) (*engines.Engine, error)) (*handler.Gateway, handler.Config, error) {
+func buildGateway(repl *caddy.Replacer, cfg hconfig.Config, log *zap.Logger, makeEngine func(engines.Config) (*engines.Engine, error)) (*handler.Gateway, hconfig.Config, error) {
 	resolved := make([]engines.Config, len(cfg.Engines))
 	for i, ec := range cfg.Engines {
 		resolved[i] = resolveEngine(repl, ec)
@@ -183,9 +186,9 @@ func buildGateway(repl *caddy.Replacer, cfg handler.Config, log *zap.Logger, mak
 
 // provisionUI makes the site's status page. Its page is served to anyone
 // (it holds no data); its API only to operators: the ui's own keys, else
-// the handler's operator keys (handler.OperatorTokens). A key with rules is
+// the handler's operator keys (hconfig.OperatorTokens). A key with rules is
 // never one.
-func (g *Gateway) provisionUI(keys []handler.Key, repl *caddy.Replacer) error {
+func (g *Gateway) provisionUI(keys []hconfig.Key, repl *caddy.Replacer) error {
 	if g.UI == nil {
 		return nil
 	}
@@ -194,16 +197,16 @@ func (g *Gateway) provisionUI(keys []handler.Key, repl *caddy.Replacer) error {
 	}
 	var tokens []string
 	for _, v := range g.UI.Keys {
-		k := handler.Key{Value: repl.ReplaceKnown(v, "")}
-		if err := handler.CheckKey(k); err != nil {
+		k := hconfig.Key{Value: repl.ReplaceKnown(v, "")}
+		if err := hconfig.CheckKey(k); err != nil {
 			return fmt.Errorf("ui keys: %v", err)
 		}
-		for _, tok := range handler.SplitKeys([]handler.Key{k}) {
+		for _, tok := range hconfig.SplitKeys([]hconfig.Key{k}) {
 			tokens = append(tokens, tok.Value)
 		}
 	}
 	if len(g.UI.Keys) == 0 {
-		tokens = handler.OperatorTokens(keys)
+		tokens = hconfig.OperatorTokens(keys)
 	}
 	if len(tokens) == 0 {
 		return fmt.Errorf("ui needs operator keys: ui %s { keys … }, or a key marked operator (a key with rules is never an operator; without keys, use the page on Caddy's admin endpoint, /llm_gateway/ui/)", g.UI.Path)
@@ -218,15 +221,15 @@ func (g *Gateway) provisionUI(keys []handler.Key, repl *caddy.Replacer) error {
 // engine starts: an engine that logs a request's headers prints a caller's
 // token bare, where no key-like pattern finds it (issue 24, item 11).
 // Cleanup drops them, and the next config registers its own.
-func (g *Gateway) maskKeysInEngineOutput(keys []handler.Key, repl *caddy.Replacer) {
+func (g *Gateway) maskKeysInEngineOutput(keys []hconfig.Key, repl *caddy.Replacer) {
 	all := slices.Clone(keys)
 	if g.UI != nil {
 		for _, v := range g.UI.Keys {
-			all = append(all, handler.Key{Value: repl.ReplaceKnown(v, "")})
+			all = append(all, hconfig.Key{Value: repl.ReplaceKnown(v, "")})
 		}
 	}
 	var tokens []string
-	for _, k := range handler.SplitKeys(all) {
+	for _, k := range hconfig.SplitKeys(all) {
 		tokens = append(tokens, k.Value)
 	}
 	engines.RegisterSecrets(g, tokens)
@@ -295,6 +298,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	defer func() {
 		if res.Handled {
 			observeRequest(res)
+			g.noteServed(r, &res)
 			setPlaceholders(r, &res)
 			recordRequest(r, &res)
 			now := time.Now()
@@ -332,11 +336,11 @@ func setPlaceholders(r *http.Request, res *handler.Result) {
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens; the syntax is
 // documented on caddyfile.Parse.
 func (g *Gateway) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	cfg, ui, hist, err := gwcaddyfile.ParseModule(d)
+	m, err := gwcaddyfile.ParseModule(d)
 	if err != nil {
 		return err
 	}
-	g.Config, g.UI, g.History = cfg, ui, hist
+	g.Config, g.UI, g.History = m.Config, m.UI, m.History
 	return nil
 }
 

@@ -20,6 +20,7 @@ import (
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 	"github.com/llmgateway/caddy-llm-gateway/handler"
+	hconfig "github.com/llmgateway/caddy-llm-gateway/handler/config"
 )
 
 func init() {
@@ -153,7 +154,7 @@ func probeConfigFile(ctx context.Context, path, adapter, only string) (map[strin
 	if err != nil {
 		return nil, err
 	}
-	var handlers []handler.Config
+	var handlers []hconfig.Config
 	collectGateways(cfgJSON, &handlers)
 	if len(handlers) == 0 {
 		return nil, errors.New("the config has no llm_gateway handler")
@@ -224,7 +225,7 @@ func probeEngine(ctx caddy.Context, ec engines.Config) (*engines.Engine, *revers
 }
 
 // collectGateways finds every llm_gateway handler object in a config.
-func collectGateways(raw []byte, out *[]handler.Config) {
+func collectGateways(raw []byte, out *[]hconfig.Config) {
 	var v any
 	if json.Unmarshal(raw, &v) != nil {
 		return

@@ -11,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
-	"github.com/llmgateway/caddy-llm-gateway/handler"
+	hconfig "github.com/llmgateway/caddy-llm-gateway/handler/config"
 	"github.com/llmgateway/caddy-llm-gateway/quota"
 )
 
@@ -27,7 +27,7 @@ func quotaPath() string {
 }
 
 // openLimiter opens the counters for a config whose keys have limits.
-func openLimiter(cfg handler.Config, repl *caddy.Replacer, log *zap.Logger) (*quota.Limiter, error) {
+func openLimiter(cfg hconfig.Config, repl *caddy.Replacer, log *zap.Logger) (*quota.Limiter, error) {
 	redisLogger.Do(func() { redis.SetLogger(redisLog{log}) })
 	qc := quota.Config{
 		Path: quotaPath(),

@@ -1,11 +1,16 @@
 package engines
 
 import (
+	"cmp"
 	"context"
+	"fmt"
+	"math"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	"go.uber.org/zap"
 )
 
@@ -19,13 +24,17 @@ import (
 // process is spawned, and holds it until the engine is stopped:
 //
 //	fits now                        granted at once
-//	fits once idle engines stop     they are stopped first (cheapest loss first:
-//	                                least recently used), then granted; never an
+//	fits once idle engines stop     they are stopped first (cheapest loss first,
+//	                                see evictOrder), then granted; never an
 //	                                engine with requests in flight or queued, one
 //	                                within its min_loaded, or one with evict never
 //	does not fit                    the claim waits; its requests wait in their
-//	                                engine's queue up to their time budget, then
-//	                                go to their fallback or get an error
+//	                                engine's queue, then go to their fallback or
+//	                                get an error
+//	still kept out after max_wait   the start is refused (a *BusyError naming what
+//	                                holds the room and why, with a Retry-After):
+//	                                what the rules protect (min_loaded, evict
+//	                                never) holds more than the budget leaves it
 //
 // Claims are served one at a time, in order: the claims that have waited
 // max_wait first, then the engine whose waiting requests have the highest
@@ -37,10 +46,14 @@ import (
 // has waited max_wait may drain a busy engine (its requests in flight
 // finish, new ones wait for its next turn), so nothing waits much longer
 // than max_wait plus one swap. A claim that can never fit is refused at
-// load (the handler's Validate).
+// load (the handler's Validate, CheckMemory for device sets).
+//
+// Every start, stop and keep the scheduler decides carries its reason
+// (reasons.go), for the admin API, the metrics and the status page.
 type box struct {
-	name  string
-	group bool // an exclusive group: a budget of one
+	name    string
+	group   bool   // an exclusive group: a budget of one
+	devices string // a memory box's device set ("" for the default one)
 
 	mu      sync.Mutex
 	budget  int64
@@ -49,6 +62,7 @@ type box struct {
 	granted map[*Engine]int64 // shares granted; counted while the engine is not stopped
 	claims  []*claim
 	sig     signal
+	swaps   swapCount
 }
 
 // claim is a start waiting for its share.
@@ -56,18 +70,25 @@ type claim struct {
 	e     *Engine
 	need  int64
 	since time.Time
+	why   string // why it waits now, once it has had its turn (head of the queue)
 }
 
 // DefaultMaxWait is how long a start may wait for its turn before the
-// scheduler drains a busy engine for it.
+// scheduler drains a busy engine for it, or refuses it when what the rules
+// protect leaves it no room.
 const DefaultMaxWait = 30 * time.Second
+
+// defaultRoomRetry is the Retry-After of a refused start when nothing says
+// when room will come (busy engines, evict never without idle_timeout).
+const defaultRoomRetry = 10 * time.Second
 
 var (
 	boxesMu sync.Mutex
 	boxes   = map[string]*box{}
 )
 
-// memoryBox is the name of the box of engines with a memory size.
+// memoryBox is the name of the box of engines with a memory size; a device
+// set's box is memoryBox+":"+its devices.
 const memoryBox = "memory"
 
 // SetMemoryBudget sets the memory the engines with a memory size share in
@@ -75,11 +96,31 @@ const memoryBox = "memory"
 // before busy engines are drained for it (max_wait; 0: DefaultMaxWait). The
 // caddy module calls it when a config loads; the last config's budget wins.
 func SetMemoryBudget(budget int64, maxWait time.Duration) {
-	b := boxNamed(memoryBox, false)
-	b.mu.Lock()
-	b.budget, b.maxWait = budget, maxWait
-	b.mu.Unlock()
-	b.sig.poke()
+	SetMemoryBudgets(budget, nil, maxWait)
+}
+
+// SetMemoryBudgets is SetMemoryBudget with the budgets of device sets
+// (memory_budget <size> devices <ids>): each set is a box of its own. A set
+// the last config does not name keeps no budget.
+func SetMemoryBudgets(budget int64, sets []DeviceBudget, maxWait time.Duration) {
+	want := map[string]int64{memoryBox: budget}
+	for _, s := range sets {
+		want[memoryBox+":"+DeviceSet(s.Devices)] = s.Budget
+	}
+	boxesMu.Lock()
+	for name, b := range boxes {
+		if _, ok := want[name]; !ok && !b.group {
+			want[name] = 0
+		}
+	}
+	boxesMu.Unlock()
+	for name, n := range want {
+		b := boxNamed(name, false)
+		b.mu.Lock()
+		b.budget, b.maxWait = n, maxWait
+		b.mu.Unlock()
+		b.sig.poke()
+	}
 }
 
 func boxNamed(name string, group bool) *box {
@@ -90,6 +131,8 @@ func boxNamed(name string, group bool) *box {
 		b = &box{name: name, group: group, members: map[*Engine]struct{}{}, granted: map[*Engine]int64{}}
 		if group {
 			b.budget = 1
+		} else {
+			b.devices = strings.TrimPrefix(strings.TrimPrefix(name, memoryBox), ":")
 		}
 		boxes[name] = b
 	}
@@ -124,11 +167,33 @@ func (b *box) need(e *Engine) int64 {
 	if b.group {
 		return 1
 	}
-	return int64(e.cfg.Memory)
+	return e.cfg.Memory
+}
+
+// what names the box in messages: group gpu0, memory_budget, memory_budget
+// of devices 1,2.
+func (b *box) what() string {
+	switch {
+	case b.group:
+		return "group " + strings.TrimPrefix(b.name, "group:")
+	case b.devices != "":
+		return "memory_budget of devices " + b.devices
+	}
+	return "memory_budget"
+}
+
+// size writes a share of b: memory in bytes, a group's turn as a turn.
+func (b *box) size(n int64) string {
+	if b.group {
+		return "its turn"
+	}
+	return humanize.IBytes(uint64(n))
 }
 
 // claim waits until e's share is granted, stopping idle (or, for a claim
-// that waited max_wait, busy) engines to make room.
+// that waited max_wait, busy) engines to make room. It returns a
+// *BusyError when the start is refused: it waited max_wait and what the
+// rules protect leaves it no room.
 func (b *box) claim(ctx context.Context, e *Engine) error {
 	b.mu.Lock()
 	delete(b.granted, e) // a share of an earlier run is history
@@ -144,29 +209,47 @@ func (b *box) claim(ctx context.Context, e *Engine) error {
 		b.mu.Unlock()
 		b.sig.poke()
 	}()
+	var stopped []string
 	for {
 		wake := b.sig.channel()
 		b.mu.Lock()
-		victims, next, granted := b.turn(c)
-		if granted {
+		t := b.turn(c)
+		if t.granted {
 			b.granted[e] = c.need
+			if len(stopped) > 0 {
+				b.swaps.add(e.now())
+			}
 		}
 		b.mu.Unlock()
-		if granted {
+		switch {
+		case t.granted:
+			e.noteGranted(b, e.now().Sub(c.since), stopped)
 			return nil
+		case t.refused != nil:
+			return t.refused
 		}
-		for _, v := range victims {
-			e.log.Info("stopping an engine to make room", zap.String("box", b.name), zap.String("engine", v.e.Name()), zap.Bool("busy", v.busy))
-			_ = v.e.Stop(ctx, true, StopGroup)
+		for _, v := range t.victims {
+			why := fmt.Sprintf("room for %s (needs %s of the %s)", e.Name(), b.size(c.need), b.what())
+			reason := StopRoom
+			if b.group {
+				reason = StopGroup
+			}
+			if v.busy {
+				why = fmt.Sprintf("drained for %s, which waited max_wait (%s in flight)", e.Name(), v.inUse())
+			}
+			e.log.Info("stopping an engine to make room", zap.String("box", b.name), zap.String("engine", v.e.Name()), zap.Bool("busy", v.busy), zap.String("why", why))
+			b.swaps.stopped(v.busy)
+			_ = v.e.stopFor(ctx, why, reason)
+			stopped = append(stopped, v.e.Name())
 		}
-		if len(victims) > 0 {
+		if len(t.victims) > 0 {
 			continue
 		}
 		var tick <-chan time.Time
-		if next > 0 {
-			t := e.clock.NewTimer(next)
-			defer t.Stop()
-			tick = t.C()
+		if t.next > 0 {
+			timer := e.clock.NewTimer(t.next)
+			defer timer.Stop()
+			tick = timer.C()
 		}
 		select {
 		case <-wake:
@@ -179,47 +262,66 @@ func (b *box) claim(ctx context.Context, e *Engine) error {
 
 // view is what the scheduler knows of one engine.
 type view struct {
-	e        *Engine
-	need     int64 // its share while it holds one
-	holds    bool  // granted and not stopped
-	ready    bool  // ready: it can be stopped now
-	busy     bool  // requests in flight or queued
-	keep     bool  // within min_loaded, or evict never: never stopped for room
-	keepFor  time.Duration
-	lastUsed time.Time
-	waiting  int // requests waiting for it to start
-	prio     int // the highest priority among them
+	e         *Engine
+	need      int64 // its share while it holds one
+	holds     bool  // granted and not stopped
+	ready     bool  // ready: it can be stopped now
+	state     State
+	busy      bool // requests in flight or queued
+	inFlight  int  // leases
+	queued    int  // requests in its max_concurrent queue
+	keep      bool // within min_loaded, or evict never: never stopped for room
+	never     bool // evict never
+	keepFor   time.Duration
+	idleFor   time.Duration // evict never: until its idle_timeout stops it (0: never)
+	lastUsed  time.Time
+	startTook time.Duration // its last start: what stopping it loses
+	usePrio   int           // the highest priority among the requests of its last use
+	waiting   int           // requests waiting for it to start
+	prio      int           // the highest priority among them
+}
+
+// turnResult is what one look at the queue decided for a claim.
+type turnResult struct {
+	granted bool
+	victims []view        // to stop first
+	refused *BusyError    // the start is refused
+	next    time.Duration // when to look again (0: at the next change)
 }
 
 // turn decides for claim c, with mu held: granted, or the engines to stop
-// first, or nothing yet (and when to look again: a claim reaching max_wait,
-// an engine's min_loaded ending).
-func (b *box) turn(c *claim) (victims []view, next time.Duration, granted bool) {
+// first, or refused, or nothing yet (and when to look again: a claim
+// reaching max_wait, an engine's min_loaded ending).
+func (b *box) turn(c *claim) turnResult {
 	now := c.e.now()
-	views := make([]view, 0, len(b.members))
-	for o := range b.members {
-		v := o.view(now)
-		v.need = b.granted[o]
-		v.holds = v.holds && v.need > 0
-		views = append(views, v)
-	}
-	maxWait := b.maxWait
-	if maxWait <= 0 {
-		maxWait = DefaultMaxWait
-	}
+	views := b.views(now)
+	maxWait := b.maxWaitOr()
 	head := b.head(now, maxWait, views)
 	if head != c {
-		return nil, 0, false // one claim at a time, in order
+		return turnResult{} // one claim at a time, in order
 	}
-	starving := now.Sub(c.since) >= maxWait
-	victims, ok := decide(b.budget, views, c.e, c.need, starving)
-	if ok && len(victims) == 0 {
-		return nil, 0, true
+	waited := now.Sub(c.since)
+	starving := waited >= maxWait
+	victims, ok := decide(b.budget, views, c.e, c.need, starving, now)
+	switch {
+	case ok && len(victims) == 0:
+		c.why = ""
+		return turnResult{granted: true}
+	case ok:
+		names := make([]string, len(victims))
+		for i, v := range victims {
+			names[i] = v.e.Name()
+		}
+		c.why = "stopping " + strings.Join(names, ", ") + " to make room"
+		return turnResult{victims: victims}
 	}
-	if ok {
-		return victims, 0, false
+	held := heldBy(views, c.e)
+	c.why = "waiting for room: " + strings.Join(held, ", ")
+	if starving && !fitsBesideKept(b.budget, views, c.e, c.need) {
+		return turnResult{refused: &BusyError{Engine: c.e.Name(), Waited: waited, WaitingFor: held,
+			Need: b.size(c.need), Box: b.what(), RetryAfter: roomRetry(views, c.e)}}
 	}
-	next = maxWait - now.Sub(c.since)
+	next := maxWait - waited
 	if starving {
 		next = 0
 	}
@@ -228,7 +330,26 @@ func (b *box) turn(c *claim) (victims []view, next time.Duration, granted bool) 
 			next = v.keepFor
 		}
 	}
-	return nil, next, false
+	return turnResult{next: next}
+}
+
+// views are the members as the scheduler sees them now. Call with mu held.
+func (b *box) views(now time.Time) []view {
+	views := make([]view, 0, len(b.members))
+	for o := range b.members {
+		v := o.view(now)
+		v.need = b.granted[o]
+		v.holds = v.holds && v.need > 0
+		views = append(views, v)
+	}
+	return views
+}
+
+func (b *box) maxWaitOr() time.Duration {
+	if b.maxWait <= 0 {
+		return DefaultMaxWait
+	}
+	return b.maxWait
 }
 
 // head is the claim to serve first: those that waited max_wait, then the
@@ -267,8 +388,10 @@ func before(a, b *claim, now time.Time, maxWait time.Duration, waiting map[*Engi
 // budget, and whether it can fit now. An engine that keeps its share
 // (min_loaded, evict never) is never chosen, nor one that is starting or
 // stopping; a busy one only for a claim that waited max_wait (starving),
-// and after every idle one.
-func decide(budget int64, views []view, self *Engine, need int64, starving bool) ([]view, bool) {
+// and after every idle one. Among the rest, cheapest loss first
+// (evictOrder), and no more than it takes: a victim whose share the later
+// ones free anyway is kept.
+func decide(budget int64, views []view, self *Engine, need int64, starving bool, now time.Time) ([]view, bool) {
 	var used int64
 	var candidates []view
 	for _, v := range views {
@@ -283,15 +406,7 @@ func decide(budget int64, views []view, self *Engine, need int64, starving bool)
 	if used+need <= budget {
 		return nil, true
 	}
-	slices.SortFunc(candidates, func(a, b view) int {
-		if a.busy != b.busy {
-			if a.busy {
-				return 1
-			}
-			return -1
-		}
-		return a.lastUsed.Compare(b.lastUsed)
-	})
+	slices.SortFunc(candidates, func(a, b view) int { return evictOrder(a, b, now) })
 	var victims []view
 	for _, v := range candidates {
 		if used+need <= budget {
@@ -303,7 +418,144 @@ func decide(budget int64, views []view, self *Engine, need int64, starving bool)
 	if used+need > budget {
 		return nil, false
 	}
+	// the last victim was needed; an earlier one may not be once the later,
+	// bigger ones go: keep it (the dearest first)
+	for i := len(victims) - 2; i >= 0; i-- {
+		if used+victims[i].need+need <= budget {
+			used += victims[i].need
+			victims = slices.Delete(victims, i, i+1)
+		}
+	}
 	return victims, true
+}
+
+// evictOrder orders the engines a claim may stop, the cheapest loss first:
+//
+//  1. idle before busy (a busy one only for a claim that waited max_wait)
+//  2. the lower priority of its last use first (the highest priority among
+//     the requests it served then): a batch model goes before an
+//     interactive one
+//  3. the smaller loss first: what a restart would cost, its last start's
+//     duration, discounted by how long it has been idle compared with that
+//     duration (loss = start² / (start + idle)), so a model that takes a
+//     minute to load is kept over one that takes two seconds unless it has
+//     been idle much longer. Starts are compared by their power of two (a
+//     50 s and a 60 s start are alike; under 2.8 s, all are), so that the
+//     noise of a measure never outweighs recency
+//  4. the least recently used first
+func evictOrder(a, b view, now time.Time) int {
+	if a.busy != b.busy {
+		if a.busy {
+			return 1
+		}
+		return -1
+	}
+	if a.usePrio != b.usePrio {
+		return cmp.Compare(a.usePrio, b.usePrio)
+	}
+	if la, lb := a.loss(now), b.loss(now); la != lb {
+		return cmp.Compare(la, lb)
+	}
+	return a.lastUsed.Compare(b.lastUsed)
+}
+
+// loss is what stopping the engine costs, in seconds of a restart
+// discounted by its idleness (evictOrder).
+func (v view) loss(now time.Time) float64 {
+	s := v.startTook.Seconds()
+	if s <= 0 {
+		return 0
+	}
+	s = math.Exp2(max(math.Round(math.Log2(s)), 1)) // 2, 4, 8, … seconds
+	idle := max(now.Sub(v.lastUsed).Seconds(), 0)
+	return s * s / (s + idle)
+}
+
+// heldBecause is why the engine keeps its share now, "" when the
+// scheduler may stop it.
+func (v view) heldBecause() string {
+	switch {
+	case v.state == Starting:
+		return "starting"
+	case v.state == Draining:
+		return "stopping"
+	case v.never:
+		return "evict never"
+	case v.keep:
+		return "min_loaded for " + v.keepFor.Round(time.Second).String() + " more"
+	case v.busy:
+		return v.inUse()
+	}
+	return ""
+}
+
+// inUse says how busy the engine is: in use (2 in flight, 1 queued).
+func (v view) inUse() string {
+	parts := []string{}
+	if v.inFlight > 0 {
+		parts = append(parts, fmt.Sprintf("%d in flight", v.inFlight))
+	}
+	if v.queued > 0 {
+		parts = append(parts, fmt.Sprintf("%d queued", v.queued))
+	}
+	if len(parts) == 0 {
+		return "in use"
+	}
+	return "in use, " + strings.Join(parts, ", ")
+}
+
+// heldBy names the engines that hold room a claim of self cannot take now,
+// and why: "qwen (in use, 2 in flight)", "llama (min_loaded for 40s more)".
+func heldBy(views []view, self *Engine) []string {
+	var held []string
+	for _, v := range views {
+		if !v.holds || v.e == self {
+			continue
+		}
+		if why := v.heldBecause(); why != "" {
+			held = append(held, v.e.Name()+" ("+why+")")
+		}
+	}
+	slices.Sort(held)
+	return held
+}
+
+// fitsBesideKept reports whether need would fit if every engine the rules
+// let the scheduler stop (idle or busy, not within min_loaded or evict
+// never) were stopped: when it would not, waiting longer does not help
+// until a rule lets go.
+func fitsBesideKept(budget int64, views []view, self *Engine, need int64) bool {
+	var kept int64
+	for _, v := range views {
+		if v.holds && v.e != self && v.keep {
+			kept += v.need
+		}
+	}
+	return kept+need <= budget
+}
+
+// roomRetry is when room may come for a refused start: the first
+// min_loaded to end, or the idle stop of an evict never engine, else
+// defaultRoomRetry; in whole seconds, between 1 s and maxRetryAfter.
+func roomRetry(views []view, self *Engine) time.Duration {
+	d := time.Duration(0)
+	for _, v := range views {
+		if !v.holds || v.e == self || !v.keep {
+			continue
+		}
+		in := v.keepFor
+		if v.never {
+			in = v.idleFor
+		}
+		if in > 0 && (d == 0 || in < d) {
+			d = in
+		}
+	}
+	if d == 0 {
+		d = defaultRoomRetry
+	}
+	d = (d + time.Second - 1).Truncate(time.Second)
+	return min(max(d, time.Second), maxRetryAfter)
 }
 
 // fitsNow reports whether e's share fits without stopping anything, for a
@@ -323,60 +575,6 @@ func (b *box) fitsNow(e *Engine) bool {
 		}
 	}
 	return used+b.need(e) <= b.budget
-}
-
-// MemoryUse is the memory budget's use, for the admin API: what the
-// engines that run or start hold, the budget, and the starts waiting for
-// room, in the order they will be served.
-type MemoryUse struct {
-	Used    int64    `json:"used"`
-	Budget  int64    `json:"budget"`
-	Loaded  []string `json:"loaded"`
-	Waiting []string `json:"waiting"`
-}
-
-// Memory reports the memory budget's use now.
-func Memory() MemoryUse {
-	b := boxNamed(memoryBox, false)
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	u := MemoryUse{Budget: b.budget, Loaded: []string{}, Waiting: []string{}}
-	var now time.Time
-	views := make([]view, 0, len(b.members))
-	for o := range b.members {
-		if now.IsZero() {
-			now = o.now()
-		}
-		v := o.view(now)
-		views = append(views, v)
-		if v.holds && b.granted[o] > 0 {
-			u.Used += b.granted[o]
-			u.Loaded = append(u.Loaded, o.Name())
-		}
-	}
-	slices.Sort(u.Loaded)
-	maxWait := b.maxWait
-	if maxWait <= 0 {
-		maxWait = DefaultMaxWait
-	}
-	waiting := map[*Engine]view{}
-	for _, v := range views {
-		waiting[v.e] = v
-	}
-	order := slices.Clone(b.claims)
-	slices.SortStableFunc(order, func(x, y *claim) int {
-		switch {
-		case before(x, y, now, maxWait, waiting):
-			return -1
-		case before(y, x, now, maxWait, waiting):
-			return 1
-		}
-		return 0
-	})
-	for _, c := range order {
-		u.Waiting = append(u.Waiting, c.e.Name())
-	}
-	return u
 }
 
 // signal wakes everyone waiting for a change in a box; it takes no lock an

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -45,9 +46,25 @@ func TestDecide(t *testing.T) {
 		{"its own earlier share is not counted", 2, []view{{e: self, need: 2, holds: true, ready: true}}, 2, false, nil, true},
 		{"a group: the one running peer, once idle", 1,
 			[]view{{e: a, need: 1, holds: true, ready: true}, {e: c, need: 1}}, 1, false, []*Engine{a}, true},
+		// cheapest loss first (evictOrder)
+		{"the lower priority of its last use goes first, however recent", 4,
+			[]view{{e: a, need: 2, holds: true, ready: true, lastUsed: at(1), usePrio: 10}, {e: b, need: 2, holds: true, ready: true, lastUsed: at(9)}},
+			2, false, []*Engine{b}, true},
+		{"a slow start is kept over a quick one used earlier", 4,
+			[]view{{e: a, need: 2, holds: true, ready: true, lastUsed: at(1), startTook: 60 * time.Second}, {e: b, need: 2, holds: true, ready: true, lastUsed: at(8), startTook: 2 * time.Second}},
+			2, false, []*Engine{b}, true},
+		{"unless it has been idle much longer than its start takes", 4,
+			[]view{{e: a, need: 2, holds: true, ready: true, lastUsed: at(-3600), startTook: 10 * time.Second}, {e: b, need: 2, holds: true, ready: true, lastUsed: at(9), startTook: 2 * time.Second}},
+			2, false, []*Engine{a}, true},
+		{"no more than it takes: a cheap small one is kept when the big one frees enough", 12,
+			[]view{{e: a, need: 2, holds: true, ready: true, lastUsed: at(1)}, {e: b, need: 10, holds: true, ready: true, lastUsed: at(5)}},
+			10, false, []*Engine{b}, true},
+		{"priority before loss: a high-priority quick start stays, a low-priority slow one goes", 4,
+			[]view{{e: a, need: 2, holds: true, ready: true, lastUsed: at(9), usePrio: 5, startTook: time.Second}, {e: b, need: 2, holds: true, ready: true, lastUsed: at(9), usePrio: 0, startTook: time.Minute}},
+			2, false, []*Engine{b}, true},
 	} {
 		t.Run(row.name, func(t *testing.T) {
-			victims, ok := decide(row.budget, row.views, self, row.need, row.starving)
+			victims, ok := decide(row.budget, row.views, self, row.need, row.starving, at(10))
 			var got []*Engine
 			for _, v := range victims {
 				got = append(got, v.e)
@@ -83,11 +100,14 @@ func TestSchedulerPropertiesOverRandomTraces(t *testing.T) {
 		lastUsed time.Duration
 		keep     time.Duration // min_loaded
 		queue    []int         // requests waiting for it
+		prio     int           // the priority of its requests
+		took     time.Duration // its start, as measured
 	}
 	const budget = 8
 	engs := make([]*eng, 6)
 	for i := range engs {
-		engs[i] = &eng{e: &Engine{}, need: int64(1 + rng.IntN(4)), keep: time.Duration(rng.IntN(3)) * time.Second}
+		engs[i] = &eng{e: &Engine{}, need: int64(1 + rng.IntN(4)), keep: time.Duration(rng.IntN(3)) * time.Second,
+			prio: rng.IntN(3), took: time.Duration(500+rng.IntN(5000)) * time.Millisecond}
 	}
 	arrive := make([]time.Duration, requests)
 	which := make([]int, requests)
@@ -140,7 +160,8 @@ func TestSchedulerPropertiesOverRandomTraces(t *testing.T) {
 				ready := en.loaded && en.starting <= now
 				// a drained engine holds its memory until its requests end
 				v := view{e: en.e, need: en.need, holds: en.loaded || en.inFlight > 0, ready: ready,
-					busy: en.inFlight > 0 || (ready && len(en.queue) > 0), lastUsed: base.Add(en.lastUsed)}
+					busy: en.inFlight > 0 || (ready && len(en.queue) > 0), lastUsed: base.Add(en.lastUsed),
+					usePrio: en.prio, startTook: en.took}
 				if en.keep > 0 && en.lastUsed+en.keep > now {
 					v.keep = true
 				}
@@ -155,7 +176,7 @@ func TestSchedulerPropertiesOverRandomTraces(t *testing.T) {
 			i := slices.IndexFunc(claims, func(c claimAt) bool { return c.en.e == h.e })
 			c := claims[i]
 			starving := now-c.since >= maxWait
-			victims, ok := decide(budget, views, c.en.e, c.en.need, starving)
+			victims, ok := decide(budget, views, c.en.e, c.en.need, starving, base.Add(now))
 			switch {
 			case ok && len(victims) == 0:
 				c.en.loaded, c.en.starting = true, now+startT
@@ -239,6 +260,15 @@ func TestMemoryBudgetStopsTheLeastRecentlyUsedIdleEngine(t *testing.T) {
 	}
 	if a.State() != Ready || b.State() != Stopped {
 		t.Fatalf("starting c: a is %s (busy), b is %s (idle)", a.State(), b.State())
+	}
+	if why := b.Why().Stopped; why != "room for mem-c (needs 1.0 GiB of the memory_budget)" {
+		t.Fatalf("b stopped for %q", why)
+	}
+	if why := c.Why().Started; !strings.HasPrefix(why, "request; ") || !strings.HasSuffix(why, "stopped mem-b for it") {
+		t.Fatalf("c started for %q", why)
+	}
+	if u := Memory(); u.Swaps == 0 || u.SwapsLastHour == 0 || u.Stops["room"] == 0 {
+		t.Fatalf("no swap counted: %+v", u)
 	}
 	// b again: a is busy and c is busy: b waits until c goes idle
 	got := make(chan error, 1)

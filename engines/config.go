@@ -235,6 +235,13 @@ type Config struct {
 	// (only its idle_timeout or an operator stops it). Default: idle.
 	Evict string `json:"evict,omitempty"`
 
+	// Devices are the GPUs the engine runs on, a device set that has a
+	// memory_budget of its own (memory_budget <size> devices <ids>): its
+	// memory counts against that set's budget only. Its process gets
+	// CUDA_VISIBLE_DEVICES set to them unless Env sets it. Default: none
+	// (the handler's memory_budget).
+	Devices []int `json:"devices,omitempty"`
+
 	// DialTimeout bounds connecting to the engine. Default: 10s.
 	DialTimeout caddy.Duration `json:"dial_timeout,omitempty"`
 
@@ -562,8 +569,13 @@ func (c Config) Validate() error {
 	if c.Evict != "" && c.Evict != EvictIdle && c.Evict != EvictNever {
 		return fmt.Errorf("engine %s: evict takes idle or never, not %q", c.Name, c.Evict)
 	}
-	if (c.Memory > 0 || c.MinLoaded > 0 || c.Evict != "") && !c.Managed() {
-		return fmt.Errorf("engine %s: memory, min_loaded and evict are for an engine the gateway starts (with cmd)", c.Name)
+	if (c.Memory > 0 || c.MinLoaded > 0 || c.Evict != "" || len(c.Devices) > 0) && !c.Managed() {
+		return fmt.Errorf("engine %s: memory, min_loaded, evict and devices are for an engine the gateway starts (with cmd)", c.Name)
+	}
+	if len(c.Devices) > 0 {
+		if _, err := ParseDevices(DeviceSet(c.Devices)); err != nil {
+			return fmt.Errorf("engine %s: devices are device ids from 0, each once", c.Name)
+		}
 	}
 	if c.Managed() && !canStartProcesses {
 		return errNoLocalEngines(c.Name)

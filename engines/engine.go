@@ -148,6 +148,11 @@ type Engine struct {
 	closed    bool
 	waiting   int                 // requests waiting for a start: the scheduler serves the most wanted first
 	waitPrios map[int]int         // their priorities, counted
+	startTook time.Duration       // the last start's duration: what the scheduler loses by stopping it
+	usePrio   int                 // the highest priority among the requests of its last use (reasons.go)
+	freshUse  bool                // a new use began: the next priority noted replaces usePrio
+	why       Reasons             // the scheduler's last start and stop, and why
+	stopWhy   string              // the scheduler's reason for the stop under way
 	modelBrks map[string]*Breaker // one per model sent: status failures and answer timeouts
 
 	// health checks of a remote engine (health.go)
@@ -184,7 +189,7 @@ func New(cfg Config, rt http.RoundTripper, log *zap.Logger) (*Engine, error) {
 		e.boxes = append(e.boxes, joinBox("group:"+cfg.Group, true, e))
 	}
 	if cfg.Managed() && cfg.Memory > 0 {
-		e.boxes = append(e.boxes, joinBox(memoryBox, false, e))
+		e.boxes = append(e.boxes, joinBox(memoryBoxOf(cfg.Devices), false, e))
 	}
 	return e, nil
 }
@@ -260,6 +265,9 @@ func (e *Engine) TryAcquire() *Lease {
 
 // leaseLocked hands out a lease on a ready engine. Call with mu held.
 func (e *Engine) leaseLocked() *Lease {
+	if e.leases == 0 {
+		e.freshUse = true // a new use: its requests' priorities make the engine's
+	}
 	e.leases++
 	if e.idleTimer != nil {
 		e.idleGen++ // a pending idle stop is now stale
@@ -348,22 +356,28 @@ func (e *Engine) view(now time.Time) view {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	v := view{e: e, holds: e.state != Stopped, ready: e.state == Ready, busy: e.leases > 0,
-		lastUsed: e.lastUsed, waiting: e.waiting}
+		state: e.state, inFlight: e.leases, lastUsed: e.lastUsed, waiting: e.waiting,
+		startTook: e.startTook, usePrio: e.usePrio}
 	first := true
 	for p := range e.waitPrios {
 		if first || p > v.prio {
 			v.prio, first = p, false
 		}
 	}
-	if e.lim != nil && e.lim.queued() > 0 {
-		v.busy = true
+	if e.lim != nil {
+		if v.queued = e.lim.queued(); v.queued > 0 {
+			v.busy = true
+		}
 	}
 	if e.leases > 0 {
 		v.lastUsed = now
 	}
 	switch {
 	case e.cfg.Evict == EvictNever:
-		v.keep = true
+		v.keep, v.never = true, true
+		if d := time.Duration(e.cfg.IdleTimeout); d > 0 && e.leases == 0 && !v.lastUsed.IsZero() {
+			v.idleFor = max(v.lastUsed.Add(d).Sub(now), 0)
+		}
 	case e.cfg.MinLoaded > 0:
 		if left := v.lastUsed.Add(time.Duration(e.cfg.MinLoaded)).Sub(now); left > 0 {
 			v.keep, v.keepFor = true, left
@@ -457,7 +471,10 @@ func (e *Engine) acquire(ctx context.Context, wake bool) (*Lease, error) {
 		}
 		switch e.state {
 		case Ready:
-			return e.leaseLocked(), nil
+			l := e.leaseLocked()
+			prio, _ := PriorityOf(ctx)
+			e.notePrio(prio)
+			return l, nil
 		case Stopped:
 			if waitedFor != 0 && waitedFor == e.startSeq && e.lastErr != nil {
 				return nil, e.lastErr
@@ -465,7 +482,7 @@ func (e *Engine) acquire(ctx context.Context, wake bool) (*Lease, error) {
 			if !wake {
 				return nil, ErrNotRunning
 			}
-			e.beginStart()
+			e.beginStart(startWhy(ctx))
 			waitedFor = e.startSeq
 		case Starting:
 			if waitedFor == 0 {
@@ -538,8 +555,10 @@ func (e *Engine) idleFired(gen uint64) {
 	e.finishStop(false, StopIdle)
 }
 
-// beginStart moves a stopped engine to starting. Call with mu held.
-func (e *Engine) beginStart() {
+// beginStart moves a stopped engine to starting, for why. Call with mu
+// held.
+func (e *Engine) beginStart(why string) {
+	e.noteStart(why)
 	e.state = Starting
 	e.startSeq++
 	e.startAt, e.startPID = e.now(), 0
@@ -579,6 +598,12 @@ func (e *Engine) run(seq uint64, delay time.Duration) {
 		// its share of the GPU (a group's turn, its memory) is held until it
 		// stops: the scheduler (box.go) makes room or keeps it waiting
 		if err := b.claim(e.life, e); err != nil {
+			var busy *BusyError
+			if errors.As(err, &busy) {
+				b.swaps.refuse()
+				e.refused(seq, busy)
+				return
+			}
 			e.startFailed(seq, nil, "the engine was shut down while waiting for its turn ("+b.name+")")
 			return
 		}
@@ -598,6 +623,7 @@ func (e *Engine) run(seq uint64, delay time.Duration) {
 	for i, kv := range e.cfg.Env {
 		env[i] = strings.ReplaceAll(kv, PortPlaceholder, ps)
 	}
+	env = withDevices(env, e.cfg.Devices)
 	base, err := url.Parse(strings.ReplaceAll(e.cfg.To, PortPlaceholder, ps))
 	if err != nil {
 		e.startFailed(seq, nil, "bad 'to': "+err.Error())
@@ -631,6 +657,7 @@ func (e *Engine) run(seq uint64, delay time.Duration) {
 	}
 	e.state, e.proc, e.base, e.port = Ready, proc, base, port
 	e.readyAt = e.now()
+	e.startTook = e.readyAt.Sub(began)
 	e.broadcast()
 	if e.leases == 0 {
 		e.armIdle()
@@ -743,6 +770,20 @@ func (e *Engine) startFailed(seq uint64, proc *process, reason string) {
 	}
 }
 
+// refused ends a start the scheduler refused: it found no room within
+// max_wait. Its waiters get busy. It is no failure of the engine's, so the
+// restart back-off does not grow.
+func (e *Engine) refused(seq uint64, busy *BusyError) {
+	e.log.Info("start refused: no room", zap.String("box", busy.Box), zap.Strings("waiting_for", busy.WaitingFor),
+		zap.Duration("waited", busy.Waited), zap.Duration("retry_after", busy.RetryAfter))
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if seq == e.startSeq {
+		e.state, e.lastErr = Stopped, busy
+		e.broadcast()
+	}
+}
+
 // watch notices a ready engine's process ending on its own.
 func (e *Engine) watch(proc *process) {
 	<-proc.done
@@ -752,6 +793,7 @@ func (e *Engine) watch(proc *process) {
 		return // a stop we asked for
 	}
 	e.state, e.proc, e.base = Stopped, nil, nil
+	e.noteStop("crashed: the process " + proc.exitReason())
 	if e.now().Sub(e.readyAt) < stableUptime {
 		e.failures++
 	} else {
@@ -769,7 +811,7 @@ func (e *Engine) watch(proc *process) {
 // whatever the wake policy (the admin API's start). It takes no place of
 // max_concurrent: it sends no request.
 func (e *Engine) Start(ctx context.Context) error {
-	l, err := e.acquire(ctx, true)
+	l, err := e.acquire(context.WithValue(ctx, whyKey{}, "admin start"), true)
 	if err != nil {
 		return err
 	}
@@ -801,7 +843,7 @@ func (e *Engine) Preload() {
 		return
 	}
 	e.log.Info("preloading engine")
-	e.beginStart()
+	e.beginStart("preload")
 }
 
 // Stop stops a running engine. With drain, it first lets the requests that
@@ -819,6 +861,7 @@ func (e *Engine) Stop(ctx context.Context, drain bool, reason StopReason) error 
 		}
 	}
 	if e.state != Ready {
+		e.stopWhy = ""
 		e.mu.Unlock()
 		return nil
 	}
@@ -858,6 +901,10 @@ func (e *Engine) finishStopWithin(drain bool, within time.Duration, reason StopR
 		}
 	}
 	e.mu.Lock()
+	if proc != nil {
+		e.noteStop(e.stopWords(reason))
+	}
+	e.stopWhy = ""
 	e.state, e.proc, e.base, e.port = Stopped, nil, nil, 0
 	e.failures = 0
 	e.broadcast()
@@ -931,6 +978,11 @@ type Status struct {
 	// Limit is the engine's max_concurrent and its queue, now; absent
 	// without a limit.
 	Limit *LimitStatus `json:"limit,omitempty"`
+	// Devices is the device set the engine runs on (devices); absent
+	// without one.
+	Devices string `json:"devices,omitempty"`
+	// Why is the scheduler's last start and stop of the engine, and why.
+	Why Reasons `json:"why"`
 }
 
 // LimitStatus is an engine's concurrency limit and its use.
@@ -946,6 +998,7 @@ func (e *Engine) Status() Status {
 	e.mu.Lock()
 	s := Status{
 		Name: e.cfg.Name, Models: e.cfg.Models, Managed: e.cfg.Managed(), Group: e.cfg.Group, Memory: e.cfg.Memory,
+		Devices: DeviceSet(e.cfg.Devices), Why: e.why,
 		State: e.state.String(), Ready: e.state == Ready, Port: e.port, Leases: e.leases,
 		EngineBreaker: e.brk.State().String(),
 	}

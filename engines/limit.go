@@ -3,6 +3,7 @@ package engines
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,11 +32,33 @@ type BusyError struct {
 	// queue was full on arrival.
 	Waited time.Duration
 	// RetryAfter is when a place is likely free: about one request's
-	// time on the engine.
+	// time on the engine; for a start refused for room, when room may
+	// come (the first min_loaded to end).
 	RetryAfter time.Duration
+
+	// WaitingFor is set when the scheduler refused the engine's start
+	// (box.go): it waited max_wait for room, and what the rules protect
+	// (min_loaded, evict never) left it none. Each item names an engine
+	// that holds room and why: "qwen (in use, 2 in flight)", "llama
+	// (min_loaded for 40s more)". Need and Box say what it needed of what.
+	WaitingFor []string
+	Need       string
+	Box        string
 }
 
+// Room reports whether the refusal is the scheduler's (no room for the
+// engine's start), not its max_concurrent's: a 503, not a 429.
+func (e *BusyError) Room() bool { return e.Box != "" }
+
 func (e *BusyError) Error() string {
+	if e.Room() {
+		held := "engines that may not be stopped"
+		if len(e.WaitingFor) > 0 {
+			held = strings.Join(e.WaitingFor, ", ")
+		}
+		return fmt.Sprintf("engine %s is waiting for room: it needs %s of the %s, held by %s; it waited %s (max_wait)",
+			e.Engine, e.Need, e.Box, held, e.Waited.Round(time.Second))
+	}
 	if e.Waited > 0 {
 		return fmt.Sprintf("engine %s is busy: the request waited %s in its queue (max_concurrent %d) and its queue_timeout ran out",
 			e.Engine, e.Waited.Round(time.Millisecond), e.MaxConcurrent)

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
+	"github.com/llmgateway/caddy-llm-gateway/handler/config"
 	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
 )
 
@@ -54,8 +55,8 @@ func burst(t *testing.T, n int, send func(i int) int) map[int]int {
 
 func TestARateLimitHoldsAcrossEveryRoute(t *testing.T) {
 	up := newUsageEngine(t, "demo", 10)
-	url := budgetGateway(t, Config{
-		Keys:    []Key{{Name: "team-a", Value: teamKey, Rate: limits(t, "5/m")}},
+	url := budgetGateway(t, config.Config{
+		Keys:    []config.Key{{Name: "team-a", Value: teamKey, Rate: limits(t, "5/m")}},
 		Engines: []engines.Config{{Name: "demo", To: up.URL, Models: []string{"demo"}}},
 	}, clock.NewFake())
 	routes := []struct{ method, path, body string }{
@@ -78,8 +79,8 @@ func TestPassthroughObeysTheKeysModelsMethodsAndFilters(t *testing.T) {
 	upURL, seen := loggingUpstream(t, func(r *http.Request, b []byte) string {
 		return r.Method + " " + r.URL.Path + " " + string(b)
 	}, answerJSON(`{}`))
-	url := budgetGateway(t, Config{
-		Keys: []Key{
+	url := budgetGateway(t, config.Config{
+		Keys: []config.Key{
 			{Name: "team-a", Value: teamKey, Models: []string{"small"}},
 			{Name: "team-b", Value: otherKey, Tokens: limits(t, "1000/d")},
 			{Name: "ops", Value: opsKey},
@@ -129,8 +130,8 @@ func TestPassthroughObeysTheKeysModelsMethodsAndFilters(t *testing.T) {
 
 func TestPassthroughCountsTheUsageItsAnswersReport(t *testing.T) {
 	up := newUsageEngine(t, "demo", 600)
-	url := budgetGateway(t, Config{
-		Keys:               []Key{{Name: "team-a", Value: teamKey, Tokens: limits(t, "1000/d")}},
+	url := budgetGateway(t, config.Config{
+		Keys:               []config.Key{{Name: "team-a", Value: teamKey, Tokens: limits(t, "1000/d")}},
 		Engines:            []engines.Config{{Name: "demo", To: up.URL, Models: []string{"demo"}}},
 		PassthroughBudgets: true,
 	}, clock.NewFake())
@@ -165,7 +166,7 @@ func TestAnyCaseVariantOfAMemberTheGatewayReadsIsRefused(t *testing.T) {
 
 func TestANestedFilterPathSpelledTwoWaysIsRefused(t *testing.T) {
 	upURL, seen := loggingUpstream(t, func(r *http.Request, b []byte) string { return string(b) }, answerJSON(`{}`))
-	_, url := testGateway(t, Config{Engines: []engines.Config{{Name: "e", To: upURL, Models: []string{"m"},
+	_, url := testGateway(t, config.Config{Engines: []engines.Config{{Name: "e", To: upURL, Models: []string{"m"},
 		Set: []engines.BodySetting{{Path: "chat_template_kwargs.enable_thinking", Value: json.RawMessage("false")}}}}}, nil)
 	for _, body := range []string{
 		`{"model":"m","chat_template_kwargs":{"enable_thinking":false},"Chat_Template_Kwargs":{"enable_thinking":true}}`,
@@ -184,7 +185,7 @@ func TestANestedFilterPathSpelledTwoWaysIsRefused(t *testing.T) {
 
 func TestAMultipartModelPartThatIsAFileIsRefused(t *testing.T) {
 	upURL, seen := loggingUpstream(t, func(r *http.Request, b []byte) string { return "" }, answerJSON(`{}`))
-	_, url := testGateway(t, Config{Engines: []engines.Config{{Name: "e", To: upURL, Models: []string{"whisper-1"}}}}, nil)
+	_, url := testGateway(t, config.Config{Engines: []engines.Config{{Name: "e", To: upURL, Models: []string{"whisper-1"}}}}, nil)
 	for _, part := range []string{
 		"Content-Disposition: form-data; name=\"model\"; filename=\"\"\r\n\r\nqwen",
 		"Content-Disposition: form-data; name=\"Model\"\r\n\r\nqwen",
@@ -217,8 +218,8 @@ func TestABurstOfStreamsStaysWithinTheTokenBudget(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			up := newUsageEngine(t, "demo", 905)
-			url := budgetGateway(t, Config{
-				Keys:    []Key{{Name: "team-a", Value: teamKey, Tokens: limits(t, "1000/d")}},
+			url := budgetGateway(t, config.Config{
+				Keys:    []config.Key{{Name: "team-a", Value: teamKey, Tokens: limits(t, "1000/d")}},
 				Engines: []engines.Config{{Name: "demo", To: up.URL, Models: []string{"demo"}}},
 			}, clock.NewFake())
 			got := burst(t, 50, func(int) int {
@@ -235,8 +236,8 @@ func TestABurstOfStreamsStaysWithinTheTokenBudget(t *testing.T) {
 }
 
 func TestOneTokenUnderTwoNamesIsRefusedAtLoad(t *testing.T) {
-	base := Config{Engines: []engines.Config{{Name: "e", To: "http://127.0.0.1:1", Models: []string{"m"}}}}
-	for _, keys := range [][]Key{
+	base := config.Config{Engines: []engines.Config{{Name: "e", To: "http://127.0.0.1:1", Models: []string{"m"}}}}
+	for _, keys := range [][]config.Key{
 		{{Name: "a", Value: teamKey, Rate: limits(t, "5/m")}, {Name: "b", Value: teamKey}},
 		{{Value: "x-long-enough-key-1, " + teamKey}, {Name: "a", Value: teamKey, Rate: limits(t, "5/m")}},
 		{{Name: "ops", Value: teamKey, Operator: true, Models: []string{"m"}}},
@@ -251,12 +252,12 @@ func TestOneTokenUnderTwoNamesIsRefusedAtLoad(t *testing.T) {
 }
 
 func TestOperatorTokensNeverIncludeAKeyWithRules(t *testing.T) {
-	keys := []Key{{Name: "team-a", Value: teamKey, Rate: limits(t, "5/m")}, {Name: "ops", Value: otherKey}}
-	if got := fmt.Sprint(OperatorTokens(keys)); got != "["+otherKey+"]" {
+	keys := []config.Key{{Name: "team-a", Value: teamKey, Rate: limits(t, "5/m")}, {Name: "ops", Value: otherKey}}
+	if got := fmt.Sprint(config.OperatorTokens(keys)); got != "["+otherKey+"]" {
 		t.Fatalf("%s", got)
 	}
-	keys = append(keys, Key{Name: "admin", Value: "admin-key-0123456789", Operator: true})
-	if got := fmt.Sprint(OperatorTokens(keys)); got != "[admin-key-0123456789]" {
+	keys = append(keys, config.Key{Name: "admin", Value: "admin-key-0123456789", Operator: true})
+	if got := fmt.Sprint(config.OperatorTokens(keys)); got != "[admin-key-0123456789]" {
 		t.Fatalf("marked operators: %s", got)
 	}
 }
@@ -281,8 +282,8 @@ func TestAPriorityHeaderMayLowerTheKeysNeverRaiseIt(t *testing.T) {
 
 func TestARestrictedKeyIsToldOnlyOfItsOwnModelsAndEngines(t *testing.T) {
 	up := newUsageEngine(t, "demo", 10)
-	url := budgetGateway(t, Config{
-		Keys: []Key{{Name: "team-a", Value: teamKey, Models: []string{"small"}}},
+	url := budgetGateway(t, config.Config{
+		Keys: []config.Key{{Name: "team-a", Value: teamKey, Models: []string{"small"}}},
 		Engines: []engines.Config{
 			{Name: "cheap", To: up.URL, Models: []string{"small"}},
 			{Name: "secret-gpu", To: up.URL, Models: []string{"internal-70b"}},

@@ -1,12 +1,10 @@
 package handler
 
 import (
-	"bytes"
 	"encoding/json"
 	"net/http"
 
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
-	"github.com/llmgateway/caddy-llm-gateway/internal/sse"
 )
 
 // Anthropic's Messages API family: the shape of its errors and model
@@ -90,32 +88,6 @@ func (e *Error) anthropic() (int, []byte) {
 	b = append(b, `,"message":`...)
 	b = jsonmember.AppendString(b, e.Message)
 	return status, append(b, "}}"...)
-}
-
-// messageStartUsage reads the usage of an Anthropic message_start event,
-// which sits in its "message" (the prompt's input_tokens; message_delta
-// reports the output at the top level).
-func messageStartUsage(ev []byte) (Usage, bool) {
-	if !bytes.Contains(ev, []byte(`message_start`)) {
-		return Usage{}, false
-	}
-	data, ok := sse.Data(ev)
-	if !ok {
-		return Usage{}, false
-	}
-	var e struct {
-		Type    string `json:"type"`
-		Message struct {
-			Usage *struct {
-				Input  int `json:"input_tokens"`
-				Output int `json:"output_tokens"`
-			} `json:"usage"`
-		} `json:"message"`
-	}
-	if json.Unmarshal(data, &e) != nil || e.Type != "message_start" || e.Message.Usage == nil {
-		return Usage{}, false
-	}
-	return Usage{e.Message.Usage.Input, e.Message.Usage.Output}, true
 }
 
 // anthropicEvent is the part of a Messages API stream event a transcript

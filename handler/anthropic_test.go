@@ -16,6 +16,8 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
+	"github.com/llmgateway/caddy-llm-gateway/handler/config"
+	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
 	"github.com/llmgateway/caddy-llm-gateway/internal/sse"
 )
 
@@ -139,8 +141,8 @@ func anthropicGateway(t *testing.T) (*anthropicEngine, *anthropicEngine, string)
 	primary := newAnthropicEngine(t, "hello from the primary")
 	backup := newAnthropicEngine(t, "hello from the backup")
 	zero := 0
-	_, url := testGateway(t, Config{
-		Keys: []Key{{Value: anthropicKey}},
+	_, url := testGateway(t, config.Config{
+		Keys: []config.Key{{Value: anthropicKey}},
 		Engines: []engines.Config{
 			{Name: "local", To: primary.URL, Models: []string{"qwen"}, Fallback: "backup", Retries: &zero},
 			{Name: "backup", To: backup.URL, Models: []string{"claude-backup"}, APIKey: "backup-own-key-0001", APIKeyHeader: "x-api-key"},
@@ -163,7 +165,7 @@ func TestAnthropicSDKThroughTheGateway(t *testing.T) {
 		t.Fatalf("stream: %q %v", text, err)
 	}
 	// the prompt's tokens come in message_start, the answer's in message_delta
-	if u := lastResult.Load().Usage; u != (Usage{Prompt: 3, Completion: 5}) {
+	if u := lastResult.Load().Usage; u != (grammar.Usage{Prompt: 3, Completion: 5}) {
 		t.Fatalf("usage of the stream: %+v", u)
 	}
 	// the caller's x-api-key never leaves; anthropic-version passes
@@ -207,7 +209,7 @@ func TestAnthropicSDKThroughTheGateway(t *testing.T) {
 func TestAnthropicStreamCutAfterContentIsResumedWithOneSeam(t *testing.T) {
 	local := newAnthropicEngine(t, "the whole answer, in several words")
 	zero := 0
-	_, url := testGateway(t, Config{Engines: []engines.Config{
+	_, url := testGateway(t, config.Config{Engines: []engines.Config{
 		{Name: "local", To: local.URL, Models: []string{"qwen"}, Retries: &zero, Resume: new(true), Prefill: new(true)},
 	}}, nil)
 	local.setMode("cutonce")
@@ -284,7 +286,7 @@ func TestAnthropicClientsListModelsInTheirShape(t *testing.T) {
 }
 
 func TestAFallbackBetweenAPIFamiliesIsRefusedAtLoad(t *testing.T) {
-	cfg := Config{Engines: []engines.Config{
+	cfg := config.Config{Engines: []engines.Config{
 		{Name: "claude-local", To: "http://127.0.0.1:1", Models: []string{"a"}, Fallback: "gpt"},
 		{Name: "gpt", To: "http://127.0.0.1:2", Models: []string{"b"}, APIs: []string{"openai"}},
 	}}
@@ -304,12 +306,12 @@ func FuzzClassifyAnthropic(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, ev []byte) {
-		k := classifyAnthropic(ev)
+		k := grammar.ClassifyAnthropic(ev)
 		data, ok := sse.Data(ev)
-		if !ok && k != eventComment {
+		if !ok && k != grammar.Comment {
 			t.Fatalf("no data, kind %d", k)
 		}
-		if k == eventError && !strings.Contains(string(data), "error") {
+		if k == grammar.ErrorEvent && !strings.Contains(string(data), "error") {
 			t.Fatalf("an error without the word: %q", data)
 		}
 	})

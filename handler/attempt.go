@@ -1,6 +1,7 @@
 package handler
 
 import (
+	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 	"github.com/llmgateway/caddy-llm-gateway/internal/sse"
 
@@ -193,7 +194,7 @@ func (g *Gateway) send(rp *reply, req *request, a *attempt) {
 // what makes the commit point "first content", not "first byte".
 func (g *Gateway) awaitFirstContent(a *attempt) {
 	cfg := &a.c.rt.cfg
-	st := &stream{events: sse.NewReader(a.resp.Body), rule: endRule(a.req)}
+	st := &stream{events: sse.NewReader(a.resp.Body), rule: grammar.EndRule(a.req.r.URL.Path)}
 	a.stream = st
 	g.startIdle(a)
 	if d := time.Duration(cfg.FirstTokenTimeout); d > 0 {
@@ -210,19 +211,19 @@ func (g *Gateway) awaitFirstContent(a *attempt) {
 			a.broke(err)
 			return
 		}
-		kind := classifyEvent(ev, true)
+		kind := grammar.Classify(ev, true)
 		if a.req.api == apiAnthropic {
-			kind = classifyAnthropic(ev)
+			kind = grammar.ClassifyAnthropic(ev)
 		}
 		switch kind {
-		case eventMalformed:
+		case grammar.Malformed:
 			g.droppedEvent(a)
 			continue
-		case eventError:
+		case grammar.ErrorEvent:
 			a.outcome, a.err = outcomeStreamError, errors.New(strings.TrimSpace(string(ev)))
 			a.errBody = append([]byte(nil), ev...)
 			return
-		case eventComment, eventPreamble:
+		case grammar.Comment, grammar.Preamble:
 			st.held = append(st.held, ev...)
 			if len(st.held) < maxHeld {
 				continue

@@ -1,6 +1,7 @@
 package handler
 
 import (
+	"github.com/llmgateway/caddy-llm-gateway/handler/config"
 	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
 
 	"encoding/json"
@@ -52,7 +53,7 @@ func TestABusyEngineSendsTheOverflowToItsFallbackWithoutTouchingItsBreaker(t *te
 	gpu := newHeldEngine(t)
 	cpu := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { answerOK(w, "cpu") }))
 	defer cpu.Close()
-	g, url := testGateway(t, Config{Engines: []engines.Config{
+	g, url := testGateway(t, config.Config{Engines: []engines.Config{
 		{Name: "gpu", To: gpu.URL, Models: []string{"m"}, Fallback: "cpu", MaxConcurrent: 1, BreakerFailures: 1},
 		{Name: "cpu", To: cpu.URL, Models: []string{"cpu"}},
 	}}, nil)
@@ -84,7 +85,7 @@ func TestABusyEngineSendsTheOverflowToItsFallbackWithoutTouchingItsBreaker(t *te
 
 func TestABusyEngineWithNowhereToGoAnswers429EngineBusyWithRetryAfter(t *testing.T) {
 	gpu := newHeldEngine(t)
-	_, url := testGateway(t, Config{Engines: []engines.Config{
+	_, url := testGateway(t, config.Config{Engines: []engines.Config{
 		{Name: "gpu", To: gpu.URL, Models: []string{"m"}, MaxConcurrent: 1},
 	}}, nil)
 	first := holdOne(t, gpu, url)
@@ -124,7 +125,7 @@ func TestABusyEngineWithNowhereToGoAnswers429EngineBusyWithRetryAfter(t *testing
 
 func TestABusyFallbackIsNotUsedEither(t *testing.T) {
 	gpu, cpu := newHeldEngine(t), newHeldEngine(t)
-	_, url := testGateway(t, Config{Engines: []engines.Config{
+	_, url := testGateway(t, config.Config{Engines: []engines.Config{
 		{Name: "gpu", To: gpu.URL, Models: []string{"m"}, Fallback: "cpu", MaxConcurrent: 1},
 		{Name: "cpu", To: cpu.URL, Models: []string{"c"}, MaxConcurrent: 1},
 	}}, nil)
@@ -148,7 +149,7 @@ func TestAQueuedRequestGoesToTheFallbackAfterFallbackAfter(t *testing.T) {
 	gpu := newHeldEngine(t)
 	cpu := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { answerOK(w, "cpu") }))
 	defer cpu.Close()
-	g, url := testGateway(t, Config{Engines: []engines.Config{
+	g, url := testGateway(t, config.Config{Engines: []engines.Config{
 		{Name: "gpu", To: gpu.URL, Models: []string{"m"}, Fallback: "cpu", MaxConcurrent: 1, Queue: 1},
 		{Name: "cpu", To: cpu.URL, Models: []string{"cpu"}},
 	}}, clock)
@@ -180,12 +181,12 @@ func TestAPoolPrefersAnIdleMemberToABusyOnesQueue(t *testing.T) {
 	held := newHeldEngine(t)
 	idle := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { answerOK(w, "idle") }))
 	defer idle.Close()
-	_, url := testGateway(t, Config{
+	_, url := testGateway(t, config.Config{
 		Engines: []engines.Config{
 			{Name: "a", To: held.URL, Models: []string{"m-a"}, ModelName: "m", MaxConcurrent: 1, Queue: 4},
 			{Name: "b", To: idle.URL, Models: []string{"m-b"}, ModelName: "m", MaxConcurrent: 1, Queue: 4},
 		},
-		Pools: []PoolConfig{{Name: "m", Members: []string{"a", "b"}}},
+		Pools: []config.PoolConfig{{Name: "m", Members: []string{"a", "b"}}},
 	}, nil)
 	// a holds one request; every next request goes to b, whatever the
 	// rotation says, instead of waiting in a's queue

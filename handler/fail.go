@@ -205,6 +205,11 @@ func (a *attempt) failureError() *Error {
 		if a.err != nil {
 			msg = a.err.Error()
 		}
+		// the scheduler found no room for its start: the box is full, not
+		// the caller too fast (issue 29)
+		if busy := (*engines.BusyError)(nil); errors.As(a.err, &busy) && busy.Room() {
+			return &Error{http.StatusServiceUnavailable, typeUnavailable, "engine_busy", msg + "; retry later"}
+		}
 		return &Error{http.StatusTooManyRequests, typeRateLimit, "engine_busy", msg + "; retry later"}
 	}
 	return &Error{499, typeInvalidRequest, "client_closed_request", "the client went away"}

@@ -1,7 +1,9 @@
 package handler
 
 import (
+	"github.com/llmgateway/caddy-llm-gateway/handler/config"
 	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
+	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
 
 	"bufio"
 	"encoding/json"
@@ -24,7 +26,7 @@ import (
 // upstreams, served by an httptest server on 127.0.0.1.
 
 // testGateway builds a gateway for cfg and serves it; clock may be nil.
-func testGateway(t *testing.T, cfg Config, clock clock.Clock) (*Gateway, string) {
+func testGateway(t *testing.T, cfg config.Config, clock clock.Clock) (*Gateway, string) {
 	t.Helper()
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
@@ -141,7 +143,7 @@ func TestOverloadedModelOpensOnlyItsOwnBreaker(t *testing.T) {
 	backup := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { answerOK(w, "backup") }))
 	defer backup.Close()
 	zero := 0
-	_, url := testGateway(t, Config{Engines: []engines.Config{
+	_, url := testGateway(t, config.Config{Engines: []engines.Config{
 		{Name: "cloud", To: cloud.URL, Models: []string{"A", "B"}, Fallback: "backup", Retries: &zero, BreakerFailures: 2},
 		{Name: "backup", To: backup.URL, Models: []string{"backup"}},
 	}}, nil)
@@ -195,7 +197,7 @@ func TestHangUpAfterLongSilenceMovesOnWithoutASecondTry(t *testing.T) {
 	backup := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { answerOK(w, "backup") }))
 	defer backup.Close()
 	three := 3
-	_, url := testGateway(t, Config{Engines: []engines.Config{
+	_, url := testGateway(t, config.Config{Engines: []engines.Config{
 		{Name: "silent", To: silent.URL, Models: []string{"m"}, Fallback: "backup", Retries: &three},
 		{Name: "backup", To: backup.URL, Models: []string{"backup"}},
 	}}, clock)
@@ -231,7 +233,7 @@ func TestInstantResetIsRetriedOnTheSameEngine(t *testing.T) {
 	}))
 	defer flaky.Close()
 	one := 1
-	_, url := testGateway(t, Config{Engines: []engines.Config{
+	_, url := testGateway(t, config.Config{Engines: []engines.Config{
 		{Name: "flaky", To: flaky.URL, Models: []string{"m"}, Retries: &one},
 	}}, nil)
 	resp, body := postJSON(t, url, `{"model":"m"}`)
@@ -269,7 +271,7 @@ func TestCutStreamIsCompletedByTheSameEngine(t *testing.T) {
 		io.WriteString(w, "data: [DONE]\n\n")
 	}))
 	defer eng.Close()
-	_, url := testGateway(t, Config{Engines: []engines.Config{
+	_, url := testGateway(t, config.Config{Engines: []engines.Config{
 		{Name: "local", To: eng.URL, Models: []string{"m"}, Resume: new(true), Prefill: new(true)},
 	}}, nil)
 
@@ -330,8 +332,8 @@ func TestCallersKeyNeverReachesTheEngine(t *testing.T) {
 		answerOK(w, "m")
 	}))
 	defer up.Close()
-	_, url := testGateway(t, Config{
-		Keys:    []Key{{Value: "caller-secret-key-123"}},
+	_, url := testGateway(t, config.Config{
+		Keys:    []config.Key{{Value: "caller-secret-key-123"}},
 		Engines: []engines.Config{{Name: "e", To: up.URL, Models: []string{"m"}, APIKey: "engine-own-key-456"}},
 	}, nil)
 	resp, body := postJSON(t, url, `{"model":"m"}`,
@@ -379,7 +381,7 @@ func TestAResumeIsAnAttemptAndReportsTheWholeAnswersUsage(t *testing.T) {
 		mu.Lock()
 		bodies = nil
 		mu.Unlock()
-		_, url := testGateway(t, Config{MaxAttempts: maxAttempts, Engines: []engines.Config{
+		_, url := testGateway(t, config.Config{MaxAttempts: maxAttempts, Engines: []engines.Config{
 			{Name: "local", To: eng.URL, Models: []string{"m"}, Resume: new(true), Prefill: new(true)},
 		}}, nil)
 		drain()
@@ -402,7 +404,7 @@ func TestAResumeIsAnAttemptAndReportsTheWholeAnswersUsage(t *testing.T) {
 		if !strings.Contains(out, `"usage":{"prompt_tokens":30,"completion_tokens":15,"total_tokens":45}`) {
 			t.Fatalf("the answer's usage is not the whole answer's:\n%s", out)
 		}
-		if res.Attempts != 2 || res.Usage != (Usage{Prompt: 30, Completion: 15}) {
+		if res.Attempts != 2 || res.Usage != (grammar.Usage{Prompt: 30, Completion: 15}) {
 			t.Fatalf("the access log says %d attempts and usage %+v", res.Attempts, res.Usage)
 		}
 		if len(res.Tries) != 2 || res.Tries[0].Resume || !res.Tries[1].Resume || res.Tries[1].Reason != "ok" {

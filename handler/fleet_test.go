@@ -1,6 +1,7 @@
 package handler
 
 import (
+	"github.com/llmgateway/caddy-llm-gateway/handler/config"
 	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
 
 	"fmt"
@@ -64,14 +65,14 @@ func (n *node) served() int {
 }
 
 // fleetConfig is a front door over nodes a and b, a pool "qwen" over both.
-func fleetConfig(a, b *node, wake bool) Config {
-	return Config{
+func fleetConfig(a, b *node, wake bool) config.Config {
+	return config.Config{
 		Wake: &wake,
 		Engines: []engines.Config{
 			{Name: "a", To: a.URL, Models: []string{"qwen-on-a"}, ModelName: "qwen", ModelsFrom: "/v1/models", APIKey: "node-a-key-0123456789"},
 			{Name: "b", To: b.URL, Models: []string{"qwen-on-b"}, ModelName: "qwen", ModelsFrom: "/v1/models", APIKey: "node-b-key-0123456789"},
 		},
-		Pools: []PoolConfig{{Name: "qwen", Members: []string{"a", "b"}}},
+		Pools: []config.PoolConfig{{Name: "qwen", Members: []string{"a", "b"}}},
 	}
 }
 

@@ -4,6 +4,8 @@
 package handler
 
 import (
+	"github.com/llmgateway/caddy-llm-gateway/handler/config"
+	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 
 	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
@@ -95,31 +97,31 @@ type Gateway struct {
 //
 // cfg must have passed Validate: the caller validates once, before it
 // builds the engines.
-func New(cfg Config, engs []*engines.Engine, log *zap.Logger) (*Gateway, error) {
+func New(cfg config.Config, engs []*engines.Engine, log *zap.Logger) (*Gateway, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
 	g := &Gateway{
 		clock:   clock.Real,
 		log:     log,
-		keys:    newKeyring(SplitKeys(cfg.Keys)),
+		keys:    newKeyring(config.SplitKeys(cfg.Keys)),
 		maxBody: cfg.MaxBody,
 		byModel: map[string]*route{},
 	}
 	if g.maxBody == 0 {
-		g.maxBody = DefaultMaxBody
+		g.maxBody = config.DefaultMaxBody
 	}
 	g.allowBodyFallbacks = cfg.BodyFallbacks == nil || *cfg.BodyFallbacks
 	g.listAliases = cfg.ListAliases
 	g.maxFallbacks, g.maxAttempts = cfg.MaxFallbacks, cfg.MaxAttempts
 	if g.maxFallbacks == 0 {
-		g.maxFallbacks = DefaultMaxFallbacks
+		g.maxFallbacks = config.DefaultMaxFallbacks
 	}
 	if g.maxAttempts == 0 {
-		g.maxAttempts = DefaultMaxAttempts
+		g.maxAttempts = config.DefaultMaxAttempts
 	}
 	g.annotate = cfg.AnnotateResponse
-	extra := DefaultExtraPaths
+	extra := config.DefaultExtraPaths
 	if cfg.ExtraPaths != nil {
 		extra = *cfg.ExtraPaths
 	}
@@ -134,7 +136,7 @@ func New(cfg Config, engs []*engines.Engine, log *zap.Logger) (*Gateway, error) 
 	}
 	g.keepAlive = time.Duration(cfg.KeepAlive)
 	if g.keepAlive <= 0 {
-		g.keepAlive = DefaultKeepAlive
+		g.keepAlive = config.DefaultKeepAlive
 	}
 	byName := map[string]*engines.Engine{}
 	for _, e := range engs {
@@ -178,8 +180,8 @@ func New(cfg Config, engs []*engines.Engine, log *zap.Logger) (*Gateway, error) 
 		g.pools[pc.Name] = p
 		g.poolList = append(g.poolList, p)
 	}
-	if len(g.poolList) > 0 && g.pools[DefaultPool] == nil {
-		g.pools[DefaultPool] = g.poolList[0]
+	if len(g.poolList) > 0 && g.pools[config.DefaultPool] == nil {
+		g.pools[config.DefaultPool] = g.poolList[0]
 	}
 	return g, nil
 }
@@ -200,7 +202,7 @@ type Result struct {
 	Status     int    // the status the client got
 	TTFB       time.Duration
 	Duration   time.Duration
-	Usage      Usage // tokens, when the answer reported them
+	Usage      grammar.Usage // tokens, when the answer reported them
 	HasUsage   bool
 	Known      bool   // ModelAsked names a model or pool of this gateway
 	Handled    bool   // the gateway served the request (a path under /v1/)
@@ -256,7 +258,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, res *Result)
 	if kind == passthroughPath {
 		clean = strings.TrimSuffix(p, "/") // an engine's UI is at /upstream/<model>/
 	}
-	if !cleanPath(clean) {
+	if !config.CleanPath(clean) {
 		res.refuse(w, errBadRequest("invalid_path", "the request path must not contain '.', '..' or empty segments"))
 		return true
 	}

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
+	"github.com/llmgateway/caddy-llm-gateway/handler/config"
 )
 
 // benchGateway serves a gateway over httptest in front of an upstream that
@@ -34,7 +35,7 @@ func benchGateway(b *testing.B) *httptest.Server {
 	if err != nil {
 		b.Fatal(err)
 	}
-	g, err := New(Config{Engines: []engines.Config{e.Config()}}, []*engines.Engine{e}, zap.NewNop())
+	g, err := New(config.Config{Engines: []engines.Config{e.Config()}}, []*engines.Engine{e}, zap.NewNop())
 	if err != nil {
 		b.Fatal(err)
 	}

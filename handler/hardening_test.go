@@ -1,6 +1,7 @@
 package handler
 
 import (
+	"github.com/llmgateway/caddy-llm-gateway/handler/config"
 	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
 
 	"bufio"
@@ -30,9 +31,9 @@ func failing(t *testing.T) (*httptest.Server, *atomic.Int32) {
 	return s, &n
 }
 
-func fiveEngines(url string) Config {
+func fiveEngines(url string) config.Config {
 	zero := 0
-	var cfg Config
+	var cfg config.Config
 	for _, name := range []string{"p", "a", "b", "c", "d", "e"} {
 		cfg.Engines = append(cfg.Engines, engines.Config{Name: name, To: url, Models: []string{name}, Retries: &zero, BreakerFailures: 1000})
 	}
@@ -115,16 +116,16 @@ func TestAMemberNamedTwiceUnderCaseFoldingIsRefused(t *testing.T) {
 }
 
 func TestShortOrEmptyGatewayKeysAreRefusedAtLoad(t *testing.T) {
-	base := Config{Engines: []engines.Config{{Name: "e", To: "http://127.0.0.1:1", Models: []string{"m"}}}}
+	base := config.Config{Engines: []engines.Config{{Name: "e", To: "http://127.0.0.1:1", Models: []string{"m"}}}}
 	for _, keys := range []string{"short", "a-long-enough-key-1,", "a-long-enough-key-1,,a-long-enough-key-2", " ", "a-long-enough-key-1 tiny"} {
 		cfg := base
-		cfg.Keys = []Key{{Value: keys}}
+		cfg.Keys = []config.Key{{Value: keys}}
 		if err := cfg.Validate(); err == nil {
 			t.Errorf("keys %q accepted", keys)
 		}
 	}
 	cfg := base
-	cfg.Keys = []Key{{Value: "a-long-enough-key-1, a-long-enough-key-2"}}
+	cfg.Keys = []config.Key{{Value: "a-long-enough-key-1, a-long-enough-key-2"}}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +149,7 @@ func TestAClientThatLeavesIsCounted499(t *testing.T) {
 		<-r.Context().Done()
 	}))
 	defer up.Close()
-	_, url := testGateway(t, Config{Engines: []engines.Config{{Name: "e", To: up.URL, Models: []string{"m"}}}}, nil)
+	_, url := testGateway(t, config.Config{Engines: []engines.Config{{Name: "e", To: up.URL, Models: []string{"m"}}}}, nil)
 	for len(served) > 0 {
 		<-served
 	}
@@ -179,7 +180,7 @@ func TestAClientThatStopsReadingIsNotBlamedOnTheEngine(t *testing.T) {
 		io.WriteString(w, `data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`+"\n\ndata: [DONE]\n\n")
 	}))
 	defer up.Close()
-	g, url := testGateway(t, Config{Engines: []engines.Config{{Name: "e", To: up.URL, Models: []string{"m"},
+	g, url := testGateway(t, config.Config{Engines: []engines.Config{{Name: "e", To: up.URL, Models: []string{"m"},
 		StreamIdleTimeout: caddy.Duration(time.Second)}}}, nil)
 	resp, err := http.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"m","stream":true}`))
 	if err != nil {
@@ -215,7 +216,7 @@ func TestAStreamThatEndsWithoutFinishingIsACut(t *testing.T) {
 		// and the body ends cleanly, without [DONE]
 	}))
 	defer up.Close()
-	_, url := testGateway(t, Config{Engines: []engines.Config{{Name: "e", To: up.URL, Models: []string{"m"}}}}, nil)
+	_, url := testGateway(t, config.Config{Engines: []engines.Config{{Name: "e", To: up.URL, Models: []string{"m"}}}}, nil)
 
 	resp, err := http.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"m","stream":true}`))
 	if err != nil {
@@ -250,7 +251,7 @@ func TestAStreamWaitingForItsFirstTokenGetsThePreambleAndKeepAlives(t *testing.T
 		io.WriteString(w, chunk("c1", "hello")+`data: {"id":"c1","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`+"\n\ndata: [DONE]\n\n")
 	}))
 	defer up.Close()
-	_, url := testGateway(t, Config{Engines: []engines.Config{{Name: "e", To: up.URL, Models: []string{"m"}}}}, clock)
+	_, url := testGateway(t, config.Config{Engines: []engines.Config{{Name: "e", To: up.URL, Models: []string{"m"}}}}, clock)
 
 	got := make(chan *http.Response, 1)
 	go func() {
@@ -300,7 +301,7 @@ func TestAStreamThatWaitedNamesItsEngineInTrailers(t *testing.T) {
 		io.WriteString(w, chunk("c1", "hello")+`data: {"id":"c1","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`+"\n\ndata: [DONE]\n\n")
 	}))
 	defer up.Close()
-	_, url := testGateway(t, Config{Engines: []engines.Config{{Name: "slowpoke", To: up.URL, Models: []string{"m"}}}}, clock)
+	_, url := testGateway(t, config.Config{Engines: []engines.Config{{Name: "slowpoke", To: up.URL, Models: []string{"m"}}}}, clock)
 	got := make(chan *http.Response, 1)
 	go func() {
 		resp, err := http.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"m","stream":true}`))

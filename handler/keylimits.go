@@ -73,67 +73,6 @@ func (g *Gateway) ResetKey(name string) (bool, error) {
 	return true, g.limiter.Reset(name)
 }
 
-// HasLimits reports whether a key of the config has rate or token limits.
-func (c Config) HasLimits() bool {
-	for _, k := range c.Keys {
-		if len(k.Rate) > 0 || len(k.Tokens) > 0 {
-			return true
-		}
-	}
-	return false
-}
-
-// validateKeyRules checks the keys' rules against the config: a name, known
-// models, an over_budget fallback that is served here and a token budget
-// for it to apply to, one set of rules per name.
-func (c Config) validateKeyRules(models map[string]string) error {
-	keyErr := func(name, format string, args ...any) error {
-		return &ConfigError{Key: name, Err: fmt.Errorf(format, args...)}
-	}
-	byName := map[string]Key{}
-	for _, k := range c.Keys {
-		if !k.hasRules() {
-			continue
-		}
-		if k.Name == "" {
-			return fmt.Errorf("a key with models, rate, tokens or over_budget needs a name (key <name> <token> { … })")
-		}
-		if prev, ok := byName[k.Name]; ok && fmt.Sprint(prev.Models, prev.Rate, prev.Tokens, prev.OverBudgetFallback) !=
-			fmt.Sprint(k.Models, k.Rate, k.Tokens, k.OverBudgetFallback) {
-			return keyErr(k.Name, "key %s is given twice with different rules", k.Name)
-		}
-		byName[k.Name] = k
-		known := func(m string) bool {
-			if _, ok := models[m]; ok || m == DefaultPool && len(c.Pools) > 0 {
-				return true
-			}
-			for _, p := range c.Pools {
-				if p.Name == m {
-					return true
-				}
-			}
-			return false
-		}
-		for _, m := range k.Models {
-			if !known(m) {
-				return keyErr(k.Name, "key %s: models: %q is no model or pool of this gateway", k.Name, m)
-			}
-		}
-		if err := k.rules().Validate(); err != nil {
-			return keyErr(k.Name, "key %s: %v", k.Name, err)
-		}
-		if f := k.OverBudgetFallback; f != "" {
-			if !known(f) {
-				return keyErr(k.Name, "key %s: over_budget fallback %q is no model or pool of this gateway", k.Name, f)
-			}
-			if len(k.Tokens) == 0 {
-				return keyErr(k.Name, "key %s: over_budget fallback needs a token budget (tokens 200k/d) to apply to", k.Name)
-			}
-		}
-	}
-	return nil
-}
-
 // estimateTokens is what a request may use, reserved while it is in flight
 // so that a burst cannot overshoot a budget: its prompt at about four bytes
 // a token, plus the most it may answer, the largest of max_tokens,

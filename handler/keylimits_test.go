@@ -1,7 +1,9 @@
 package handler
 
 import (
+	"github.com/llmgateway/caddy-llm-gateway/handler/config"
 	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
+	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
 
 	"fmt"
 	"io"
@@ -38,7 +40,7 @@ func limits(t *testing.T, specs ...string) []quota.Limit {
 }
 
 // budgetGateway serves cfg with an in-memory limiter on clock.
-func budgetGateway(t *testing.T, cfg Config, clock *clock.Fake) string {
+func budgetGateway(t *testing.T, cfg config.Config, clock *clock.Fake) string {
 	t.Helper()
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
@@ -96,8 +98,8 @@ func (e *usageEngine) calls() int {
 func TestRateLimitedKeyGets429WithAnHonestRetryAfter(t *testing.T) {
 	big := newUsageEngine(t, "big", 10)
 	clock := clock.NewFake()
-	url := budgetGateway(t, Config{
-		Keys: []Key{{Name: "team-a", Value: teamKey, Rate: limits(t, "5/m")}, {Name: "free", Value: otherKey}},
+	url := budgetGateway(t, config.Config{
+		Keys: []config.Key{{Name: "team-a", Value: teamKey, Rate: limits(t, "5/m")}, {Name: "free", Value: otherKey}},
 		Engines: []engines.Config{
 			{Name: "big", To: big.URL, Models: []string{"big"}, Fallback: "spare"},
 			{Name: "spare", To: big.URL, Models: []string{"spare"}},
@@ -137,8 +139,8 @@ func TestSpentTokenBudgetGoesToTheCheaperModel(t *testing.T) {
 	big := newUsageEngine(t, "big", 600)
 	small := newUsageEngine(t, "small", 600)
 	clock := clock.NewFake()
-	url := budgetGateway(t, Config{
-		Keys: []Key{{Name: "team-a", Value: teamKey, Tokens: limits(t, "1000/d"), OverBudgetFallback: "small"}},
+	url := budgetGateway(t, config.Config{
+		Keys: []config.Key{{Name: "team-a", Value: teamKey, Tokens: limits(t, "1000/d"), OverBudgetFallback: "small"}},
 		Engines: []engines.Config{
 			{Name: "big", To: big.URL, Models: []string{"big"}},
 			{Name: "small", To: small.URL, Models: []string{"small"}},
@@ -198,8 +200,8 @@ func TestSpentTokenBudgetGoesToTheCheaperModel(t *testing.T) {
 func TestSpentTokenBudgetWithoutFallbackIsInsufficientQuota(t *testing.T) {
 	big := newUsageEngine(t, "big", 600)
 	clock := clock.NewFake()
-	url := budgetGateway(t, Config{
-		Keys:    []Key{{Name: "team-a", Value: teamKey, Tokens: limits(t, "1000/d")}},
+	url := budgetGateway(t, config.Config{
+		Keys:    []config.Key{{Name: "team-a", Value: teamKey, Tokens: limits(t, "1000/d")}},
 		Engines: []engines.Config{{Name: "big", To: big.URL, Models: []string{"big"}}},
 	}, clock)
 	for range 2 {
@@ -216,13 +218,13 @@ func TestSpentTokenBudgetWithoutFallbackIsInsufficientQuota(t *testing.T) {
 
 func TestKeyMayUseOnlyItsModels(t *testing.T) {
 	up := newUsageEngine(t, "x", 2)
-	url := budgetGateway(t, Config{
-		Keys: []Key{{Name: "team-a", Value: teamKey, Models: []string{"qwen", "auto"}}},
+	url := budgetGateway(t, config.Config{
+		Keys: []config.Key{{Name: "team-a", Value: teamKey, Models: []string{"qwen", "auto"}}},
 		Engines: []engines.Config{
 			{Name: "qwen", To: up.URL, Models: []string{"qwen"}},
 			{Name: "gpt", To: up.URL, Models: []string{"gpt-4o"}},
 		},
-		Pools: []PoolConfig{{Name: "auto", Members: []string{"qwen"}}},
+		Pools: []config.PoolConfig{{Name: "auto", Members: []string{"qwen"}}},
 	}, clock.NewFake())
 	auth := "Bearer " + teamKey
 	resp, body := postJSON(t, url, `{"model":"gpt-4o"}`, "Authorization", auth)
@@ -264,15 +266,15 @@ func TestKeyMayUseOnlyItsModels(t *testing.T) {
 func TestKeyRulesAreCheckedAtLoad(t *testing.T) {
 	eng := []engines.Config{{Name: "e", To: "http://127.0.0.1:1", Models: []string{"m"}}}
 	for _, tc := range []struct {
-		key  Key
+		key  config.Key
 		want string
 	}{
-		{Key{Value: teamKey, Models: []string{"m"}}, "needs a name"},
-		{Key{Name: "a", Value: teamKey, Models: []string{"nope"}}, `"nope" is no model or pool`},
-		{Key{Name: "a", Value: teamKey, OverBudgetFallback: "m"}, "needs a token budget"},
-		{Key{Name: "a", Value: teamKey, Tokens: limits(t, "1k/d"), OverBudgetFallback: "x"}, `"x" is no model or pool`},
+		{config.Key{Value: teamKey, Models: []string{"m"}}, "needs a name"},
+		{config.Key{Name: "a", Value: teamKey, Models: []string{"nope"}}, `"nope" is no model or pool`},
+		{config.Key{Name: "a", Value: teamKey, OverBudgetFallback: "m"}, "needs a token budget"},
+		{config.Key{Name: "a", Value: teamKey, Tokens: limits(t, "1k/d"), OverBudgetFallback: "x"}, `"x" is no model or pool`},
 	} {
-		err := Config{Keys: []Key{tc.key}, Engines: eng}.Validate()
+		err := config.Config{Keys: []config.Key{tc.key}, Engines: eng}.Validate()
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v", tc.key, err)
 		}
@@ -282,17 +284,17 @@ func TestKeyRulesAreCheckedAtLoad(t *testing.T) {
 func BenchmarkKeyWithLimits(b *testing.B) {
 	for _, tc := range []struct {
 		name string
-		key  Key
+		key  config.Key
 	}{
-		{"no limits", Key{Name: "k", Value: teamKey}},
-		{"rate and two budgets", Key{Name: "k", Value: teamKey, Rate: []quota.Limit{{N: 1 << 40, Window: quota.Minute}},
+		{"no limits", config.Key{Name: "k", Value: teamKey}},
+		{"rate and two budgets", config.Key{Name: "k", Value: teamKey, Rate: []quota.Limit{{N: 1 << 40, Window: quota.Minute}},
 			Tokens: []quota.Limit{{N: 1 << 50, Window: quota.Day}, {N: 1 << 55, Window: quota.Month}}}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			lim, _ := quota.Open(quota.Config{})
 			defer lim.Close()
 			// the key rules' part of a request: admit, then settle
-			kr := newKeyring([]Key{tc.key}).rules[0]
+			kr := newKeyring([]config.Key{tc.key}).rules[0]
 			g := &Gateway{limiter: lim}
 			body := []byte(`{"model":"m","messages":[{"role":"user","content":"hello"}],"max_tokens":100}`)
 			r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
@@ -306,7 +308,7 @@ func BenchmarkKeyWithLimits(b *testing.B) {
 				if gerr != nil {
 					b.Fatal(gerr)
 				}
-				res.Status, res.HasUsage, res.Usage = 200, true, Usage{10, 20}
+				res.Status, res.HasUsage, res.Usage = 200, true, grammar.Usage{Prompt: 10, Completion: 20}
 				settle(tk, req, &res)
 			}
 		})

@@ -1,6 +1,7 @@
 package handler
 
 import (
+	"github.com/llmgateway/caddy-llm-gateway/handler/config"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 
 	"bytes"
@@ -133,7 +134,7 @@ func answerJSON(body string) http.HandlerFunc {
 func TestFiltersApplyPerEngineAfterTheModelRewrite(t *testing.T) {
 	upURL, sent := loggingUpstream(t, func(_ *http.Request, b []byte) string { return string(b) },
 		func(w http.ResponseWriter, _ *http.Request) { answerOK(w, "x") })
-	cfg := Config{Engines: []engines.Config{{Name: "r1", To: upURL, Models: []string{"r1"}, ModelName: "deepseek-r1",
+	cfg := config.Config{Engines: []engines.Config{{Name: "r1", To: upURL, Models: []string{"r1"}, ModelName: "deepseek-r1",
 		Strip: []string{"temperature", "top_p"}, Set: []engines.BodySetting{{Path: "max_tokens", Value: json.RawMessage(`2048`)}}}}}
 	_, url := testGateway(t, cfg, nil)
 	resp, body := postJSON(t, url, `{"model":"r1","messages":[{"role":"user","content":"hi"}],"temperature":0.7,"top_p":0.9}`)
@@ -172,7 +173,7 @@ func TestMultipartIsRoutedByItsModelFieldAndForwardedByteForByte(t *testing.T) {
 		return r.Header.Get("Content-Type") + "\x00" + string(b)
 	}, answerJSON(`{"text":"hello"}`))
 	chat, chatHits := failing(t)
-	cfg := Config{Engines: []engines.Config{
+	cfg := config.Config{Engines: []engines.Config{
 		{Name: "whisper", To: audioURL, Models: []string{"whisper-1"}, ModelName: "ggml-large-v3"},
 		{Name: "chat", To: chat.URL, Models: []string{"qwen"}},
 	}}
@@ -248,7 +249,7 @@ func TestExtraPathsAreRoutedByTheBodysModel(t *testing.T) {
 		_ = json.Unmarshal(b, &body)
 		return r.URL.Path + " " + body.Model + " " + r.Header.Get("Authorization")
 	}, answerJSON(`{"results":[]}`))
-	cfg := Config{Keys: []Key{{Value: "gateway-key-0123456789"}}, Engines: []engines.Config{
+	cfg := config.Config{Keys: []config.Key{{Value: "gateway-key-0123456789"}}, Engines: []engines.Config{
 		{Name: "rr", To: upURL, Models: []string{"bge"}, ModelName: "bge-reranker", APIKey: "engine-key-abcdefgh"}}}
 	_, url := testGateway(t, cfg, nil)
 	for _, p := range []string{"/rerank", "/infill", "/tokenize"} {
@@ -310,7 +311,7 @@ func drain() {
 func TestExtraPathsOffRoutesNone(t *testing.T) {
 	up, hits := failing(t)
 	none := []string{}
-	cfg := Config{ExtraPaths: &none, Engines: []engines.Config{{Name: "e", To: up.URL, Models: []string{"m"}}}}
+	cfg := config.Config{ExtraPaths: &none, Engines: []engines.Config{{Name: "e", To: up.URL, Models: []string{"m"}}}}
 	_, url := testGateway(t, cfg, nil)
 	drain()
 	resp, _ := http.Post(url+"/rerank", "application/json", strings.NewReader(`{"model":"m"}`))
@@ -319,7 +320,7 @@ func TestExtraPathsOffRoutesNone(t *testing.T) {
 		t.Fatal("extra_paths off still routes /rerank")
 	}
 	for _, bad := range []string{"rerank", "/v1/rerank", "/upstream/x", "/a/../b"} {
-		if err := CheckExtraPath(bad); err == nil {
+		if err := config.CheckExtraPath(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
 	}
@@ -329,7 +330,7 @@ func TestPassthroughReachesTheEnginesOwnPages(t *testing.T) {
 	upURL, seen := loggingUpstream(t, func(r *http.Request, b []byte) string {
 		return r.Method + " " + r.URL.RequestURI() + " " + r.Header.Get("Authorization") + " " + r.Header.Get("X-Api-Key") + " " + string(b)
 	}, answerJSON(`{"total_slots":4}`))
-	cfg := Config{Keys: []Key{{Value: "gateway-key-0123456789"}}, Engines: []engines.Config{
+	cfg := config.Config{Keys: []config.Key{{Value: "gateway-key-0123456789"}}, Engines: []engines.Config{
 		{Name: "llama", To: upURL, Models: []string{"Qwen/Qwen3-8B", "qwen"}, APIKey: "engine-key-abcdefgh"}}}
 	_, url := testGateway(t, cfg, nil)
 	call := func(method, path, body string) (int, string) {
@@ -379,7 +380,7 @@ func TestPassthroughReachesTheEnginesOwnPages(t *testing.T) {
 
 func TestDefaultsFillWhatEnginesLeaveUnset(t *testing.T) {
 	ten := caddy.Duration(10 * 60e9)
-	cfg := Config{
+	cfg := config.Config{
 		Defaults: &engines.Config{IdleTimeout: ten, Fallback: "cloud", Strip: []string{"temperature"}},
 		Engines: []engines.Config{
 			{Name: "a", To: "http://127.0.0.1:1", Models: []string{"a"}},
@@ -403,7 +404,7 @@ func TestDefaultsFillWhatEnginesLeaveUnset(t *testing.T) {
 	if cfg.Engines[0].IdleTimeout != 0 {
 		t.Fatal("WithDefaults changed the config it was given")
 	}
-	bad := Config{Defaults: &engines.Config{Models: []string{"x"}}, Engines: cfg.Engines}
+	bad := config.Config{Defaults: &engines.Config{Models: []string{"x"}}, Engines: cfg.Engines}
 	if err := bad.Validate(); err == nil {
 		t.Fatal("defaults with models accepted")
 	}

@@ -1,6 +1,7 @@
 package handler
 
 import (
+	"github.com/llmgateway/caddy-llm-gateway/handler/config"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 
 	"net/http"
@@ -157,8 +158,8 @@ func (g *Gateway) poolIDs(kr *keyRules) []string {
 			ids = append(ids, p.cfg.Name)
 		}
 	}
-	if d := g.pools[DefaultPool]; d != nil && d.cfg.Name != DefaultPool && kr.allows(DefaultPool) {
-		ids = append(ids, DefaultPool)
+	if d := g.pools[config.DefaultPool]; d != nil && d.cfg.Name != config.DefaultPool && kr.allows(config.DefaultPool) {
+		ids = append(ids, config.DefaultPool)
 	}
 	return ids
 }

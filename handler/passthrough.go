@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/llmgateway/caddy-llm-gateway/handler/config"
+	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 	"github.com/llmgateway/caddy-llm-gateway/internal/multipart"
 	"github.com/llmgateway/caddy-llm-gateway/internal/sse"
@@ -22,14 +24,11 @@ import (
 // are stripped and the engine's own key added, as on every other path; the
 // answer is relayed as the engine gives it, flushed as it comes.
 
-// UpstreamPrefix is where the passthrough paths start.
-const UpstreamPrefix = "/upstream/"
-
 // upstreamTarget finds the route and the rest of the path of a passthrough
 // path. Model names may hold slashes (Qwen/Qwen3-8B), so the longest run of
 // leading segments that names a model wins.
 func (g *Gateway) upstreamTarget(p string) (*route, string, string) {
-	rest := strings.TrimPrefix(p, UpstreamPrefix)
+	rest := strings.TrimPrefix(p, config.UpstreamPrefix)
 	for i := len(rest); i > 0; i = strings.LastIndexByte(rest[:i], '/') {
 		if rt := g.byModel[rest[:i]]; rt != nil {
 			tail := rest[i:]
@@ -49,7 +48,7 @@ func (g *Gateway) servePassthrough(w http.ResponseWriter, r *http.Request, res *
 	kr := res.key
 	if rt == nil {
 		res.refuse(w, &Error{http.StatusNotFound, typeInvalidRequest, "model_not_found",
-			fmt.Sprintf("%s%s/…: the model %q is not served here; served models: %s", UpstreamPrefix, model, model, strings.Join(kr.only(g.engineModels()), ", "))})
+			fmt.Sprintf("%s%s/…: the model %q is not served here; served models: %s", config.UpstreamPrefix, model, model, strings.Join(kr.only(g.engineModels()), ", "))})
 		return
 	}
 	res.Known = true
@@ -83,14 +82,14 @@ func (g *Gateway) mayPassthrough(w http.ResponseWriter, r *http.Request, kr *key
 	if !slices.Contains(g.ptMethods, r.Method) {
 		w.Header().Set("Allow", strings.Join(g.ptMethods, ", "))
 		return &Error{http.StatusMethodNotAllowed, typeInvalidRequest, "method_not_allowed",
-			fmt.Sprintf("%s %s…: the passthrough serves %s (passthrough methods)", r.Method, UpstreamPrefix, strings.Join(g.ptMethods, ", "))}
+			fmt.Sprintf("%s %s…: the passthrough serves %s (passthrough methods)", r.Method, config.UpstreamPrefix, strings.Join(g.ptMethods, ", "))}
 	}
 	if !kr.allows(model) {
 		return kr.notAllowed(model)
 	}
 	if kr != nil && len(kr.limits.Tokens) > 0 && !g.ptBudgets {
 		return &Error{http.StatusForbidden, typeInvalidRequest, "passthrough_not_allowed",
-			fmt.Sprintf("key %s has a token budget, and %s… is not counted for it here: use the /v1/ API (or the operator sets passthrough budgets on)", kr.name, UpstreamPrefix)}
+			fmt.Sprintf("key %s has a token budget, and %s… is not counted for it here: use the /v1/ API (or the operator sets passthrough budgets on)", kr.name, config.UpstreamPrefix)}
 	}
 	return nil
 }
@@ -132,7 +131,7 @@ func (g *Gateway) readPassthrough(r *http.Request, rt *route, model string, kr *
 	}
 	if named != nil && g.byModel[string(named)] != rt {
 		return nil, errBadRequest("model_mismatch", fmt.Sprintf(
-			"the body names the model %q, which %s%s/ does not serve: send the body to the path of its own model", named, UpstreamPrefix, model))
+			"the body names the model %q, which %s%s/ does not serve: send the body to the path of its own model", named, config.UpstreamPrefix, model))
 	}
 	return req, nil
 }
@@ -223,7 +222,7 @@ func (g *Gateway) engineModels() []string {
 type meter struct {
 	sse   bool
 	buf   []byte
-	usage Usage
+	usage grammar.Usage
 	has   bool
 	over  bool // the answer outgrew what is scanned
 }
@@ -247,21 +246,21 @@ func (m *meter) write(p []byte) {
 }
 
 func (m *meter) event(ev []byte) {
-	if u, ok := messageStartUsage(ev); ok {
-		m.usage, m.has = m.usage.update(u), true
+	if u, ok := grammar.MessageStartUsage(ev); ok {
+		m.usage, m.has = m.usage.Update(u), true
 		return
 	}
 	if data, ok := sse.Data(ev); ok {
-		if u, ok := usageOf(bytes.TrimSpace(data)); ok {
-			m.usage, m.has = m.usage.update(u), true
+		if u, ok := grammar.UsageOf(bytes.TrimSpace(data)); ok {
+			m.usage, m.has = m.usage.Update(u), true
 		}
 	}
 }
 
 // result is the usage the answer reported, if it did.
-func (m *meter) result() (Usage, bool) {
+func (m *meter) result() (grammar.Usage, bool) {
 	if !m.sse && !m.over && len(m.buf) > 0 {
-		if u, ok := usageOf(m.buf); ok {
+		if u, ok := grammar.UsageOf(m.buf); ok {
 			return u, true
 		}
 	}

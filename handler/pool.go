@@ -1,6 +1,7 @@
 package handler
 
 import (
+	"github.com/llmgateway/caddy-llm-gateway/handler/config"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 
 	"fmt"
@@ -26,7 +27,7 @@ type poolMember struct {
 
 // pool is a pool at runtime.
 type pool struct {
-	cfg      PoolConfig
+	cfg      config.PoolConfig
 	members  []*poolMember
 	next     atomic.Uint64 // round-robin position
 	attempts int
@@ -34,13 +35,13 @@ type pool struct {
 	fleet    bool // a member is a models_from node
 }
 
-func newPool(cfg PoolConfig, byName map[string]*route, now func() time.Time) *pool {
+func newPool(cfg config.PoolConfig, byName map[string]*route, now func() time.Time) *pool {
 	p := &pool{cfg: cfg, attempts: cfg.FailoverAttempts, budget: time.Duration(cfg.FailoverTime)}
 	if p.attempts == 0 {
 		p.attempts = len(cfg.Members)
 	}
 	if p.budget == 0 {
-		p.budget = DefaultFailoverTime
+		p.budget = config.DefaultFailoverTime
 	}
 	cool := time.Duration(cfg.BreakerCooldown)
 	if cool == 0 {

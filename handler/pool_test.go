@@ -8,19 +8,20 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
+	"github.com/llmgateway/caddy-llm-gateway/handler/config"
 )
 
 // twoInstances builds two gateways from one config, as two Caddy instances
 // behind a balancer would be: nothing is shared between them.
 func twoInstances(t *testing.T) (*Gateway, *Gateway) {
-	cfg := Config{
+	cfg := config.Config{
 		Engines: []engines.Config{
 			{Name: "a", To: "http://127.0.0.1:1", Models: []string{"ma"}},
 			{Name: "b", To: "http://127.0.0.1:2", Models: []string{"mb"}},
 			{Name: "c", To: "http://127.0.0.1:3", Models: []string{"mc"}},
 			{Name: "d", To: "http://127.0.0.1:4", Models: []string{"md"}},
 		},
-		Pools: []PoolConfig{{Name: "auto", Members: []string{"a", "b/mb-2", "c", "d"}, StickyHeader: "X-Session-Id", BreakerFailures: 1}},
+		Pools: []config.PoolConfig{{Name: "auto", Members: []string{"a", "b/mb-2", "c", "d"}, StickyHeader: "X-Session-Id", BreakerFailures: 1}},
 	}
 	build := func() *Gateway {
 		var es []*engines.Engine

@@ -1,6 +1,7 @@
 package handler
 
 import (
+	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
 	"github.com/llmgateway/caddy-llm-gateway/internal/sse"
 
 	"bytes"
@@ -47,23 +48,23 @@ var errEndedUnfinished = errors.New("the stream ended before the answer was comp
 func (st *stream) note(ev []byte) {
 	switch {
 	case st.whole:
-	case st.rule == endFinish:
-		st.whole = hasFinishReason(ev)
-	case st.rule == endResponse:
-		if bytes.Contains(ev, markResponse) {
-			for _, m := range responseEnds {
+	case st.rule == grammar.EndFinish:
+		st.whole = grammar.HasFinishReason(ev)
+	case st.rule == grammar.EndResponse:
+		if bytes.Contains(ev, grammar.MarkResponse) {
+			for _, m := range grammar.ResponseEnds {
 				st.whole = st.whole || bytes.Contains(ev, m)
 			}
 		}
-	case st.rule == endMessage:
-		st.whole = bytes.Contains(ev, markMessage)
+	case st.rule == grammar.EndMessage:
+		st.whole = bytes.Contains(ev, grammar.MarkMessage)
 	}
 }
 
 // ended reports whether a stream that reached the end of its body is a
 // whole answer.
 func (st *stream) ended() bool {
-	return st.whole || st.rule == endConnection
+	return st.whole || st.rule == grammar.EndConnection
 }
 
 // commit gives the attempt's answer to the client. This is the commit
@@ -143,11 +144,11 @@ func (g *Gateway) commit(rp *reply, a *attempt) {
 			n = len(held)
 		}
 		st.note(held[:n])
-		if classifyEvent(held[:n], false) == eventDone {
+		if grammar.Classify(held[:n], false) == grammar.Done {
 			st.whole = true
 		}
 		if a.req.api == apiAnthropic {
-			if u, ok := messageStartUsage(held[:n]); ok {
+			if u, ok := grammar.MessageStartUsage(held[:n]); ok {
 				rp.res.Usage, rp.res.HasUsage = u, true
 			}
 		}
@@ -177,7 +178,7 @@ func (g *Gateway) writeJSONAnswer(rp *reply, a *attempt) {
 	}
 	whole := len(body) <= maxWholeAnswer
 	if whole {
-		if u, ok := usageOf(body); ok {
+		if u, ok := grammar.UsageOf(body); ok {
 			rp.res.Usage, rp.res.HasUsage = u, true
 		}
 		if g.annotate {
@@ -273,15 +274,15 @@ func (g *Gateway) relayEvents(rp *reply, a *attempt) error {
 			send(false)
 			return err
 		}
-		info, _ := inspectEvent(ev)
-		kind, usage, hasUsage := info.kind, info.usage, info.hasUsage
-		if kind == eventMalformed {
+		info, _ := grammar.Inspect(ev)
+		kind, usage, hasUsage := info.Kind, info.Usage, info.HasUsage
+		if kind == grammar.Malformed {
 			send(false)
 			g.droppedEvent(a)
 			continue
 		}
 		usage.Completion += st.carry // a resumed answer's usage is the whole answer's
-		if hasUsage && a.req.hideUsage && emptyChoices(ev) {
+		if hasUsage && a.req.hideUsage && grammar.EmptyChoices(ev) {
 			// the usage chunk the gateway asked for, not the client
 			rp.res.Usage, rp.res.HasUsage = usage, true
 			send(false)
@@ -290,17 +291,17 @@ func (g *Gateway) relayEvents(rp *reply, a *attempt) error {
 		if st.rewrite != nil {
 			ev = st.rewrite.apply(ev)
 		}
-		if st.rule == endFinish {
-			st.whole = st.whole || info.finished // found by the scan
+		if st.rule == grammar.EndFinish {
+			st.whole = st.whole || info.Finished // found by the scan
 		} else {
 			st.note(ev)
 		}
 		st.tr.add(ev)
 		batch = extend(batch, ev)
 		if hasUsage {
-			rp.res.Usage, rp.res.HasUsage = rp.res.Usage.update(usage), true
+			rp.res.Usage, rp.res.HasUsage = rp.res.Usage.Update(usage), true
 		}
-		if kind == eventDone {
+		if kind == grammar.Done {
 			st.whole = true
 			send(true)
 			g.drainAfterDone(a)

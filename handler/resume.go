@@ -3,6 +3,7 @@ package handler
 import (
 	"strconv"
 
+	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 	"github.com/llmgateway/caddy-llm-gateway/internal/sse"
 
@@ -117,7 +118,7 @@ func (t *transcript) add(ev []byte) {
 		if ch.Delta == nil {
 			continue
 		}
-		if isSet(ch.Delta.ToolCalls) || isSet(ch.Delta.FunctionCall) {
+		if grammar.IsSet(ch.Delta.ToolCalls) || grammar.IsSet(ch.Delta.FunctionCall) {
 			t.stop()
 			return
 		}
@@ -135,9 +136,9 @@ func (t *transcript) add(ev []byte) {
 // content_block_start and ping.
 func (t *transcript) preamble(ev []byte) bool {
 	if t.api == apiAnthropic {
-		return classifyAnthropic(ev) == eventPreamble
+		return grammar.ClassifyAnthropic(ev) == grammar.Preamble
 	}
-	return classifyEvent(ev, true) == eventPreamble
+	return grammar.Classify(ev, true) == grammar.Preamble
 }
 
 func (t *transcript) stop() {

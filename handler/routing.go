@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+
+	"github.com/llmgateway/caddy-llm-gateway/handler/config"
 )
 
 // Routing: which of the gateway's paths a request is on, and which engine,
@@ -23,24 +25,12 @@ func (g *Gateway) pathKind(p, method string) pathKind {
 	switch {
 	case p == "/v1" || strings.HasPrefix(p, "/v1/"):
 		return v1Path
-	case g.passthrough && strings.HasPrefix(p, UpstreamPrefix) && len(p) > len(UpstreamPrefix):
+	case g.passthrough && strings.HasPrefix(p, config.UpstreamPrefix) && len(p) > len(config.UpstreamPrefix):
 		return passthroughPath
 	case g.extraPaths[p] && method == http.MethodPost:
 		return extraPath
 	}
 	return notOurs
-}
-
-// cleanPath reports whether a path has no dot or empty segments: the path
-// is appended to an engine's base path, and /v1/../other must not reach a
-// path of the engine's host the config does not name.
-func cleanPath(p string) bool {
-	for _, seg := range strings.Split(strings.TrimPrefix(p, "/"), "/") {
-		if seg == "." || seg == ".." || seg == "" {
-			return false
-		}
-	}
-	return true
 }
 
 func (g *Gateway) serveRouted(w http.ResponseWriter, r *http.Request, res *Result) {
@@ -74,7 +64,7 @@ func (g *Gateway) serveRouted(w http.ResponseWriter, r *http.Request, res *Resul
 	res.Known = true
 	if !rt.cfg.Speaks(req.family()) {
 		res.refuse(w, &Error{http.StatusNotFound, typeInvalidRequest, "model_not_found",
-			fmt.Sprintf("the model %q is not served over this API here: its engine %s speaks only %s", req.model, rt.cfg.Name, apisOf(rt.cfg))})
+			fmt.Sprintf("the model %q is not served over this API here: its engine %s speaks only %s", req.model, rt.cfg.Name, config.APIsOf(rt.cfg))})
 		return
 	}
 	plan, perr := g.withBodyFallbacks(req, rt.plan)

@@ -2,6 +2,8 @@ package handler
 
 import (
 	"time"
+
+	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
 )
 
 // A request's story: every upstream attempt it made, in order, with the
@@ -61,3 +63,6 @@ func (res *Result) ended(now time.Time) {
 		res.Tries[n-1].End = now
 	}
 }
+
+// Usage is the token count an answer reports (internal/grammar reads it).
+type Usage = grammar.Usage

@@ -35,6 +35,7 @@ type snapshot struct {
 	Engines []engineView `json:"engines"`
 	Pools   []poolView   `json:"pools"`
 	Keys    []keyView    `json:"keys"`
+	Memory  []boxView    `json:"memory,omitempty"` // the scheduler (memory.go)
 }
 
 type engineView struct {
@@ -178,6 +179,7 @@ func (s *Server) takeSnapshot(ctx context.Context) snapshot {
 	for _, p := range s.Source.Pools() {
 		snap.Pools = append(snap.Pools, poolInTryOrder(p, actual, shown))
 	}
+	snap.Memory = memoryViews()
 	return snap
 }
 

@@ -24,7 +24,7 @@ import (
 )
 
 // The hostile mix (issue 13) runs against llm_gateway alone. Its limits are
-// the gateway's defaults (handler.DefaultMaxFallbacks and
+// the gateway's defaults (hconfig.DefaultMaxFallbacks and
 // DefaultMaxAttempts; a test keeps them equal), written into its Caddyfile.
 const (
 	fallbackCap = 4

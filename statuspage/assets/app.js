@@ -155,6 +155,7 @@ function renderState(snap) {
   keepCards($('#engines'), engines, 'engine', engineCard, updateEngine);
   renderPools(snap.pools || []);
   renderKeys(snap.keys || []);
+  if (typeof renderMemory === 'function') renderMemory(snap.memory || []); // memory.js
   renderLogChoice();
   tick();
 }

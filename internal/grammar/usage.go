@@ -1,4 +1,4 @@
-package handler
+package grammar
 
 import (
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
@@ -12,19 +12,19 @@ type Usage struct {
 	Prompt, Completion int
 }
 
-// usageOf reads "usage" from a JSON answer or a stream's data payload:
+// UsageOf reads "usage" from a JSON answer or a stream's data payload:
 // OpenAI's prompt_tokens/completion_tokens, or the Responses API's
 // input_tokens/output_tokens. It does not decode anything else.
-func usageOf(doc []byte) (Usage, bool) {
+func UsageOf(doc []byte) (Usage, bool) {
 	f, err := jsonmember.ScanAnswer(doc)
 	if err != nil {
 		return Usage{}, false
 	}
-	return usageIn(doc, f)
+	return UsageIn(doc, f)
 }
 
-// usageIn reads the usage member a scan of doc found.
-func usageIn(doc []byte, f jsonmember.Fields) (Usage, bool) {
+// UsageIn reads the usage member a scan of doc found.
+func UsageIn(doc []byte, f jsonmember.Fields) (Usage, bool) {
 	if !f.Usage.OK() || doc[f.Usage.Value.Start] != '{' {
 		return Usage{}, false
 	}
@@ -61,7 +61,7 @@ func intMember(obj []byte, name string) (int, bool) {
 // update is u with the counts a later report has: a stream may report its
 // prompt and its completion in different events (Anthropic's message_start
 // and message_delta), or cumulative counts in every chunk (vLLM).
-func (u Usage) update(later Usage) Usage {
+func (u Usage) Update(later Usage) Usage {
 	if later.Prompt > 0 {
 		u.Prompt = later.Prompt
 	}

@@ -1,18 +1,18 @@
-package handler
+// Package config is the llm_gateway handler's configuration: its types,
+// every default, and the one validation that runs before anything is
+// built (parse → defaults → validate, once). The caddyfile package parses
+// into it; handler builds from it.
+package config
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/dustin/go-humanize"
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 )
-
-// The handler's configuration: its types, every default, and the one
-// validation that runs before anything is built (parse → defaults →
-// validate, once).
 
 // Defaults of the handler's limits.
 const (
@@ -116,6 +116,12 @@ type Config struct {
 	// beside what runs, stopping idle engines to make room (issue 29).
 	// Default: 0 (engines may not declare memory).
 	MemoryBudget int64 `json:"memory_budget,omitempty"`
+
+	// MemoryBudgets are the memory budgets of device sets, for a box with
+	// several GPUs (memory_budget <size> devices <ids>): each set is
+	// scheduled on its own, and an engine with devices counts its memory
+	// against its set's only. Default: none (memory_budget alone).
+	MemoryBudgets []engines.DeviceBudget `json:"memory_budgets,omitempty"`
 
 	// MaxWait is how long a start waits for its turn before the scheduler
 	// drains a busy engine for it, so that nothing starves. Default: 30s.
@@ -278,7 +284,7 @@ func (c Config) Validate() error {
 // that is not a clean absolute path.
 func CheckExtraPath(p string) error {
 	switch {
-	case !strings.HasPrefix(p, "/") || !cleanPath(p):
+	case !strings.HasPrefix(p, "/") || !CleanPath(p):
 		return fmt.Errorf("extra_paths: %q is not a clean absolute path such as /rerank", p)
 	case p == "/v1" || strings.HasPrefix(p, "/v1/"):
 		return fmt.Errorf("extra_paths: %q is under /v1/, which the gateway routes already", p)
@@ -296,7 +302,7 @@ func validateFallbacks(e engines.Config, byName map[string]engines.Config) error
 		fb, ok := byName[e.Fallback]
 		switch {
 		case ok && !speaksAll(fb, e):
-			return fmt.Errorf("engine %s: its fallback %s does not speak every API it does (api %s vs %s): a request could fall back to an engine that cannot read it", e.Name, e.Fallback, apisOf(e), apisOf(fb))
+			return fmt.Errorf("engine %s: its fallback %s does not speak every API it does (api %s vs %s): a request could fall back to an engine that cannot read it", e.Name, e.Fallback, APIsOf(e), APIsOf(fb))
 		case e.Fallback == e.Name:
 			return fmt.Errorf("engine %s: its fallback %s is the engine itself", e.Name, e.Fallback)
 		case !ok:
@@ -314,7 +320,7 @@ func validateFallbacks(e engines.Config, byName map[string]engines.Config) error
 			return fmt.Errorf("engine %s: its context_fallback %s is the engine itself", e.Name, name)
 		}
 		if !speaksAll(byName[name], e) {
-			return fmt.Errorf("engine %s: its context_fallback %s does not speak every API it does (api %s vs %s)", e.Name, name, apisOf(e), apisOf(byName[name]))
+			return fmt.Errorf("engine %s: its context_fallback %s does not speak every API it does (api %s vs %s)", e.Name, name, APIsOf(e), APIsOf(byName[name]))
 		}
 	}
 	return nil
@@ -332,7 +338,7 @@ func speaksAll(fb, e engines.Config) bool {
 	return true
 }
 
-func apisOf(e engines.Config) string {
+func APIsOf(e engines.Config) string {
 	if len(e.APIs) == 0 {
 		return "openai anthropic"
 	}
@@ -422,16 +428,28 @@ const DefaultKeepAlive = 3 * time.Second
 // validateMemory refuses an engine with a memory size but no budget to
 // count it against, and a start that can never fit.
 func (c Config) validateMemory() error {
-	if c.MemoryBudget < 0 || c.MaxWait < 0 {
-		return fmt.Errorf("memory_budget and max_wait may not be negative")
+	if c.MaxWait < 0 {
+		return fmt.Errorf("max_wait may not be negative")
 	}
-	for _, e := range c.Engines {
-		switch {
-		case e.Memory > 0 && c.MemoryBudget == 0:
-			return engineErr(e.Name, fmt.Errorf("engine %s has memory %s, but the handler has no memory_budget to count it against", e.Name, humanize.IBytes(uint64(e.Memory))))
-		case e.Memory > c.MemoryBudget && c.MemoryBudget > 0:
-			return engineErr(e.Name, fmt.Errorf("engine %s needs memory %s, more than the memory_budget %s: it could never start", e.Name, humanize.IBytes(uint64(e.Memory)), humanize.IBytes(uint64(c.MemoryBudget))))
+	err := engines.CheckMemory(c.MemoryBudget, c.MemoryBudgets, c.Engines)
+	var me *engines.MemoryError
+	if errors.As(err, &me) && me.Engine != "" {
+		return engineErr(me.Engine, err)
+	}
+	return err
+}
+
+// cleanPath reports whether a path has no dot or empty segments: the path
+// is appended to an engine's base path, and /v1/../other must not reach a
+// path of the engine's host the config does not name.
+func CleanPath(p string) bool {
+	for _, seg := range strings.Split(strings.TrimPrefix(p, "/"), "/") {
+		if seg == "." || seg == ".." || seg == "" {
+			return false
 		}
 	}
-	return nil
+	return true
 }
+
+// UpstreamPrefix is where the passthrough paths start.
+const UpstreamPrefix = "/upstream/"

@@ -1,4 +1,7 @@
-package handler
+// Package grammar knows the two stream grammars, OpenAI's chunks and
+// Anthropic's typed events, and the usage an answer reports: byte-level
+// reading that knows nothing of requests.
+package grammar
 
 import (
 	"bytes"
@@ -13,109 +16,109 @@ import (
 // what an event is (comment, preamble, content, end, error, malformed) and
 // how an answer says it is whole.
 
-// eventKind is what an event means to the gateway.
-type eventKind int
+// Kind is what an event means to the gateway.
+type Kind int
 
 const (
-	eventComment   eventKind = iota // only comments or no data: keep-alives
-	eventPreamble                   // data that is not content yet: a role-only first chunk
-	eventContent                    // data the client's answer consists of
-	eventDone                       // data: [DONE]
-	eventError                      // data: {"error": …} from the upstream
-	eventMalformed                  // a data payload that is not JSON
+	Comment    Kind = iota // only comments or no data: keep-alives
+	Preamble               // data that is not content yet: a role-only first chunk
+	Content                // data the client's answer consists of
+	Done                   // data: [DONE]
+	ErrorEvent             // data: {"error": …} from the upstream
+	Malformed              // a data payload that is not JSON
 )
 
-// classifyEvent says what an event is. With probe, a data event is decoded
+// Classify says what an event is. With probe, a data event is decoded
 // far enough to tell a role-only chunk from content (only done before the
 // commit point, for a handful of events); without, every valid data event
 // is content and only validity is checked.
-func classifyEvent(ev []byte, probe bool) eventKind {
+func Classify(ev []byte, probe bool) Kind {
 	data, ok := sse.Data(ev)
 	if !ok {
-		return eventComment
+		return Comment
 	}
 	data = bytes.TrimSpace(data)
 	if string(data) == "[DONE]" {
-		return eventDone
+		return Done
 	}
 	if len(data) == 0 {
-		return eventComment
+		return Comment
 	}
 	if end, err := jsonmember.SkipValue(data, 0, 1); err != nil || end != len(data) {
-		return eventMalformed
+		return Malformed
 	}
 	if !probe {
-		return eventContent
+		return Content
 	}
 	return probeChunk(data)
 }
 
-// classifyAnthropic says what an event of Anthropic's Messages API stream
+// ClassifyAnthropic says what an event of Anthropic's Messages API stream
 // is, before commit. The commit point is the first content_block_delta
 // (text, thinking or tool input): message_start, ping and the start and
 // stop of a block say nothing yet, so a failure before the first delta
 // may still go elsewhere; an error event is an error.
-func classifyAnthropic(ev []byte) eventKind {
+func ClassifyAnthropic(ev []byte) Kind {
 	data, ok := sse.Data(ev)
 	if !ok {
-		return eventComment
+		return Comment
 	}
 	data = bytes.TrimSpace(data)
 	if len(data) == 0 {
-		return eventComment
+		return Comment
 	}
 	if end, err := jsonmember.SkipValue(data, 0, 1); err != nil || end != len(data) {
-		return eventMalformed
+		return Malformed
 	}
 	var t struct {
 		Type string `json:"type"`
 	}
 	if data[0] != '{' || json.Unmarshal(data, &t) != nil {
-		return eventContent // valid JSON of another shape: not ours to judge
+		return Content // valid JSON of another shape: not ours to judge
 	}
 	switch t.Type {
 	case "message_start", "ping", "content_block_start", "content_block_stop":
-		return eventPreamble
+		return Preamble
 	case "error":
-		return eventError
+		return ErrorEvent
 	}
-	return eventContent
+	return Content
 }
 
-// inspectEvent is classifyEvent for a committed stream, which also wants
+// Inspect is Classify for a committed stream, which also wants
 // the token usage an event may carry: one validating scan of an object's
 // top level finds both, so counting tokens costs no second pass.
-func inspectEvent(ev []byte) (eventInfo, error) {
+func Inspect(ev []byte) (Info, error) {
 	data, ok := sse.Data(ev)
 	if !ok {
-		return eventInfo{kind: eventComment}, nil
+		return Info{Kind: Comment}, nil
 	}
 	data = bytes.TrimSpace(data)
 	switch {
 	case string(data) == "[DONE]":
-		return eventInfo{kind: eventDone}, nil
+		return Info{Kind: Done}, nil
 	case len(data) == 0:
-		return eventInfo{kind: eventComment}, nil
+		return Info{Kind: Comment}, nil
 	case data[0] == '{':
 		f, err := jsonmember.ScanAnswer(data)
 		if err != nil {
-			return eventInfo{kind: eventMalformed}, err
+			return Info{Kind: Malformed}, err
 		}
-		u, has := usageIn(data, f)
-		return eventInfo{kind: eventContent, usage: u, hasUsage: has, finished: f.Finished}, nil
+		u, has := UsageIn(data, f)
+		return Info{Kind: Content, Usage: u, HasUsage: has, Finished: f.Finished}, nil
 	}
 	if end, err := jsonmember.SkipValue(data, 0, 1); err != nil || end != len(data) {
-		return eventInfo{kind: eventMalformed}, err
+		return Info{Kind: Malformed}, err
 	}
-	return eventInfo{kind: eventContent}, nil
+	return Info{Kind: Content}, nil
 }
 
-// eventInfo is what the relay learns of one event in one scan.
-type eventInfo struct {
-	kind     eventKind
-	usage    Usage
-	hasUsage bool
-	finished bool // a choice got its finish_reason
+// Info is what the relay learns of one event in one scan.
+type Info struct {
+	Kind     Kind
+	Usage    Usage
+	HasUsage bool
+	Finished bool // a choice got its finish_reason
 }
 
 // chunkProbe decodes just enough of a streamed chunk to see whether it
@@ -136,44 +139,44 @@ type chunkProbe struct {
 	} `json:"choices"`
 }
 
-func probeChunk(data []byte) eventKind {
+func probeChunk(data []byte) Kind {
 	// only a chunk that names a role can be role-only, and only one that
 	// says "error" an error: anything else is content without decoding
 	if !bytes.Contains(data, []byte(`"role"`)) && !bytes.Contains(data, []byte(`"error"`)) {
-		return eventContent
+		return Content
 	}
 	var p chunkProbe
 	if data[0] != '{' || json.Unmarshal(data, &p) != nil {
-		return eventContent // valid JSON of another shape: not ours to judge
+		return Content // valid JSON of another shape: not ours to judge
 	}
 	if len(p.Error) > 0 && string(p.Error) != "null" {
-		return eventError
+		return ErrorEvent
 	}
 	if p.Choices == nil {
-		return eventContent // another API's event, usage, …
+		return Content // another API's event, usage, …
 	}
 	for _, c := range p.Choices {
 		if c.FinishReason != nil || (c.Text != nil && *c.Text != "") {
-			return eventContent
+			return Content
 		}
 		d := c.Delta
 		if d == nil {
 			continue
 		}
 		if nonEmpty(d.Content) || nonEmpty(d.ReasoningContent) || nonEmpty(d.Reasoning) || nonEmpty(d.Refusal) ||
-			isSet(d.ToolCalls) || isSet(d.FunctionCall) {
-			return eventContent
+			IsSet(d.ToolCalls) || IsSet(d.FunctionCall) {
+			return Content
 		}
 	}
 	if len(p.Choices) == 0 {
-		return eventContent // a usage-only chunk ends an answer
+		return Content // a usage-only chunk ends an answer
 	}
-	return eventPreamble
+	return Preamble
 }
 
 func nonEmpty(s *string) bool { return s != nil && *s != "" }
 
-func isSet(raw json.RawMessage) bool { return len(raw) > 0 && string(raw) != "null" }
+func IsSet(raw json.RawMessage) bool { return len(raw) > 0 && string(raw) != "null" }
 
 // How each route's answer says it is whole, besides OpenAI's [DONE]: a
 // chat or text completion's choice gets a finish_reason; a Responses API
@@ -181,36 +184,35 @@ func isSet(raw json.RawMessage) bool { return len(raw) > 0 && string(raw) != "nu
 // Anthropic's with message_stop. Other routes end when the connection
 // does.
 const (
-	endConnection = iota
-	endFinish
-	endResponse
-	endMessage
+	EndConnection = iota
+	EndFinish
+	EndResponse
+	EndMessage
 )
 
 var (
 	markFinish   = []byte(`"finish_reason"`)
-	markResponse = []byte(`"type":"response.`)
-	markMessage  = []byte(`message_stop`)
-	responseEnds = [][]byte{[]byte(`response.completed`), []byte(`response.incomplete`), []byte(`response.failed`)}
+	MarkResponse = []byte(`"type":"response.`)
+	MarkMessage  = []byte(`message_stop`)
+	ResponseEnds = [][]byte{[]byte(`response.completed`), []byte(`response.incomplete`), []byte(`response.failed`)}
 )
 
-// endRule is how the answer to req says it is whole.
-func endRule(req *request) int {
-	p := req.r.URL.Path
+// EndRule is how the answer to a request for path says it is whole.
+func EndRule(p string) int {
 	switch {
 	case strings.HasSuffix(p, "/completions"): // chat and text
-		return endFinish
+		return EndFinish
 	case strings.HasSuffix(p, "/responses"):
-		return endResponse
+		return EndResponse
 	case strings.HasSuffix(p, "/messages"):
-		return endMessage
+		return EndMessage
 	}
-	return endConnection
+	return EndConnection
 }
 
-// hasFinishReason reports whether an event sets a finish_reason (to a
+// HasFinishReason reports whether an event sets a finish_reason (to a
 // string, not null): one search per event.
-func hasFinishReason(ev []byte) bool {
+func HasFinishReason(ev []byte) bool {
 	for {
 		i := bytes.Index(ev, markFinish)
 		if i < 0 {
@@ -226,9 +228,9 @@ func hasFinishReason(ev []byte) bool {
 	}
 }
 
-// emptyChoices reports whether a chunk's choices are an empty array: the
+// EmptyChoices reports whether a chunk's choices are an empty array: the
 // usage chunk of stream_options.include_usage.
-func emptyChoices(ev []byte) bool {
+func EmptyChoices(ev []byte) bool {
 	i := bytes.Index(ev, []byte(`"choices"`))
 	if i < 0 {
 		return false
@@ -243,4 +245,30 @@ func emptyChoices(ev []byte) bool {
 	}
 	j = jsonmember.SkipSpace(ev, j+1)
 	return j < len(ev) && ev[j] == ']'
+}
+
+// MessageStartUsage reads the usage of an Anthropic message_start event,
+// which sits in its "message" (the prompt's input_tokens; message_delta
+// reports the output at the top level).
+func MessageStartUsage(ev []byte) (Usage, bool) {
+	if !bytes.Contains(ev, []byte(`message_start`)) {
+		return Usage{}, false
+	}
+	data, ok := sse.Data(ev)
+	if !ok {
+		return Usage{}, false
+	}
+	var e struct {
+		Type    string `json:"type"`
+		Message struct {
+			Usage *struct {
+				Input  int `json:"input_tokens"`
+				Output int `json:"output_tokens"`
+			} `json:"usage"`
+		} `json:"message"`
+	}
+	if json.Unmarshal(data, &e) != nil || e.Type != "message_start" || e.Message.Usage == nil {
+		return Usage{}, false
+	}
+	return Usage{e.Message.Usage.Input, e.Message.Usage.Output}, true
 }

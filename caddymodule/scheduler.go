@@ -1,0 +1,95 @@
+package caddymodule
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/llmgateway/caddy-llm-gateway/engines"
+	"github.com/llmgateway/caddy-llm-gateway/handler"
+	hconfig "github.com/llmgateway/caddy-llm-gateway/handler/config"
+)
+
+// The scheduler as Caddy shows it (issue 29): the admin API's
+// GET /llm_gateway/memory, its metrics, and the priority of each engine's
+// last use, which the caddy module tells the engine when a request ends.
+
+// keyPriorities are the named keys' priorities.
+func keyPriorities(keys []hconfig.Key) map[string]int {
+	m := map[string]int{}
+	for _, k := range keys {
+		if k.Name != "" && k.Priority != 0 {
+			m[k.Name] = k.Priority
+		}
+	}
+	return m
+}
+
+// noteServed tells the engine that answered the request the request's
+// priority: its key's, lowered by an X-LLM-Priority header (as the handler
+// reads it for the engines' queues), so that the scheduler stops the
+// engines of lower-priority use first.
+func (g *Gateway) noteServed(r *http.Request, res *handler.Result) {
+	if res.Engine == "" {
+		return
+	}
+	prio := g.prios[res.KeyName]
+	if h := r.Header.Get(handler.PriorityHeader); h != "" {
+		if n, err := strconv.Atoi(strings.TrimSpace(h)); err == nil && n < prio {
+			prio = n
+		}
+	}
+	for _, e := range g.engines {
+		if e.Name() == res.Engine {
+			e.Served(prio)
+			return
+		}
+	}
+}
+
+// schedulerReport is what GET /llm_gateway/memory answers: the handler's
+// memory budget (its fields at the top, as before device sets), each
+// device set's and each exclusive group's, with the starts waiting in
+// order and why, each engine's share, why it is kept and why it last
+// started and stopped, and the swaps of the last hour.
+func schedulerReport() engines.Scheduler { return engines.Boxes() }
+
+// schedulerCollector reports the scheduler's boxes at scrape time.
+type schedulerCollector struct{}
+
+var (
+	descMemory  = prometheus.NewDesc(metricsNS+"_memory_bytes", "A memory budget (what=budget) and what the engines that run or start hold of it (what=used), by device set (devices is empty for the handler's memory_budget).", []string{"what", "devices"}, nil)
+	descWaiting = prometheus.NewDesc(metricsNS+"_starts_waiting", "Engine starts waiting for room in a memory budget now, by device set.", []string{"devices"}, nil)
+	descSwaps   = prometheus.NewDesc(metricsNS+"_swaps_total", "Engine starts that stopped other engines to make room, by memory budget (devices) or exclusive group.", []string{"devices", "group"}, nil)
+	descSched   = prometheus.NewDesc(metricsNS+"_scheduler_stops_total", "Engines the scheduler stopped, by reason: room (an idle engine stopped for a start), drained (a busy engine drained for a start that waited max_wait).", []string{"devices", "group", "reason"}, nil)
+	descRefused = prometheus.NewDesc(metricsNS+"_scheduler_refusals_total", "Engine starts the scheduler refused: no room within max_wait (their requests got 503 engine_busy or their fallback).", []string{"devices", "group"}, nil)
+)
+
+func (schedulerCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descMemory, descWaiting, descSwaps, descSched, descRefused} {
+		ch <- d
+	}
+}
+
+func (schedulerCollector) Collect(ch chan<- prometheus.Metric) {
+	s := engines.Boxes()
+	var uses []engines.MemoryUse
+	if s.Budget > 0 {
+		uses = append(uses, s.MemoryUse)
+	}
+	uses = append(append(uses, s.Sets...), s.Groups...)
+	for _, u := range uses {
+		if u.Group == "" {
+			ch <- prometheus.MustNewConstMetric(descMemory, prometheus.GaugeValue, float64(u.Budget), "budget", u.Devices)
+			ch <- prometheus.MustNewConstMetric(descMemory, prometheus.GaugeValue, float64(u.Used), "used", u.Devices)
+			ch <- prometheus.MustNewConstMetric(descWaiting, prometheus.GaugeValue, float64(len(u.Waiting)), u.Devices)
+		}
+		ch <- prometheus.MustNewConstMetric(descSwaps, prometheus.CounterValue, float64(u.Swaps), u.Devices, u.Group)
+		for _, reason := range []string{"room", "drained"} {
+			ch <- prometheus.MustNewConstMetric(descSched, prometheus.CounterValue, float64(u.Stops[reason]), u.Devices, u.Group, reason)
+		}
+		ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, float64(u.Refused), u.Devices, u.Group)
+	}
+}
