@@ -19,6 +19,7 @@ import (
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 	hconfig "github.com/llmgateway/caddy-llm-gateway/handler/config"
+	"github.com/llmgateway/caddy-llm-gateway/history"
 	"github.com/llmgateway/caddy-llm-gateway/quota"
 	"github.com/llmgateway/caddy-llm-gateway/statuspage"
 )
@@ -65,6 +66,11 @@ import (
 //		ui <path> {                     # the status page on this site, behind the keys (needs keys)
 //			recent <n>                  # recent requests kept and shown; default 200
 //		}
+//		history [off] [{                # the requests' stories, kept for the admin API and the page
+//			keep <n>                    # requests kept; default 100000
+//			max_age <duration>          # default 7d
+//			memory                      # in memory only; default: the embedded file of the key counters
+//		}]
 //
 //		pool <name> {                   # "model": "<name>" (a pool named auto: also "model": "auto")
 //			member <engine>[/<model>]   # repeatable
@@ -147,17 +153,20 @@ type Module struct {
 	Config hconfig.Config
 	// UI is the `ui` subdirective (the status page); nil without one.
 	UI *statuspage.Config
+	// History is the `history` subdirective (the requests kept); nil
+	// without one.
+	History *history.Config
 }
 
 // ParseModule is Parse with the caddy module's parts.
 func ParseModule(d *cf.Dispenser) (Module, error) {
 	var m Module
 	var err error
-	m.Config, err = parseDirective(d, &m.UI)
+	m.Config, err = parseDirective(d, &m.UI, &m.History)
 	return m, err
 }
 
-func parseDirective(d *cf.Dispenser, ui **statuspage.Config) (hconfig.Config, error) {
+func parseDirective(d *cf.Dispenser, ui **statuspage.Config, hist **history.Config) (hconfig.Config, error) {
 	var cfg hconfig.Config
 	d.Next() // the directive's name
 	if d.NextArg() {
@@ -223,6 +232,16 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config) (hconfig.Config, er
 				return cfg, err
 			}
 			*ui = &u
+			continue
+		case "history":
+			if *hist != nil {
+				return cfg, d.Errf("history is given twice")
+			}
+			h, err := parseHistory(d)
+			if err != nil {
+				return cfg, err
+			}
+			*hist = &h
 			continue
 		case "pool":
 			at := here(d)

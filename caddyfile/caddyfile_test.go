@@ -1219,6 +1219,7 @@ func TestEveryListedSubdirectiveIsKnown(t *testing.T) {
 			return "llm_gateway {\n\tstore redis 127.0.0.1:1 {\n\t\t" + n + "\n\t}" + remote + "\n}"
 		}},
 		{"ui", uiOptions, func(n string) string { return "llm_gateway {\n\tui /llm {\n\t\t" + n + "\n\t}" + remote + "\n}" }},
+		{"history", historyOptions, func(n string) string { return "llm_gateway {\n\thistory {\n\t\t" + n + "\n\t}" + remote + "\n}" }},
 	} {
 		for _, name := range tc.names {
 			_, err := Parse(cf.NewTestDispenser(tc.block(name)))

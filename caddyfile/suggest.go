@@ -12,7 +12,7 @@ import (
 var (
 	handlerOptions = []string{"keys", "key", "store", "max_body", "wake", "keepalive", "body_fallbacks",
 		"annotate_response", "list_aliases", "max_fallbacks", "max_attempts", "transport", "extra_paths", "passthrough",
-		"defaults", "ui", "pool", "engine", "memory_budget", "max_wait"}
+		"defaults", "ui", "history", "pool", "engine", "memory_budget", "max_wait"}
 	engineOptions = []string{"to", "models", "model_name", "unlisted", "api", "api_key", "cmd", "dir", "env", "ready",
 		"wake", "group", "memory", "min_loaded", "evict", "start_timeout", "idle_timeout", "stop_timeout", "stop_cmd", "preload",
 		"max_concurrent", "queue", "dial_timeout", "header_timeout", "request_timeout",
@@ -24,6 +24,7 @@ var (
 	keyOptions         = []string{"models", "rate", "tokens", "over_budget", "reserve", "priority", "operator"}
 	storeOptions       = []string{"password", "db", "prefix", "timeout"}
 	uiOptions          = []string{"keys", "recent"}
+	historyOptions     = []string{"keep", "max_age", "memory"}
 	passthroughOptions = []string{"methods", "budgets"}
 )
 

@@ -29,6 +29,7 @@ func init() {
 //	GET  /llm_gateway/pools/<name>/probe    a tiny completion through each member: 200 if all pass, 503 if not
 //	GET  /llm_gateway/keys                  every named key with limits: usage per limit, by name
 //	POST /llm_gateway/keys/<name>/reset     clear a key's counters
+//	GET  /llm_gateway/requests              the request history: ?model=&key=&engine=&status=&since=&before=&limit=; ?format=jsonl exports
 //	GET  /llm_gateway/ui/                   the status page (statuspage.Server), no key needed
 //
 // It never shows a key: engine statuses carry no credentials, and keys
@@ -60,6 +61,9 @@ func serveAdmin(w http.ResponseWriter, r *http.Request) error {
 	}
 	if parts[0] == "keys" {
 		return serveKeysAdmin(w, r, parts[1:])
+	}
+	if parts[0] == "requests" && len(parts) == 1 {
+		return serveRequestsAdmin(w, r)
 	}
 	if parts[0] == "memory" && len(parts) == 1 && r.Method == http.MethodGet {
 		return writeAdminJSON(w, schedulerReport())

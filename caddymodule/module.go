@@ -23,6 +23,7 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 	"github.com/llmgateway/caddy-llm-gateway/handler"
 	hconfig "github.com/llmgateway/caddy-llm-gateway/handler/config"
+	"github.com/llmgateway/caddy-llm-gateway/history"
 	"github.com/llmgateway/caddy-llm-gateway/quota"
 	"github.com/llmgateway/caddy-llm-gateway/statuspage"
 )
@@ -44,11 +45,17 @@ type Gateway struct {
 	// on Caddy's admin endpoint at /llm_gateway/ui/.
 	UI *statuspage.Config `json:"ui,omitempty"`
 
+	// History keeps each finished request's story for the admin API and
+	// the status page. Default: on, 100000 requests for at most 7 days, in
+	// the key counters' embedded file under Caddy's data directory.
+	History *history.Config `json:"history,omitempty"`
+
 	gw      *handler.Gateway
 	ui      *statuspage.Server
 	engines []*engines.Engine
 	poolKey []string
 	limiter *quota.Limiter
+	history *history.Store
 	logger  *zap.Logger
 	prios   map[string]int // each named key's priority, for the engines' last use (scheduler.go)
 }
@@ -131,6 +138,13 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 	}
 	if err := g.provisionUI(cfg.Keys, repl); err != nil {
 		return fmt.Errorf("llm_gateway: %v", err)
+	}
+	registerHistoryMetrics(ctx.GetMetricsRegistry())
+	if g.history, err = openHistory(g.History, g.logger); err != nil {
+		return fmt.Errorf("llm_gateway: %v", err)
+	}
+	if g.history != nil {
+		registerHistory(g.history)
 	}
 	registerForAdmin(g.engines)
 	registerGateway(gw)
@@ -259,6 +273,10 @@ func (g *Gateway) Cleanup() error {
 	if g.ui != nil {
 		g.ui.Close() // its pages reconnect to the next config's, which checks their key again
 	}
+	if g.history != nil {
+		unregisterHistory(g.history)
+		_ = g.history.Close() // the records live on in the next config's handle, or in the file
+	}
 	if g.gw != nil {
 		unregisterGateway(g.gw)
 	}
@@ -283,6 +301,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			g.noteServed(r, &res)
 			setPlaceholders(r, &res)
 			recordRequest(r, &res)
+			now := time.Now()
+			traceStory(r, &res, now)
+			if g.history != nil {
+				keepStory(g.history, w, r, &res, now)
+			}
 		}
 	}()
 	if !g.gw.ServeHTTP(w, r, &res) {
@@ -317,7 +340,7 @@ func (g *Gateway) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	if err != nil {
 		return err
 	}
-	g.Config, g.UI = m.Config, m.UI
+	g.Config, g.UI, g.History = m.Config, m.UI, m.History
 	return nil
 }
 

@@ -31,7 +31,7 @@ func recordRequest(r *http.Request, res *handler.Result) {
 		Time: board.Clock().Now().Add(-res.Duration).UnixMilli(), Path: r.URL.Path,
 		Model: res.ModelAsked, Engine: res.Engine, Fallback: res.Fallback, Attempts: res.Attempts,
 		Status: res.Status, TTFBMs: ms(res.TTFB), DurationMs: ms(res.Duration),
-		TokensIn: -1, TokensOut: -1, KeyName: res.KeyName,
+		TokensIn: -1, TokensOut: -1, KeyName: res.KeyName, Reason: failureReason(res),
 	}
 	if res.HasUsage {
 		q.TokensIn, q.TokensOut = int64(res.Usage.Prompt), int64(res.Usage.Completion)

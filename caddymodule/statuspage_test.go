@@ -174,6 +174,7 @@ func TestStatusPageInARealBrowser(t *testing.T) {
 	until(t, ctx, "the start duration", `document.querySelector('article[data-engine="demo"] [data-field="start took"]') !== null`)
 
 	if out := os.Getenv("LLMGW_SCREENSHOT"); out != "" {
+		screenshotTraffic(t, ctx)
 		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 		if err != nil {
 			t.Fatalf("the screenshot: %v", err)

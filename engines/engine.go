@@ -136,8 +136,10 @@ type Engine struct {
 	base      *url.URL // where to send requests while ready
 	port      int
 	proc      *process
-	startSeq  uint64 // counts starts, so a waiter knows which one it waited for
-	lastErr   error  // why start number startSeq failed, if it did
+	startSeq  uint64    // counts starts, so a waiter knows which one it waited for
+	startAt   time.Time // when the start in progress began (beginStart)
+	startPID  int       // its process, once spawned; proc is set only when ready
+	lastErr   error     // why start number startSeq failed, if it did
 	readyAt   time.Time
 	lastUsed  time.Time
 	failures  int // consecutive failed starts and quick crashes
@@ -559,6 +561,7 @@ func (e *Engine) beginStart(why string) {
 	e.noteStart(why)
 	e.state = Starting
 	e.startSeq++
+	e.startAt, e.startPID = e.now(), 0
 	e.lastErr = nil
 	seq := e.startSeq
 	delay := time.Duration(0)
@@ -630,11 +633,16 @@ func (e *Engine) run(seq uint64, delay time.Duration) {
 	began := e.now()
 	// the arguments may hold secrets (llama-server --api-key): log the program only
 	e.log.Info("starting engine", zap.String("program", argv[0]), zap.Int("port", port))
+	e.lines.newRun() // the page draws a line between runs
 	proc, err := spawn(argv, e.cfg.Dir, env, &e.lines, e.log)
 	if err != nil {
 		e.startFailed(seq, nil, err.Error())
 		return
 	}
+	e.mu.Lock()
+	e.startPID = proc.pid()
+	e.broadcast()
+	e.mu.Unlock()
 	if reason := e.awaitReady(proc, base); reason != "" {
 		e.stopProcess(proc, port)
 		e.startFailed(seq, proc, reason)
@@ -964,6 +972,9 @@ type Status struct {
 	ModelBreakers map[string]string `json:"model_breakers,omitempty"`
 	LastError     string            `json:"last_error,omitempty"`
 	LastLines     []string          `json:"last_lines,omitempty"`
+	// StartingSince is when the start in progress began (its PID is the
+	// starting process's once it is spawned); zero unless starting.
+	StartingSince time.Time `json:"starting_since,omitzero"`
 	// Limit is the engine's max_concurrent and its queue, now; absent
 	// without a limit.
 	Limit *LimitStatus `json:"limit,omitempty"`
@@ -993,6 +1004,12 @@ func (e *Engine) Status() Status {
 	}
 	if e.proc != nil {
 		s.PID = e.proc.pid()
+	}
+	if e.state == Starting {
+		s.StartingSince = e.startAt
+		if s.PID == 0 {
+			s.PID = e.startPID
+		}
 	}
 	if e.cfg.Checked() {
 		s.Health = "up"
@@ -1053,6 +1070,12 @@ func (e *Engine) Changed() <-chan struct{} {
 // that falls more than the kept lines behind skips ahead.
 func (e *Engine) Lines(seq uint64) ([]string, uint64, <-chan struct{}) {
 	return e.lines.since(seq)
+}
+
+// TimedLines is Lines with each line's time and run (the engine's start
+// that printed it), for the status page's output with a line between runs.
+func (e *Engine) TimedLines(seq uint64) ([]Line, uint64, <-chan struct{}) {
+	return e.lines.timedSince(seq)
 }
 
 // State is the engine's state now.

@@ -4,12 +4,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
-	bolterrors "go.etcd.io/bbolt/errors"
+
+	"github.com/llmgateway/caddy-llm-gateway/internal/boltfile"
 )
 
 // boltStore is the embedded store: one bbolt file holding, per key and
@@ -20,38 +19,40 @@ import (
 //
 //	key:   row (1 byte: 0 requests, 1 tokens) | window (1 byte) | key name
 //	value: window start, unix seconds (8 bytes, big endian) | count (8 bytes)
+//
+// The file is shared (internal/boltfile): the request history keeps its
+// own bucket in it.
 type boltStore struct {
 	path string
+	file *boltfile.File
 	db   *bolt.DB
 }
 
 var countersBucket = []byte("counters/v1")
 
 // errStoreHeld: another process has the file locked.
-var errStoreHeld = errors.New("held by another process")
+var errStoreHeld = boltfile.ErrHeld
 
 // openBoltStore opens (or creates) the file. bbolt locks it: a second
 // process on the same file waits up to wait, then gets errStoreHeld.
 func openBoltStore(path string, wait time.Duration) (*boltStore, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("quota store %s: %v", path, err)
-	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: wait})
-	if errors.Is(err, bolterrors.ErrTimeout) {
+	f, err := boltfile.Open(path, wait)
+	if errors.Is(err, boltfile.ErrHeld) {
 		return nil, fmt.Errorf("quota store %s is %w (a second server on one data directory, or caddy validate beside a running one?); counting in memory until it is free", path, errStoreHeld)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("opening quota store %s: %v", path, err)
 	}
+	db := f.DB()
 	err = db.Update(func(tx *bolt.Tx) error {
 		_, err := tx.CreateBucketIfNotExists(countersBucket)
 		return err
 	})
 	if err != nil {
-		db.Close()
+		f.Close()
 		return nil, fmt.Errorf("quota store %s: %v", path, err)
 	}
-	return &boltStore{path: path, db: db}, nil
+	return &boltStore{path: path, file: f, db: db}, nil
 }
 
 // load returns the records of the windows current at now and deletes the
@@ -114,7 +115,7 @@ func (s *boltStore) save(recs []record) error {
 	return nil
 }
 
-func (s *boltStore) close() error { return s.db.Close() }
+func (s *boltStore) close() error { return s.file.Close() }
 
 func recordKey(r record) []byte {
 	k := make([]byte, 2, 2+len(r.key))

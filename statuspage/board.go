@@ -27,6 +27,7 @@ type Request struct {
 	TokensIn   int64   `json:"tokens_in"`  // -1: the answer reported no usage
 	TokensOut  int64   `json:"tokens_out"` // -1: the answer reported no usage
 	KeyName    string  `json:"key,omitempty"`
+	Reason     string  `json:"reason,omitempty"` // why it failed: the last attempt's verdict, or the key rule that refused it
 }
 
 // Board is what the pages show beyond the engines' own state: the recent

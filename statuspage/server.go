@@ -177,6 +177,8 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, rest string) {
 		writeJSON(w, http.StatusOK, s.takeSnapshot(r.Context()))
 	case r.Method == http.MethodGet && rest == "events":
 		s.serveEvents(w, r)
+	case r.Method == http.MethodGet && (rest == "history" || rest == "charts"):
+		s.serveHistory(w, r, rest) // history.go
 	case r.Method == http.MethodGet && len(parts) == 2 && parts[0] == "logs":
 		s.serveLogs(w, r, parts[1])
 	case r.Method == http.MethodPost && len(parts) == 3 && parts[0] == "engines":
@@ -314,9 +316,9 @@ func (s *Server) serveLogs(w http.ResponseWriter, r *http.Request, name string) 
 	var seq uint64
 	first := true
 	for {
-		lines, last, wake := eng.Lines(seq)
+		lines, last, wake := eng.TimedLines(seq)
 		if len(lines) > 0 || first {
-			b, _ := json.Marshal(map[string]any{"lines": orEmpty(lines), "reset": first})
+			b, _ := json.Marshal(timedLines(lines, first))
 			if st.send("lines", b) != nil {
 				return
 			}
@@ -326,13 +328,6 @@ func (s *Server) serveLogs(w http.ResponseWriter, r *http.Request, name string) 
 			return
 		}
 	}
-}
-
-func orEmpty(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
 }
 
 // stream is one server-sent-event response.

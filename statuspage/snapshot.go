@@ -58,8 +58,9 @@ type engineView struct {
 	// failures and answer timeouts of one model), by the model sent.
 	ModelBreakers    map[string]string `json:"model_breakers,omitempty"`
 	LastError        string            `json:"last_error,omitempty"`
-	StartMs          int64             `json:"start_ms,omitempty"`   // the last start's duration
-	StartedAt        int64             `json:"started_at,omitempty"` // when it became ready last
+	StartMs          int64             `json:"start_ms,omitempty"`       // the last start's duration
+	StartedAt        int64             `json:"started_at,omitempty"`     // when it became ready last
+	StartingSince    int64             `json:"starting_since,omitempty"` // while starting: since when
 	IdleTimeoutSecs  int64             `json:"idle_timeout_s,omitempty"`
 	IdleStopAt       int64             `json:"idle_stop_at,omitempty"` // when the idle stop is due, while idle
 	RemoteReachable  *bool             `json:"reachable,omitempty"`    // a remote engine's last probe
@@ -200,6 +201,9 @@ func (s *Server) engineView(e *engines.Engine, now time.Time) engineView {
 	}
 	if in := e.Breaker().RetryIn(); in > 0 {
 		v.BreakerRetryAt = roundMs(now.Add(in))
+	}
+	if !st.StartingSince.IsZero() {
+		v.StartingSince = st.StartingSince.UnixMilli()
 	}
 	if start, ok := s.Board.LastStart(st.Name); ok {
 		v.StartMs, v.StartedAt = start.Duration.Milliseconds(), start.At.UnixMilli()

@@ -196,7 +196,8 @@ function updateEngine(card, e) {
   st.textContent = e.state;
   st.className = 'state s-' + e.state;
   const rows = [['models', e.models.join(', ')]];
-  if (e.managed) rows.push(['pid / port', e.pid ? e.pid + ' / ' + e.port : '–']);
+  if (e.managed) rows.push(['pid / port', e.pid ? e.pid + ' / ' + (e.port || '–') : '–']);
+  if (e.state === 'starting' && e.starting_since) rows.push(['starting', { text: 'for ', since: e.starting_since }]);
   else rows.push(['remote', e.reachable === undefined ? 'not probed yet' : e.reachable ? 'reachable' : 'not reachable']);
   rows.push(['leases', String(e.leases)]);
   if (e.limit) {
@@ -219,6 +220,7 @@ function updateEngine(card, e) {
       if (v.cls) dd.className = v.cls;
       dd.append(v.text || '');
       if (v.at) dd.append(el('span', { class: 'countdown', 'data-at': String(v.at) }));
+      if (v.since) dd.append(el('span', { class: 'elapsed', 'data-since': String(v.since) }));
     }
     dl.append(el('dt', { text: k }), dd);
   }
@@ -282,6 +284,7 @@ async function resetKey(name) {
 
 function tick() {
   for (const n of document.querySelectorAll('.countdown')) n.textContent = countdown(Number(n.dataset.at));
+  for (const n of document.querySelectorAll('.elapsed')) n.textContent = Math.max(0, Math.round((Date.now() - Number(n.dataset.since)) / 1000)) + ' s';
 }
 setInterval(tick, 1000);
 
@@ -297,7 +300,7 @@ function confirmAction(text) {
 }
 
 async function act(name, what) {
-  if (what === 'logs') { chooseLog(name); $('#log').focus(); return; }
+  if (what === 'logs') { logPicked = true; chooseLog(name); $('#log').focus(); return; }
   const questions = {
     start: 'Start engine ' + name + '?',
     stop: 'Stop engine ' + name + ' now? Requests in flight are cut.',
@@ -333,11 +336,18 @@ function renderLogChoice() {
   if ([...sel.options].map((o) => o.value).join('\n') !== names.join('\n')) {
     sel.replaceChildren(...names.map((n) => el('option', { value: n, text: n })));
   }
-  if (!names.includes(logEngine)) chooseLog(names[0] || '');
+  // open on a running engine, whose output is the one worth reading, and
+  // follow one that starts until the operator picks an engine
+  const isRunning = (e) => e.managed && (e.state === 'ready' || e.state === 'starting');
+  const running = engines.find(isRunning);
+  const shown = engines.find((e) => e.name === logEngine);
+  if (!names.includes(logEngine)) chooseLog(running ? running.name : names[0] || '');
+  else if (!logPicked && running && !isRunning(shown)) chooseLog(running.name);
   else sel.value = logEngine;
 }
 
-$('#log-engine').addEventListener('change', (ev) => chooseLog(ev.target.value));
+let logPicked = false; // the operator chose the engine whose output is shown
+$('#log-engine').addEventListener('change', (ev) => { logPicked = true; chooseLog(ev.target.value); });
 
 function chooseLog(name) {
   if (name === logEngine && logs) return;
@@ -352,12 +362,23 @@ function chooseLog(name) {
   }, $('#log-conn'));
 }
 
+// addLines stamps each line with its time and draws a line where a new
+// run (the engine's next start) begins.
+let lastRun = -1;
 function addLines(data) {
   const pre = $('#log');
   const follow = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 8;
-  if (data.reset) pre.textContent = '';
-  if (data.lines.length) pre.append(data.lines.join('\n') + '\n');
-  let text = pre.textContent;
+  if (data.reset) { pre.textContent = ''; lastRun = -1; }
+  let text = '';
+  data.lines.forEach((line, i) => {
+    const run = data.run ? data.run[i] : 0;
+    const at = data.at ? new Date(data.at[i]) : null;
+    if (lastRun >= 0 && run !== lastRun) text += '──── start ' + run + (at ? ' at ' + at.toLocaleTimeString() : '') + ' ────\n';
+    lastRun = run;
+    text += (at ? at.toLocaleTimeString([], { hour12: false }) + '  ' : '') + line + '\n';
+  });
+  if (text) pre.append(text);
+  text = pre.textContent;
   const over = text.split('\n').length - MAX_LOG_LINES;
   if (over > 0) {
     let cut = 0;
@@ -372,7 +393,13 @@ function addRequests(data) {
   const tbody = $('#requests tbody');
   keep = data.keep || keep;
   if (data.reset) tbody.replaceChildren();
-  for (const q of data.requests) tbody.prepend(requestRow(q, !data.reset));
+  // in start order, newest first: a long stream that ends late goes below
+  // the requests that started after it
+  for (const q of data.requests) {
+    const row = requestRow(q, !data.reset);
+    const after = [...tbody.rows].find((r) => Number(r.dataset.time) <= q.time);
+    tbody.insertBefore(row, after || null);
+  }
   while (tbody.rows.length > keep) tbody.deleteRow(-1);
   $('#req-count').textContent = '(' + tbody.rows.length + ' of the last ' + keep + ')';
 }
@@ -384,9 +411,11 @@ function requestRow(q, fresh) {
   let via = q.fallback ? 'fallback ' + q.fallback : '';
   if (q.attempts > 1) via += (via ? ', ' : '') + q.attempts + ' attempts';
   const td = (cls, text) => el('td', { class: cls, text });
-  return el('tr', { class: cls.trim(), 'data-seq': String(q.seq) },
+  const status = td('status num', String(q.status));
+  if (q.reason && q.reason !== String(q.status)) status.append(' ', el('span', { class: 'reason', text: q.reason }));
+  return el('tr', { class: cls.trim(), 'data-seq': String(q.seq), 'data-time': String(q.time) },
     el('td', {}, el('time', { datetime: t.toISOString(), text: t.toLocaleTimeString() })),
-    td('model', q.model), td('engine', q.engine || '–'), td('via', via), td('status num', String(q.status)),
+    td('model', q.model), td('engine', q.engine || '–'), td('via', via), status,
     td('num', q.ttfb_ms ? fmtMs(q.ttfb_ms) : '–'), td('num', fmtMs(q.duration_ms)), td('tokens num', tokens), td('key', q.key || ''));
 }
 

@@ -1,0 +1,164 @@
+package history
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/llmgateway/caddy-llm-gateway/internal/boltfile"
+)
+
+// file keeps the records in the embedded bbolt file of the key counters, in
+// a bucket of its own. bbolt reuses the pages of deleted records, so the
+// file grows to what keep records need and stays there.
+//
+// Record layout (bucket "history/v1"):
+//
+//	key:   the record's number (8 bytes, big endian): oldest first
+//	value: arrival, Unix milliseconds (8 bytes, big endian) | the record as JSON
+type file struct {
+	f     *boltfile.File
+	db    *bolt.DB
+	count int // records in the bucket; the writer's
+}
+
+var historyBucket = []byte("history/v1")
+
+// maxPrune bounds the deletions of one write: a keep lowered by a reload
+// is reached over a few writes rather than in one long transaction.
+const maxPrune = 100_000
+
+func openFile(path string) (*file, error) {
+	f, err := boltfile.Open(path, time.Second)
+	if err != nil {
+		return nil, err
+	}
+	fl := &file{f: f, db: f.DB()}
+	err = fl.db.Update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists(historyBucket)
+		if err != nil {
+			return err
+		}
+		fl.count = b.Stats().KeyN
+		return nil
+	})
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return fl, nil
+}
+
+func (fl *file) write(recs []Record, keep int, cutoff int64) error {
+	err := fl.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(historyBucket)
+		if b == nil {
+			return fmt.Errorf("no bucket %s", historyBucket)
+		}
+		b.FillPercent = 1 // keys only ever grow: full pages, not half-empty ones
+		for i := range recs {
+			seq, err := b.NextSequence()
+			if err != nil {
+				return err
+			}
+			recs[i].Seq = seq
+			v, err := encode(&recs[i])
+			if err != nil {
+				return err
+			}
+			if err := b.Put(seqKey(seq), v); err != nil {
+				return err
+			}
+		}
+		fl.count += len(recs)
+		c := b.Cursor()
+		for n := 0; n < maxPrune; n++ {
+			k, v := c.First()
+			if k == nil || fl.count <= keep && timeOf(v) >= cutoff {
+				break
+			}
+			if err := c.Delete(); err != nil {
+				return err
+			}
+			fl.count--
+		}
+		return nil
+	})
+	if err != nil {
+		// the transaction rolled back: count again
+		_ = fl.db.View(func(tx *bolt.Tx) error {
+			if b := tx.Bucket(historyBucket); b != nil {
+				fl.count = b.Stats().KeyN
+			}
+			return nil
+		})
+		return fmt.Errorf("writing the request history to %s: %v", fl.f.Path(), err)
+	}
+	return nil
+}
+
+func (fl *file) scan(f Filter, fn func(*Record) bool) error {
+	stop := f.Since - lateness.Milliseconds()
+	return fl.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(historyBucket)
+		if b == nil {
+			return nil
+		}
+		c := b.Cursor()
+		k, v := c.Last()
+		if f.Before != 0 {
+			if k, v = c.Seek(seqKey(f.Before)); k == nil {
+				k, v = c.Last()
+			} else {
+				k, v = c.Prev()
+			}
+		}
+		var r Record
+		for ; k != nil; k, v = c.Prev() {
+			t := timeOf(v)
+			if t < stop {
+				return nil
+			}
+			if t < f.Since {
+				continue
+			}
+			r = Record{}
+			if json.Unmarshal(v[8:], &r) != nil {
+				continue // not ours to read: skip it
+			}
+			r.Seq = binary.BigEndian.Uint64(k)
+			if f.match(&r) && !fn(&r) {
+				return nil
+			}
+		}
+		return nil
+	})
+}
+
+func (fl *file) close() error { return fl.f.Close() }
+
+func seqKey(seq uint64) []byte {
+	return binary.BigEndian.AppendUint64(make([]byte, 0, 8), seq)
+}
+
+func encode(r *Record) ([]byte, error) {
+	seq := r.Seq
+	r.Seq = 0 // the key holds it
+	j, err := json.Marshal(r)
+	r.Seq = seq
+	if err != nil {
+		return nil, err
+	}
+	v := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(j)), uint64(r.Time))
+	return append(v, j...), nil
+}
+
+func timeOf(v []byte) int64 {
+	if len(v) < 8 {
+		return 0
+	}
+	return int64(binary.BigEndian.Uint64(v))
+}
