@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
+	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
 	"github.com/llmgateway/caddy-llm-gateway/quota"
 )
 
@@ -44,7 +45,7 @@ import (
 // reserve (rates, tokens). It returns the request to serve (the
 // over_budget fallback's once a budget is spent) and the ticket to settle
 // when the answer ends, or the gateway's refusal.
-func (g *Gateway) reserve(w http.ResponseWriter, req *request, res *Result) (*request, *quota.Ticket, *Error) {
+func (g *Gateway) reserve(w http.ResponseWriter, req *request, res *Result) (*request, *quota.Ticket, *apierror.Error) {
 	kr := req.key
 	if kr == nil {
 		return req, nil, nil
@@ -75,8 +76,7 @@ func (g *Gateway) reserve(w http.ResponseWriter, req *request, res *Result) (*re
 			t.Cancel()
 			res.Refused = "tokens"
 			w.Header().Set("Retry-After", retry)
-			return nil, nil, &Error{http.StatusTooManyRequests, "insufficient_quota", "insufficient_quota",
-				fmt.Sprintf("key %s has spent its token budget (%s); it renews in %s", kr.name, limitsOf(kr.limits.Tokens), d.RetryAfter)}
+			return nil, nil, &apierror.Error{Status: http.StatusTooManyRequests, Type: "insufficient_quota", Code: "insufficient_quota", Message: fmt.Sprintf("key %s has spent its token budget (%s); it renews in %s", kr.name, limitsOf(kr.limits.Tokens), d.RetryAfter)}
 		default:
 			return nil, nil, g.overRate(w, kr, d, res)
 		}
@@ -103,7 +103,7 @@ func settle(t *quota.Ticket, req *request, res *Result) {
 
 // reserveRate counts a request without a body to answer (GET /v1/models)
 // against the key's rates: there are no tokens to reserve.
-func (g *Gateway) reserveRate(w http.ResponseWriter, kr *keyRules, res *Result) *Error {
+func (g *Gateway) reserveRate(w http.ResponseWriter, kr *keyRules, res *Result) *apierror.Error {
 	if kr == nil || g.limiter == nil || len(kr.limits.Rate) == 0 {
 		return nil
 	}
@@ -118,11 +118,10 @@ func (g *Gateway) reserveRate(w http.ResponseWriter, kr *keyRules, res *Result) 
 }
 
 // overRate is the refusal of a request over its key's rate limit.
-func (g *Gateway) overRate(w http.ResponseWriter, kr *keyRules, d quota.Decision, res *Result) *Error {
+func (g *Gateway) overRate(w http.ResponseWriter, kr *keyRules, d quota.Decision, res *Result) *apierror.Error {
 	res.Refused = "rate"
 	w.Header().Set("Retry-After", strconv.FormatInt(int64(max(1, d.RetryAfter.Seconds())), 10))
-	return &Error{http.StatusTooManyRequests, "requests", "rate_limit_exceeded",
-		fmt.Sprintf("key %s is over its rate limit (%s); try again in %s", kr.name, limitsOf(kr.limits.Rate), d.RetryAfter)}
+	return &apierror.Error{Status: http.StatusTooManyRequests, Type: "requests", Code: "rate_limit_exceeded", Message: fmt.Sprintf("key %s is over its rate limit (%s); try again in %s", kr.name, limitsOf(kr.limits.Rate), d.RetryAfter)}
 }
 
 // PriorityHeader lets a request lower its key's priority (a batch job

@@ -61,35 +61,6 @@ func (g *Gateway) serveAnthropicModels(w http.ResponseWriter, r *http.Request, k
 	writeJSON(w, r, append(b, "}\n"...))
 }
 
-// anthropic is the error as the Messages API says it, so Anthropic's SDKs
-// raise it with its type: {"type":"error","error":{"type":…,"message":…}}.
-// The status is Anthropic's for the same trouble: 529 overloaded_error where
-// the gateway itself has no engine to offer (its 503s).
-func (e *Error) anthropic() (int, []byte) {
-	status, typ := e.Status, "api_error"
-	switch {
-	case e.Status == http.StatusBadRequest, e.Status == http.StatusMethodNotAllowed, e.Status == http.StatusUnprocessableEntity:
-		typ = "invalid_request_error"
-	case e.Status == http.StatusUnauthorized:
-		typ = "authentication_error"
-	case e.Status == http.StatusForbidden:
-		typ = "permission_error"
-	case e.Status == http.StatusNotFound:
-		typ = "not_found_error"
-	case e.Status == http.StatusRequestEntityTooLarge:
-		typ = "request_too_large"
-	case e.Status == http.StatusTooManyRequests:
-		typ = "rate_limit_error"
-	case e.Status == http.StatusServiceUnavailable:
-		status, typ = 529, "overloaded_error"
-	}
-	b := append(make([]byte, 0, 96+len(e.Message)), `{"type":"error","error":{"type":`...)
-	b = jsonmember.AppendString(b, typ)
-	b = append(b, `,"message":`...)
-	b = jsonmember.AppendString(b, e.Message)
-	return status, append(b, "}}"...)
-}
-
 // anthropicEvent is the part of a Messages API stream event a transcript
 // needs.
 type anthropicEvent struct {

@@ -1,6 +1,7 @@
 package handler
 
 import (
+	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
 	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
 	"github.com/llmgateway/caddy-llm-gateway/internal/idle"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
@@ -214,7 +215,7 @@ func (g *Gateway) awaitFirstContent(a *attempt) {
 			return
 		}
 		kind := grammar.Classify(ev, true)
-		if a.req.api == apiAnthropic {
+		if a.req.api == apierror.Anthropic {
 			kind = grammar.ClassifyAnthropic(ev)
 		}
 		switch kind {

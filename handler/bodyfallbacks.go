@@ -1,6 +1,7 @@
 package handler
 
 import (
+	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 
 	"encoding/json"
@@ -40,12 +41,12 @@ func stripFallbacks(body []byte, fields jsonmember.Fields) ([]byte, jsonmember.F
 // the offending item. Repeated items count once; more than max_fallbacks
 // distinct items is a 400 before anything is sent: every item is an
 // upstream call on an engine's key.
-func (g *Gateway) bodyFallbacks(raw []byte, kr *keyRules) ([]candidate, *Error) {
+func (g *Gateway) bodyFallbacks(raw []byte, kr *keyRules) ([]candidate, *apierror.Error) {
 	var items []json.RawMessage
 	if err := json.Unmarshal(raw, &items); err != nil {
-		return nil, errBadRequest("invalid_fallbacks", `"fallbacks" must be an array of "engine" or "engine/model" strings`)
+		return nil, apierror.BadRequest("invalid_fallbacks", `"fallbacks" must be an array of "engine" or "engine/model" strings`)
 	}
-	tooMany := errBadRequest("too_many_fallbacks", fmt.Sprintf(
+	tooMany := apierror.BadRequest("too_many_fallbacks", fmt.Sprintf(
 		`"fallbacks" names more than %d engines; this gateway's max_fallbacks is %d`, g.maxFallbacks, g.maxFallbacks))
 	if len(items) > 4*g.maxFallbacks+16 {
 		return nil, tooMany // not worth resolving item by item
@@ -55,11 +56,11 @@ func (g *Gateway) bodyFallbacks(raw []byte, kr *keyRules) ([]candidate, *Error) 
 	for i, it := range items {
 		var s string
 		if err := json.Unmarshal(it, &s); err != nil {
-			return nil, errBadRequest("invalid_fallbacks", fmt.Sprintf(`"fallbacks" item %d (%s) is not a string: use "engine" or "engine/model"`, i, it))
+			return nil, apierror.BadRequest("invalid_fallbacks", fmt.Sprintf(`"fallbacks" item %d (%s) is not a string: use "engine" or "engine/model"`, i, it))
 		}
 		c, err := g.bodyCandidate(s, kr)
 		if err != nil {
-			return nil, errBadRequest("invalid_fallbacks", fmt.Sprintf(`"fallbacks" item %d (%q): %s`, i, s, err))
+			return nil, apierror.BadRequest("invalid_fallbacks", fmt.Sprintf(`"fallbacks" item %d (%q): %s`, i, s, err))
 		}
 		if key := c.rt.cfg.Name + "/" + c.model; !seen[key] {
 			seen[key] = true
@@ -113,12 +114,12 @@ func (g *Gateway) engineNames(kr *keyRules) []string {
 
 // withBodyFallbacks returns plan followed by the body's fallbacks, if the
 // request names any (a new slice: route plans are shared).
-func (g *Gateway) withBodyFallbacks(req *request, plan []candidate) ([]candidate, *Error) {
+func (g *Gateway) withBodyFallbacks(req *request, plan []candidate) ([]candidate, *apierror.Error) {
 	if req.fallbacks == nil {
 		return plan, nil
 	}
 	if !g.allowBodyFallbacks {
-		return nil, errBadRequest("fallbacks_disabled", `"fallbacks" in the request body are disabled on this gateway (body_fallbacks off); remove the field`)
+		return nil, apierror.BadRequest("fallbacks_disabled", `"fallbacks" in the request body are disabled on this gateway (body_fallbacks off); remove the field`)
 	}
 	extra, err := g.bodyFallbacks(req.fallbacks, req.key)
 	if err != nil {

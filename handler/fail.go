@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
+	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
 )
 
 // The final error: when no candidate gave an answer, the client gets the
@@ -65,7 +66,7 @@ func (g *Gateway) fail(rp *reply, failed []failure) {
 		rp.w.Header().Set("Retry-After", strconv.Itoa(int(first.busyRetryAfter()/time.Second)))
 	}
 	rp.firstByte(e.Status)
-	e.writeAs(rp.w, rp.api)
+	e.WriteAs(rp.w, rp.api)
 }
 
 // busyRetryAfter is when a request refused by an engine's max_concurrent may
@@ -87,7 +88,7 @@ func (g *Gateway) passUpstreamError(rp *reply, a *attempt, labels []string) {
 		body = withAttempts(body, strings.Join(labels, ", "))
 	}
 	if rp.preamble {
-		rp.errorEvent(&Error{a.resp.StatusCode, typeUpstream, "upstream_error", upstreamMessage(body)})
+		rp.errorEvent(&apierror.Error{Status: a.resp.StatusCode, Type: apierror.TypeUpstream, Code: "upstream_error", Message: upstreamMessage(body)})
 		return
 	}
 	h := rp.w.Header()
@@ -150,24 +151,19 @@ func upstreamMessage(body []byte) string {
 
 // failureError is the error made for a failed attempt that has no upstream
 // answer to pass on.
-func (a *attempt) failureError() *Error {
+func (a *attempt) failureError() *apierror.Error {
 	name := a.c.rt.cfg.Name
 	switch a.outcome {
 	case outcomeConnect:
-		return &Error{http.StatusBadGateway, typeUpstream, "upstream_unreachable",
-			fmt.Sprintf("engine %s could not be reached: %s", name, connectReason(a.err))}
+		return &apierror.Error{Status: http.StatusBadGateway, Type: apierror.TypeUpstream, Code: "upstream_unreachable", Message: fmt.Sprintf("engine %s could not be reached: %s", name, connectReason(a.err))}
 	case outcomeDNS:
-		return &Error{http.StatusBadGateway, typeUpstream, "upstream_dns",
-			fmt.Sprintf("engine %s: its host did not resolve: %s", name, rootCause(a.err))}
+		return &apierror.Error{Status: http.StatusBadGateway, Type: apierror.TypeUpstream, Code: "upstream_dns", Message: fmt.Sprintf("engine %s: its host did not resolve: %s", name, rootCause(a.err))}
 	case outcomeClosed:
-		return &Error{http.StatusBadGateway, typeUpstream, "upstream_closed",
-			fmt.Sprintf("engine %s closed the connection before answering: %s", name, rootCause(a.err))}
+		return &apierror.Error{Status: http.StatusBadGateway, Type: apierror.TypeUpstream, Code: "upstream_closed", Message: fmt.Sprintf("engine %s closed the connection before answering: %s", name, rootCause(a.err))}
 	case outcomeTimeout:
-		return &Error{http.StatusGatewayTimeout, typeTimeout, "upstream_timeout",
-			fmt.Sprintf("engine %s did not answer within its %s of %s", name, a.timeout, a.budget())}
+		return &apierror.Error{Status: http.StatusGatewayTimeout, Type: apierror.TypeTimeout, Code: "upstream_timeout", Message: fmt.Sprintf("engine %s did not answer within its %s of %s", name, a.timeout, a.budget())}
 	case outcomeStreamError:
-		return &Error{http.StatusBadGateway, typeUpstream, "upstream_stream_error",
-			fmt.Sprintf("engine %s answered with an error event: %s", name, a.err)}
+		return &apierror.Error{Status: http.StatusBadGateway, Type: apierror.TypeUpstream, Code: "upstream_stream_error", Message: fmt.Sprintf("engine %s answered with an error event: %s", name, a.err)}
 	case outcomeStart:
 		// never the engine's output: engines print their keys (vLLM's
 		// --api-key); the output is in Caddy's log and the admin API
@@ -176,30 +172,26 @@ func (a *attempt) failureError() *Error {
 		if errors.As(a.err, &se) {
 			reason = se.Reason
 		}
-		return &Error{http.StatusServiceUnavailable, typeUnavailable, "engine_start_failed",
-			fmt.Sprintf("engine %s failed to start: %s; its output is in Caddy's log and at GET /llm_gateway/engines/%s on the admin API", name, reason, name)}
+		return &apierror.Error{Status: http.StatusServiceUnavailable, Type: apierror.TypeUnavailable, Code: "engine_start_failed", Message: fmt.Sprintf("engine %s failed to start: %s; its output is in Caddy's log and at GET /llm_gateway/engines/%s on the admin API", name, reason, name)}
 	case outcomeNotRunning:
 		msg := fmt.Sprintf("engine %s is not running and wake is off for it; start it with POST /llm_gateway/engines/%s/start on Caddy's admin API", name, name)
 		if !a.c.acquire || a.c.rt.cfg.ModelsFrom != "" {
 			msg = a.err.Error()
 		}
-		return &Error{http.StatusServiceUnavailable, typeUnavailable, "engine_not_running", msg}
+		return &apierror.Error{Status: http.StatusServiceUnavailable, Type: apierror.TypeUnavailable, Code: "engine_not_running", Message: msg}
 	case outcomeOpen:
 		if !a.c.rt.eng.Healthy() {
-			return &Error{http.StatusServiceUnavailable, typeUnavailable, "engine_down",
-				fmt.Sprintf("engine %s is down: it failed its health checks (GET %s); requests go elsewhere until it passes them", name, a.c.rt.cfg.HealthPath)}
+			return &apierror.Error{Status: http.StatusServiceUnavailable, Type: apierror.TypeUnavailable, Code: "engine_down", Message: fmt.Sprintf("engine %s is down: it failed its health checks (GET %s); requests go elsewhere until it passes them", name, a.c.rt.cfg.HealthPath)}
 		}
 		b := a.c.breaker(a.sent)
 		what := "engine " + name
 		if a.c.brk == nil && b != a.c.rt.eng.Breaker() {
 			what += " (model " + a.sent + ")"
 		}
-		return &Error{http.StatusServiceUnavailable, typeUnavailable, "engine_circuit_open",
-			fmt.Sprintf("%s failed %d times in a row; its breaker keeps requests away for another %s",
-				what, a.c.rt.cfg.BreakerFailures, b.RetryIn().Round(time.Second))}
+		return &apierror.Error{Status: http.StatusServiceUnavailable, Type: apierror.TypeUnavailable, Code: "engine_circuit_open", Message: fmt.Sprintf("%s failed %d times in a row; its breaker keeps requests away for another %s",
+			what, a.c.rt.cfg.BreakerFailures, b.RetryIn().Round(time.Second))}
 	case outcomeSlow:
-		return &Error{http.StatusServiceUnavailable, typeUnavailable, "engine_starting",
-			fmt.Sprintf("engine %s was still starting after %s", name, a.waited.Round(time.Millisecond))}
+		return &apierror.Error{Status: http.StatusServiceUnavailable, Type: apierror.TypeUnavailable, Code: "engine_starting", Message: fmt.Sprintf("engine %s was still starting after %s", name, a.waited.Round(time.Millisecond))}
 	case outcomeBusy:
 		msg := fmt.Sprintf("engine %s is busy: the request waited %s in its queue", name, a.waited.Round(time.Millisecond))
 		if a.err != nil {
@@ -208,11 +200,11 @@ func (a *attempt) failureError() *Error {
 		// the scheduler found no room for its start: the box is full, not
 		// the caller too fast (issue 29)
 		if busy := (*engines.BusyError)(nil); errors.As(a.err, &busy) && busy.Room() {
-			return &Error{http.StatusServiceUnavailable, typeUnavailable, "engine_busy", msg + "; retry later"}
+			return &apierror.Error{Status: http.StatusServiceUnavailable, Type: apierror.TypeUnavailable, Code: "engine_busy", Message: msg + "; retry later"}
 		}
-		return &Error{http.StatusTooManyRequests, typeRateLimit, "engine_busy", msg + "; retry later"}
+		return &apierror.Error{Status: http.StatusTooManyRequests, Type: apierror.TypeRateLimit, Code: "engine_busy", Message: msg + "; retry later"}
 	}
-	return &Error{499, typeInvalidRequest, "client_closed_request", "the client went away"}
+	return &apierror.Error{Status: 499, Type: apierror.TypeInvalidRequest, Code: "client_closed_request", Message: "the client went away"}
 }
 
 // connectReason is why a connection failed, without the address (an

@@ -4,6 +4,7 @@
 package handler
 
 import (
+	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
 	"github.com/llmgateway/caddy-llm-gateway/handler/config"
 	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
@@ -26,14 +27,6 @@ import (
 // away before an answer (nginx's and Caddy's access logs say 499 too).
 const StatusClientClosed = 499
 
-// family is the config's name of an API family.
-func (a api) family() string {
-	if a == apiAnthropic {
-		return "anthropic"
-	}
-	return "openai"
-}
-
 // family is the API family an engine must speak to serve req: its API's,
 // or "embeddings" for an embeddings request, which an embedding engine
 // (api embeddings) serves as well as an OpenAI one.
@@ -42,7 +35,7 @@ func (req *request) family() string {
 	case "/v1/embeddings", "/embeddings", "/embedding":
 		return "embeddings"
 	}
-	return req.api.family()
+	return req.api.Family()
 }
 
 // route is how requests reach one engine.
@@ -209,8 +202,8 @@ type Result struct {
 	Refused    string // the caller's key rules refused it: "rate" or "tokens"
 	Tries      []Try  // the request's story: each upstream attempt (story.go)
 
-	api api       // the request's API family, for the shape of refusals
-	key *keyRules // the caller's key's rules, nil for none
+	api apierror.API // the request's API family, for the shape of refusals
+	key *keyRules    // the caller's key's rules, nil for none
 }
 
 // Hooks let the caddy module count what happens inside a request; nil
@@ -245,7 +238,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, res *Result)
 	}
 	start := g.clock.Now()
 	res.Handled = true
-	res.api = apiOf(p)
+	res.api = apierror.Of(p)
 	defer func() {
 		now := g.clock.Now()
 		res.Duration = now.Sub(start)
@@ -259,13 +252,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, res *Result)
 		clean = strings.TrimSuffix(p, "/") // an engine's UI is at /upstream/<model>/
 	}
 	if !config.CleanPath(clean) {
-		res.refuse(w, errBadRequest("invalid_path", "the request path must not contain '.', '..' or empty segments"))
+		res.refuse(w, apierror.BadRequest("invalid_path", "the request path must not contain '.', '..' or empty segments"))
 		return true
 	}
 	kr, ok := g.keys.check(r)
 	if !ok {
-		res.refuse(w, &Error{http.StatusUnauthorized, typeAuthentication, "invalid_api_key",
-			"missing or invalid gateway key: send it as 'Authorization: Bearer <key>'"})
+		res.refuse(w, &apierror.Error{Status: http.StatusUnauthorized, Type: apierror.TypeAuthentication, Code: "invalid_api_key", Message: "missing or invalid gateway key: send it as 'Authorization: Bearer <key>'"})
 		return true
 	}
 	if kr != nil {
@@ -292,15 +284,14 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, res *Result)
 		g.serveRouted(w, r, res)
 	default:
 		w.Header().Set("Allow", "POST")
-		res.refuse(w, &Error{http.StatusMethodNotAllowed, typeInvalidRequest, "method_not_allowed",
-			fmt.Sprintf("%s %s is not served: the gateway routes POST requests with a JSON body under /v1/ and GET /v1/models", r.Method, p)})
+		res.refuse(w, &apierror.Error{Status: http.StatusMethodNotAllowed, Type: apierror.TypeInvalidRequest, Code: "method_not_allowed", Message: fmt.Sprintf("%s %s is not served: the gateway routes POST requests with a JSON body under /v1/ and GET /v1/models", r.Method, p)})
 	}
 	return true
 }
 
 // refuse answers with an error of the gateway's own.
-func (res *Result) refuse(w http.ResponseWriter, e *Error) {
-	e.writeAs(w, res.api)
+func (res *Result) refuse(w http.ResponseWriter, e *apierror.Error) {
+	e.WriteAs(w, res.api)
 	res.Status = e.Status
 	if e.Code == "model_not_allowed" {
 		res.Refused = "model" // however the key's list was met: model, fallbacks, /upstream/

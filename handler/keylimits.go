@@ -1,6 +1,7 @@
 package handler
 
 import (
+	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 
 	"fmt"
@@ -109,9 +110,8 @@ func limitsOf(ls []quota.Limit) string {
 }
 
 // notAllowed is the refusal of a model the key may not use.
-func (kr *keyRules) notAllowed(model string) *Error {
-	return &Error{http.StatusForbidden, typeInvalidRequest, "model_not_allowed",
-		fmt.Sprintf("key %s may not use the model %q; it may use: %s", kr.name, model, strings.Join(kr.models, ", "))}
+func (kr *keyRules) notAllowed(model string) *apierror.Error {
+	return &apierror.Error{Status: http.StatusForbidden, Type: apierror.TypeInvalidRequest, Code: "model_not_allowed", Message: fmt.Sprintf("key %s may not use the model %q; it may use: %s", kr.name, model, strings.Join(kr.models, ", "))}
 }
 
 // rateHeaders are OpenAI's rate-limit headers for a decision: the tightest
@@ -144,7 +144,7 @@ func resetString(d time.Duration) string {
 // the client had not asked for it, the usage chunk is kept from it.
 func (req *request) askUsage() {
 	p := req.r.URL.Path
-	if !req.stream || !req.json() || req.api != apiOpenAI ||
+	if !req.stream || !req.json() || req.api != apierror.OpenAI ||
 		!(strings.HasSuffix(p, "/chat/completions") || strings.HasSuffix(p, "/completions")) {
 		return
 	}

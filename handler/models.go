@@ -1,6 +1,7 @@
 package handler
 
 import (
+	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
 	"github.com/llmgateway/caddy-llm-gateway/handler/config"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 
@@ -206,11 +207,11 @@ func (g *Gateway) serveModel(w http.ResponseWriter, r *http.Request, id string, 
 	}
 	if rt == nil || !kr.allows(id) || !rt.listable(status) || (anthropic && !rt.cfg.Speaks("anthropic")) {
 		e := g.unknownModel(id, kr)
-		family := apiOpenAI
+		family := apierror.OpenAI
 		if anthropic {
-			family = apiAnthropic
+			family = apierror.Anthropic
 		}
-		e.writeAs(w, family)
+		e.WriteAs(w, family)
 		return e.Status
 	}
 	if anthropic {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
 	"github.com/llmgateway/caddy-llm-gateway/handler/config"
 	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
@@ -47,8 +48,7 @@ func (g *Gateway) servePassthrough(w http.ResponseWriter, r *http.Request, res *
 	res.ModelAsked = model
 	kr := res.key
 	if rt == nil {
-		res.refuse(w, &Error{http.StatusNotFound, typeInvalidRequest, "model_not_found",
-			fmt.Sprintf("%s%s/…: the model %q is not served here; served models: %s", config.UpstreamPrefix, model, model, strings.Join(kr.only(g.engineModels()), ", "))})
+		res.refuse(w, &apierror.Error{Status: http.StatusNotFound, Type: apierror.TypeInvalidRequest, Code: "model_not_found", Message: fmt.Sprintf("%s%s/…: the model %q is not served here; served models: %s", config.UpstreamPrefix, model, model, strings.Join(kr.only(g.engineModels()), ", "))})
 		return
 	}
 	res.Known = true
@@ -78,18 +78,16 @@ var DefaultPassthroughMethods = []string{http.MethodGet, http.MethodHead, http.M
 // mayPassthrough is what a key may do on /upstream/: the path's model, the
 // route's methods, and, for a key with a token budget, only where the
 // operator lets budgets reach an engine's own endpoints.
-func (g *Gateway) mayPassthrough(w http.ResponseWriter, r *http.Request, kr *keyRules, model string) *Error {
+func (g *Gateway) mayPassthrough(w http.ResponseWriter, r *http.Request, kr *keyRules, model string) *apierror.Error {
 	if !slices.Contains(g.ptMethods, r.Method) {
 		w.Header().Set("Allow", strings.Join(g.ptMethods, ", "))
-		return &Error{http.StatusMethodNotAllowed, typeInvalidRequest, "method_not_allowed",
-			fmt.Sprintf("%s %s…: the passthrough serves %s (passthrough methods)", r.Method, config.UpstreamPrefix, strings.Join(g.ptMethods, ", "))}
+		return &apierror.Error{Status: http.StatusMethodNotAllowed, Type: apierror.TypeInvalidRequest, Code: "method_not_allowed", Message: fmt.Sprintf("%s %s…: the passthrough serves %s (passthrough methods)", r.Method, config.UpstreamPrefix, strings.Join(g.ptMethods, ", "))}
 	}
 	if !kr.allows(model) {
 		return kr.notAllowed(model)
 	}
 	if kr != nil && len(kr.limits.Tokens) > 0 && !g.ptBudgets {
-		return &Error{http.StatusForbidden, typeInvalidRequest, "passthrough_not_allowed",
-			fmt.Sprintf("key %s has a token budget, and %s… is not counted for it here: use the /v1/ API (or the operator sets passthrough budgets on)", kr.name, config.UpstreamPrefix)}
+		return &apierror.Error{Status: http.StatusForbidden, Type: apierror.TypeInvalidRequest, Code: "passthrough_not_allowed", Message: fmt.Sprintf("key %s has a token budget, and %s… is not counted for it here: use the /v1/ API (or the operator sets passthrough budgets on)", kr.name, config.UpstreamPrefix)}
 	}
 	return nil
 }
@@ -98,8 +96,8 @@ func (g *Gateway) mayPassthrough(w http.ResponseWriter, r *http.Request, kr *key
 // multipart body is held to the same rules as on /v1/ (its model must be
 // the path's engine's, and one the key may use), and a JSON body gets the
 // engine's filters. Another body is relayed as it is, bounded by max_body.
-func (g *Gateway) readPassthrough(r *http.Request, rt *route, model string, kr *keyRules) (*request, *Error) {
-	req := &request{r: r, model: model, api: apiOpenAI, passthrough: true}
+func (g *Gateway) readPassthrough(r *http.Request, rt *route, model string, kr *keyRules) (*request, *apierror.Error) {
+	req := &request{r: r, model: model, api: apierror.OpenAI, passthrough: true}
 	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
 		return req, nil
 	}
@@ -130,7 +128,7 @@ func (g *Gateway) readPassthrough(r *http.Request, rt *route, model string, kr *
 		return nil, kr.notAllowed(string(named))
 	}
 	if named != nil && g.byModel[string(named)] != rt {
-		return nil, errBadRequest("model_mismatch", fmt.Sprintf(
+		return nil, apierror.BadRequest("model_mismatch", fmt.Sprintf(
 			"the body names the model %q, which %s%s/ does not serve: send the body to the path of its own model", named, config.UpstreamPrefix, model))
 	}
 	return req, nil

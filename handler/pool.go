@@ -1,6 +1,7 @@
 package handler
 
 import (
+	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
 	"github.com/llmgateway/caddy-llm-gateway/handler/config"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 
@@ -205,7 +206,6 @@ func (p *pool) plan(req *request, rank func(*poolMember) int) []candidate {
 	return plan
 }
 
-func (p *pool) unavailable() *Error {
-	return &Error{http.StatusServiceUnavailable, typeUnavailable, "pool_unavailable",
-		fmt.Sprintf("every member of pool %s is failing (breakers open) or down, or, with wake off, has the model unloaded; try again shortly", p.cfg.Name)}
+func (p *pool) unavailable() *apierror.Error {
+	return &apierror.Error{Status: http.StatusServiceUnavailable, Type: apierror.TypeUnavailable, Code: "pool_unavailable", Message: fmt.Sprintf("every member of pool %s is failing (breakers open) or down, or, with wake off, has the model unloaded; try again shortly", p.cfg.Name)}
 }

@@ -1,6 +1,7 @@
 package handler
 
 import (
+	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
 	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
 	"github.com/llmgateway/caddy-llm-gateway/internal/idle"
 	"github.com/llmgateway/caddy-llm-gateway/internal/sse"
@@ -148,7 +149,7 @@ func (g *Gateway) commit(rp *reply, a *attempt) {
 		if grammar.Classify(held[:n], false) == grammar.Done {
 			st.whole = true
 		}
-		if a.req.api == apiAnthropic {
+		if a.req.api == apierror.Anthropic {
 			if u, ok := grammar.MessageStartUsage(held[:n]); ok {
 				rp.res.Usage, rp.res.HasUsage = u, true
 			}
@@ -379,8 +380,7 @@ func (g *Gateway) cut(rp *reply, a *attempt, err error) {
 		if a.outcome == outcomeTimeout {
 			reason = "no event within its " + a.timeout.Error() + " of " + a.budget().String()
 		}
-		rp.errorEvent(&Error{http.StatusBadGateway, typeUpstream, "upstream_stream_cut",
-			"engine " + a.c.rt.cfg.Name + " cut the stream: " + reason})
+		rp.errorEvent(&apierror.Error{Status: http.StatusBadGateway, Type: apierror.TypeUpstream, Code: "upstream_stream_cut", Message: "engine " + a.c.rt.cfg.Name + " cut the stream: " + reason})
 	}
 	a.close()
 	rp.abort()

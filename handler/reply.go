@@ -1,6 +1,7 @@
 package handler
 
 import (
+	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 
 	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
@@ -32,9 +33,9 @@ type reply struct {
 	w         http.ResponseWriter
 	rc        *http.ResponseController
 	clock     clock.Clock
-	stream    bool // the client asked for an event stream
-	api       api  // the API family: the shape of the gateway's own errors
-	preamble  bool // SSE headers went out before any upstream answered
+	stream    bool         // the client asked for an event stream
+	api       apierror.API // the API family: the shape of the gateway's own errors
+	preamble  bool         // SSE headers went out before any upstream answered
 	keepAlive time.Duration
 	start     time.Time
 	res       *Result // what the client got, for logs and metrics
@@ -48,7 +49,7 @@ type reply struct {
 	spend func() bool
 }
 
-func (g *Gateway) newReply(w http.ResponseWriter, stream bool, family api, res *Result) *reply {
+func (g *Gateway) newReply(w http.ResponseWriter, stream bool, family apierror.API, res *Result) *reply {
 	return &reply{w: w, rc: http.NewResponseController(w), clock: g.clock, stream: stream, api: family,
 		keepAlive: g.keepAlive, start: g.clock.Now(), res: res}
 }
@@ -77,8 +78,8 @@ func (rp *reply) sendPreamble() {
 }
 
 // errorEvent ends a stream whose headers went out with one error event.
-func (rp *reply) errorEvent(e *Error) {
-	_, _ = rp.w.Write(e.eventAs(rp.api))
+func (rp *reply) errorEvent(e *apierror.Error) {
+	_, _ = rp.w.Write(e.EventAs(rp.api))
 	_ = rp.rc.Flush()
 }
 
@@ -241,7 +242,7 @@ func (g *Gateway) newLoading(rp *reply, req *request, rt *route) *loading {
 // chatStream reports whether the request is an OpenAI chat completion
 // stream, the one grammar with a reasoning_content delta.
 func (req *request) chatStream() bool {
-	return req.stream && req.api == apiOpenAI && req.json() && strings.HasSuffix(req.r.URL.Path, "/chat/completions")
+	return req.stream && req.api == apierror.OpenAI && req.json() && strings.HasSuffix(req.r.URL.Path, "/chat/completions")
 }
 
 // tick sends the wait so far; the first one says what is loading.

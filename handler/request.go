@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 	"github.com/llmgateway/caddy-llm-gateway/internal/multipart"
 )
@@ -22,8 +23,8 @@ type request struct {
 	fields    jsonmember.Fields
 	model     string
 	stream    bool
-	fallbacks []byte // the raw "fallbacks" value, if the body had one
-	api       api    // OpenAI's or Anthropic's
+	fallbacks []byte       // the raw "fallbacks" value, if the body had one
+	api       apierror.API // OpenAI's or Anthropic's
 	budget    *failoverBudget
 	pool      string            // the pool being served, if any
 	keptError bool              // an attempt kept its error body whole already
@@ -52,7 +53,7 @@ func (req *request) bodyFor(model string) []byte {
 }
 
 // readRequest reads and scans the body, once, bounded by max_body.
-func (g *Gateway) readRequest(r *http.Request) (*request, *Error) {
+func (g *Gateway) readRequest(r *http.Request) (*request, *apierror.Error) {
 	body, gerr := g.readBodyOnce(r)
 	if gerr != nil {
 		return nil, gerr
@@ -68,20 +69,20 @@ func (g *Gateway) readRequest(r *http.Request) (*request, *Error) {
 	var fallbacks []byte
 	if fields.Fallbacks.OK() {
 		if body, fields, fallbacks, err = stripFallbacks(body, fields); err != nil {
-			return nil, errBadRequest("invalid_json", err.Error())
+			return nil, apierror.BadRequest("invalid_json", err.Error())
 		}
 	}
 	model, ok := jsonmember.StringValue(body, fields.Model)
 	if !ok || len(model) == 0 {
-		return nil, errBadRequest("missing_model", `the request body has no "model": name one of GET /v1/models`)
+		return nil, apierror.BadRequest("missing_model", `the request body has no "model": name one of GET /v1/models`)
 	}
 	return &request{r: r, body: body, fields: fields, model: string(model), stream: jsonmember.IsTrue(body, fields.Stream),
-		fallbacks: fallbacks, api: apiOf(r.URL.Path)}, nil
+		fallbacks: fallbacks, api: apierror.Of(r.URL.Path)}, nil
 }
 
 // readBodyOnce reads the request body, bounded by max_body: the one read
 // of a body on every route.
-func (g *Gateway) readBodyOnce(r *http.Request) ([]byte, *Error) {
+func (g *Gateway) readBodyOnce(r *http.Request) ([]byte, *apierror.Error) {
 	if r.ContentLength > g.maxBody {
 		return nil, g.tooLarge()
 	}
@@ -90,7 +91,7 @@ func (g *Gateway) readBodyOnce(r *http.Request) ([]byte, *Error) {
 		if errors.Is(err, errTooLarge) {
 			return nil, g.tooLarge()
 		}
-		return nil, errBadRequest("body_read_error", "reading the request body: "+err.Error())
+		return nil, apierror.BadRequest("body_read_error", "reading the request body: "+err.Error())
 	}
 	return body, nil
 }
@@ -99,17 +100,17 @@ func (g *Gateway) readBodyOnce(r *http.Request) ([]byte, *Error) {
 // rules: every member the gateway reads or writes (jsonmember.ReadNames,
 // the engines' filter paths) is given once and spelled exactly, or the body
 // is refused, so that the gateway and every engine read the same request.
-func (g *Gateway) scanJSON(body []byte) (jsonmember.Fields, *Error) {
+func (g *Gateway) scanJSON(body []byte) (jsonmember.Fields, *apierror.Error) {
 	fields, err := jsonmember.ScanRequest(body)
 	if err != nil {
-		return fields, errBadRequest("invalid_json", "the request body is not valid JSON: "+err.Error())
+		return fields, apierror.BadRequest("invalid_json", "the request body is not valid JSON: "+err.Error())
 	}
 	if fields.Ambiguous != "" {
 		return fields, ambiguousMember(fields)
 	}
 	for _, path := range g.filterPaths {
 		if name, bad := jsonmember.Misspelled(body, path); bad {
-			return fields, errBadRequest("ambiguous_member", fmt.Sprintf(
+			return fields, apierror.BadRequest("ambiguous_member", fmt.Sprintf(
 				"the request body spells %q two ways (ignoring case, or twice) on the path %s, which an engine's filter edits; spell it once, exactly",
 				name, strings.Join(path, ".")))
 		}
@@ -118,28 +119,28 @@ func (g *Gateway) scanJSON(body []byte) (jsonmember.Fields, *Error) {
 }
 
 // readForm reads a multipart body's routing fields.
-func readForm(r *http.Request, body []byte, boundary string) (*request, *Error) {
+func readForm(r *http.Request, body []byte, boundary string) (*request, *apierror.Error) {
 	f, gerr := scanForm(body, boundary)
 	if gerr != nil {
 		return nil, gerr
 	}
 	if !f.Model.OK() {
-		return nil, errBadRequest("missing_model", `the multipart body has no "model" field: name one of GET /v1/models`)
+		return nil, apierror.BadRequest("missing_model", `the multipart body has no "model" field: name one of GET /v1/models`)
 	}
 	return &request{r: r, body: body, model: string(body[f.Model.Start:f.Model.End]), stream: f.Stream,
-		form: &f, api: apiOf(r.URL.Path)}, nil
+		form: &f, api: apierror.Of(r.URL.Path)}, nil
 }
 
 // scanForm finds a multipart body's routing fields; a malformed body or a
 // field given twice is a 400.
-func scanForm(body []byte, boundary string) (multipart.Fields, *Error) {
+func scanForm(body []byte, boundary string) (multipart.Fields, *apierror.Error) {
 	f, err := multipart.Scan(body, boundary)
 	var twice *multipart.AmbiguousError
 	switch {
 	case errors.As(err, &twice):
-		return f, errBadRequest("ambiguous_member", err.Error())
+		return f, apierror.BadRequest("ambiguous_member", err.Error())
 	case err != nil:
-		return f, errBadRequest("invalid_multipart", err.Error())
+		return f, apierror.BadRequest("invalid_multipart", err.Error())
 	}
 	return f, nil
 }
@@ -181,9 +182,8 @@ func readBody(rc io.Reader, length, limit int64) ([]byte, error) {
 	}
 }
 
-func (g *Gateway) tooLarge() *Error {
-	return &Error{http.StatusRequestEntityTooLarge, typeInvalidRequest, "request_too_large",
-		"the request body is larger than the gateway's max_body of " + sizeText(g.maxBody)}
+func (g *Gateway) tooLarge() *apierror.Error {
+	return &apierror.Error{Status: http.StatusRequestEntityTooLarge, Type: apierror.TypeInvalidRequest, Code: "request_too_large", Message: "the request body is larger than the gateway's max_body of " + sizeText(g.maxBody)}
 }
 
 // sizeText says a size the way an operator writes it in the Caddyfile: in
@@ -208,7 +208,7 @@ func sizeText(n int64) string {
 
 // switchModel is the request as sent for another model: the body's model
 // rewritten, everything else as it was.
-func (req *request) switchModel(model string) (*request, *Error) {
+func (req *request) switchModel(model string) (*request, *apierror.Error) {
 	out := *req
 	out.body = req.bodyFor(model)
 	out.model = model
@@ -223,7 +223,7 @@ func (req *request) switchModel(model string) (*request, *Error) {
 	}
 	fields, err := jsonmember.ScanRequest(out.body)
 	if err != nil {
-		return nil, errBadRequest("invalid_json", err.Error())
+		return nil, apierror.BadRequest("invalid_json", err.Error())
 	}
 	out.fields = fields
 	return &out, nil
@@ -234,11 +234,11 @@ func (req *request) switchModel(model string) (*request, *Error) {
 // ignoring case and take the last, others take the exact name, so the
 // gateway must not route, count or filter by one reading while an engine
 // runs another.
-func ambiguousMember(f jsonmember.Fields) *Error {
+func ambiguousMember(f jsonmember.Fields) *apierror.Error {
 	if f.Spelled != "" {
-		return errBadRequest("ambiguous_member", fmt.Sprintf(
+		return apierror.BadRequest("ambiguous_member", fmt.Sprintf(
 			"the request body has a member %q, which engines that ignore case read as %q and others do not; spell it %q", f.Spelled, f.Ambiguous, f.Ambiguous))
 	}
-	return errBadRequest("ambiguous_member", fmt.Sprintf(
+	return apierror.BadRequest("ambiguous_member", fmt.Sprintf(
 		"the request body has more than one %q member (names are compared ignoring case, as many engines do); send it once", f.Ambiguous))
 }

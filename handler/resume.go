@@ -3,6 +3,7 @@ package handler
 import (
 	"strconv"
 
+	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
 	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 	"github.com/llmgateway/caddy-llm-gateway/internal/sse"
@@ -41,8 +42,8 @@ type transcript struct {
 	text    []byte
 	id      json.RawMessage // of the chunks already sent
 	created json.RawMessage
-	off     bool // tool calls, several choices, too long: not resumable
-	api     api  // the stream's grammar
+	off     bool         // tool calls, several choices, too long: not resumable
+	api     apierror.API // the stream's grammar
 }
 
 // resumeChunk is the part of a chat chunk a transcript needs.
@@ -99,7 +100,7 @@ func (t *transcript) add(ev []byte) {
 	if len(data) == 0 || data[0] != '{' {
 		return
 	}
-	if t.api == apiAnthropic {
+	if t.api == apierror.Anthropic {
 		t.addAnthropic(data)
 		return
 	}
@@ -135,7 +136,7 @@ func (t *transcript) add(ev []byte) {
 // already has: OpenAI's role chunk, Anthropic's message_start,
 // content_block_start and ping.
 func (t *transcript) preamble(ev []byte) bool {
-	if t.api == apiAnthropic {
+	if t.api == apierror.Anthropic {
 		return grammar.ClassifyAnthropic(ev) == grammar.Preamble
 	}
 	return grammar.Classify(ev, true) == grammar.Preamble

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
 	"github.com/llmgateway/caddy-llm-gateway/handler/config"
 )
 
@@ -63,8 +64,7 @@ func (g *Gateway) serveRouted(w http.ResponseWriter, r *http.Request, res *Resul
 	}
 	res.Known = true
 	if !rt.cfg.Speaks(req.family()) {
-		res.refuse(w, &Error{http.StatusNotFound, typeInvalidRequest, "model_not_found",
-			fmt.Sprintf("the model %q is not served over this API here: its engine %s speaks only %s", req.model, rt.cfg.Name, config.APIsOf(rt.cfg))})
+		res.refuse(w, &apierror.Error{Status: http.StatusNotFound, Type: apierror.TypeInvalidRequest, Code: "model_not_found", Message: fmt.Sprintf("the model %q is not served over this API here: its engine %s speaks only %s", req.model, rt.cfg.Name, config.APIsOf(rt.cfg))})
 		return
 	}
 	plan, perr := g.withBodyFallbacks(req, rt.plan)
@@ -102,9 +102,8 @@ func (g *Gateway) servePool(w http.ResponseWriter, req *request, p *pool, res *R
 	g.run(w, req, plan, res)
 }
 
-func (g *Gateway) unknownModel(model string, kr *keyRules) *Error {
-	return &Error{http.StatusNotFound, typeInvalidRequest, "model_not_found",
-		fmt.Sprintf("the model %q is not served here; served models: %s", model, strings.Join(kr.only(g.modelNames()), ", "))}
+func (g *Gateway) unknownModel(model string, kr *keyRules) *apierror.Error {
+	return &apierror.Error{Status: http.StatusNotFound, Type: apierror.TypeInvalidRequest, Code: "model_not_found", Message: fmt.Sprintf("the model %q is not served here; served models: %s", model, strings.Join(kr.only(g.modelNames()), ", "))}
 }
 
 // modelNames lists every model name and alias, then the pools, in config
