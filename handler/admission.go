@@ -8,6 +8,7 @@ import (
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
+	"github.com/llmgateway/caddy-llm-gateway/handler/keys"
 	"github.com/llmgateway/caddy-llm-gateway/quota"
 )
 
@@ -50,22 +51,22 @@ func (g *Gateway) reserve(w http.ResponseWriter, req *request, res *Result) (*re
 	if kr == nil {
 		return req, nil, nil
 	}
-	if !kr.allows(req.model) {
-		return nil, nil, kr.notAllowed(req.model)
+	if !kr.Allows(req.model) {
+		return nil, nil, kr.NotAllowed(req.model)
 	}
-	if g.limiter == nil || kr.limits.Empty() {
+	if g.limiter == nil || kr.Limits.Empty() {
 		return req, nil, nil
 	}
-	t, d := g.limiter.Admit(kr.name, kr.limits, estimateTokens(req))
-	req.rateHeaders = rateHeaders(d)
+	t, d := g.limiter.Admit(kr.Name, kr.Limits, estimateTokens(req))
+	req.rateHeaders = keys.RateHeaders(d)
 	for k, v := range req.rateHeaders {
 		w.Header()[k] = v
 	}
 	if !d.OK {
 		retry := strconv.FormatInt(int64(max(1, d.RetryAfter.Seconds())), 10)
 		switch {
-		case d.Reason == quota.ReasonTokens && kr.overBudget != "" && kr.overBudget != req.model && !req.passthrough:
-			over, err := req.switchModel(kr.overBudget)
+		case d.Reason == quota.ReasonTokens && kr.OverBudget != "" && kr.OverBudget != req.model && !req.passthrough:
+			over, err := req.switchModel(kr.OverBudget)
 			if err != nil {
 				t.Cancel()
 				return nil, nil, err
@@ -76,7 +77,7 @@ func (g *Gateway) reserve(w http.ResponseWriter, req *request, res *Result) (*re
 			t.Cancel()
 			res.Refused = "tokens"
 			w.Header().Set("Retry-After", retry)
-			return nil, nil, &apierror.Error{Status: http.StatusTooManyRequests, Type: "insufficient_quota", Code: "insufficient_quota", Message: fmt.Sprintf("key %s has spent its token budget (%s); it renews in %s", kr.name, limitsOf(kr.limits.Tokens), d.RetryAfter)}
+			return nil, nil, &apierror.Error{Status: http.StatusTooManyRequests, Type: "insufficient_quota", Code: "insufficient_quota", Message: fmt.Sprintf("key %s has spent its token budget (%s); it renews in %s", kr.Name, keys.LimitsOf(kr.Limits.Tokens), d.RetryAfter)}
 		default:
 			return nil, nil, g.overRate(w, kr, d, res)
 		}
@@ -103,12 +104,12 @@ func settle(t *quota.Ticket, req *request, res *Result) {
 
 // reserveRate counts a request without a body to answer (GET /v1/models)
 // against the key's rates: there are no tokens to reserve.
-func (g *Gateway) reserveRate(w http.ResponseWriter, kr *keyRules, res *Result) *apierror.Error {
-	if kr == nil || g.limiter == nil || len(kr.limits.Rate) == 0 {
+func (g *Gateway) reserveRate(w http.ResponseWriter, kr *keys.Rules, res *Result) *apierror.Error {
+	if kr == nil || g.limiter == nil || len(kr.Limits.Rate) == 0 {
 		return nil
 	}
-	_, d := g.limiter.Admit(kr.name, quota.Rules{Rate: kr.limits.Rate}, 0)
-	for k, v := range rateHeaders(d) {
+	_, d := g.limiter.Admit(kr.Name, quota.Rules{Rate: kr.Limits.Rate}, 0)
+	for k, v := range keys.RateHeaders(d) {
 		w.Header()[k] = v
 	}
 	if d.OK {
@@ -118,10 +119,10 @@ func (g *Gateway) reserveRate(w http.ResponseWriter, kr *keyRules, res *Result) 
 }
 
 // overRate is the refusal of a request over its key's rate limit.
-func (g *Gateway) overRate(w http.ResponseWriter, kr *keyRules, d quota.Decision, res *Result) *apierror.Error {
+func (g *Gateway) overRate(w http.ResponseWriter, kr *keys.Rules, d quota.Decision, res *Result) *apierror.Error {
 	res.Refused = "rate"
 	w.Header().Set("Retry-After", strconv.FormatInt(int64(max(1, d.RetryAfter.Seconds())), 10))
-	return &apierror.Error{Status: http.StatusTooManyRequests, Type: "requests", Code: "rate_limit_exceeded", Message: fmt.Sprintf("key %s is over its rate limit (%s); try again in %s", kr.name, limitsOf(kr.limits.Rate), d.RetryAfter)}
+	return &apierror.Error{Status: http.StatusTooManyRequests, Type: "requests", Code: "rate_limit_exceeded", Message: fmt.Sprintf("key %s is over its rate limit (%s); try again in %s", kr.Name, keys.LimitsOf(kr.Limits.Rate), d.RetryAfter)}
 }
 
 // PriorityHeader lets a request lower its key's priority (a batch job
@@ -134,7 +135,7 @@ const PriorityHeader = "X-LLM-Priority"
 func withPriority(req *request) {
 	level, name := 0, ""
 	if kr := req.key; kr != nil {
-		level, name = kr.priority, kr.name
+		level, name = kr.Priority, kr.Name
 	}
 	if h := req.r.Header.Get(PriorityHeader); h != "" {
 		if n, err := strconv.Atoi(strings.TrimSpace(h)); err == nil && n < level {

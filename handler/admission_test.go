@@ -11,6 +11,7 @@ import (
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 	"github.com/llmgateway/caddy-llm-gateway/handler/config"
+	"github.com/llmgateway/caddy-llm-gateway/handler/keys"
 	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
 )
 
@@ -272,7 +273,7 @@ func TestAPriorityHeaderMayLowerTheKeysNeverRaiseIt(t *testing.T) {
 		if c.header != "" {
 			r.Header.Set(PriorityHeader, c.header)
 		}
-		req := &request{r: r, key: &keyRules{name: "k", priority: c.keyPrio}}
+		req := &request{r: r, key: &keys.Rules{Name: "k", Priority: c.keyPrio}}
 		withPriority(req)
 		if got, key := engines.PriorityOf(req.r.Context()); got != c.want || key != "k" {
 			t.Errorf("key %d, header %q: priority %d key %q, want %d", c.keyPrio, c.header, got, key, c.want)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 
+	"github.com/llmgateway/caddy-llm-gateway/handler/keys"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 )
 
@@ -28,7 +29,7 @@ func appendAnthropicModel(b []byte, id string) []byte {
 
 // serveAnthropicModels answers GET /v1/models in Anthropic's list shape:
 // the models whose engines speak the Messages API, and the pools.
-func (g *Gateway) serveAnthropicModels(w http.ResponseWriter, r *http.Request, kr *keyRules) {
+func (g *Gateway) serveAnthropicModels(w http.ResponseWriter, r *http.Request, kr *keys.Rules) {
 	f := g.fleet(r.Context())
 	var ids []string
 	for _, rt := range g.routes {

@@ -2,6 +2,7 @@ package handler
 
 import (
 	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
+	"github.com/llmgateway/caddy-llm-gateway/handler/upstream"
 	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
 	"github.com/llmgateway/caddy-llm-gateway/internal/idle"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
@@ -155,7 +156,7 @@ func (g *Gateway) send(rp *reply, req *request, a *attempt) {
 	if fs := c.rt.filters; len(fs) > 0 && req.json() {
 		body = jsonmember.ApplyFilters(body, fs)
 	}
-	up := newUpstreamRequest(ctx, req.r, base, cfg, body)
+	up := upstream.NewRequest(ctx, req.r, base, cfg, body)
 
 	sentAt := g.clock.Now()
 	rp.during(func() {

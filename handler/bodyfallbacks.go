@@ -2,6 +2,7 @@ package handler
 
 import (
 	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
+	"github.com/llmgateway/caddy-llm-gateway/handler/keys"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 
 	"encoding/json"
@@ -41,7 +42,7 @@ func stripFallbacks(body []byte, fields jsonmember.Fields) ([]byte, jsonmember.F
 // the offending item. Repeated items count once; more than max_fallbacks
 // distinct items is a 400 before anything is sent: every item is an
 // upstream call on an engine's key.
-func (g *Gateway) bodyFallbacks(raw []byte, kr *keyRules) ([]candidate, *apierror.Error) {
+func (g *Gateway) bodyFallbacks(raw []byte, kr *keys.Rules) ([]candidate, *apierror.Error) {
 	var items []json.RawMessage
 	if err := json.Unmarshal(raw, &items); err != nil {
 		return nil, apierror.BadRequest("invalid_fallbacks", `"fallbacks" must be an array of "engine" or "engine/model" strings`)
@@ -75,7 +76,7 @@ func (g *Gateway) bodyFallbacks(raw []byte, kr *keyRules) ([]candidate, *apierro
 
 // bodyCandidate resolves one item: ENGINE or ENGINE/MODEL (the model may
 // itself contain slashes, as in openrouter/meta-llama/llama-3).
-func (g *Gateway) bodyCandidate(item string, kr *keyRules) (candidate, error) {
+func (g *Gateway) bodyCandidate(item string, kr *keys.Rules) (candidate, error) {
 	if strings.Contains(item, "://") || strings.HasPrefix(item, "//") {
 		return candidate{}, fmt.Errorf("an address is not allowed; name an engine of this gateway (%s)", strings.Join(g.engineNames(kr), ", "))
 	}
@@ -102,10 +103,10 @@ func (g *Gateway) bodyCandidate(item string, kr *keyRules) (candidate, error) {
 
 // engineNames lists the engines, or for a restricted key those that serve
 // a model it may use.
-func (g *Gateway) engineNames(kr *keyRules) []string {
+func (g *Gateway) engineNames(kr *keys.Rules) []string {
 	var names []string
 	for _, rt := range g.routes {
-		if len(kr.only(rt.cfg.Models)) > 0 {
+		if len(kr.Only(rt.cfg.Models)) > 0 {
 			names = append(names, rt.cfg.Name)
 		}
 	}
@@ -127,8 +128,8 @@ func (g *Gateway) withBodyFallbacks(req *request, plan []candidate) ([]candidate
 	}
 	for _, c := range extra {
 		// a key cannot reach through fallbacks a model it may not use
-		if !slices.ContainsFunc(c.rt.cfg.Models, req.key.allows) {
-			return nil, req.key.notAllowed(c.rt.cfg.Models[0])
+		if !slices.ContainsFunc(c.rt.cfg.Models, req.key.Allows) {
+			return nil, req.key.NotAllowed(c.rt.cfg.Models[0])
 		}
 	}
 	out := make([]candidate, 0, len(plan)+len(extra))

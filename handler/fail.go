@@ -15,6 +15,7 @@ import (
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
+	"github.com/llmgateway/caddy-llm-gateway/handler/upstream"
 )
 
 // The final error: when no candidate gave an answer, the client gets the
@@ -92,7 +93,7 @@ func (g *Gateway) passUpstreamError(rp *reply, a *attempt, labels []string) {
 		return
 	}
 	h := rp.w.Header()
-	copyHeader(h, a.resp.Header)
+	upstream.CopyHeader(h, a.resp.Header)
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	h.Set("X-LLM-Engine", a.c.rt.cfg.Name)
 	if labels != nil {

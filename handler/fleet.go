@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/llmgateway/caddy-llm-gateway/handler/upstream"
 )
 
 // Fleet routing: remote nodes' model states, fanned out at most once per
@@ -125,7 +127,7 @@ func (g *Gateway) askModels(rt *route) (bool, map[string]string) {
 		path = "/v1/models"
 	}
 	u := *base
-	u.Path = joinPath(base.Path, path)
+	u.Path = upstream.JoinPath(base.Path, path)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return false, nil

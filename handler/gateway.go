@@ -6,6 +6,7 @@ package handler
 import (
 	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
 	"github.com/llmgateway/caddy-llm-gateway/handler/config"
+	"github.com/llmgateway/caddy-llm-gateway/handler/keys"
 	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 
@@ -55,7 +56,7 @@ type route struct {
 // reloads).
 type Gateway struct {
 	log       *zap.Logger
-	keys      *keyring
+	keys      *keys.Ring
 	maxBody   int64
 	keepAlive time.Duration
 	dropped   atomic.Int64      // malformed events dropped
@@ -97,7 +98,7 @@ func New(cfg config.Config, engs []*engines.Engine, log *zap.Logger) (*Gateway, 
 	g := &Gateway{
 		clock:   clock.Real,
 		log:     log,
-		keys:    newKeyring(config.SplitKeys(cfg.Keys)),
+		keys:    keys.NewRing(config.SplitKeys(cfg.Keys)),
 		maxBody: cfg.MaxBody,
 		byModel: map[string]*route{},
 	}
@@ -203,7 +204,7 @@ type Result struct {
 	Tries      []Try  // the request's story: each upstream attempt (story.go)
 
 	api apierror.API // the request's API family, for the shape of refusals
-	key *keyRules    // the caller's key's rules, nil for none
+	key *keys.Rules  // the caller's key's rules, nil for none
 }
 
 // Hooks let the caddy module count what happens inside a request; nil
@@ -255,13 +256,13 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, res *Result)
 		res.refuse(w, apierror.BadRequest("invalid_path", "the request path must not contain '.', '..' or empty segments"))
 		return true
 	}
-	kr, ok := g.keys.check(r)
+	kr, ok := g.keys.Check(r)
 	if !ok {
 		res.refuse(w, &apierror.Error{Status: http.StatusUnauthorized, Type: apierror.TypeAuthentication, Code: "invalid_api_key", Message: "missing or invalid gateway key: send it as 'Authorization: Bearer <key>'"})
 		return true
 	}
 	if kr != nil {
-		res.KeyName = kr.name
+		res.KeyName = kr.Name
 	}
 	res.key = kr
 	switch {

@@ -4,11 +4,8 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 
-	"fmt"
-	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/llmgateway/caddy-llm-gateway/quota"
 )
@@ -49,9 +46,9 @@ func (g *Gateway) KeyRules() map[string]quota.Rules {
 	if g.keys == nil {
 		return out
 	}
-	for _, kr := range g.keys.rules {
-		if kr.name != "" && !kr.limits.Empty() {
-			out[kr.name] = kr.limits
+	for _, kr := range g.keys.Rules {
+		if kr.Name != "" && !kr.Limits.Empty() {
+			out[kr.Name] = kr.Limits
 		}
 	}
 	return out
@@ -96,47 +93,9 @@ func estimateTokens(req *request) int64 {
 		}
 	}
 	if answer == 0 {
-		answer = req.key.reserve()
+		answer = req.key.Reserve()
 	}
 	return prompt + answer
-}
-
-func limitsOf(ls []quota.Limit) string {
-	var s []string
-	for _, l := range ls {
-		s = append(s, l.String())
-	}
-	return strings.Join(s, ", ")
-}
-
-// notAllowed is the refusal of a model the key may not use.
-func (kr *keyRules) notAllowed(model string) *apierror.Error {
-	return &apierror.Error{Status: http.StatusForbidden, Type: apierror.TypeInvalidRequest, Code: "model_not_allowed", Message: fmt.Sprintf("key %s may not use the model %q; it may use: %s", kr.name, model, strings.Join(kr.models, ", "))}
-}
-
-// rateHeaders are OpenAI's rate-limit headers for a decision: the tightest
-// request and token limits, what is left of them and when they reset.
-func rateHeaders(d quota.Decision) http.Header {
-	h := http.Header{}
-	add := func(kind string, hr quota.Headroom) {
-		if hr.Limit == 0 {
-			return
-		}
-		h.Set("X-Ratelimit-Limit-"+kind, strconv.FormatInt(hr.Limit, 10))
-		h.Set("X-Ratelimit-Remaining-"+kind, strconv.FormatInt(max(0, hr.Remaining), 10))
-		h.Set("X-Ratelimit-Reset-"+kind, resetString(hr.Reset))
-	}
-	add("Requests", d.Requests)
-	add("Tokens", d.Tokens)
-	return h
-}
-
-// resetString writes a reset time as OpenAI does: "1s", "6m0s", "2h3m".
-func resetString(d time.Duration) string {
-	if d < time.Second {
-		return "0s"
-	}
-	return d.Round(time.Second).String()
 }
 
 // askUsage makes a streamed chat or text completion report its usage (for a

@@ -2,6 +2,7 @@ package handler
 
 import (
 	"github.com/llmgateway/caddy-llm-gateway/handler/config"
+	"github.com/llmgateway/caddy-llm-gateway/handler/keys"
 	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
 	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
 
@@ -294,7 +295,7 @@ func BenchmarkKeyWithLimits(b *testing.B) {
 			lim, _ := quota.Open(quota.Config{})
 			defer lim.Close()
 			// the key rules' part of a request: admit, then settle
-			kr := newKeyring([]config.Key{tc.key}).rules[0]
+			kr := keys.NewRing([]config.Key{tc.key}).Rules[0]
 			g := &Gateway{limiter: lim}
 			body := []byte(`{"model":"m","messages":[{"role":"user","content":"hello"}],"max_tokens":100}`)
 			r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)

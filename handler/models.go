@@ -3,6 +3,7 @@ package handler
 import (
 	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
 	"github.com/llmgateway/caddy-llm-gateway/handler/config"
+	"github.com/llmgateway/caddy-llm-gateway/handler/keys"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 
 	"net/http"
@@ -63,12 +64,12 @@ func (rt *route) listable(status string) bool {
 // unlisted engine; every name the key may use with list_aliases; else the
 // first of them, the others being its aliases (issue 28: five engines with
 // aliases made nine entries in a client's model picker).
-func (g *Gateway) listed(rt *route, kr *keyRules) (ids, aliases []string) {
+func (g *Gateway) listed(rt *route, kr *keys.Rules) (ids, aliases []string) {
 	if rt.cfg.Unlisted {
 		return nil, nil
 	}
 	for _, m := range rt.cfg.Models {
-		if kr.allows(m) {
+		if kr.Allows(m) {
 			ids = append(ids, m)
 		}
 	}
@@ -117,7 +118,7 @@ func appendModel(b []byte, id string, rt *route, status string, aliases ...strin
 
 // serveModels answers GET /v1/models in OpenAI's list format (Anthropic's
 // for an Anthropic client).
-func (g *Gateway) serveModels(w http.ResponseWriter, r *http.Request, kr *keyRules) {
+func (g *Gateway) serveModels(w http.ResponseWriter, r *http.Request, kr *keys.Rules) {
 	if wantsAnthropic(r) {
 		g.serveAnthropicModels(w, r, kr)
 		return
@@ -152,14 +153,14 @@ func (g *Gateway) serveModels(w http.ResponseWriter, r *http.Request, kr *keyRul
 
 // poolIDs are the model ids pools answer to (those the key may use): each
 // pool's name, and "auto" when the default pool has another name.
-func (g *Gateway) poolIDs(kr *keyRules) []string {
+func (g *Gateway) poolIDs(kr *keys.Rules) []string {
 	var ids []string
 	for _, p := range g.poolList {
-		if kr.allows(p.cfg.Name) {
+		if kr.Allows(p.cfg.Name) {
 			ids = append(ids, p.cfg.Name)
 		}
 	}
-	if d := g.pools[config.DefaultPool]; d != nil && d.cfg.Name != config.DefaultPool && kr.allows(config.DefaultPool) {
+	if d := g.pools[config.DefaultPool]; d != nil && d.cfg.Name != config.DefaultPool && kr.Allows(config.DefaultPool) {
 		ids = append(ids, config.DefaultPool)
 	}
 	return ids
@@ -190,9 +191,9 @@ func appendPool(b []byte, id, status string) []byte {
 }
 
 // serveModel answers GET /v1/models/{id} and returns the status.
-func (g *Gateway) serveModel(w http.ResponseWriter, r *http.Request, id string, kr *keyRules) int {
+func (g *Gateway) serveModel(w http.ResponseWriter, r *http.Request, id string, kr *keys.Rules) int {
 	anthropic := wantsAnthropic(r)
-	if g.pools[id] != nil && kr.allows(id) {
+	if g.pools[id] != nil && kr.Allows(id) {
 		if anthropic {
 			writeJSON(w, r, append(appendAnthropicModel(nil, id), '\n'))
 		} else {
@@ -205,7 +206,7 @@ func (g *Gateway) serveModel(w http.ResponseWriter, r *http.Request, id string, 
 	if rt != nil {
 		status = rt.status(g.fleet(r.Context()), id)
 	}
-	if rt == nil || !kr.allows(id) || !rt.listable(status) || (anthropic && !rt.cfg.Speaks("anthropic")) {
+	if rt == nil || !kr.Allows(id) || !rt.listable(status) || (anthropic && !rt.cfg.Speaks("anthropic")) {
 		e := g.unknownModel(id, kr)
 		family := apierror.OpenAI
 		if anthropic {

@@ -11,6 +11,8 @@ import (
 
 	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
 	"github.com/llmgateway/caddy-llm-gateway/handler/config"
+	"github.com/llmgateway/caddy-llm-gateway/handler/keys"
+	"github.com/llmgateway/caddy-llm-gateway/handler/upstream"
 	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 	"github.com/llmgateway/caddy-llm-gateway/internal/multipart"
@@ -48,7 +50,7 @@ func (g *Gateway) servePassthrough(w http.ResponseWriter, r *http.Request, res *
 	res.ModelAsked = model
 	kr := res.key
 	if rt == nil {
-		res.refuse(w, &apierror.Error{Status: http.StatusNotFound, Type: apierror.TypeInvalidRequest, Code: "model_not_found", Message: fmt.Sprintf("%s%s/…: the model %q is not served here; served models: %s", config.UpstreamPrefix, model, model, strings.Join(kr.only(g.engineModels()), ", "))})
+		res.refuse(w, &apierror.Error{Status: http.StatusNotFound, Type: apierror.TypeInvalidRequest, Code: "model_not_found", Message: fmt.Sprintf("%s%s/…: the model %q is not served here; served models: %s", config.UpstreamPrefix, model, model, strings.Join(kr.Only(g.engineModels()), ", "))})
 		return
 	}
 	res.Known = true
@@ -78,16 +80,16 @@ var DefaultPassthroughMethods = []string{http.MethodGet, http.MethodHead, http.M
 // mayPassthrough is what a key may do on /upstream/: the path's model, the
 // route's methods, and, for a key with a token budget, only where the
 // operator lets budgets reach an engine's own endpoints.
-func (g *Gateway) mayPassthrough(w http.ResponseWriter, r *http.Request, kr *keyRules, model string) *apierror.Error {
+func (g *Gateway) mayPassthrough(w http.ResponseWriter, r *http.Request, kr *keys.Rules, model string) *apierror.Error {
 	if !slices.Contains(g.ptMethods, r.Method) {
 		w.Header().Set("Allow", strings.Join(g.ptMethods, ", "))
 		return &apierror.Error{Status: http.StatusMethodNotAllowed, Type: apierror.TypeInvalidRequest, Code: "method_not_allowed", Message: fmt.Sprintf("%s %s…: the passthrough serves %s (passthrough methods)", r.Method, config.UpstreamPrefix, strings.Join(g.ptMethods, ", "))}
 	}
-	if !kr.allows(model) {
-		return kr.notAllowed(model)
+	if !kr.Allows(model) {
+		return kr.NotAllowed(model)
 	}
-	if kr != nil && len(kr.limits.Tokens) > 0 && !g.ptBudgets {
-		return &apierror.Error{Status: http.StatusForbidden, Type: apierror.TypeInvalidRequest, Code: "passthrough_not_allowed", Message: fmt.Sprintf("key %s has a token budget, and %s… is not counted for it here: use the /v1/ API (or the operator sets passthrough budgets on)", kr.name, config.UpstreamPrefix)}
+	if kr != nil && len(kr.Limits.Tokens) > 0 && !g.ptBudgets {
+		return &apierror.Error{Status: http.StatusForbidden, Type: apierror.TypeInvalidRequest, Code: "passthrough_not_allowed", Message: fmt.Sprintf("key %s has a token budget, and %s… is not counted for it here: use the /v1/ API (or the operator sets passthrough budgets on)", kr.Name, config.UpstreamPrefix)}
 	}
 	return nil
 }
@@ -96,7 +98,7 @@ func (g *Gateway) mayPassthrough(w http.ResponseWriter, r *http.Request, kr *key
 // multipart body is held to the same rules as on /v1/ (its model must be
 // the path's engine's, and one the key may use), and a JSON body gets the
 // engine's filters. Another body is relayed as it is, bounded by max_body.
-func (g *Gateway) readPassthrough(r *http.Request, rt *route, model string, kr *keyRules) (*request, *apierror.Error) {
+func (g *Gateway) readPassthrough(r *http.Request, rt *route, model string, kr *keys.Rules) (*request, *apierror.Error) {
 	req := &request{r: r, model: model, api: apierror.OpenAI, passthrough: true}
 	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
 		return req, nil
@@ -124,8 +126,8 @@ func (g *Gateway) readPassthrough(r *http.Request, rt *route, model string, kr *
 		}
 		req.body = jsonmember.ApplyFilters(body, rt.filters)
 	}
-	if named != nil && !kr.allows(string(named)) {
-		return nil, kr.notAllowed(string(named))
+	if named != nil && !kr.Allows(string(named)) {
+		return nil, kr.NotAllowed(string(named))
 	}
 	if named != nil && g.byModel[string(named)] != rt {
 		return nil, apierror.BadRequest("model_mismatch", fmt.Sprintf(
@@ -154,7 +156,7 @@ func (g *Gateway) proxyPassthrough(w http.ResponseWriter, req *request, rt *rout
 
 	in := r.Clone(ctx)
 	in.URL.Path, in.URL.RawPath = tail, ""
-	up := newUpstreamRequest(ctx, in, lease.Base(), &rt.cfg, req.body)
+	up := upstream.NewRequest(ctx, in, lease.Base(), &rt.cfg, req.body)
 	if req.body == nil {
 		up.Body, up.GetBody, up.ContentLength = http.NoBody, nil, 0
 	}
@@ -173,7 +175,7 @@ func (g *Gateway) proxyPassthrough(w http.ResponseWriter, req *request, rt *rout
 	}
 	defer resp.Body.Close()
 	res.Engine = rt.cfg.Name
-	copyHeader(w.Header(), resp.Header)
+	upstream.CopyHeader(w.Header(), resp.Header)
 	w.Header().Set("X-LLM-Engine", rt.cfg.Name)
 	w.WriteHeader(resp.StatusCode)
 	res.Status = resp.StatusCode

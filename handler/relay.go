@@ -2,6 +2,7 @@ package handler
 
 import (
 	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
+	"github.com/llmgateway/caddy-llm-gateway/handler/upstream"
 	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
 	"github.com/llmgateway/caddy-llm-gateway/internal/idle"
 	"github.com/llmgateway/caddy-llm-gateway/internal/sse"
@@ -90,7 +91,7 @@ func (g *Gateway) commit(rp *reply, a *attempt) {
 		rp.w.Header().Set(http.TrailerPrefix+"X-LLM-Engine", name)
 	} else {
 		h := rp.w.Header()
-		copyHeader(h, resp.Header)
+		upstream.CopyHeader(h, resp.Header)
 		if a.req.rateHeaders != nil {
 			// the caller's key's limits, not the engine's (whose key is
 			// another account)

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
+	"github.com/llmgateway/caddy-llm-gateway/handler/keys"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 	"github.com/llmgateway/caddy-llm-gateway/internal/multipart"
 )
@@ -30,7 +31,7 @@ type request struct {
 	keptError bool              // an attempt kept its error body whole already
 	form      *multipart.Fields // a multipart body's fields; nil for JSON
 
-	key         *keyRules   // the caller's key's rules, nil for none
+	key         *keys.Rules // the caller's key's rules, nil for none
 	rateHeaders http.Header // x-ratelimit-* of the caller's key
 	overBudget  bool        // served by the key's over_budget fallback
 	passthrough bool        // a /upstream/ request: relayed as the engine answers

@@ -1,4 +1,7 @@
-package handler
+// Package upstream shapes the request an engine is sent: the caller's
+// credentials and hop-by-hop headers never pass, the path joins the
+// engine's base.
+package upstream
 
 import (
 	"bytes"
@@ -24,9 +27,9 @@ var hopHeaders = []string{
 	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
 }
 
-// copyHeader copies src into dst without hop-by-hop headers, including those
+// CopyHeader copies src into dst without hop-by-hop headers, including those
 // src's Connection header names.
-func copyHeader(dst, src http.Header) {
+func CopyHeader(dst, src http.Header) {
 	var named []string
 	for _, v := range src["Connection"] {
 		for _, f := range strings.Split(v, ",") {
@@ -51,12 +54,12 @@ outer:
 	}
 }
 
-// newUpstreamRequest builds the request one attempt sends: the caller's method,
+// NewRequest builds the request one attempt sends: the caller's method,
 // path and headers, minus hop-by-hop headers and the caller's credentials,
 // plus the engine's own key, with body as the exact bytes to send.
-func newUpstreamRequest(ctx context.Context, r *http.Request, base *url.URL, cfg *engines.Config, body []byte) *http.Request {
+func NewRequest(ctx context.Context, r *http.Request, base *url.URL, cfg *engines.Config, body []byte) *http.Request {
 	u := *base
-	u.Path = joinPath(base.Path, r.URL.Path)
+	u.Path = JoinPath(base.Path, r.URL.Path)
 	u.RawPath = ""
 	// a query in `to` (Azure's api-version) is kept, the caller's added
 	switch {
@@ -68,7 +71,7 @@ func newUpstreamRequest(ctx context.Context, r *http.Request, base *url.URL, cfg
 	u.Fragment = ""
 
 	h := make(http.Header, len(r.Header)+2)
-	copyHeader(h, r.Header)
+	CopyHeader(h, r.Header)
 	for _, k := range callerCredentialHeaders {
 		delete(h, k)
 	}
@@ -109,11 +112,11 @@ func newUpstreamRequest(ctx context.Context, r *http.Request, base *url.URL, cfg
 	return out.WithContext(ctx)
 }
 
-// joinPath appends the request path to the engine's base path. A base that
+// JoinPath appends the request path to the engine's base path. A base that
 // already ends in /v1 (a common way to write an OpenAI base URL) is not
 // doubled: to https://host/v1 and POST /v1/chat/completions give
 // https://host/v1/chat/completions.
-func joinPath(basePath, reqPath string) string {
+func JoinPath(basePath, reqPath string) string {
 	basePath = strings.TrimSuffix(basePath, "/")
 	if basePath == "" {
 		return reqPath

@@ -1,0 +1,162 @@
+// Package keys checks a caller's key and holds its rules at runtime: the
+// models it may use, its limits, and the refusals and rate headers they
+// make.
+package keys
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
+	"github.com/llmgateway/caddy-llm-gateway/handler/config"
+	"github.com/llmgateway/caddy-llm-gateway/quota"
+)
+
+// Rules are a named key's rules at runtime.
+type Rules struct {
+	Name       string
+	allowed    map[string]bool // nil: every model
+	Models     []string        // allowed, in config order
+	Limits     quota.Rules
+	OverBudget string // the model served once a token budget is spent
+	reserveN   int64  // Key.Reserve
+	Priority   int    // Key.Priority
+}
+
+// Reserve is what a request that names no maximum answer reserves.
+func (kr *Rules) Reserve() int64 {
+	if kr == nil || kr.reserveN <= 0 {
+		return config.DefaultReserve
+	}
+	return kr.reserveN
+}
+
+// Allows reports whether the key may use model (a model, alias or pool).
+func (kr *Rules) Allows(model string) bool {
+	return kr == nil || kr.allowed == nil || kr.allowed[model]
+}
+
+// Ring checks callers' tokens. Tokens are compared as SHA-256 digests with
+// subtle.ConstantTimeCompare against every key, so neither a token's length
+// nor which key it matched shows in the timing.
+type Ring struct {
+	digests [][sha256.Size]byte
+	Rules   []*Rules // per digest; every token of a name shares one
+}
+
+func NewRing(keys []config.Key) *Ring {
+	if len(keys) == 0 {
+		return nil
+	}
+	k := &Ring{}
+	byName := map[string]*Rules{}
+	for _, key := range keys {
+		k.digests = append(k.digests, sha256.Sum256([]byte(key.Value)))
+		kr := byName[key.Name]
+		if kr == nil || key.Name == "" {
+			kr = &Rules{Name: key.Name, Limits: key.Rules(), OverBudget: key.OverBudgetFallback, reserveN: key.Reserve, Priority: key.Priority}
+			if len(key.Models) > 0 {
+				kr.allowed, kr.Models = map[string]bool{}, key.Models
+				for _, m := range key.Models {
+					kr.allowed[m] = true
+				}
+			}
+			byName[key.Name] = kr
+		}
+		k.Rules = append(k.Rules, kr)
+	}
+	return k
+}
+
+// Check returns the matching key's rules and whether the request carries a
+// valid key. A nil keyring accepts everyone (with no rules).
+func (k *Ring) Check(r *http.Request) (*Rules, bool) {
+	if k == nil {
+		return nil, true
+	}
+	token := callerToken(r.Header)
+	if token == "" {
+		return nil, false
+	}
+	d := sha256.Sum256([]byte(token))
+	match := -1
+	for i := range k.digests {
+		if subtle.ConstantTimeCompare(d[:], k.digests[i][:]) == 1 {
+			match = i
+		}
+	}
+	if match < 0 {
+		return nil, false
+	}
+	return k.Rules[match], true
+}
+
+// callerToken finds the caller's key where the OpenAI SDKs (Authorization:
+// Bearer), Anthropic's (X-Api-Key) and Azure's (Api-Key) put it.
+func callerToken(h http.Header) string {
+	if v := h.Get("Authorization"); len(v) > 7 && strings.EqualFold(v[:7], "bearer ") {
+		return strings.TrimSpace(v[7:])
+	}
+	if v := h.Get("X-Api-Key"); v != "" {
+		return v
+	}
+	return h.Get("Api-Key")
+}
+
+// Only is names less those the key may not use: a restricted key's errors
+// list what it may ask for, not every model and engine of the gateway.
+func (kr *Rules) Only(names []string) []string {
+	if kr == nil || kr.allowed == nil {
+		return names
+	}
+	var out []string
+	for _, n := range names {
+		if kr.allowed[n] {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func LimitsOf(ls []quota.Limit) string {
+	var s []string
+	for _, l := range ls {
+		s = append(s, l.String())
+	}
+	return strings.Join(s, ", ")
+}
+
+// NotAllowed is the refusal of a model the key may not use.
+func (kr *Rules) NotAllowed(model string) *apierror.Error {
+	return &apierror.Error{Status: http.StatusForbidden, Type: apierror.TypeInvalidRequest, Code: "model_not_allowed", Message: fmt.Sprintf("key %s may not use the model %q; it may use: %s", kr.Name, model, strings.Join(kr.Models, ", "))}
+}
+
+// RateHeaders are OpenAI's rate-limit headers for a decision: the tightest
+// request and token limits, what is left of them and when they reset.
+func RateHeaders(d quota.Decision) http.Header {
+	h := http.Header{}
+	add := func(kind string, hr quota.Headroom) {
+		if hr.Limit == 0 {
+			return
+		}
+		h.Set("X-Ratelimit-Limit-"+kind, strconv.FormatInt(hr.Limit, 10))
+		h.Set("X-Ratelimit-Remaining-"+kind, strconv.FormatInt(max(0, hr.Remaining), 10))
+		h.Set("X-Ratelimit-Reset-"+kind, resetString(hr.Reset))
+	}
+	add("Requests", d.Requests)
+	add("Tokens", d.Tokens)
+	return h
+}
+
+// resetString writes a reset time as OpenAI does: "1s", "6m0s", "2h3m".
+func resetString(d time.Duration) string {
+	if d < time.Second {
+		return "0s"
+	}
+	return d.Round(time.Second).String()
+}
