@@ -830,6 +830,21 @@ func TestParseErrorsNameTheProblemAndTheLine(t *testing.T) {
 		health_path ping
 	}
 }`, "health_path takes a path starting with '/'", 6},
+		{"signals of a kind the gateway does not read", `llm_gateway {
+	engine a {
+		to http://10.0.0.1:8000
+		models a
+		signals slots
+	}
+}`, "signals takes metrics or off, not \"slots\"", 5},
+		{"a signals interval that is no duration", `llm_gateway {
+	engine a {
+		to http://10.0.0.1:8000
+		models a
+		signals metrics
+		signals_interval soon
+	}
+}`, "signals_interval", 6},
 		{"zero health passes", `llm_gateway {
 	engine a {
 		to http://10.0.0.1:8000

@@ -19,7 +19,8 @@ var (
 		"first_token_timeout", "stream_idle_timeout", "fallback", "fallback_after", "fallback_model",
 		"devices", "context_fallback", "retries", "resume", "loading_status", "prefill", "retry_after_max",
 		"hangup_grace", "breaker", "transport", "set", "strip", "models_from", "health_interval",
-		"health_path", "health_timeout", "health_passes", "health_fails"}
+		"health_path", "health_timeout", "health_passes", "health_fails", "signals", "signals_path",
+		"signals_interval", "signals_stale"}
 	poolOptions        = []string{"member", "sticky", "failover", "breaker"}
 	keyOptions         = []string{"models", "rate", "tokens", "over_budget", "reserve", "priority", "operator"}
 	storeOptions       = []string{"password", "db", "prefix", "timeout"}

@@ -77,7 +77,7 @@ func initMetrics(reg *prometheus.Registry) {
 		metrics.requests, metrics.ttfb, metrics.duration, metrics.fallbacks, metrics.replays, metrics.retries,
 		metrics.dropped, metrics.tokens, metrics.starts, metrics.startDur, metrics.stops, metrics.resumes,
 		metrics.queueWait, metrics.busy, metrics.keyTokens, metrics.refusals, metrics.quotaDegraded, metrics.live,
-		schedulerCollector{},
+		schedulerCollector{}, engineSignalsCollector{},
 	} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
