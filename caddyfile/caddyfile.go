@@ -707,6 +707,10 @@ func parsePool(d *cf.Dispenser) (hconfig.PoolConfig, error) {
 				return pc, err
 			}
 			pc.BreakerFailures, pc.BreakerCooldown = n, cool
+		case "balance":
+			if pc.Balance, err = parseBalance(d); err != nil {
+				return pc, err
+			}
 		default:
 			return pc, unknownSubdirective(d, "pool", "pool "+pc.Name, poolOptions)
 		}

@@ -21,7 +21,7 @@ var (
 		"hangup_grace", "breaker", "transport", "set", "strip", "models_from", "health_interval",
 		"health_path", "health_timeout", "health_passes", "health_fails", "signals", "signals_path",
 		"signals_interval", "signals_stale"}
-	poolOptions        = []string{"member", "sticky", "failover", "breaker"}
+	poolOptions        = []string{"member", "sticky", "failover", "breaker", "balance"}
 	keyOptions         = []string{"models", "rate", "tokens", "over_budget", "reserve", "priority", "operator"}
 	storeOptions       = []string{"password", "db", "prefix", "timeout"}
 	uiOptions          = []string{"keys", "recent"}
