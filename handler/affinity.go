@@ -59,18 +59,20 @@ func anthropicSystem(req *request) []byte {
 	return nil
 }
 
-// promptBlocks returns the chained block hashes of the request's prompt and
-// its length in bytes.
-func promptBlocks(req *request, block int) ([]uint64, int) {
+// promptBlocks returns the chained hashes of the whole blocks of the
+// request's prompt. The share a member holds is counted in them: the tail
+// shorter than a block is never in the index, so a turn is compared with
+// what the index can know of the turn before.
+func promptBlocks(req *request, block int) []uint64 {
 	parts, n := promptParts(req)
 	if n < block {
-		return nil, n
+		return nil
 	}
 	if max := maxPromptBlocks * block; n > max {
 		// only the head counts: past it, one more block barely moves the share
 		parts, n = headOf(parts, max), max
 	}
-	return prefix.Blocks(make([]uint64, 0, n/block), block, parts...), n
+	return prefix.Blocks(make([]uint64, 0, n/block), block, parts...)
 }
 
 func headOf(parts [][]byte, n int) [][]byte {

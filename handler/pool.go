@@ -220,11 +220,10 @@ func (p *pool) plan(req *request, rank func(*poolMember) int, res *Result) []can
 		ms = p.order(key, rank)
 	} else {
 		var blocks []uint64
-		var n int
 		if p.bal.Policy == config.BalanceAffinity {
-			blocks, n = promptBlocks(req, p.bal.Block)
+			blocks = promptBlocks(req, p.bal.Block)
 		}
-		ms, why = p.choose(blocks, n, rank)
+		ms, why = p.choose(blocks, rank)
 		if len(ms) > 0 && len(blocks) > 0 {
 			p.index.Add(ms[0].idx, blocks) // the first is the one that almost always serves
 		}
@@ -259,7 +258,7 @@ const (
 //	round_robin   ready members in rotation (one whose places are all taken after them)  → rotation
 //	least_loaded  ready members by load, ties in rotation                                → load
 //	affinity      the member sent the longest prefix of the prompt first, if it was sent
-//	              ≥ cache_threshold of it and the pool is not imbalanced                  → affinity
+//	              ≥ cache_threshold of its whole blocks and the pool is not imbalanced    → affinity
 //	              else as least_loaded                                                    → load
 //
 // The pool is imbalanced when, among its ready members, busiest − idlest >
@@ -270,7 +269,7 @@ const (
 // engine is saturated (its queue full, or its signals say it defers
 // requests) is passed over: it goes after every ready member that is not.
 // Members that are starting or must be started follow, as for rotation.
-func (p *pool) choose(blocks []uint64, promptLen int, rank func(*poolMember) int) ([]*poolMember, string) {
+func (p *pool) choose(blocks []uint64, rank func(*poolMember) int) ([]*poolMember, string) {
 	if p.bal.Policy == config.BalanceRoundRobin {
 		return p.order("", rank), ChoiceRotation
 	}
@@ -323,7 +322,7 @@ func (p *pool) choose(blocks []uint64, promptLen int, rank func(*poolMember) int
 	why := ChoiceLoad
 	imbalanced := busiest-idlest > p.bal.AbsThreshold && float64(busiest) > p.bal.RelThreshold*float64(idlest)
 	if len(blocks) > 0 && !imbalanced {
-		if m := p.index.Lookup(blocks); m.Blocks > 0 && float64(m.Blocks*p.bal.Block) >= p.bal.CacheThreshold*float64(promptLen) {
+		if m := p.index.Lookup(blocks); m.Blocks > 0 && float64(m.Blocks) >= p.bal.CacheThreshold*float64(len(blocks)) {
 			// the least loaded of the members that hold the prefix
 			for i, l := range byLoad {
 				if m.Has(l.m.idx) {
