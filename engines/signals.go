@@ -55,6 +55,11 @@ type Signal struct {
 	Running float64 // requests the engine is working on
 	Waiting float64 // requests it queued (deferred) for a free slot
 	KVCache float64 // share of its KV cache in use, 0–1; -1 when not published
+
+	// Own is what the gateway itself had on the engine (in flight and
+	// queued) when the read began: the engine's count beyond it is other
+	// front doors' (Load).
+	Own int
 }
 
 // Series is one gauge or counter read from the engine's /metrics, to be
@@ -153,6 +158,7 @@ func (e *Engine) ReadSignals() {
 	if base == nil || state != Ready {
 		return
 	}
+	inFlight, queued := e.gatewayLoad()
 	timeout := max(time.Duration(e.cfg.SignalsInterval), time.Second)
 	ctx, cancel := context.WithTimeout(e.life, timeout)
 	defer cancel()
@@ -176,7 +182,11 @@ func (e *Engine) ReadSignals() {
 	if err != nil {
 		return
 	}
-	sig.At = e.clock.Now()
+	// the engine counted somewhere between the two looks at the gateway's
+	// own: the larger one keeps the requests sent meanwhile from passing
+	// for another front door's
+	afterFlight, afterQueued := e.gatewayLoad()
+	sig.At, sig.Own = e.clock.Now(), max(inFlight+queued, afterFlight+afterQueued)
 	e.sig.mu.Lock()
 	e.sig.last, e.sig.ok, e.sig.series = sig, true, series
 	e.sig.mu.Unlock()
@@ -203,14 +213,18 @@ func ParseSignals(r io.Reader) (Signal, []Series, error) {
 		}
 		return v, true
 	}
+	// the first name the engine publishes: one that publishes both (a
+	// proxy in front of either) must not be counted twice
 	for _, n := range []string{"llamacpp:requests_processing", "vllm:num_requests_running"} {
 		if v, ok := sum(n); ok {
-			sig.Running += v
+			sig.Running = v
+			break
 		}
 	}
 	for _, n := range []string{"llamacpp:requests_deferred", "vllm:num_requests_waiting"} {
 		if v, ok := sum(n); ok {
-			sig.Waiting += v
+			sig.Waiting = v
+			break
 		}
 	}
 	for _, n := range []string{"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"} {
@@ -292,16 +306,21 @@ func (e *Engine) SignalSeries() []Series {
 }
 
 // Load is how many requests the engine has, as far as the gateway knows:
-// the gateway's own in flight (leases, or places taken) and queued, and,
-// when its signals are fresh, the engine's own count where it is larger (it
-// also serves other front doors) plus what it queued itself.
+// the gateway's own in flight (leases, or places taken) and queued, now,
+// and, when its signals are fresh, what the engine had beyond the gateway's
+// own when it was read (running and waiting: other front doors' requests).
+//
+// The gateway's own count is exact and current; the engine's is up to an
+// interval old. Adding only the engine's excess keeps a lone front door
+// from herding: with the engine's whole count, every request in one
+// interval would see the same engine as the idlest and go there.
 func (e *Engine) Load() int {
 	inFlight, queued := e.gatewayLoad()
+	own := inFlight + queued
 	if s, ok := e.Signal(); ok {
-		inFlight = max(inFlight, int(s.Running))
-		queued += int(s.Waiting)
+		own += max(0, int(s.Running+s.Waiting)-s.Own)
 	}
-	return inFlight + queued
+	return own
 }
 
 // gatewayLoad is the gateway's own count of the engine's requests.
@@ -316,8 +335,14 @@ func (e *Engine) gatewayLoad() (inFlight, queued int) {
 
 // Saturated reports whether a request sent to the engine now would wait
 // rather than run: the gateway's own queue for it is full (max_concurrent
-// and queue), or its fresh signals say it defers requests itself. A pool
-// tries such a member last.
+// and queue), or its fresh signals say it defers requests and holds more
+// than the gateway sent it (other front doors fill it). A pool tries such a
+// member last.
+//
+// Deferrals of the gateway's own requests do not count: its own count is
+// current, the signal up to an interval old, and a lone front door that
+// passed over an engine for a whole interval after one deferral would pile
+// its requests onto the others (measured: bench/affinity, -signals).
 func (e *Engine) Saturated() bool {
 	if e.lim != nil {
 		held, queued := e.lim.counts()
@@ -326,5 +351,5 @@ func (e *Engine) Saturated() bool {
 		}
 	}
 	s, ok := e.Signal()
-	return ok && s.Waiting > 0
+	return ok && s.Waiting > 0 && int(s.Running+s.Waiting) > s.Own
 }

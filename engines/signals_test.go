@@ -73,6 +73,16 @@ func TestParseSignalsReadsLlamaServerAndVLLM(t *testing.T) {
 	}
 }
 
+func TestAnEngineThatPublishesBothNamesIsCountedOnce(t *testing.T) {
+	s, _, err := ParseSignals(strings.NewReader(llamaMetrics + vllmMetrics))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Running != 4 || s.Waiting != 3 {
+		t.Fatalf("%+v, want llama-server's names only", s)
+	}
+}
+
 func TestParseSignalsKeepsABoundedNumberOfSeries(t *testing.T) {
 	var b strings.Builder
 	b.WriteString("# TYPE vllm:x gauge\n")

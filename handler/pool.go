@@ -267,8 +267,9 @@ const (
 // engine's (engines.Engine.Load: the gateway's own in flight and queued,
 // and the engine's own queue while its signals are fresh). A member whose
 // engine is saturated (its queue full, or its signals say it defers
-// requests) is passed over: it goes after every ready member that is not.
-// Members that are starting or must be started follow, as for rotation.
+// requests) is passed over: it goes after every ready member that is not,
+// the saturated ones by load too. Members that are starting or must be
+// started follow, as for rotation.
 func (p *pool) choose(blocks []uint64, rank func(*poolMember) int) ([]*poolMember, string) {
 	if p.bal.Policy == config.BalanceRoundRobin {
 		return p.order("", rank), ChoiceRotation
@@ -281,11 +282,7 @@ func (p *pool) choose(blocks []uint64, rank func(*poolMember) int) ([]*poolMembe
 	known := make([]bool, len(p.members))
 	cached := func(m *poolMember) int {
 		if !known[m.idx] {
-			r := rank(m)
-			if r == nodeLoaded && m.rt.eng.Saturated() {
-				r = nodeLoading
-			}
-			ranks[m.idx], known[m.idx] = r, true
+			ranks[m.idx], known[m.idx] = rank(m), true
 		}
 		return ranks[m.idx]
 	}
@@ -298,8 +295,9 @@ func (p *pool) choose(blocks []uint64, rank func(*poolMember) int) ([]*poolMembe
 		return rest, ChoiceLoad
 	}
 	type loaded struct {
-		m    *poolMember
-		load int
+		m         *poolMember
+		load      int
+		saturated bool
 	}
 	start := int(p.next.Add(1)-1) % len(ready)
 	byLoad := make([]loaded, len(ready))
@@ -307,13 +305,22 @@ func (p *pool) choose(blocks []uint64, rank func(*poolMember) int) ([]*poolMembe
 	for i := range ready {
 		m := ready[(start+i)%len(ready)]
 		l := m.rt.eng.Load()
-		byLoad[i] = loaded{m, l}
+		byLoad[i] = loaded{m, l, m.rt.eng.Saturated()}
 		busiest = max(busiest, l)
 		if idlest < 0 || l < idlest {
 			idlest = l
 		}
 	}
-	slices.SortStableFunc(byLoad, func(a, b loaded) int { return a.load - b.load })
+	// the saturated after the others, each part by load, ties in rotation
+	slices.SortStableFunc(byLoad, func(a, b loaded) int {
+		if a.saturated != b.saturated {
+			if a.saturated {
+				return 1
+			}
+			return -1
+		}
+		return a.load - b.load
+	})
 	out := make([]*poolMember, 0, len(healthy))
 	for _, l := range byLoad {
 		out = append(out, l.m)
@@ -323,8 +330,12 @@ func (p *pool) choose(blocks []uint64, rank func(*poolMember) int) ([]*poolMembe
 	imbalanced := busiest-idlest > p.bal.AbsThreshold && float64(busiest) > p.bal.RelThreshold*float64(idlest)
 	if len(blocks) > 0 && !imbalanced {
 		if m := p.index.Lookup(blocks); m.Blocks > 0 && float64(m.Blocks) >= p.bal.CacheThreshold*float64(len(blocks)) {
-			// the least loaded of the members that hold the prefix
+			// the least loaded of the members that hold the prefix and
+			// are not saturated
 			for i, l := range byLoad {
+				if l.saturated {
+					break
+				}
 				if m.Has(l.m.idx) {
 					copy(out[1:i+1], out[:i])
 					out[0] = l.m
