@@ -707,6 +707,10 @@ func parsePool(d *cf.Dispenser) (hconfig.PoolConfig, error) {
 				return pc, err
 			}
 			pc.BreakerFailures, pc.BreakerCooldown = n, cool
+		case "balance":
+			if pc.Balance, err = parseBalance(d); err != nil {
+				return pc, err
+			}
 		default:
 			return pc, unknownSubdirective(d, "pool", "pool "+pc.Name, poolOptions)
 		}
@@ -958,6 +962,20 @@ func parseEngineOptions(d *cf.Dispenser, ec *engines.Config, where string) (sett
 			err = countArg(d, &ec.HealthPasses, 1)
 		case "health_fails":
 			err = countArg(d, &ec.HealthFails, 1)
+		case "signals":
+			err = oneArg(d, &ec.Signals)
+			if err == nil && ec.Signals != engines.SignalsMetrics && ec.Signals != engines.SignalsOff {
+				err = d.Errf("signals takes metrics or off, not %q", ec.Signals)
+			}
+		case "signals_path":
+			err = oneArg(d, &ec.SignalsPath)
+			if err == nil && !strings.HasPrefix(ec.SignalsPath, "/") {
+				err = d.Errf("signals_path takes a path starting with '/', not %q", ec.SignalsPath)
+			}
+		case "signals_interval":
+			err = durationArg(d, &ec.SignalsInterval)
+		case "signals_stale":
+			err = durationArg(d, &ec.SignalsStale)
 		default:
 			err = unknownSubdirective(d, "engine", where, engineOptions)
 		}

@@ -250,6 +250,22 @@ func TestParseEverySubdirective(t *testing.T) {
 		member a
 		sticky header X-Session-Id
 	}
+	pool rr {
+		member a
+		member b
+		balance round_robin
+	}
+	pool tuned {
+		member a
+		member b
+		balance affinity {
+			cache_threshold 0.5
+			balance_abs_threshold 16
+			balance_rel_threshold 2
+			block 512
+			index_size 4096
+		}
+	}
 }`, hconfig.Config{
 			BodyFallbacks:    ptr(false),
 			AnnotateResponse: true,
@@ -261,6 +277,9 @@ func TestParseEverySubdirective(t *testing.T) {
 				{Name: "auto", Members: []string{"a", "b/m2-big"}, StickyBody: "prompt_cache_key",
 					FailoverAttempts: 3, FailoverTime: dur(45 * time.Second), BreakerFailures: 2, BreakerCooldown: dur(10 * time.Second)},
 				{Name: "chat", Members: []string{"a"}, StickyHeader: "X-Session-Id"},
+				{Name: "rr", Members: []string{"a", "b"}, Balance: &hconfig.Balance{Policy: "round_robin"}},
+				{Name: "tuned", Members: []string{"a", "b"}, Balance: &hconfig.Balance{Policy: "affinity",
+					CacheThreshold: 0.5, AbsThreshold: 16, RelThreshold: 2, Block: 512, IndexSize: 4096}},
 			},
 		}},
 		{"{engine.name} in a defaults cmd, ready none (issue 28)", `llm_gateway {
@@ -830,6 +849,51 @@ func TestParseErrorsNameTheProblemAndTheLine(t *testing.T) {
 		health_path ping
 	}
 }`, "health_path takes a path starting with '/'", 6},
+		{"a balance policy the gateway does not know", `llm_gateway {` + remote + `
+	pool p {
+		member openai
+		balance random
+	}
+}`, "balance takes affinity, least_loaded or round_robin, not \"random\"", 8},
+		{"a cache threshold over the whole prompt", `llm_gateway {` + remote + `
+	pool p {
+		member openai
+		balance affinity {
+			cache_threshold 1.5
+		}
+	}
+}`, "cache_threshold takes a number from 0.01 to 1, not \"1.5\"", 9},
+		{"an unknown balance option", `llm_gateway {` + remote + `
+	pool p {
+		member openai
+		balance affinity {
+			threshold 0.3
+		}
+	}
+}`, "unknown balance subdirective \"threshold\" in balance affinity", 9},
+		{"a relative threshold under 1", `llm_gateway {` + remote + `
+	pool p {
+		member openai
+		balance least_loaded {
+			balance_rel_threshold 0.5
+		}
+	}
+}`, "balance_rel_threshold takes a number from 1 to 1000", 9},
+		{"signals of a kind the gateway does not read", `llm_gateway {
+	engine a {
+		to http://10.0.0.1:8000
+		models a
+		signals slots
+	}
+}`, "signals takes metrics or off, not \"slots\"", 5},
+		{"a signals interval that is no duration", `llm_gateway {
+	engine a {
+		to http://10.0.0.1:8000
+		models a
+		signals metrics
+		signals_interval soon
+	}
+}`, "signals_interval", 6},
 		{"zero health passes", `llm_gateway {
 	engine a {
 		to http://10.0.0.1:8000
@@ -1220,6 +1284,9 @@ func TestEveryListedSubdirectiveIsKnown(t *testing.T) {
 		}},
 		{"ui", uiOptions, func(n string) string { return "llm_gateway {\n\tui /llm {\n\t\t" + n + "\n\t}" + remote + "\n}" }},
 		{"history", historyOptions, func(n string) string { return "llm_gateway {\n\thistory {\n\t\t" + n + "\n\t}" + remote + "\n}" }},
+		{"balance", balanceOptions, func(n string) string {
+			return "llm_gateway {" + remote + "\n\tpool p {\n\t\tmember openai\n\t\tbalance affinity {\n\t\t\t" + n + "\n\t\t}\n\t}\n}"
+		}},
 	} {
 		for _, name := range tc.names {
 			_, err := Parse(cf.NewTestDispenser(tc.block(name)))

@@ -19,8 +19,9 @@ var (
 		"first_token_timeout", "stream_idle_timeout", "fallback", "fallback_after", "fallback_model",
 		"devices", "context_fallback", "retries", "resume", "loading_status", "prefill", "retry_after_max",
 		"hangup_grace", "breaker", "transport", "set", "strip", "models_from", "health_interval",
-		"health_path", "health_timeout", "health_passes", "health_fails"}
-	poolOptions        = []string{"member", "sticky", "failover", "breaker"}
+		"health_path", "health_timeout", "health_passes", "health_fails", "signals", "signals_path",
+		"signals_interval", "signals_stale"}
+	poolOptions        = []string{"member", "sticky", "failover", "breaker", "balance"}
 	keyOptions         = []string{"models", "rate", "tokens", "over_budget", "reserve", "priority", "operator"}
 	storeOptions       = []string{"password", "db", "prefix", "timeout"}
 	uiOptions          = []string{"keys", "recent"}

@@ -77,7 +77,7 @@ func initMetrics(reg *prometheus.Registry) {
 		metrics.requests, metrics.ttfb, metrics.duration, metrics.fallbacks, metrics.replays, metrics.retries,
 		metrics.dropped, metrics.tokens, metrics.starts, metrics.startDur, metrics.stops, metrics.resumes,
 		metrics.queueWait, metrics.busy, metrics.keyTokens, metrics.refusals, metrics.quotaDegraded, metrics.live,
-		schedulerCollector{},
+		schedulerCollector{}, engineSignalsCollector{}, poolChoices,
 	} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
@@ -124,6 +124,7 @@ func observeRequest(res handler.Result) {
 	if res.Refused != "" {
 		metrics.refusals.WithLabelValues(res.KeyName, res.Refused).Inc()
 	}
+	observePoolChoice(&res)
 }
 
 // engineObserver counts engine starts and stops and emits Caddy events for

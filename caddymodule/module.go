@@ -327,6 +327,8 @@ func setPlaceholders(r *http.Request, res *handler.Result) {
 	repl.Set("http.llm_gateway.key_name", res.KeyName)
 	repl.Set("http.llm_gateway.fallback", res.Fallback)
 	repl.Set("http.llm_gateway.ttfb_ms", res.TTFB.Milliseconds())
+	repl.Set("http.llm_gateway.pool", res.Pool)
+	repl.Set("http.llm_gateway.pool_choice", res.PoolChoice) // session, affinity, load, rotation (issue 25)
 	if res.HasUsage {
 		repl.Set("http.llm_gateway.prompt_tokens", res.Usage.Prompt)
 		repl.Set("http.llm_gateway.completion_tokens", res.Usage.Completion)

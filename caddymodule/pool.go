@@ -81,6 +81,7 @@ func loadEngine(ctx caddy.Context, ec engines.Config) (*engines.Engine, string, 
 		// health checks of a remote engine run while it lives (across
 		// reloads that keep it), and end in its Destruct
 		e.StartHealthChecks()
+		e.StartSignals() // signals metrics: the engine's own load, read in the background
 		return pooledEngine{Engine: e, transport: t, log: log}, nil
 	})
 	if err != nil {

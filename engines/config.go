@@ -330,6 +330,25 @@ type Config struct {
 	// this engine: "temperature" for a reasoning model. Default: none.
 	Strip []string `json:"strip,omitempty"`
 
+	// Signals turns on reading the engine's own load in the background
+	// (signals.go): "metrics" reads its Prometheus /metrics every
+	// SignalsInterval (llama-server needs --metrics; vLLM always has it);
+	// "off" does not. Pools then route by the engine's own queue too, and
+	// the gateway's /metrics re-exposes the engine's as
+	// llm_gateway_engine_*. Default: off.
+	Signals string `json:"signals,omitempty"`
+
+	// SignalsPath is the path of the engine's metrics. Default: /metrics.
+	SignalsPath string `json:"signals_path,omitempty"`
+
+	// SignalsInterval is the time between two reads. Default: 1s.
+	SignalsInterval caddy.Duration `json:"signals_interval,omitempty"`
+
+	// SignalsStale is the age after which a read is ignored (the engine
+	// stopped answering it): the pool then sees only the gateway's own
+	// counts. Default: 2s.
+	SignalsStale caddy.Duration `json:"signals_stale,omitempty"`
+
 	// BreakerFailures is how many consecutive failures open the engine's
 	// circuit breaker. Default: 5.
 	BreakerFailures int `json:"breaker_failures,omitempty"`
@@ -417,7 +436,7 @@ func (c Config) WithDefaults() Config {
 	if c.BreakerCooldown == 0 {
 		c.BreakerCooldown = caddy.Duration(DefaultBreakerCool)
 	}
-	return c
+	return c.withSignalDefaults()
 }
 
 // withName returns c with {engine.name} replaced by its name in the options
@@ -579,6 +598,9 @@ func (c Config) Validate() error {
 	}
 	if c.Managed() && !canStartProcesses {
 		return errNoLocalEngines(c.Name)
+	}
+	if err := c.validateSignals(); err != nil {
+		return err
 	}
 	for _, o := range []struct {
 		name   string

@@ -163,6 +163,9 @@ type Engine struct {
 	// what the last look at a remote engine without health checks saw
 	// (health.go: heard*)
 	heard atomic.Int32
+
+	// the engine's own load, read in the background (signals.go)
+	sig signalState
 }
 
 // New makes an engine of a valid config (the handler's Config.Validate

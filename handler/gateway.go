@@ -202,6 +202,8 @@ type Result struct {
 	Handled    bool   // the gateway served the request (a path under /v1/)
 	Refused    string // the caller's key rules refused it: "rate" or "tokens"
 	Tries      []Try  // the request's story: each upstream attempt (story.go)
+	Pool       string // the pool that chose the member, if one did
+	PoolChoice string // why it chose its first member: session, affinity, load, rotation (pool.go)
 
 	api apierror.API // the request's API family, for the shape of refusals
 	key *keys.Rules  // the caller's key's rules, nil for none

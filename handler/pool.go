@@ -4,6 +4,7 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
 	"github.com/llmgateway/caddy-llm-gateway/handler/config"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
+	"github.com/llmgateway/caddy-llm-gateway/internal/prefix"
 
 	"fmt"
 	"hash/fnv"
@@ -24,6 +25,7 @@ type poolMember struct {
 	model string
 	brk   *engines.Breaker
 	hash  uint64 // of id, mixed into the session's rendezvous score
+	idx   int    // its number in the pool's prefix index
 }
 
 // pool is a pool at runtime.
@@ -34,10 +36,13 @@ type pool struct {
 	attempts int
 	budget   time.Duration
 	fleet    bool // a member is a models_from node
+	bal      config.Balance
+	index    *prefix.Index // the prompt prefixes each member was sent (affinity)
 }
 
 func newPool(cfg config.PoolConfig, byName map[string]*route, now func() time.Time) *pool {
-	p := &pool{cfg: cfg, attempts: cfg.FailoverAttempts, budget: time.Duration(cfg.FailoverTime)}
+	p := &pool{cfg: cfg, attempts: cfg.FailoverAttempts, budget: time.Duration(cfg.FailoverTime), bal: cfg.Balance.WithDefaults()}
+	p.index = prefix.New(len(cfg.Members), p.bal.IndexSize)
 	if p.attempts == 0 {
 		p.attempts = len(cfg.Members)
 	}
@@ -61,7 +66,7 @@ func newPool(cfg config.PoolConfig, byName map[string]*route, now func() time.Ti
 		p.members = append(p.members, &poolMember{
 			id: id, rt: rt, model: model,
 			brk:  engines.NewBreaker(cfg.BreakerFailures, cool, now),
-			hash: fnv64(id),
+			hash: fnv64(id), idx: len(p.members),
 		})
 	}
 	return p
@@ -129,14 +134,7 @@ func (p *pool) order(key string, rank func(*poolMember) int) []*poolMember {
 			return r
 		}
 	}
-	healthy := make([]*poolMember, 0, len(p.members))
-	for _, m := range p.members {
-		// a member whose engine failed its health checks is skipped before
-		// any request pays for it, as one whose breaker is open
-		if m.brk.Ready() && m.rt.eng.Healthy() && (m.rt.wake || rank(m) != nodeUnloaded || m.rt.cfg.ModelsFrom == "") {
-			healthy = append(healthy, m)
-		}
-	}
+	healthy := p.healthy(rank)
 	if len(healthy) == 0 {
 		return nil
 	}
@@ -157,11 +155,34 @@ func (p *pool) order(key string, rank func(*poolMember) int) []*poolMember {
 		}
 		return healthy
 	}
-	// readiness-aware: members whose engine is ready first, in rotation;
-	// then one that is starting (wait for it rather than start a second);
-	// and only then one that must be started, always the first in config
-	// order, so that cold requests arriving together start one engine
-	var ready, starting, cold, gone []*poolMember
+	ready, rest := byReadiness(healthy, rank)
+	if len(ready) > 0 {
+		start := int(p.next.Add(1)-1) % len(ready)
+		ready = append(ready[start:], ready[:start]...)
+	}
+	return append(ready, rest...)
+}
+
+// healthy are the members a request may go to: a member whose engine
+// failed its health checks is skipped before any request pays for it, as
+// one whose breaker is open.
+func (p *pool) healthy(rank func(*poolMember) int) []*poolMember {
+	healthy := make([]*poolMember, 0, len(p.members))
+	for _, m := range p.members {
+		if m.brk.Ready() && m.rt.eng.Healthy() && (m.rt.wake || rank(m) != nodeUnloaded || m.rt.cfg.ModelsFrom == "") {
+			healthy = append(healthy, m)
+		}
+	}
+	return healthy
+}
+
+// byReadiness splits members into those whose engine is ready, in their
+// order, and the rest: one that is starting (wait for it rather than start
+// a second); and only then one that must be started, always the first in
+// config order, so that cold requests arriving together start one engine;
+// a node that did not answer last.
+func byReadiness(healthy []*poolMember, rank func(*poolMember) int) (ready, rest []*poolMember) {
+	var starting, cold, gone []*poolMember
 	for _, m := range healthy {
 		switch rank(m) {
 		case nodeLoaded:
@@ -174,11 +195,7 @@ func (p *pool) order(key string, rank func(*poolMember) int) []*poolMember {
 			gone = append(gone, m)
 		}
 	}
-	if len(ready) > 0 {
-		start := int(p.next.Add(1)-1) % len(ready)
-		ready = append(ready[start:], ready[:start]...)
-	}
-	return append(append(append(ready, starting...), cold...), gone...)
+	return ready, append(append(starting, cold...), gone...)
 }
 
 // readiness ranks a member by its engine's state: nodeLoaded when ready (a
@@ -196,9 +213,25 @@ func readiness(m *poolMember) int {
 
 // poolPlan is the plan for a request to a pool: its healthy members in
 // order, each with its own breaker and no same-member retries (a pool
-// replays on the next member instead).
-func (p *pool) plan(req *request, rank func(*poolMember) int) []candidate {
-	ms := p.order(p.sessionKey(req), rank)
+// replays on the next member instead). res hears which pool chose and why.
+func (p *pool) plan(req *request, rank func(*poolMember) int, res *Result) []candidate {
+	var ms []*poolMember
+	why := ChoiceSession
+	if key := p.sessionKey(req); key != "" {
+		ms = p.order(key, rank)
+	} else {
+		var blocks []uint64
+		if p.bal.Policy == config.BalanceAffinity {
+			blocks = promptBlocks(req, p.bal.Block)
+		}
+		ms, why = p.choose(blocks, rank)
+		if len(ms) > 0 && len(blocks) > 0 {
+			p.index.Add(ms[0].idx, blocks) // the first is the one that almost always serves
+		}
+	}
+	if res != nil {
+		res.Pool, res.PoolChoice = p.cfg.Name, why
+	}
 	plan := make([]candidate, len(ms))
 	for i, m := range ms {
 		plan[i] = candidate{rt: m.rt, model: m.model, role: rolePool, acquire: true, brk: m.brk, label: m.id}
@@ -208,4 +241,109 @@ func (p *pool) plan(req *request, rank func(*poolMember) int) []candidate {
 
 func (p *pool) unavailable() *apierror.Error {
 	return &apierror.Error{Status: http.StatusServiceUnavailable, Type: apierror.TypeUnavailable, Code: "pool_unavailable", Message: fmt.Sprintf("every member of pool %s is failing (breakers open) or down, or, with wake off, has the model unloaded; try again shortly", p.cfg.Name)}
+}
+
+// Why a pool chose the member it tried first (issue 25): the access log's
+// pool_choice and llm_gateway_pool_choices_total's reason.
+const (
+	ChoiceSession  = "session"  // the request's session key (rendezvous)
+	ChoiceAffinity = "affinity" // the member that was sent the longest prefix of its prompt
+	ChoiceLoad     = "load"     // the least loaded member
+	ChoiceRotation = "rotation" // the next in turn (balance round_robin)
+)
+
+// choose orders the healthy members for a request without a session key,
+// by the pool's balance policy:
+//
+//	round_robin   ready members in rotation (one whose places are all taken after them)  → rotation
+//	least_loaded  ready members by load, ties in rotation                                → load
+//	affinity      the member sent the longest prefix of the prompt first, if it was sent
+//	              ≥ cache_threshold of its whole blocks and the pool is not imbalanced    → affinity
+//	              else as least_loaded                                                    → load
+//
+// The pool is imbalanced when, among its ready members, busiest − idlest >
+// balance_abs_threshold and busiest > balance_rel_threshold × idlest: one
+// hot prefix must not drown one engine while the others idle. Load is the
+// engine's (engines.Engine.Load: the gateway's own in flight and queued,
+// and the engine's own queue while its signals are fresh). A member whose
+// engine is saturated (its queue full, or its signals say it defers
+// requests) is passed over: it goes after every ready member that is not,
+// the saturated ones by load too. Members that are starting or must be
+// started follow, as for rotation.
+func (p *pool) choose(blocks []uint64, rank func(*poolMember) int) ([]*poolMember, string) {
+	if p.bal.Policy == config.BalanceRoundRobin {
+		return p.order("", rank), ChoiceRotation
+	}
+	if rank == nil {
+		rank = readiness
+	}
+	// each member's rank once: it takes the engine's lock
+	ranks := make([]int, len(p.members))
+	known := make([]bool, len(p.members))
+	cached := func(m *poolMember) int {
+		if !known[m.idx] {
+			ranks[m.idx], known[m.idx] = rank(m), true
+		}
+		return ranks[m.idx]
+	}
+	healthy := p.healthy(cached)
+	if len(healthy) == 0 {
+		return nil, ChoiceLoad
+	}
+	ready, rest := byReadiness(healthy, cached)
+	if len(ready) == 0 {
+		return rest, ChoiceLoad
+	}
+	type loaded struct {
+		m         *poolMember
+		load      int
+		saturated bool
+	}
+	start := int(p.next.Add(1)-1) % len(ready)
+	byLoad := make([]loaded, len(ready))
+	busiest, idlest := 0, -1
+	for i := range ready {
+		m := ready[(start+i)%len(ready)]
+		l := m.rt.eng.Load()
+		byLoad[i] = loaded{m, l, m.rt.eng.Saturated()}
+		busiest = max(busiest, l)
+		if idlest < 0 || l < idlest {
+			idlest = l
+		}
+	}
+	// the saturated after the others, each part by load, ties in rotation
+	slices.SortStableFunc(byLoad, func(a, b loaded) int {
+		if a.saturated != b.saturated {
+			if a.saturated {
+				return 1
+			}
+			return -1
+		}
+		return a.load - b.load
+	})
+	out := make([]*poolMember, 0, len(healthy))
+	for _, l := range byLoad {
+		out = append(out, l.m)
+	}
+	out = append(out, rest...)
+	why := ChoiceLoad
+	imbalanced := busiest-idlest > p.bal.AbsThreshold && float64(busiest) > p.bal.RelThreshold*float64(idlest)
+	if len(blocks) > 0 && !imbalanced {
+		if m := p.index.Lookup(blocks); m.Blocks > 0 && float64(m.Blocks) >= p.bal.CacheThreshold*float64(len(blocks)) {
+			// the least loaded of the members that hold the prefix and
+			// are not saturated
+			for i, l := range byLoad {
+				if l.saturated {
+					break
+				}
+				if m.Has(l.m.idx) {
+					copy(out[1:i+1], out[:i])
+					out[0] = l.m
+					why = ChoiceAffinity
+					break
+				}
+			}
+		}
+	}
+	return out, why
 }

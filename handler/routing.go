@@ -88,7 +88,7 @@ func (g *Gateway) servePool(w http.ResponseWriter, req *request, p *pool, res *R
 			return g.nodeState(f, m.rt, m.model)
 		}
 	}
-	plan := p.plan(req, rank)
+	plan := p.plan(req, rank, res)
 	if len(plan) == 0 {
 		res.refuse(w, p.unavailable())
 		return

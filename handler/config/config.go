@@ -383,6 +383,10 @@ type PoolConfig struct {
 	// BreakerCooldown is how long an open member is skipped before one
 	// trial request. Default: 30s.
 	BreakerCooldown caddy.Duration `json:"breaker_cooldown,omitempty"`
+
+	// Balance is how a member is chosen without a session key (balance.go).
+	// Default: affinity, with its defaults.
+	Balance *Balance `json:"balance,omitempty"`
 }
 
 // DefaultFailoverTime is a pool's default failover time budget.
@@ -417,6 +421,9 @@ func (p PoolConfig) validate(engineNames map[string]bool) error {
 	}
 	if p.FailoverAttempts < 0 || p.FailoverTime < 0 || p.BreakerFailures < 0 || p.BreakerCooldown < 0 {
 		return fmt.Errorf("pool %s: failover and breaker values may not be negative", p.Name)
+	}
+	if err := p.Balance.validate(p.Name); err != nil {
+		return err
 	}
 	return nil
 }

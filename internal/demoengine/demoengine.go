@@ -130,10 +130,11 @@ func Serve(o Options) error {
 }
 
 type server struct {
-	o        Options
-	loadedAt time.Time
-	served   atomic.Int64
-	seq      atomic.Int64
+	o          Options
+	loadedAt   time.Time
+	served     atomic.Int64
+	seq        atomic.Int64
+	processing atomic.Int64 // requests in flight, for /metrics (metrics.go)
 }
 
 func (s *server) routes() http.Handler {
@@ -148,7 +149,7 @@ func (s *server) routes() http.Handler {
 	mux.HandleFunc("POST /v1/messages", s.messages)
 	mux.HandleFunc("POST /v1/messages/count_tokens", s.countTokens)
 	s.nativeRoutes(mux)
-	return mux
+	return s.withMetrics(mux)
 }
 
 func (s *server) loading() bool { return time.Now().Before(s.loadedAt) }

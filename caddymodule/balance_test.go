@@ -1,0 +1,117 @@
+package caddymodule
+
+import (
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// signalEngine is a fake llama-server with --metrics: it answers chats as
+// name and publishes its deferred requests on /metrics.
+func signalEngine(t *testing.T, name string, deferred *atomic.Int32) *recorder {
+	chat := answerAs(name)
+	return newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/metrics" {
+			fmt.Fprintf(w, "# TYPE llamacpp:requests_processing gauge\nllamacpp:requests_processing 1\n"+
+				"# TYPE llamacpp:requests_deferred gauge\nllamacpp:requests_deferred %d\n", deferred.Load())
+			return
+		}
+		chat(w, r)
+	})
+}
+
+// turn is the body of turn n of a conversation without a session key.
+func turn(n int) string {
+	var b strings.Builder
+	b.WriteString(`{"model":"auto","messages":[{"role":"system","content":"You answer in one line."}`)
+	for i := range n {
+		fmt.Fprintf(&b, `,{"role":"user","content":"question %d %s"},{"role":"assistant","content":"answer %d %s"}`,
+			i, strings.Repeat("and why ", 20), i, strings.Repeat("because ", 20))
+	}
+	return b.String() + `]}`
+}
+
+// The whole path through Caddy: a conversation stays on the engine that
+// holds its prefix, leaves it once the engine's own /metrics says it
+// queues, each choice is in the access log and counted, and the engines'
+// metrics are under the gateway's own.
+func TestAPoolFollowsTheConversationAndLeavesAnEngineThatQueues(t *testing.T) {
+	var deferred [3]atomic.Int32
+	var engines, members strings.Builder
+	for i := range 3 {
+		e := signalEngine(t, fmt.Sprint("s", i), &deferred[i])
+		fmt.Fprintf(&engines, "\t\tengine s%d {\n\t\t\tto %s\n\t\t\tmodels sig-%d\n\t\t\tready none\n\t\t\tsignals metrics\n\t\t\tsignals_interval 50ms\n\t\t}\n", i, e.URL, i)
+		fmt.Fprintf(&members, "\t\t\tmember s%d\n", i)
+	}
+	logFile := filepath.Join(t.TempDir(), "access.log")
+	initRaw(t, fmt.Sprintf(`{
+	skip_install_trust
+	admin localhost:@ADMIN@
+	http_port @HTTP@
+	grace_period 1ns
+}
+http://%s {
+	log {
+		output file %s
+	}
+	log_append llm_pool_choice {http.llm_gateway.pool_choice}
+	llm_gateway {
+%s		pool auto {
+%s			balance affinity
+		}
+	}
+}`, gwAddr, logFile, engines.String(), members.String()))
+	before := scrape(t)
+	served := func(n int) string {
+		t.Helper()
+		resp, body := post(t, "/v1/chat/completions", turn(n))
+		if resp.StatusCode != 200 {
+			t.Fatalf("turn %d: %d %s", n, resp.StatusCode, body)
+		}
+		return resp.Header.Get("X-LLM-Engine")
+	}
+	home := served(1)
+	for n := 2; n <= 4; n++ {
+		if got := served(n); got != home {
+			t.Fatalf("turn %d went to %s, the conversation is on %s; %s", n, got, home, grepLines(scrape(t), "pool_choices"))
+		}
+	}
+	// home's engine starts deferring requests: once the gateway has read
+	// it, the next turn goes elsewhere
+	deferred[home[1]-'0'].Store(6)
+	deadline := time.Now().Add(10 * time.Second)
+	for sample(t, scrape(t), "llm_gateway_engine_llamacpp_requests_deferred", `engine="`+home+`"`) != 6 {
+		if time.Now().After(deadline) {
+			t.Fatal("the engine's deferred requests never reached the gateway's /metrics")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := served(5); got == home {
+		t.Fatalf("turn 5 went to %s, whose engine queues", got)
+	}
+	after := scrape(t)
+	delta := func(reason string) float64 {
+		labels := `pool="auto",reason="` + reason + `"`
+		return sample(t, after, "llm_gateway_pool_choices_total", labels) - sample(t, before, "llm_gateway_pool_choices_total", labels)
+	}
+	if delta("load") != 2 || delta("affinity") != 3 {
+		t.Fatalf("choices: load %v affinity %v, want 2 and 3", delta("load"), delta("affinity"))
+	}
+	if v := sample(t, after, "llm_gateway_engine_load", `engine="`+home+`"`); v != 7 {
+		t.Fatalf("engine load %v, want 1 processing + 6 deferred", v)
+	}
+	for {
+		logs := readFile(t, logFile)
+		if strings.Count(logs, `"llm_pool_choice":"affinity"`) == 3 && strings.Count(logs, `"llm_pool_choice":"load"`) == 2 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("access log: %s", logs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,0 +1,355 @@
+package engines
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
+)
+
+// Signals (issue 25): what an engine says of its own load, read in the
+// background on the gateway's clock and never on a request's path, so a
+// pool can pass over an engine whose own queue is long even when this
+// gateway sent it nothing (another front door did, or its slots are held
+// by long generations). The engine publishes them on its Prometheus
+// /metrics:
+//
+//	llama-server (needs --metrics)   llamacpp:requests_processing, llamacpp:requests_deferred
+//	vLLM                             vllm:num_requests_running, vllm:num_requests_waiting, vllm:kv_cache_usage_perc
+//
+// A read older than signals_stale is ignored: an engine that stopped
+// answering its /metrics is judged by the gateway's own counts alone, never
+// by what it said long ago.
+
+// Signal options.
+const (
+	SignalsOff     = "off"
+	SignalsMetrics = "metrics"
+
+	DefaultSignalsPath     = "/metrics"
+	DefaultSignalsInterval = time.Second
+	DefaultSignalsStale    = 2 * time.Second
+)
+
+// Bounds on what one read may make the gateway hold.
+const (
+	maxSignalsBody   = 4 << 20 // bytes of one /metrics answer read
+	maxSignalsSeries = 512     // series kept for re-exposure per engine
+)
+
+// Signal is one read of an engine's own load.
+type Signal struct {
+	At      time.Time
+	Running float64 // requests the engine is working on
+	Waiting float64 // requests it queued (deferred) for a free slot
+	KVCache float64 // share of its KV cache in use, 0–1; -1 when not published
+
+	// Own is what the gateway itself had on the engine (in flight and
+	// queued) when the read began: the engine's count beyond it is other
+	// front doors' (Load).
+	Own int
+}
+
+// Series is one gauge or counter read from the engine's /metrics, to be
+// re-exposed under the gateway's own (llm_gateway_engine_*).
+type Series struct {
+	Name    string // the engine's own name, e.g. vllm:num_requests_waiting
+	Counter bool
+	Labels  [][2]string // name, value; sorted by name
+	Value   float64
+}
+
+// signalState is the engine's last read; Engine.sig.
+type signalState struct {
+	mu     sync.Mutex
+	last   Signal
+	ok     bool // last holds a read
+	series []Series
+}
+
+// withSignalDefaults fills in the signal options' defaults.
+func (c Config) withSignalDefaults() Config {
+	if c.Signals == "" {
+		c.Signals = SignalsOff
+	}
+	if c.Signals == SignalsOff {
+		return c
+	}
+	if c.SignalsPath == "" {
+		c.SignalsPath = DefaultSignalsPath
+	}
+	if c.SignalsInterval == 0 {
+		c.SignalsInterval = caddy.Duration(DefaultSignalsInterval)
+	}
+	if c.SignalsStale == 0 {
+		c.SignalsStale = caddy.Duration(DefaultSignalsStale)
+	}
+	return c
+}
+
+func (c Config) validateSignals() error {
+	switch c.Signals {
+	case "", SignalsOff, SignalsMetrics:
+	default:
+		return fmt.Errorf("engine %s: signals takes metrics or off, not %q", c.Name, c.Signals)
+	}
+	if c.SignalsInterval < 0 || c.SignalsStale < 0 {
+		return fmt.Errorf("engine %s: signals_interval and signals_stale may not be negative", c.Name)
+	}
+	if c.SignalsPath != "" && !strings.HasPrefix(c.SignalsPath, "/") {
+		return fmt.Errorf("engine %s: signals_path takes a path starting with '/', not %q", c.Name, c.SignalsPath)
+	}
+	return nil
+}
+
+// StartSignals starts the background reads of the engine's metrics when its
+// config turns them on; the first read is at once. They end when the engine
+// is destructed. Call it once, after SetClock.
+func (e *Engine) StartSignals() {
+	if e.cfg.Signals != SignalsMetrics {
+		return
+	}
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		e.readSignalsEvery(time.Duration(e.cfg.SignalsInterval))
+	}()
+}
+
+func (e *Engine) readSignalsEvery(interval time.Duration) {
+	var t clock.Timer
+	for {
+		// armed only once this read is recorded: a slow engine never has
+		// two reads in flight
+		e.ReadSignals()
+		if t == nil {
+			t = e.clock.NewTimer(interval)
+			defer t.Stop()
+		} else {
+			t.Reset(interval)
+		}
+		select {
+		case <-e.life.Done():
+			return
+		case <-t.C():
+		}
+	}
+}
+
+// ReadSignals reads the engine's metrics once, now, if it is running, and
+// records what it found. A read that fails records nothing: the last one
+// grows stale. It is what the background reader does each interval.
+func (e *Engine) ReadSignals() {
+	e.mu.Lock()
+	base, state := e.base, e.state
+	e.mu.Unlock()
+	if base == nil || state != Ready {
+		return
+	}
+	inFlight, queued := e.gatewayLoad()
+	timeout := max(time.Duration(e.cfg.SignalsInterval), time.Second)
+	ctx, cancel := context.WithTimeout(e.life, timeout)
+	defer cancel()
+	u := base.JoinPath(e.cfg.SignalsPath)
+	u.RawQuery = ""
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return
+	}
+	e.cfg.SetKey(req.Header)
+	resp, err := e.rt.RoundTrip(req)
+	if err != nil {
+		return
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		return
+	}
+	sig, series, err := ParseSignals(io.LimitReader(resp.Body, maxSignalsBody))
+	if err != nil {
+		return
+	}
+	// the engine counted somewhere between the two looks at the gateway's
+	// own: the larger one keeps the requests sent meanwhile from passing
+	// for another front door's
+	afterFlight, afterQueued := e.gatewayLoad()
+	sig.At, sig.Own = e.clock.Now(), max(inFlight+queued, afterFlight+afterQueued)
+	e.sig.mu.Lock()
+	e.sig.last, e.sig.ok, e.sig.series = sig, true, series
+	e.sig.mu.Unlock()
+}
+
+// ParseSignals reads a Prometheus text exposition: the load signals of
+// llama-server and vLLM (summed over their series, one per model), and the
+// gauges and counters of either to re-expose (at most maxSignalsSeries).
+func ParseSignals(r io.Reader) (Signal, []Series, error) {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(r)
+	if err != nil {
+		return Signal{}, nil, err
+	}
+	sig := Signal{KVCache: -1}
+	sum := func(name string) (float64, bool) {
+		f := fams[name]
+		if f == nil {
+			return 0, false
+		}
+		var v float64
+		for _, m := range f.GetMetric() {
+			v += valueOf(f.GetType(), m)
+		}
+		return v, true
+	}
+	// the first name the engine publishes: one that publishes both (a
+	// proxy in front of either) must not be counted twice
+	for _, n := range []string{"llamacpp:requests_processing", "vllm:num_requests_running"} {
+		if v, ok := sum(n); ok {
+			sig.Running = v
+			break
+		}
+	}
+	for _, n := range []string{"llamacpp:requests_deferred", "vllm:num_requests_waiting"} {
+		if v, ok := sum(n); ok {
+			sig.Waiting = v
+			break
+		}
+	}
+	for _, n := range []string{"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"} {
+		f := fams[n]
+		if f == nil || len(f.GetMetric()) == 0 {
+			continue
+		}
+		// one per model: the fullest one is what a new request meets
+		for _, m := range f.GetMetric() {
+			sig.KVCache = max(sig.KVCache, valueOf(f.GetType(), m))
+		}
+		break
+	}
+
+	names := make([]string, 0, len(fams))
+	for n := range fams {
+		if strings.HasPrefix(n, "llamacpp:") || strings.HasPrefix(n, "vllm:") {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	var series []Series
+	for _, n := range names {
+		f := fams[n]
+		t := f.GetType()
+		if t != dto.MetricType_GAUGE && t != dto.MetricType_COUNTER && t != dto.MetricType_UNTYPED {
+			continue // histograms and summaries are the engine's own scrape's
+		}
+		for _, m := range f.GetMetric() {
+			if len(series) == maxSignalsSeries {
+				return sig, series, nil
+			}
+			s := Series{Name: n, Counter: t == dto.MetricType_COUNTER, Value: valueOf(t, m)}
+			for _, l := range m.GetLabel() {
+				s.Labels = append(s.Labels, [2]string{l.GetName(), l.GetValue()})
+			}
+			sort.Slice(s.Labels, func(i, j int) bool { return s.Labels[i][0] < s.Labels[j][0] })
+			series = append(series, s)
+		}
+	}
+	return sig, series, nil
+}
+
+func valueOf(t dto.MetricType, m *dto.Metric) float64 {
+	switch t {
+	case dto.MetricType_GAUGE:
+		return m.GetGauge().GetValue()
+	case dto.MetricType_COUNTER:
+		return m.GetCounter().GetValue()
+	}
+	return m.GetUntyped().GetValue()
+}
+
+// Signal returns the engine's last read of its own load if it is fresh
+// (younger than signals_stale); false when signals are off, nothing was
+// read yet, or the last read is stale.
+func (e *Engine) Signal() (Signal, bool) {
+	if e.cfg.Signals != SignalsMetrics {
+		return Signal{}, false
+	}
+	e.sig.mu.Lock()
+	s, ok := e.sig.last, e.sig.ok
+	e.sig.mu.Unlock()
+	if !ok || e.clock.Now().Sub(s.At) > time.Duration(e.cfg.SignalsStale) {
+		return Signal{}, false
+	}
+	return s, true
+}
+
+// SignalSeries returns the series of the engine's last fresh read, for the
+// gateway's /metrics; nil when there is none.
+func (e *Engine) SignalSeries() []Series {
+	if _, ok := e.Signal(); !ok {
+		return nil
+	}
+	e.sig.mu.Lock()
+	defer e.sig.mu.Unlock()
+	return e.sig.series
+}
+
+// Load is how many requests the engine has, as far as the gateway knows:
+// the gateway's own in flight (leases, or places taken) and queued, now,
+// and, when its signals are fresh, what the engine had beyond the gateway's
+// own when it was read (running and waiting: other front doors' requests).
+//
+// The gateway's own count is exact and current; the engine's is up to an
+// interval old. Adding only the engine's excess keeps a lone front door
+// from herding: with the engine's whole count, every request in one
+// interval would see the same engine as the idlest and go there.
+func (e *Engine) Load() int {
+	inFlight, queued := e.gatewayLoad()
+	own := inFlight + queued
+	if s, ok := e.Signal(); ok {
+		own += max(0, int(s.Running+s.Waiting)-s.Own)
+	}
+	return own
+}
+
+// gatewayLoad is the gateway's own count of the engine's requests.
+func (e *Engine) gatewayLoad() (inFlight, queued int) {
+	if e.lim != nil {
+		return e.lim.counts()
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.leases, e.waiting
+}
+
+// Saturated reports whether a request sent to the engine now would wait
+// rather than run: the gateway's own queue for it is full (max_concurrent
+// and queue), or its fresh signals say it defers requests and holds more
+// than the gateway sent it (other front doors fill it). A pool tries such a
+// member last.
+//
+// Deferrals of the gateway's own requests do not count: its own count is
+// current, the signal up to an interval old, and a lone front door that
+// passed over an engine for a whole interval after one deferral would pile
+// its requests onto the others (measured: bench/affinity, -signals).
+func (e *Engine) Saturated() bool {
+	if e.lim != nil {
+		held, queued := e.lim.counts()
+		if held >= e.lim.max && queued >= e.lim.queueMax {
+			return true
+		}
+	}
+	s, ok := e.Signal()
+	return ok && s.Waiting > 0 && int(s.Running+s.Waiting) > s.Own
+}

@@ -1,0 +1,264 @@
+package handler
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/llmgateway/caddy-llm-gateway/engines"
+	"github.com/llmgateway/caddy-llm-gateway/handler/config"
+	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
+	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
+)
+
+// balancedPool is a gateway whose pool "auto" has n remote members e0…,
+// on a fake clock; edit changes the engines' and the pool's configs.
+func balancedPool(t testing.TB, n int, edit func(*engines.Config, *config.PoolConfig)) (*pool, []*engines.Engine, *clock.Fake) {
+	t.Helper()
+	cfg := config.Config{Pools: []config.PoolConfig{{Name: "auto", StickyHeader: "X-Session-Id"}}}
+	for i := range n {
+		ec := engines.Config{Name: fmt.Sprint("e", i), To: fmt.Sprintf("http://127.0.0.1:%d", i+1), Models: []string{fmt.Sprint("m", i)}}
+		if edit != nil {
+			edit(&ec, &cfg.Pools[0])
+		}
+		cfg.Engines = append(cfg.Engines, ec)
+		cfg.Pools[0].Members = append(cfg.Pools[0].Members, ec.Name)
+	}
+	clk := clock.NewFake()
+	var es []*engines.Engine
+	for _, ec := range cfg.Engines {
+		e, err := engines.New(ec, http.DefaultTransport, zap.NewNop())
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.SetClock(clk)
+		t.Cleanup(func() { e.Destruct() })
+		es = append(es, e)
+	}
+	g, err := New(cfg, es, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g.pools["auto"], es, clk
+}
+
+// conversation is the body of turn n of conversation c: its system prompt,
+// then n exchanges of about 400 bytes each.
+func conversation(c, n int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `{"model":"auto","stream":true,"messages":[{"role":"system","content":"You help conversation %d."}`, c)
+	for i := range n {
+		fmt.Fprintf(&b, `,{"role":"user","content":"turn %d of %d: %s"},{"role":"assistant","content":"%s"}`,
+			i, c, strings.Repeat("tell me more ", 15), strings.Repeat("here is more ", 15))
+	}
+	b.WriteString(`]}`)
+	return b.String()
+}
+
+func poolRequest(t testing.TB, body string, header ...string) *request {
+	t.Helper()
+	r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(body))
+	for i := 0; i+1 < len(header); i += 2 {
+		r.Header.Set(header[i], header[i+1])
+	}
+	f, err := jsonmember.ScanRequest([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &request{r: r, body: []byte(body), fields: f, model: "auto"}
+}
+
+// choice plans the request and returns its first member and the reason.
+func choice(t testing.TB, p *pool, body string, header ...string) (string, string) {
+	t.Helper()
+	var res Result
+	plan := p.plan(poolRequest(t, body, header...), nil, &res)
+	if len(plan) == 0 {
+		t.Fatal("no member")
+	}
+	if res.Pool != "auto" {
+		t.Fatalf("pool %q", res.Pool)
+	}
+	return plan[0].label, res.PoolChoice
+}
+
+func TestAConversationFollowsTheMemberThatHoldsItsPrefix(t *testing.T) {
+	p, _, _ := balancedPool(t, 4, nil)
+	first := map[int]string{}
+	for c := range 8 {
+		m, why := choice(t, p, conversation(c, 1))
+		if why != ChoiceLoad {
+			t.Fatalf("a new conversation chose by %s", why)
+		}
+		first[c] = m
+	}
+	spread := map[string]bool{}
+	for _, m := range first {
+		spread[m] = true
+	}
+	if len(spread) != 4 {
+		t.Fatalf("new conversations on an idle pool did not spread: %v", first)
+	}
+	for turn := 2; turn <= 5; turn++ {
+		for c := range 8 {
+			m, why := choice(t, p, conversation(c, turn))
+			if m != first[c] || why != ChoiceAffinity {
+				t.Fatalf("conversation %d turn %d went to %s (%s), its prefix is on %s", c, turn, m, why, first[c])
+			}
+		}
+	}
+}
+
+func TestAffinityNeedsTheCacheThresholdOfThePrompt(t *testing.T) {
+	for _, tc := range []struct {
+		threshold float64
+		want      string
+	}{{0.9, ChoiceLoad}, {0, ChoiceAffinity}} { // 0 is the default, 0.3
+		p, _, _ := balancedPool(t, 4, func(_ *engines.Config, pc *config.PoolConfig) {
+			pc.Balance = &config.Balance{CacheThreshold: tc.threshold}
+		})
+		home, _ := choice(t, p, conversation(1, 4))
+		// turn 5 begins with the 4 turns home was sent: about 0.8 of it
+		m, why := choice(t, p, conversation(1, 5))
+		if why != tc.want || (why == ChoiceAffinity && m != home) {
+			t.Fatalf("cache_threshold %g: %s (%s), want %s (home %s)", tc.threshold, m, why, tc.want, home)
+		}
+	}
+}
+
+func TestAnImbalancedPoolBalancesInsteadOfFollowingThePrefix(t *testing.T) {
+	p, es, _ := balancedPool(t, 3, nil)
+	home, _ := choice(t, p, conversation(7, 2))
+	var e *engines.Engine
+	for _, x := range es {
+		if x.Name() == home {
+			e = x
+		}
+	}
+	var leases []*engines.Lease
+	hold := func(n int) {
+		for range n {
+			l := e.TryAcquire()
+			if l == nil {
+				t.Fatal("no lease")
+			}
+			leases = append(leases, l)
+		}
+	}
+	defer func() {
+		for _, l := range leases {
+			l.Release()
+		}
+	}()
+	hold(64) // busiest − idlest = 64: not more than the threshold
+	if m, why := choice(t, p, conversation(7, 3)); m != home || why != ChoiceAffinity {
+		t.Fatalf("load 64 against 0: %s (%s), want %s by affinity", m, why, home)
+	}
+	hold(1) // 65 > 64 and 65 > 1.5 × 0
+	if m, why := choice(t, p, conversation(7, 4)); m == home || why != ChoiceLoad {
+		t.Fatalf("an imbalanced pool still followed the prefix to %s (%s)", m, why)
+	}
+}
+
+// signalled starts a fake engine /metrics that reports deferred requests.
+func signalled(t *testing.T, deferred *atomic.Int32) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "llamacpp:requests_processing 1\nllamacpp:requests_deferred %d\n", deferred.Load())
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func TestAMemberWhoseEngineQueuesIsPassedOverUntilItsSignalIsStale(t *testing.T) {
+	var deferred atomic.Int32
+	url := signalled(t, &deferred)
+	p, es, clk := balancedPool(t, 3, func(ec *engines.Config, _ *config.PoolConfig) {
+		ec.To, ec.Signals = url, engines.SignalsMetrics
+	})
+	home, _ := choice(t, p, conversation(3, 3))
+	deferred.Store(4)
+	for _, e := range es {
+		if e.Name() == home {
+			e.ReadSignals()
+			if !e.Saturated() || e.Load() != 5 {
+				t.Fatalf("saturated %v load %d after reading 1 processing and 4 deferred", e.Saturated(), e.Load())
+			}
+		}
+	}
+	// home holds the whole prompt, but its engine queues: passed over
+	plan := p.plan(poolRequest(t, conversation(3, 2)), nil, nil)
+	if plan[0].label == home || plan[len(plan)-1].label != home {
+		t.Fatalf("plan %s, %s %s, whose engine defers requests, should be last", plan[0].label, plan[len(plan)-1].label, home)
+	}
+	clk.Advance(engines.DefaultSignalsStale + time.Millisecond)
+	if m, why := choice(t, p, conversation(3, 4)); m != home || why != ChoiceAffinity {
+		t.Fatalf("a stale signal still counts: %s (%s), want %s", m, why, home)
+	}
+}
+
+func TestASessionKeyIsStrongerThanAffinity(t *testing.T) {
+	p, _, _ := balancedPool(t, 4, nil)
+	choice(t, p, conversation(5, 3))
+	want := pinnedIn(p, "user-42")
+	for turn := 3; turn < 6; turn++ {
+		if m, why := choice(t, p, conversation(5, turn), "X-Session-Id", "user-42"); m != want || why != ChoiceSession {
+			t.Fatalf("turn %d: %s (%s), the session is on %s", turn, m, why, want)
+		}
+	}
+}
+
+func pinnedIn(p *pool, key string) string { return p.order(key, nil)[0].id }
+
+func TestRoundRobinAndLeastLoadedIgnoreThePrefix(t *testing.T) {
+	for _, policy := range []string{config.BalanceRoundRobin, config.BalanceLeastLoaded} {
+		p, _, _ := balancedPool(t, 4, func(_ *engines.Config, pc *config.PoolConfig) {
+			pc.Balance = &config.Balance{Policy: policy}
+		})
+		seen := map[string]bool{}
+		for turn := 1; turn <= 4; turn++ {
+			m, why := choice(t, p, conversation(9, turn))
+			if want := map[string]string{config.BalanceRoundRobin: ChoiceRotation, config.BalanceLeastLoaded: ChoiceLoad}[policy]; why != want {
+				t.Fatalf("%s chose by %s", policy, why)
+			}
+			seen[m] = true
+		}
+		if len(seen) != 4 {
+			t.Fatalf("%s: four turns on an idle pool went to %v", policy, seen)
+		}
+		if p.index.Len() != 0 {
+			t.Fatalf("%s fed the prefix index", policy)
+		}
+	}
+}
+
+func TestBalanceOptionsAreValidated(t *testing.T) {
+	for _, b := range []config.Balance{{Policy: "random"}, {CacheThreshold: 1.5}, {RelThreshold: 0.5}, {IndexSize: -1}} {
+		cfg := config.Config{
+			Engines: []engines.Config{{Name: "a", To: "http://127.0.0.1:1", Models: []string{"a"}}},
+			Pools:   []config.PoolConfig{{Name: "auto", Members: []string{"a"}, Balance: &b}},
+		}
+		if err := cfg.Validate(); err == nil {
+			t.Fatalf("%+v passed", b)
+		}
+	}
+}
+
+// BenchmarkPoolChoice64 is one routing decision at 64 members (the issue's
+// goal: ≤ 20 µs): hashing a ~4 KB conversation, the lookup, 64 loads.
+func BenchmarkPoolChoice64(b *testing.B) {
+	p, _, _ := balancedPool(b, 64, nil)
+	for c := range 256 {
+		choice(b, p, conversation(c, 3))
+	}
+	req := poolRequest(b, conversation(17, 8))
+	b.ReportAllocs()
+	for b.Loop() {
+		p.plan(req, nil, nil)
+	}
+}
