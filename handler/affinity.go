@@ -1,6 +1,7 @@
 package handler
 
 import (
+	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 	"github.com/llmgateway/caddy-llm-gateway/internal/prefix"
 )
@@ -49,7 +50,7 @@ func promptParts(req *request) ([][]byte, int) {
 // none. OpenAI's system prompt is a message; Anthropic's is a member of its
 // own, looked for only there (it costs a walk of the body).
 func anthropicSystem(req *request) []byte {
-	if req.api != apiAnthropic {
+	if req.api != apierror.Anthropic {
 		return nil
 	}
 	b := req.body
