@@ -124,7 +124,12 @@ func TestREADMEErrorTableListsEveryCode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	code := regexp.MustCompile(`(?:errBadRequest\(|\btype[A-Z][A-Za-z]*, )"([a-z_]+)"`)
+	sub, err := filepath.Glob("handler/*/*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, sub...)
+	code := regexp.MustCompile(`(?:BadRequest\(|\bCode: |\bType[A-Z][A-Za-z]*, )"([a-z_]+)"`)
 	seen := map[string]bool{}
 	for _, f := range files {
 		if strings.HasSuffix(f, "_test.go") || !(strings.HasPrefix(f, "handler/") || strings.HasPrefix(f, "caddymodule/")) {
