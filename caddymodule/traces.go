@@ -93,10 +93,13 @@ func traceStory(r *http.Request, res *handler.Result, now time.Time) {
 	span.End(trace.WithTimestamp(now))
 }
 
-// arrival is when the request arrived: its duration back from now, but no
-// later than its first attempt began (the handler took its duration a
-// moment before this deferred code runs; Result has no start time).
+// arrival is when the request arrived: the handler's start, else (a
+// request the handler did not take) its duration back from now, but no
+// later than its first attempt began.
 func arrival(res *handler.Result, now time.Time) time.Time {
+	if !res.Start.IsZero() {
+		return res.Start
+	}
 	at := now.Add(-res.Duration)
 	if len(res.Tries) > 0 && res.Tries[0].Start.Before(at) {
 		at = res.Tries[0].Start

@@ -187,13 +187,14 @@ func (g *Gateway) SetClock(c clock.Clock) { g.clock = c }
 // Result says what happened to a request, for the caddy module's
 // placeholders and access logs.
 type Result struct {
-	Engine     string // the engine that answered, "" if none did
-	ModelAsked string // the body's model
-	ModelSent  string // what the answering engine was sent
-	Attempts   int    // upstream attempts made
-	KeyName    string // the name of the caller's key, if named
-	Fallback   string // the fallback that answered, if one did
-	Status     int    // the status the client got
+	Engine     string    // the engine that answered, "" if none did
+	ModelAsked string    // the body's model
+	ModelSent  string    // what the answering engine was sent
+	Attempts   int       // upstream attempts made
+	KeyName    string    // the name of the caller's key, if named
+	Fallback   string    // the fallback that answered, if one did
+	Status     int       // the status the client got
+	Start      time.Time // when the gateway took the request
 	TTFB       time.Duration
 	Duration   time.Duration
 	Usage      grammar.Usage // tokens, when the answer reported them
@@ -240,6 +241,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, res *Result)
 		return false
 	}
 	start := g.clock.Now()
+	res.Start = start
 	res.Handled = true
 	res.api = apierror.Of(p)
 	defer func() {
