@@ -33,6 +33,10 @@ const (
 	queueSize = 4096
 	// maxBatch bounds one write transaction.
 	maxBatch = 1024
+	// writeEvery paces the writer: at most one transaction per interval
+	// while less than a batch is queued (queueSize holds 16,000 requests/s
+	// of it)
+	writeEvery = 250 * time.Millisecond
 	// maxText cuts the caller's own texts (model, user agent, session):
 	// they must not make a record large.
 	maxText = 128

@@ -273,6 +273,9 @@ func (c *core) loop() {
 		case r := <-c.in:
 			batch = c.drain(append(batch[:0], r))
 			c.write(batch)
+			if len(batch) < maxBatch {
+				c.rest()
+			}
 		case ack := <-c.flush:
 			for batch = c.drain(batch[:0]); len(batch) > 0; batch = c.drain(batch[:0]) {
 				c.write(batch)
@@ -284,6 +287,23 @@ func (c *core) loop() {
 			}
 			return
 		}
+	}
+}
+
+// rest lets records gather for writeEvery after a write that took all
+// there was, so that a busy gateway makes one transaction (and one sync of
+// the file) per writeEvery, not one per request. A flush or a stop ends it.
+func (c *core) rest() {
+	t := time.NewTimer(writeEvery)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-c.stop:
+	case ack := <-c.flush:
+		for batch := c.drain(nil); len(batch) > 0; batch = c.drain(nil) {
+			c.write(batch)
+		}
+		close(ack)
 	}
 }
 
