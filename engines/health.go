@@ -35,16 +35,17 @@ func (e *Engine) StartHealthChecks() {
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
-		e.checkHealthEvery(time.Duration(e.cfg.HealthInterval))
+		e.every(time.Duration(e.cfg.HealthInterval), func() { e.recordCheck(e.checkHealth()) })
 	}()
 }
 
-func (e *Engine) checkHealthEvery(interval time.Duration) {
+// every runs do at once and then every interval until the engine is
+// destructed. The next run is armed only once this one has returned, so a
+// slow run never overlaps the next.
+func (e *Engine) every(interval time.Duration, do func()) {
 	var t clock.Timer
 	for {
-		// the next check is armed only once this one is recorded, so a
-		// slow check never overlaps the next
-		e.recordCheck(e.checkHealth())
+		do()
 		if t == nil {
 			t = e.clock.NewTimer(interval)
 			defer t.Stop()

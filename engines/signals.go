@@ -15,8 +15,6 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/caddyserver/caddy/v2"
-
-	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
 )
 
 // Signals (issue 25): what an engine says of its own load, read in the
@@ -124,28 +122,8 @@ func (e *Engine) StartSignals() {
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
-		e.readSignalsEvery(time.Duration(e.cfg.SignalsInterval))
+		e.every(time.Duration(e.cfg.SignalsInterval), e.ReadSignals)
 	}()
-}
-
-func (e *Engine) readSignalsEvery(interval time.Duration) {
-	var t clock.Timer
-	for {
-		// armed only once this read is recorded: a slow engine never has
-		// two reads in flight
-		e.ReadSignals()
-		if t == nil {
-			t = e.clock.NewTimer(interval)
-			defer t.Stop()
-		} else {
-			t.Reset(interval)
-		}
-		select {
-		case <-e.life.Done():
-			return
-		case <-t.C():
-		}
-	}
 }
 
 // ReadSignals reads the engine's metrics once, now, if it is running, and
