@@ -1,17 +1,18 @@
 package handler
 
 import (
-	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
-	"github.com/llmgateway/caddy-llm-gateway/handler/upstream"
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"io"
+
 	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
 	"github.com/llmgateway/caddy-llm-gateway/internal/idle"
-	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 	"github.com/llmgateway/caddy-llm-gateway/internal/retry"
 	"github.com/llmgateway/caddy-llm-gateway/internal/sse"
 
 	"context"
 	"errors"
-	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -105,139 +106,6 @@ var (
 	errFirstTokenTimeout = errors.New("first_token_timeout")
 	errStreamIdleTimeout = errors.New("stream_idle_timeout")
 )
-
-// try makes one attempt of c: ask its breakers, get a base URL (leasing and
-// starting the engine when c.acquire, waiting at most fallback_after when
-// c.slow could take over), send the request through the engine's transport,
-// and for an event stream read up to the first content event. Nothing but
-// SSE comments reaches the client here. The breakers hear the verdict in
-// the loop, through the attempt's ticket.
-func (g *Gateway) try(rp *reply, req *request, c candidate) *attempt {
-	a := &attempt{c: c, req: req, sent: req.model, started: g.clock.Now()}
-	if c.model != "" {
-		a.sent = c.model
-	}
-	t, ok := c.admit(a.sent)
-	a.ticket = t
-	if !ok {
-		a.outcome = outcomeOpen
-		return a
-	}
-	g.send(rp, req, a)
-	return a
-}
-
-func (g *Gateway) send(rp *reply, req *request, a *attempt) {
-	c := a.c
-	cfg := &c.rt.cfg
-	ctx := req.r.Context()
-	if cfg.ModelsFrom != "" && !g.mayWakeNode(ctx, a) {
-		return
-	}
-
-	if c.acquire {
-		if !g.lease(rp, req, a) {
-			return
-		}
-	} else if !a.borrow() {
-		return
-	}
-	a.leasedAt = g.clock.Now()
-	base := a.lease.Base()
-
-	ctx, a.cancel = context.WithCancelCause(ctx)
-	a.ctx = ctx
-	if d := time.Duration(cfg.RequestTimeout); d > 0 {
-		t := g.clock.AfterFunc(d, func() { a.cancel(errRequestTimeout) })
-		context.AfterFunc(ctx, func() { t.Stop() })
-	}
-
-	body := req.bodyFor(a.sent)
-	if fs := c.rt.filters; len(fs) > 0 && req.json() {
-		body = jsonmember.ApplyFilters(body, fs)
-	}
-	up := upstream.NewRequest(ctx, req.r, base, cfg, body)
-
-	sentAt := g.clock.Now()
-	rp.during(func() {
-		header := g.clock.AfterFunc(time.Duration(cfg.HeaderTimeout), func() { a.cancel(errHeaderTimeout) })
-		a.resp, a.err = c.rt.eng.Transport().RoundTrip(up)
-		header.Stop()
-		a.outcome = classify(ctx, a.resp, a.err)
-		if a.outcome == outcomeGood && isEventStream(a.resp.Header.Get("Content-Type")) {
-			g.awaitFirstContent(a)
-		}
-	})
-	resp := a.resp
-	switch a.outcome {
-	case outcomeGood:
-	case outcomeStatus:
-		// only the first upstream error may be passed on whole; later
-		// ones are kept for their message, bounded
-		limit := int64(maxLaterErrorBody)
-		if !req.keptError {
-			limit, req.keptError = maxErrorBody, true
-		}
-		a.errBody, _ = io.ReadAll(io.LimitReader(resp.Body, limit))
-		resp.Body.Close()
-	default:
-		a.silence = g.clock.Now().Sub(sentAt)
-		if resp != nil {
-			resp.Body.Close()
-			a.resp = nil
-		}
-	}
-	if a.outcome == outcomeTimeout {
-		a.timeout = context.Cause(ctx)
-	}
-}
-
-// awaitFirstContent reads a fresh event stream up to its first content
-// event, holding back comments and role-only chunks (bounded), so that a
-// stream that fails before saying anything can still go elsewhere. This is
-// what makes the commit point "first content", not "first byte".
-func (g *Gateway) awaitFirstContent(a *attempt) {
-	cfg := &a.c.rt.cfg
-	st := &stream{events: sse.NewReader(a.resp.Body), rule: grammar.EndRule(a.req.r.URL.Path)}
-	a.stream = st
-	g.startIdle(a)
-	if d := time.Duration(cfg.FirstTokenTimeout); d > 0 {
-		t := g.clock.AfterFunc(d, func() { a.cancel(errFirstTokenTimeout) })
-		defer t.Stop()
-	}
-	for {
-		ev, err := st.events.Next()
-		a.idle.Touch()
-		if err != nil {
-			if err == io.EOF {
-				return // an empty stream that ended cleanly: an answer, commit it
-			}
-			a.broke(err)
-			return
-		}
-		kind := grammar.Classify(ev, true)
-		if a.req.api == apierror.Anthropic {
-			kind = grammar.ClassifyAnthropic(ev)
-		}
-		switch kind {
-		case grammar.Malformed:
-			g.droppedEvent(a)
-			continue
-		case grammar.ErrorEvent:
-			a.outcome, a.err = outcomeStreamError, errors.New(strings.TrimSpace(string(ev)))
-			a.errBody = append([]byte(nil), ev...)
-			return
-		case grammar.Comment, grammar.Preamble:
-			st.held = append(st.held, ev...)
-			if len(st.held) < maxHeld {
-				continue
-			}
-			return // enough held: commit
-		}
-		st.held = append(st.held, ev...)
-		return // content or [DONE]: commit
-	}
-}
 
 // broke classifies a stream that broke: why its read failed.
 func (a *attempt) broke(err error) {
@@ -334,7 +202,103 @@ func (a *attempt) budget() time.Duration {
 	return time.Duration(cfg.HeaderTimeout)
 }
 
-// startIdle arms the attempt's stream-idle budget.
-func (g *Gateway) startIdle(a *attempt) {
-	a.idle = idle.New(g.clock, time.Duration(a.c.rt.cfg.StreamIdleTimeout), func() { a.cancel(errStreamIdleTimeout) })
+// failure is a failed attempt and its verdict, kept for the final error.
+type failure struct {
+	a *attempt
+	v verdict
+}
+
+// respHeader is the attempt's response headers, if it has a response.
+func (a *attempt) respHeader() http.Header {
+	if a.resp == nil {
+		return nil
+	}
+	return a.resp.Header
+}
+
+// stream is an event stream's state, owned by the relay: the reader, the
+// events held back before the first content, whether the answer said it is
+// whole, and what a resumable stream has said so far.
+type stream struct {
+	events  *sse.Reader
+	held    []byte      // events read before the first content event
+	rule    int         // how the answer says it is whole (endRule)
+	whole   bool        // an event said the answer is complete
+	tr      *transcript // what a resumable stream sent so far
+	rewrite *rewriteIDs // a resumed stream's id, created and usage
+	// carry is the completion tokens sent before this stream took over a
+	// cut answer; textAtStart the transcript's length then
+	carry, textAtStart int
+}
+
+// errEndedUnfinished is a stream whose connection ended at an event
+// boundary before the answer said it was complete.
+var errEndedUnfinished = errors.New("the stream ended before the answer was complete (no [DONE], no finish_reason)")
+
+// note looks at one relayed event for the sign that the answer is whole:
+// a byte search per event until the sign is seen ([DONE] is seen by the
+// relay itself).
+func (st *stream) note(ev []byte) {
+	switch {
+	case st.whole:
+	case st.rule == grammar.EndFinish:
+		st.whole = grammar.HasFinishReason(ev)
+	case st.rule == grammar.EndResponse:
+		if bytes.Contains(ev, grammar.MarkResponse) {
+			for _, m := range grammar.ResponseEnds {
+				st.whole = st.whole || bytes.Contains(ev, m)
+			}
+		}
+	case st.rule == grammar.EndMessage:
+		st.whole = bytes.Contains(ev, grammar.MarkMessage)
+	}
+}
+
+// ended reports whether a stream that reached the end of its body is a
+// whole answer.
+func (st *stream) ended() bool {
+	return st.whole || st.rule == grammar.EndConnection
+}
+
+// tlsReason says why a TLS handshake with the engine failed, naming the
+// transport option that fixes it (issue 16), or "" for another error.
+func tlsReason(err error) string {
+	var unknownCA x509.UnknownAuthorityError
+	var badName x509.HostnameError
+	var verify *tls.CertificateVerificationError
+	var alert tls.AlertError
+	var header tls.RecordHeaderError
+	switch {
+	case errors.As(err, &unknownCA):
+		return "TLS handshake failed: its certificate is signed by an authority the gateway does not trust (trust it with transport http { tls_trust_pool file <ca.pem> })"
+	case errors.As(err, &badName):
+		return "TLS handshake failed: its certificate is not valid for the name in 'to' (transport http { tls_server_name <name> } sets the name to check)"
+	case errors.As(err, &verify):
+		return "TLS handshake failed: its certificate did not verify: " + rootCause(verify.Err)
+	case errors.As(err, &alert):
+		return "TLS handshake failed: the engine refused it (" + rootCause(alert) + ")"
+	case errors.As(err, &header):
+		return "TLS handshake failed: the engine does not speak TLS on that port"
+	}
+	return ""
+}
+
+// rootCause strips the layers Go's net/http and Caddy wrap around a network
+// error, for a message that reads well.
+func rootCause(err error) string {
+	if err == nil {
+		return "unknown error"
+	}
+	for {
+		u := errors.Unwrap(err)
+		if u == nil {
+			break
+		}
+		err = u
+	}
+	s := err.Error()
+	if err == io.EOF || err == io.ErrUnexpectedEOF {
+		s = "connection closed"
+	}
+	return strings.TrimSpace(s)
 }

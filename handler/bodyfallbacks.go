@@ -3,7 +3,6 @@ package handler
 import (
 	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
 	"github.com/llmgateway/caddy-llm-gateway/handler/keys"
-	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 
 	"encoding/json"
 	"fmt"
@@ -18,25 +17,6 @@ import (
 // make the gateway call something its config does not name. The field is
 // gateway-only and never reaches an upstream (strict providers reject
 // unknown fields).
-
-// stripFallbacks removes every top-level "fallbacks" member from the body
-// and returns the new body, its fields, and the raw value of the (last)
-// member that was there, if any.
-func stripFallbacks(body []byte, fields jsonmember.Fields) ([]byte, jsonmember.Fields, []byte, error) {
-	var raw []byte
-	for fields.Fallbacks.OK() {
-		if raw == nil {
-			v := fields.Fallbacks.Value
-			raw = append([]byte(nil), body[v.Start:v.End]...)
-		}
-		body = jsonmember.ApplyEdits(body, jsonmember.RemoveMember(fields.Fallbacks))
-		var err error
-		if fields, err = jsonmember.ScanRequest(body); err != nil {
-			return nil, fields, nil, err // cannot happen: removal keeps JSON valid
-		}
-	}
-	return body, fields, raw, nil
-}
 
 // bodyFallbacks turns the field's value into candidates, or a 400 naming
 // the offending item. Repeated items count once; more than max_fallbacks
@@ -134,35 +114,6 @@ func (g *Gateway) withBodyFallbacks(req *request, plan []candidate) ([]candidate
 	}
 	out := make([]candidate, 0, len(plan)+len(extra))
 	return append(append(out, plan...), extra...), nil
-}
-
-// annotate adds "extra_fields" to a non-streaming JSON answer (opt-in with
-// annotate_response): which engine answered, with which model, how long it
-// took, and which candidate of the plan it was (0: the primary).
-func annotate(body []byte, provider, model string, latencyMS int64, index int) []byte {
-	if _, err := jsonmember.ScanRequest(body); err != nil {
-		return body // not a JSON object: leave it as it is
-	}
-	end := len(body) - 1
-	for body[end] != '}' {
-		end--
-	}
-	b := make([]byte, 0, len(body)+128)
-	b = append(b, body[:end]...)
-	// a comma unless the object is empty
-	i := end - 1
-	for i > 0 && (body[i] == ' ' || body[i] == '\n' || body[i] == '\r' || body[i] == '\t') {
-		i--
-	}
-	if body[i] != '{' {
-		b = append(b, ',')
-	}
-	b = append(b, `"extra_fields":{"provider":`...)
-	b = jsonmember.AppendString(b, provider)
-	b = append(b, `,"model":`...)
-	b = jsonmember.AppendString(b, model)
-	b = append(b, fmt.Sprintf(`,"latency_ms":%d,"fallback_index":%d}`, latencyMS, index)...)
-	return append(b, body[end:]...)
 }
 
 // isJSON reports whether a response's Content-Type is JSON.

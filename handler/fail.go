@@ -1,12 +1,8 @@
 package handler
 
 import (
-	"crypto/tls"
-	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -86,10 +82,10 @@ func (a *attempt) busyRetryAfter() time.Duration {
 func (g *Gateway) passUpstreamError(rp *reply, a *attempt, labels []string) {
 	body := a.errBody
 	if labels != nil {
-		body = withAttempts(body, strings.Join(labels, ", "))
+		body = apierror.WithAttempts(body, strings.Join(labels, ", "))
 	}
 	if rp.preamble {
-		rp.errorEvent(&apierror.Error{Status: a.resp.StatusCode, Type: apierror.TypeUpstream, Code: "upstream_error", Message: upstreamMessage(body)})
+		rp.errorEvent(&apierror.Error{Status: a.resp.StatusCode, Type: apierror.TypeUpstream, Code: "upstream_error", Message: apierror.UpstreamMessage(body)})
 		return
 	}
 	h := rp.w.Header()
@@ -102,52 +98,6 @@ func (g *Gateway) passUpstreamError(rp *reply, a *attempt, labels []string) {
 	rp.firstByte(a.resp.StatusCode)
 	rp.w.WriteHeader(a.resp.StatusCode)
 	_, _ = rp.w.Write(body)
-}
-
-// withAttempts adds the attempt list to an OpenAI-shaped error's message.
-// A body of another shape is left alone (the X-LLM-Attempts header has it).
-func withAttempts(body []byte, attempts string) []byte {
-	var doc map[string]any
-	if json.Unmarshal(body, &doc) != nil {
-		return body
-	}
-	note := " (attempts: " + attempts + ")"
-	switch e := doc["error"].(type) {
-	case map[string]any:
-		msg, _ := e["message"].(string)
-		e["message"] = msg + note
-	case string:
-		doc["error"] = e + note
-	default:
-		return body
-	}
-	out, err := json.Marshal(doc)
-	if err != nil {
-		return body
-	}
-	return out
-}
-
-// upstreamMessage is the message of an upstream's error body, or the body.
-func upstreamMessage(body []byte) string {
-	var doc struct {
-		Error json.RawMessage `json:"error"`
-	}
-	if json.Unmarshal(body, &doc) == nil && len(doc.Error) > 0 {
-		var e struct{ Message string }
-		if json.Unmarshal(doc.Error, &e) == nil && e.Message != "" {
-			return e.Message
-		}
-		var s string
-		if json.Unmarshal(doc.Error, &s) == nil {
-			return s
-		}
-	}
-	s := strings.TrimSpace(string(body))
-	if len(s) > 1000 {
-		s = s[:1000] + "…"
-	}
-	return s
 }
 
 // failureError is the error made for a failed attempt that has no upstream
@@ -223,47 +173,4 @@ func connectReason(err error) string {
 		return "dial timeout; check that it is running"
 	}
 	return "connection failed; check that it is running"
-}
-
-// tlsReason says why a TLS handshake with the engine failed, naming the
-// transport option that fixes it (issue 16), or "" for another error.
-func tlsReason(err error) string {
-	var unknownCA x509.UnknownAuthorityError
-	var badName x509.HostnameError
-	var verify *tls.CertificateVerificationError
-	var alert tls.AlertError
-	var header tls.RecordHeaderError
-	switch {
-	case errors.As(err, &unknownCA):
-		return "TLS handshake failed: its certificate is signed by an authority the gateway does not trust (trust it with transport http { tls_trust_pool file <ca.pem> })"
-	case errors.As(err, &badName):
-		return "TLS handshake failed: its certificate is not valid for the name in 'to' (transport http { tls_server_name <name> } sets the name to check)"
-	case errors.As(err, &verify):
-		return "TLS handshake failed: its certificate did not verify: " + rootCause(verify.Err)
-	case errors.As(err, &alert):
-		return "TLS handshake failed: the engine refused it (" + rootCause(alert) + ")"
-	case errors.As(err, &header):
-		return "TLS handshake failed: the engine does not speak TLS on that port"
-	}
-	return ""
-}
-
-// rootCause strips the layers Go's net/http and Caddy wrap around a network
-// error, for a message that reads well.
-func rootCause(err error) string {
-	if err == nil {
-		return "unknown error"
-	}
-	for {
-		u := errors.Unwrap(err)
-		if u == nil {
-			break
-		}
-		err = u
-	}
-	s := err.Error()
-	if err == io.EOF || err == io.ErrUnexpectedEOF {
-		s = "connection closed"
-	}
-	return strings.TrimSpace(s)
 }

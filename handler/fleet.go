@@ -3,7 +3,6 @@ package handler
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"sync"
@@ -40,17 +39,6 @@ type fleet struct {
 	up map[string]bool
 	// models: a models_from engine's name → model id → its status there
 	models map[string]map[string]string
-}
-
-type listing struct {
-	mu      sync.Mutex
-	last    *fleet
-	running chan struct{} // closed when the fan-out in progress ends
-	// woken: "engine\x00model" → when this gateway sent a request for a
-	// model its node reported unloaded; until a listing taken after that
-	// says otherwise, the node is loading it (the gateway's own news is
-	// fresher than the node's last answer)
-	woken map[string]time.Time
 }
 
 // fleet returns the remote engines' answers of the last listingTTL, asking
@@ -186,14 +174,6 @@ func modelStates(body []byte) map[string]string {
 	return states
 }
 
-// Where a model stands on a models_from node, as pools rank it.
-const (
-	nodeLoaded      = iota
-	nodeLoading     // wait for it rather than load it on another node
-	nodeUnloaded    // a request there makes the node load it
-	nodeUnreachable // the node did not answer its model list
-)
-
 // nodeState is where model stands on rt's node, by the last listing and
 // the requests this gateway sent since.
 func (g *Gateway) nodeState(f *fleet, rt *route, model string) int {
@@ -228,50 +208,10 @@ func (g *Gateway) wakeNode(rt *route, model string) {
 	l.mu.Unlock()
 }
 
-// mayWakeNode decides for a models_from node whose model is unloaded: with
-// wake off the request does not go (the gateway never makes a node load a
-// model then); with wake on it goes, and the node counts as loading the
-// model from now on, so that the next requests wait for it rather than
-// wake another node.
-func (g *Gateway) mayWakeNode(ctx context.Context, a *attempt) bool {
-	rt := a.c.rt
-	if g.nodeState(g.fleet(ctx), rt, a.sent) != nodeUnloaded {
-		return true
-	}
-	if !rt.wake {
-		a.outcome = outcomeNotRunning
-		a.err = fmt.Errorf("model %s is not loaded on engine %s and wake is off for it: the gateway does not make a node load a model", a.sent, rt.cfg.Name)
-		return false
-	}
-	g.wakeNode(rt, a.sent)
-	return true
-}
-
-// borrow takes a place on a fallback, which is used only if it is up: never
-// started or leased, but its max_concurrent holds. It reports whether a
-// holds the place.
-func (a *attempt) borrow() bool {
-	l, err := a.c.rt.eng.Borrow()
-	switch {
-	case err != nil:
-		a.outcome, a.err = outcomeBusy, err
-	case l == nil:
-		a.outcome = outcomeNotRunning
-		a.err = fmt.Errorf("fallback engine %s is not running (the gateway never starts a fallback)", a.c.rt.cfg.Name)
-	default:
-		a.lease = l
-		return true
-	}
-	return false
-}
-
-// fleetRank is a member's rank for a session: a node that has the model or
-// is loading it is as good as any (the session's own member wins among
-// them); one that would have to load it comes after, one that did not
-// answer last.
-func fleetRank(m *poolMember, rank func(*poolMember) int) int {
-	if m.rt.cfg.ModelsFrom == "" {
-		return 0
-	}
-	return max(0, rank(m)-nodeLoading)
-}
+// Where a model stands on a models_from node, as pools rank it.
+const (
+	nodeLoaded      = iota
+	nodeLoading     // wait for it rather than load it on another node
+	nodeUnloaded    // a request there makes the node load it
+	nodeUnreachable // the node did not answer its model list
+)

@@ -2,6 +2,7 @@ package handler
 
 import (
 	"github.com/llmgateway/caddy-llm-gateway/handler/config"
+	"github.com/llmgateway/caddy-llm-gateway/internal/bounded"
 	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
 
 	"bufio"
@@ -132,7 +133,7 @@ func TestShortOrEmptyGatewayKeysAreRefusedAtLoad(t *testing.T) {
 }
 
 func TestAnAnnouncedBodyIsNotAllocatedBeforeItArrives(t *testing.T) {
-	body, err := readBody(strings.NewReader(`{"model":"m"}`), 1<<20, 32<<20)
+	body, err := bounded.Read(strings.NewReader(`{"model":"m"}`), 1<<20, 32<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -336,8 +337,8 @@ func TestSizeTextSaysASizeAsConfigured(t *testing.T) {
 		1 << 10: "1KiB", 32 << 20: "32MiB", 2 << 30: "2GiB", 1000: "1kB", 5e6: "5MB",
 		1536: "1536 bytes", 1: "1 byte", 3 << 20 / 2: "1536KiB",
 	} {
-		if got := sizeText(n); got != want {
-			t.Errorf("sizeText(%d) = %q, want %q", n, got, want)
+		if got := bounded.SizeText(n); got != want {
+			t.Errorf("bounded.SizeText(%d) = %q, want %q", n, got, want)
 		}
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/internal/retry"
 
 	"net/http"
-	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -30,12 +29,6 @@ const (
 
 func (s step) String() string {
 	return [...]string{"commit", "retry", "next", "stop", "abandon"}[s]
-}
-
-// failure is a failed attempt and its verdict, kept for the final error.
-type failure struct {
-	a *attempt
-	v verdict
 }
 
 // planner walks a plan. The plan it is given is shared (a route's plan is
@@ -284,18 +277,4 @@ func (g *Gateway) countFallback(first, c candidate, failed []failure) {
 		reason = "busy"
 	}
 	g.Hooks.Fallback(first.rt.cfg.Name, c.rt.cfg.Name, reason)
-}
-
-// respHeader is the attempt's response headers, if it has a response.
-func (a *attempt) respHeader() http.Header {
-	if a.resp == nil {
-		return nil
-	}
-	return a.resp.Header
-}
-
-// failoverBudget bounds a pool request's attempts across members.
-type failoverBudget struct {
-	attempts int
-	deadline time.Time
 }

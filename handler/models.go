@@ -1,6 +1,9 @@
 package handler
 
 import (
+	"fmt"
+	"strings"
+
 	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
 	"github.com/llmgateway/caddy-llm-gateway/handler/config"
 	"github.com/llmgateway/caddy-llm-gateway/handler/keys"
@@ -230,4 +233,23 @@ func writeJSON(w http.ResponseWriter, r *http.Request, b []byte) {
 	if r.Method != http.MethodHead {
 		_, _ = w.Write(b)
 	}
+}
+
+func (g *Gateway) unknownModel(model string, kr *keys.Rules) *apierror.Error {
+	return &apierror.Error{Status: http.StatusNotFound, Type: apierror.TypeInvalidRequest, Code: "model_not_found", Message: fmt.Sprintf("the model %q is not served here; served models: %s", model, strings.Join(kr.Only(g.modelNames()), ", "))}
+}
+
+// modelNames lists every model name and alias, then the pools, in config
+// order.
+func (g *Gateway) modelNames() []string {
+	return append(g.engineModels(), g.poolIDs(nil)...)
+}
+
+// engineModels lists the models and aliases of the engines (no pools).
+func (g *Gateway) engineModels() []string {
+	var names []string
+	for _, rt := range g.routes {
+		names = append(names, rt.cfg.Models...)
+	}
+	return names
 }

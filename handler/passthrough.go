@@ -1,7 +1,6 @@
 package handler
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -16,7 +15,6 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 	"github.com/llmgateway/caddy-llm-gateway/internal/multipart"
-	"github.com/llmgateway/caddy-llm-gateway/internal/sse"
 )
 
 // Passthrough: /upstream/<model>/<path> reaches the engine serving <model>
@@ -179,21 +177,21 @@ func (g *Gateway) proxyPassthrough(w http.ResponseWriter, req *request, rt *rout
 	w.Header().Set("X-LLM-Engine", rt.cfg.Name)
 	w.WriteHeader(resp.StatusCode)
 	res.Status = resp.StatusCode
-	m := &meter{sse: isEventStream(resp.Header.Get("Content-Type"))}
+	m := &grammar.Meter{SSE: isEventStream(resp.Header.Get("Content-Type")), Max: maxWholeAnswer}
 	relayBody(w, resp, m)
-	res.Usage, res.HasUsage = m.result()
+	res.Usage, res.HasUsage = m.Result()
 }
 
 // relayBody copies an answer to the client, flushing each read when the
 // answer is a stream (or of unknown length), as reverse_proxy does for SSE.
-func relayBody(w http.ResponseWriter, resp *http.Response, m *meter) {
+func relayBody(w http.ResponseWriter, resp *http.Response, m *grammar.Meter) {
 	flush := resp.ContentLength < 0 || isEventStream(resp.Header.Get("Content-Type"))
 	rc := http.NewResponseController(w)
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := resp.Body.Read(buf)
 		if n > 0 {
-			m.write(buf[:n])
+			m.Write(buf[:n])
 			if _, werr := w.Write(buf[:n]); werr != nil {
 				return
 			}
@@ -205,64 +203,4 @@ func relayBody(w http.ResponseWriter, resp *http.Response, m *meter) {
 			return
 		}
 	}
-}
-
-// engineModels lists the models and aliases of the engines (no pools).
-func (g *Gateway) engineModels() []string {
-	var names []string
-	for _, rt := range g.routes {
-		names = append(names, rt.cfg.Models...)
-	}
-	return names
-}
-
-// meter reads the usage an answer reports while it is relayed: a JSON
-// answer's (up to maxWholeAnswer bytes), or a stream's usage events. It
-// holds at most one event, or one answer, however long the answer.
-type meter struct {
-	sse   bool
-	buf   []byte
-	usage grammar.Usage
-	has   bool
-	over  bool // the answer outgrew what is scanned
-}
-
-func (m *meter) write(p []byte) {
-	if m.over {
-		return
-	}
-	m.buf = append(m.buf, p...)
-	for m.sse {
-		end := sse.EventEnd(m.buf)
-		if end < 0 {
-			break
-		}
-		m.event(m.buf[:end])
-		m.buf = append(m.buf[:0], m.buf[end:]...)
-	}
-	if len(m.buf) > maxWholeAnswer {
-		m.over, m.buf = true, nil
-	}
-}
-
-func (m *meter) event(ev []byte) {
-	if u, ok := grammar.MessageStartUsage(ev); ok {
-		m.usage, m.has = m.usage.Update(u), true
-		return
-	}
-	if data, ok := sse.Data(ev); ok {
-		if u, ok := grammar.UsageOf(bytes.TrimSpace(data)); ok {
-			m.usage, m.has = m.usage.Update(u), true
-		}
-	}
-}
-
-// result is the usage the answer reported, if it did.
-func (m *meter) result() (grammar.Usage, bool) {
-	if !m.sse && !m.over && len(m.buf) > 0 {
-		if u, ok := grammar.UsageOf(m.buf); ok {
-			return u, true
-		}
-	}
-	return m.usage, m.has
 }

@@ -97,3 +97,16 @@ func (c candidate) again() candidate {
 	c.slow = nil
 	return c
 }
+
+// resumers are the candidates that may continue c's cut stream, in order:
+// the engine itself, then its fallback, each only with `prefill on`.
+func resumers(c candidate) []candidate {
+	var out []candidate
+	if c.rt.cfg.Prefills() {
+		out = append(out, candidate{rt: c.rt, model: c.model, role: rolePrimary, acquire: true})
+	}
+	if fb := c.rt.fallback; fb != nil && fb.cfg.Prefills() {
+		out = append(out, candidate{rt: fb, model: c.rt.cfg.FallbackModel, role: roleFallback})
+	}
+	return out
+}

@@ -222,7 +222,7 @@ func (p *pool) plan(req *request, rank func(*poolMember) int, res *Result) []can
 	} else {
 		var blocks []uint64
 		if p.bal.Policy == config.BalanceAffinity {
-			blocks = promptBlocks(req, p.bal.Block)
+			blocks = req.promptBlocks(p.bal.Block)
 		}
 		ms, why = p.choose(blocks, rank)
 		if len(ms) > 0 && len(blocks) > 0 {
@@ -346,4 +346,15 @@ func (p *pool) choose(blocks []uint64, rank func(*poolMember) int) ([]*poolMembe
 		}
 	}
 	return out, why
+}
+
+// fleetRank is a member's rank for a session: a node that has the model or
+// is loading it is as good as any (the session's own member wins among
+// them); one that would have to load it comes after, one that did not
+// answer last.
+func fleetRank(m *poolMember, rank func(*poolMember) int) int {
+	if m.rt.cfg.ModelsFrom == "" {
+		return 0
+	}
+	return max(0, rank(m)-nodeLoading)
 }

@@ -116,7 +116,7 @@ func (g *Gateway) probeOnce(ctx context.Context, c candidate, body []byte) (Prob
 		return res, answer
 	case a.outcome == outcomeStatus:
 		res.Status = a.resp.StatusCode
-		res.Reason = upstreamMessage(a.errBody)
+		res.Reason = apierror.UpstreamMessage(a.errBody)
 	default:
 		e := a.failureError()
 		res.Status, res.Reason = e.Status, e.Message

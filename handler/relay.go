@@ -5,9 +5,9 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/handler/upstream"
 	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
 	"github.com/llmgateway/caddy-llm-gateway/internal/idle"
+	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 	"github.com/llmgateway/caddy-llm-gateway/internal/sse"
 
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -25,50 +25,6 @@ import (
 // the answering engine's: a failure after it is never passed off as a
 // clean answer, and it never switches engines (resume.go continues the same
 // answer, with a seam comment, or not at all).
-
-// stream is an event stream's state, owned by the relay: the reader, the
-// events held back before the first content, whether the answer said it is
-// whole, and what a resumable stream has said so far.
-type stream struct {
-	events  *sse.Reader
-	held    []byte      // events read before the first content event
-	rule    int         // how the answer says it is whole (endRule)
-	whole   bool        // an event said the answer is complete
-	tr      *transcript // what a resumable stream sent so far
-	rewrite *rewriteIDs // a resumed stream's id, created and usage
-	// carry is the completion tokens sent before this stream took over a
-	// cut answer; textAtStart the transcript's length then
-	carry, textAtStart int
-}
-
-// errEndedUnfinished is a stream whose connection ended at an event
-// boundary before the answer said it was complete.
-var errEndedUnfinished = errors.New("the stream ended before the answer was complete (no [DONE], no finish_reason)")
-
-// note looks at one relayed event for the sign that the answer is whole:
-// a byte search per event until the sign is seen ([DONE] is seen by the
-// relay itself).
-func (st *stream) note(ev []byte) {
-	switch {
-	case st.whole:
-	case st.rule == grammar.EndFinish:
-		st.whole = grammar.HasFinishReason(ev)
-	case st.rule == grammar.EndResponse:
-		if bytes.Contains(ev, grammar.MarkResponse) {
-			for _, m := range grammar.ResponseEnds {
-				st.whole = st.whole || bytes.Contains(ev, m)
-			}
-		}
-	case st.rule == grammar.EndMessage:
-		st.whole = bytes.Contains(ev, grammar.MarkMessage)
-	}
-}
-
-// ended reports whether a stream that reached the end of its body is a
-// whole answer.
-func (st *stream) ended() bool {
-	return st.whole || st.rule == grammar.EndConnection
-}
 
 // commit gives the attempt's answer to the client. This is the commit
 // point: the first content leaves the gateway here, and from now on the
@@ -185,7 +141,7 @@ func (g *Gateway) writeJSONAnswer(rp *reply, a *attempt) {
 			rp.res.Usage, rp.res.HasUsage = u, true
 		}
 		if g.annotate {
-			body = annotate(body, a.c.rt.cfg.Name, a.sent, rp.since().Milliseconds(), a.index)
+			body = jsonmember.Annotate(body, a.c.rt.cfg.Name, a.sent, rp.since().Milliseconds(), a.index)
 		}
 	}
 	a.idle.Block()
@@ -428,4 +384,15 @@ func isEventStream(ct string) bool {
 	}
 	mt, _, err := mime.ParseMediaType(ct)
 	return err == nil && mt == "text/event-stream"
+}
+
+// newTranscript starts a transcript for a stream that may be resumed.
+func (g *Gateway) newTranscript(a *attempt) *transcript {
+	req := a.req
+	chat := strings.HasSuffix(req.r.URL.Path, "/chat/completions") || req.r.URL.Path == "/v1/messages"
+	if a.c.role != rolePrimary || !a.c.rt.cfg.Resumes() || len(resumers(a.c)) == 0 ||
+		!chat || !req.fields.Messages.OK() {
+		return nil
+	}
+	return &transcript{api: req.api}
 }

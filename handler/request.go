@@ -3,15 +3,16 @@ package handler
 import (
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"strconv"
 	"strings"
+	"time"
 
 	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
 	"github.com/llmgateway/caddy-llm-gateway/handler/keys"
+	"github.com/llmgateway/caddy-llm-gateway/internal/bounded"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 	"github.com/llmgateway/caddy-llm-gateway/internal/multipart"
+	"github.com/llmgateway/caddy-llm-gateway/internal/prefix"
 )
 
 // A routed request: its body read once, bounded by max_body, scanned for
@@ -87,9 +88,9 @@ func (g *Gateway) readBodyOnce(r *http.Request) ([]byte, *apierror.Error) {
 	if r.ContentLength > g.maxBody {
 		return nil, g.tooLarge()
 	}
-	body, err := readBody(r.Body, r.ContentLength, g.maxBody)
+	body, err := bounded.Read(r.Body, r.ContentLength, g.maxBody)
 	if err != nil {
-		if errors.Is(err, errTooLarge) {
+		if errors.Is(err, bounded.ErrTooLarge) {
 			return nil, g.tooLarge()
 		}
 		return nil, apierror.BadRequest("body_read_error", "reading the request body: "+err.Error())
@@ -146,65 +147,8 @@ func scanForm(body []byte, boundary string) (multipart.Fields, *apierror.Error) 
 	return f, nil
 }
 
-var errTooLarge = errors.New("body too large")
-
-// readBody reads at most limit bytes; one more is errTooLarge. The buffer
-// grows as bytes arrive: a claimed Content-Length is trusted for a first
-// allocation only up to firstRead, so connections that announce a large body
-// and send slowly hold only what they sent (300 of them, 4 KiB each).
-func readBody(rc io.Reader, length, limit int64) ([]byte, error) {
-	const firstRead = 4 << 10
-	if length >= 0 && length <= firstRead {
-		buf := make([]byte, length)
-		if _, err := io.ReadFull(rc, buf); err != nil {
-			return nil, err
-		}
-		return buf, nil
-	}
-	buf := make([]byte, 0, firstRead)
-	for {
-		if int64(len(buf)) > limit {
-			return nil, errTooLarge
-		}
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
-		}
-		n, err := rc.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if err == io.EOF {
-			if int64(len(buf)) > limit {
-				return nil, errTooLarge
-			}
-			return buf, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-}
-
 func (g *Gateway) tooLarge() *apierror.Error {
-	return &apierror.Error{Status: http.StatusRequestEntityTooLarge, Type: apierror.TypeInvalidRequest, Code: "request_too_large", Message: "the request body is larger than the gateway's max_body of " + sizeText(g.maxBody)}
-}
-
-// sizeText says a size the way an operator writes it in the Caddyfile: in
-// the largest unit it is a whole number of (1KiB, 32MiB, 5MB), else in
-// bytes. The config keeps only the number, and humanize.IBytes would say
-// "1.0 KiB" for `max_body 1KiB` (issue 28: the 413 said "1024 bytes").
-func sizeText(n int64) string {
-	units := []struct {
-		size int64
-		name string
-	}{{1 << 30, "GiB"}, {1e9, "GB"}, {1 << 20, "MiB"}, {1e6, "MB"}, {1 << 10, "KiB"}, {1e3, "kB"}}
-	for _, u := range units {
-		if n >= u.size && n%u.size == 0 {
-			return strconv.FormatInt(n/u.size, 10) + u.name
-		}
-	}
-	if n == 1 {
-		return "1 byte"
-	}
-	return strconv.FormatInt(n, 10) + " bytes"
+	return &apierror.Error{Status: http.StatusRequestEntityTooLarge, Type: apierror.TypeInvalidRequest, Code: "request_too_large", Message: "the request body is larger than the gateway's max_body of " + bounded.SizeText(g.maxBody)}
 }
 
 // switchModel is the request as sent for another model: the body's model
@@ -242,4 +186,49 @@ func ambiguousMember(f jsonmember.Fields) *apierror.Error {
 	}
 	return apierror.BadRequest("ambiguous_member", fmt.Sprintf(
 		"the request body has more than one %q member (names are compared ignoring case, as many engines do); send it once", f.Ambiguous))
+}
+
+// family is the API family an engine must speak to serve req: its API's,
+// or "embeddings" for an embeddings request, which an embedding engine
+// (api embeddings) serves as well as an OpenAI one.
+func (req *request) family() string {
+	switch req.r.URL.Path {
+	case "/v1/embeddings", "/embeddings", "/embedding":
+		return "embeddings"
+	}
+	return req.api.Family()
+}
+
+// failoverBudget bounds a pool request's attempts across members.
+type failoverBudget struct {
+	attempts int
+	deadline time.Time
+}
+
+// promptBlocks returns the chained hashes of the whole blocks of the
+// request's prompt (internal/prefix), nil for a form.
+func (req *request) promptBlocks(block int) []uint64 {
+	if !req.json() {
+		return nil
+	}
+	return prefix.Prompt(req.body, req.fields.Messages, req.api == apierror.Anthropic, block)
+}
+
+// stripFallbacks removes every top-level "fallbacks" member from the body
+// and returns the new body, its fields, and the raw value of the (last)
+// member that was there, if any.
+func stripFallbacks(body []byte, fields jsonmember.Fields) ([]byte, jsonmember.Fields, []byte, error) {
+	var raw []byte
+	for fields.Fallbacks.OK() {
+		if raw == nil {
+			v := fields.Fallbacks.Value
+			raw = append([]byte(nil), body[v.Start:v.End]...)
+		}
+		body = jsonmember.ApplyEdits(body, jsonmember.RemoveMember(fields.Fallbacks))
+		var err error
+		if fields, err = jsonmember.ScanRequest(body); err != nil {
+			return nil, fields, nil, err // cannot happen: removal keeps JSON valid
+		}
+	}
+	return body, fields, raw, nil
 }

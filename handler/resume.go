@@ -1,16 +1,8 @@
 package handler
 
 import (
-	"strconv"
-
-	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
-	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 	"github.com/llmgateway/caddy-llm-gateway/internal/sse"
-
-	"bytes"
-	"encoding/json"
-	"strings"
 
 	"go.uber.org/zap"
 )
@@ -33,130 +25,8 @@ import (
 // continuation's message_start, content_block_start and ping are dropped:
 // the client has them, and its deltas continue block 0.
 
-// maxTranscript bounds the text kept per stream; beyond it a stream is no
-// longer resumable (and the memory is given back).
-const maxTranscript = 256 << 10
-
-// transcript is what a resumable stream has sent so far.
-type transcript struct {
-	text    []byte
-	id      json.RawMessage // of the chunks already sent
-	created json.RawMessage
-	off     bool         // tool calls, several choices, too long: not resumable
-	api     apierror.API // the stream's grammar
-}
-
-// resumeChunk is the part of a chat chunk a transcript needs.
-type resumeChunk struct {
-	ID      json.RawMessage `json:"id"`
-	Created json.RawMessage `json:"created"`
-	Choices []struct {
-		Index int `json:"index"`
-		Delta *struct {
-			Content      *string         `json:"content"`
-			ToolCalls    json.RawMessage `json:"tool_calls"`
-			FunctionCall json.RawMessage `json:"function_call"`
-		} `json:"delta"`
-	} `json:"choices"`
-}
-
-// newTranscript starts a transcript for a stream that may be resumed.
-func (g *Gateway) newTranscript(a *attempt) *transcript {
-	req := a.req
-	chat := strings.HasSuffix(req.r.URL.Path, "/chat/completions") || req.r.URL.Path == "/v1/messages"
-	if a.c.role != rolePrimary || !a.c.rt.cfg.Resumes() || len(resumers(a.c)) == 0 ||
-		!chat || !req.fields.Messages.OK() {
-		return nil
-	}
-	return &transcript{api: req.api}
-}
-
-// resumers are the candidates that may continue c's cut stream, in order:
-// the engine itself, then its fallback, each only with `prefill on`.
-func resumers(c candidate) []candidate {
-	var out []candidate
-	if c.rt.cfg.Prefills() {
-		out = append(out, candidate{rt: c.rt, model: c.model, role: rolePrimary, acquire: true})
-	}
-	if fb := c.rt.fallback; fb != nil && fb.cfg.Prefills() {
-		out = append(out, candidate{rt: fb, model: c.rt.cfg.FallbackModel, role: roleFallback})
-	}
-	return out
-}
-
 // resumeTries counts the resumes of one stream: each resumer is asked once.
 type resumeTries int
-
-// add records one event that went to the client.
-func (t *transcript) add(ev []byte) {
-	if t == nil || t.off {
-		return
-	}
-	data, ok := sse.Data(ev)
-	if !ok {
-		return
-	}
-	data = bytes.TrimSpace(data)
-	if len(data) == 0 || data[0] != '{' {
-		return
-	}
-	if t.api == apierror.Anthropic {
-		t.addAnthropic(data)
-		return
-	}
-	var c resumeChunk
-	if json.Unmarshal(data, &c) != nil {
-		return
-	}
-	if t.id == nil && len(c.ID) > 0 {
-		t.id, t.created = c.ID, c.Created
-	}
-	for _, ch := range c.Choices {
-		if ch.Index != 0 {
-			t.stop()
-			return
-		}
-		if ch.Delta == nil {
-			continue
-		}
-		if grammar.IsSet(ch.Delta.ToolCalls) || grammar.IsSet(ch.Delta.FunctionCall) {
-			t.stop()
-			return
-		}
-		if ch.Delta.Content != nil {
-			t.text = append(t.text, *ch.Delta.Content...)
-		}
-	}
-	if len(t.text) > maxTranscript {
-		t.stop()
-	}
-}
-
-// preamble reports whether an event of a continuation is one the client
-// already has: OpenAI's role chunk, Anthropic's message_start,
-// content_block_start and ping.
-func (t *transcript) preamble(ev []byte) bool {
-	if t.api == apierror.Anthropic {
-		return grammar.ClassifyAnthropic(ev) == grammar.Preamble
-	}
-	return grammar.Classify(ev, true) == grammar.Preamble
-}
-
-func (t *transcript) stop() {
-	t.off, t.text = true, nil
-}
-
-// addAll records every event in a run of events.
-func (t *transcript) addAll(events []byte) {
-	for len(events) > 0 && t != nil && !t.off {
-		n := sse.EventEnd(events)
-		if n < 0 {
-			n = len(events)
-		}
-		t.add(events[:n])
-		events = events[n:]
-	}
-}
 
 // resume tries to continue a's cut stream (first committed by origin): on
 // each resumer in turn, each
@@ -188,7 +58,7 @@ func (g *Gateway) continueOn(rp *reply, a *attempt, c candidate, cause error) *a
 	t := a.stream.tr
 	req := a.req
 	carry := a.stream.carry + spentSoFar(rp, a, t)
-	body := withMaxTokensLeft(prefillBody(req, string(t.text)), carry)
+	body := jsonmember.WithMaxTokensLeft(prefillBody(req, string(t.text)), carry)
 	fields, err := jsonmember.ScanRequest(body)
 	if err != nil {
 		return nil
@@ -273,98 +143,4 @@ func spentSoFar(rp *reply, a *attempt, t *transcript) int {
 		return rp.res.Usage.Completion - a.stream.carry
 	}
 	return max(0, (len(t.text)-a.stream.textAtStart)/4)
-}
-
-// withMaxTokensLeft asks a continuation only for what is left of the
-// request's maximum answer, once spent tokens were sent.
-func withMaxTokensLeft(body []byte, spent int) []byte {
-	if spent <= 0 {
-		return body
-	}
-	var edits []jsonmember.Edit
-	for _, name := range [...]string{"max_tokens", "max_completion_tokens", "max_output_tokens"} {
-		m, ok := jsonmember.LastMember(body, jsonmember.SkipSpace(body, 0), name)
-		if !ok {
-			continue
-		}
-		n, err := strconv.Atoi(string(body[m.Value.Start:m.Value.End]))
-		if err != nil {
-			continue
-		}
-		left := strconv.AppendInt(nil, int64(max(1, n-spent)), 10)
-		edits = append(edits, jsonmember.Edit{Start: m.Value.Start, End: m.Value.End, Repl: left})
-	}
-	return jsonmember.ApplyEdits(body, edits...)
-}
-
-// rewriteIDs gives a resumed stream's chunks (and an engine's chunks after
-// the gateway's loading status chunks) the id and created of the chunks the
-// client already has, so the answer reads as one stream, and its
-// usage the tokens sent before the seam (carry), so that the answer reports
-// (and the key is charged) the whole answer, not the continuation's part.
-type rewriteIDs struct {
-	id, created json.RawMessage
-	// model, when set, is the model the stream's first chunks named: the
-	// gateway's own loading status chunks (reply.go) name the model the
-	// client asked for, before any engine has answered
-	model json.RawMessage
-	carry int
-}
-
-// applyAll rewrites each event of events (held before commit).
-func (r *rewriteIDs) applyAll(events []byte) []byte {
-	if r == nil || len(events) == 0 {
-		return events
-	}
-	out := make([]byte, 0, len(events)+64)
-	for len(events) > 0 {
-		n := sse.EventEnd(events)
-		if n < 0 {
-			n = len(events)
-		}
-		out = append(out, r.apply(events[:n])...)
-		events = events[n:]
-	}
-	return out
-}
-
-func (r *rewriteIDs) apply(ev []byte) []byte {
-	if r == nil {
-		return ev
-	}
-	data, ok := sse.Data(ev)
-	if !ok {
-		return ev
-	}
-	data = bytes.TrimSpace(data)
-	f, err := jsonmember.ScanAnswer(data)
-	if err != nil {
-		return ev
-	}
-	var edits []jsonmember.Edit
-	if f.ID.OK() && len(r.id) > 0 {
-		edits = append(edits, jsonmember.Edit{Start: f.ID.Value.Start, End: f.ID.Value.End, Repl: r.id})
-	}
-	if f.Created.OK() && len(r.created) > 0 {
-		edits = append(edits, jsonmember.Edit{Start: f.Created.Value.Start, End: f.Created.Value.End, Repl: r.created})
-	}
-	if f.Model.OK() && len(r.model) > 0 {
-		edits = append(edits, jsonmember.Edit{Start: f.Model.Value.Start, End: f.Model.Value.End, Repl: r.model})
-	}
-	if f.Usage.OK() && r.carry > 0 && data[f.Usage.Value.Start] == '{' {
-		for _, name := range [...]string{"completion_tokens", "output_tokens", "total_tokens"} {
-			m, ok := jsonmember.LastMember(data, f.Usage.Value.Start, name)
-			if !ok {
-				continue
-			}
-			if n, err := strconv.Atoi(string(data[m.Value.Start:m.Value.End])); err == nil {
-				edits = append(edits, jsonmember.Edit{Start: m.Value.Start, End: m.Value.End, Repl: strconv.AppendInt(nil, int64(n+r.carry), 10)})
-			}
-		}
-	}
-	if len(edits) == 0 {
-		return ev
-	}
-	out := append([]byte("data: "), jsonmember.ApplyEdits(data, edits...)...)
-	return append(out, "\n\n"...)
 }

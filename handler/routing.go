@@ -7,7 +7,6 @@ import (
 
 	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
 	"github.com/llmgateway/caddy-llm-gateway/handler/config"
-	"github.com/llmgateway/caddy-llm-gateway/handler/keys"
 )
 
 // Routing: which of the gateway's paths a request is on, and which engine,
@@ -101,14 +100,4 @@ func (g *Gateway) servePool(w http.ResponseWriter, req *request, p *pool, res *R
 		return
 	}
 	g.run(w, req, plan, res)
-}
-
-func (g *Gateway) unknownModel(model string, kr *keys.Rules) *apierror.Error {
-	return &apierror.Error{Status: http.StatusNotFound, Type: apierror.TypeInvalidRequest, Code: "model_not_found", Message: fmt.Sprintf("the model %q is not served here; served models: %s", model, strings.Join(kr.Only(g.modelNames()), ", "))}
-}
-
-// modelNames lists every model name and alias, then the pools, in config
-// order.
-func (g *Gateway) modelNames() []string {
-	return append(g.engineModels(), g.poolIDs(nil)...)
 }

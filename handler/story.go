@@ -12,20 +12,6 @@ import (
 // OpenTelemetry spans; the core's one hook is tell, called where a verdict
 // is known.
 
-// Try is one upstream attempt of a request.
-type Try struct {
-	Engine  string        // the candidate's engine
-	Model   string        // the model it was sent
-	Address string        // the engine's host:port, once it was leased
-	Start   time.Time     // when the attempt began (before any wait)
-	End     time.Time     // its verdict; for the answer, the answer's last byte
-	Waited  time.Duration // waiting for the engine: its start or a queue place
-	Status  int           // the upstream's status, 0 without one
-	Reason  string        // the verdict: ok, connect, 503, timeout, slow, busy…
-	Scope   string        // whose health a failure speaks of: engine, model or ""
-	Resume  bool          // it continued a stream cut on the try before
-}
-
 // maxTries bounds a story: max_attempts bounds the upstream calls, but
 // waits that never reach an engine (open breakers, busy queues) add tries.
 const maxTries = 32

@@ -3,6 +3,7 @@ package handler
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"go.uber.org/zap"
@@ -111,6 +112,43 @@ func (a *attempt) acquiredResult(ctx context.Context, r acquired) bool {
 		a.outcome = outcomeNotRunning
 	default:
 		a.outcome = outcomeStart
+	}
+	return false
+}
+
+// mayWakeNode decides for a models_from node whose model is unloaded: with
+// wake off the request does not go (the gateway never makes a node load a
+// model then); with wake on it goes, and the node counts as loading the
+// model from now on, so that the next requests wait for it rather than
+// wake another node.
+func (g *Gateway) mayWakeNode(ctx context.Context, a *attempt) bool {
+	rt := a.c.rt
+	if g.nodeState(g.fleet(ctx), rt, a.sent) != nodeUnloaded {
+		return true
+	}
+	if !rt.wake {
+		a.outcome = outcomeNotRunning
+		a.err = fmt.Errorf("model %s is not loaded on engine %s and wake is off for it: the gateway does not make a node load a model", a.sent, rt.cfg.Name)
+		return false
+	}
+	g.wakeNode(rt, a.sent)
+	return true
+}
+
+// borrow takes a place on a fallback, which is used only if it is up: never
+// started or leased, but its max_concurrent holds. It reports whether a
+// holds the place.
+func (a *attempt) borrow() bool {
+	l, err := a.c.rt.eng.Borrow()
+	switch {
+	case err != nil:
+		a.outcome, a.err = outcomeBusy, err
+	case l == nil:
+		a.outcome = outcomeNotRunning
+		a.err = fmt.Errorf("fallback engine %s is not running (the gateway never starts a fallback)", a.c.rt.cfg.Name)
+	default:
+		a.lease = l
+		return true
 	}
 	return false
 }

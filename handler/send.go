@@ -1,0 +1,154 @@
+package handler
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
+	"github.com/llmgateway/caddy-llm-gateway/handler/upstream"
+	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
+	"github.com/llmgateway/caddy-llm-gateway/internal/idle"
+	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
+	"github.com/llmgateway/caddy-llm-gateway/internal/sse"
+)
+
+// try makes one attempt of c: ask its breakers, get a base URL (leasing and
+// starting the engine when c.acquire, waiting at most fallback_after when
+// c.slow could take over), send the request through the engine's transport,
+// and for an event stream read up to the first content event. Nothing but
+// SSE comments reaches the client here. The breakers hear the verdict in
+// the loop, through the attempt's ticket.
+func (g *Gateway) try(rp *reply, req *request, c candidate) *attempt {
+	a := &attempt{c: c, req: req, sent: req.model, started: g.clock.Now()}
+	if c.model != "" {
+		a.sent = c.model
+	}
+	t, ok := c.admit(a.sent)
+	a.ticket = t
+	if !ok {
+		a.outcome = outcomeOpen
+		return a
+	}
+	g.send(rp, req, a)
+	return a
+}
+
+func (g *Gateway) send(rp *reply, req *request, a *attempt) {
+	c := a.c
+	cfg := &c.rt.cfg
+	ctx := req.r.Context()
+	if cfg.ModelsFrom != "" && !g.mayWakeNode(ctx, a) {
+		return
+	}
+
+	if c.acquire {
+		if !g.lease(rp, req, a) {
+			return
+		}
+	} else if !a.borrow() {
+		return
+	}
+	a.leasedAt = g.clock.Now()
+	base := a.lease.Base()
+
+	ctx, a.cancel = context.WithCancelCause(ctx)
+	a.ctx = ctx
+	if d := time.Duration(cfg.RequestTimeout); d > 0 {
+		t := g.clock.AfterFunc(d, func() { a.cancel(errRequestTimeout) })
+		context.AfterFunc(ctx, func() { t.Stop() })
+	}
+
+	body := req.bodyFor(a.sent)
+	if fs := c.rt.filters; len(fs) > 0 && req.json() {
+		body = jsonmember.ApplyFilters(body, fs)
+	}
+	up := upstream.NewRequest(ctx, req.r, base, cfg, body)
+
+	sentAt := g.clock.Now()
+	rp.during(func() {
+		header := g.clock.AfterFunc(time.Duration(cfg.HeaderTimeout), func() { a.cancel(errHeaderTimeout) })
+		a.resp, a.err = c.rt.eng.Transport().RoundTrip(up)
+		header.Stop()
+		a.outcome = classify(ctx, a.resp, a.err)
+		if a.outcome == outcomeGood && isEventStream(a.resp.Header.Get("Content-Type")) {
+			g.awaitFirstContent(a)
+		}
+	})
+	resp := a.resp
+	switch a.outcome {
+	case outcomeGood:
+	case outcomeStatus:
+		// only the first upstream error may be passed on whole; later
+		// ones are kept for their message, bounded
+		limit := int64(maxLaterErrorBody)
+		if !req.keptError {
+			limit, req.keptError = maxErrorBody, true
+		}
+		a.errBody, _ = io.ReadAll(io.LimitReader(resp.Body, limit))
+		resp.Body.Close()
+	default:
+		a.silence = g.clock.Now().Sub(sentAt)
+		if resp != nil {
+			resp.Body.Close()
+			a.resp = nil
+		}
+	}
+	if a.outcome == outcomeTimeout {
+		a.timeout = context.Cause(ctx)
+	}
+}
+
+// awaitFirstContent reads a fresh event stream up to its first content
+// event, holding back comments and role-only chunks (bounded), so that a
+// stream that fails before saying anything can still go elsewhere. This is
+// what makes the commit point "first content", not "first byte".
+func (g *Gateway) awaitFirstContent(a *attempt) {
+	cfg := &a.c.rt.cfg
+	st := &stream{events: sse.NewReader(a.resp.Body), rule: grammar.EndRule(a.req.r.URL.Path)}
+	a.stream = st
+	g.startIdle(a)
+	if d := time.Duration(cfg.FirstTokenTimeout); d > 0 {
+		t := g.clock.AfterFunc(d, func() { a.cancel(errFirstTokenTimeout) })
+		defer t.Stop()
+	}
+	for {
+		ev, err := st.events.Next()
+		a.idle.Touch()
+		if err != nil {
+			if err == io.EOF {
+				return // an empty stream that ended cleanly: an answer, commit it
+			}
+			a.broke(err)
+			return
+		}
+		kind := grammar.Classify(ev, true)
+		if a.req.api == apierror.Anthropic {
+			kind = grammar.ClassifyAnthropic(ev)
+		}
+		switch kind {
+		case grammar.Malformed:
+			g.droppedEvent(a)
+			continue
+		case grammar.ErrorEvent:
+			a.outcome, a.err = outcomeStreamError, errors.New(strings.TrimSpace(string(ev)))
+			a.errBody = append([]byte(nil), ev...)
+			return
+		case grammar.Comment, grammar.Preamble:
+			st.held = append(st.held, ev...)
+			if len(st.held) < maxHeld {
+				continue
+			}
+			return // enough held: commit
+		}
+		st.held = append(st.held, ev...)
+		return // content or [DONE]: commit
+	}
+}
+
+// startIdle arms the attempt's stream-idle budget.
+func (g *Gateway) startIdle(a *attempt) {
+	a.idle = idle.New(g.clock, time.Duration(a.c.rt.cfg.StreamIdleTimeout), func() { a.cancel(errStreamIdleTimeout) })
+}
