@@ -256,10 +256,7 @@ func (s *server) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	flusher, _ := w.(http.Flusher)
+	flusher := startEvents(w)
 	send := func(v any) bool {
 		b, _ := json.Marshal(v)
 		if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
@@ -433,4 +430,14 @@ func (s *server) streamWords(r *http.Request, words []string, emit func(piece st
 		}
 	}
 	return true
+}
+
+// startEvents answers 200 with an event stream and returns its flusher (nil
+// for a writer that cannot flush).
+func startEvents(w http.ResponseWriter) http.Flusher {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	flusher, _ := w.(http.Flusher)
+	return flusher
 }

@@ -157,10 +157,7 @@ func (ms *messageState) message(finished bool) map[string]any {
 }
 
 func (s *server) streamMessage(w http.ResponseWriter, r *http.Request, ms *messageState) {
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	flusher, _ := w.(http.Flusher)
+	flusher := startEvents(w)
 	send := func(typ string, fields map[string]any) bool {
 		fields["type"] = typ
 		b, _ := json.Marshal(fields)

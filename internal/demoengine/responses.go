@@ -113,10 +113,7 @@ func (rs *responseState) response(status string, finished bool) map[string]any {
 }
 
 func (s *server) streamResponse(w http.ResponseWriter, r *http.Request, rs *responseState) {
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	flusher, _ := w.(http.Flusher)
+	flusher := startEvents(w)
 	seq := 0
 	send := func(typ string, fields map[string]any) bool {
 		fields["type"] = typ
