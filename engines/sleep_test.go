@@ -342,7 +342,7 @@ func TestASessionsSlotIsSavedBeforeAStopAndRestoredForItsNextTurn(t *testing.T) 
 	if _, err := os.Stat(filepath.Join(dir, e.slots.file(sessionHash("alice")))); err != nil {
 		t.Fatalf("alice's slot was not saved: %v", err)
 	}
-	second := turn("alice", 4) // a restart: her slot is restored first
+	second := turn("alice", 4)                                                      // a restart: her slot is restored first
 	if second.Restored != first.Processed || second.Processed*3 > first.Processed { // only its new message
 		t.Fatalf("the resumed turn processed %d tokens (restored %d); the first processed %d", second.Processed, second.Restored, first.Processed)
 	}
