@@ -325,7 +325,7 @@ func TestASessionsSlotIsSavedBeforeAStopAndRestoredForItsNextTurn(t *testing.T) 
 		}
 		defer l.Release()
 		before := counters(t, l.Base().String())
-		slot, ok := l.Slot(ctx, session)
+		slot, ok := l.Slot(ctx, session, nil)
 		if !ok {
 			t.Fatal("no slot for the session")
 		}
@@ -357,5 +357,33 @@ func TestASessionsSlotIsSavedBeforeAStopAndRestoredForItsNextTurn(t *testing.T) 
 	files, _ := filepath.Glob(filepath.Join(dir, "*.bin"))
 	if len(files) != 1 || e.Status().Slots.Removed != 1 {
 		t.Fatalf("files after a save beyond max_sessions: %v, status %+v", files, e.Status().Slots)
+	}
+}
+
+func TestAConversationsNextTurnIsItsSessionAndAnotherSharingItsStartIsNot(t *testing.T) {
+	tb := newSlotTable(Config{Name: "x", Slots: &SlotsConfig{Dir: "/d", Parallel: 2}})
+	now := time.Now()
+	take := func(blocks ...uint64) (uint64, int) {
+		tb.mu.Lock()
+		defer tb.mu.Unlock()
+		s := tb.byPrefix(blocks)
+		id, _ := tb.take(s, now)
+		return s, id
+	}
+	alice, slotA := take(1, 2, 3) // a system prompt (1, 2), then alice's turn
+	tb.done(slotA)
+	again, slotAgain := take(1, 2, 3, 4, 5) // her next turn continues it
+	if again != alice || slotAgain != slotA {
+		t.Fatalf("alice's next turn is session %d in slot %d, want %d in %d", again, slotAgain, alice, slotA)
+	}
+	// bob shares the system prompt only: a session of his own, in the other slot
+	bob, slotB := take(1, 2, 9)
+	if bob == alice || slotB == slotA {
+		t.Fatalf("bob is session %d in slot %d, alice %d in %d", bob, slotB, alice, slotA)
+	}
+	tb.done(slotAgain)
+	tb.done(slotB)
+	if s, _ := take(1, 2, 3, 4, 5, 6); s != alice {
+		t.Fatalf("alice's third turn is session %d, want %d", s, alice)
 	}
 }

@@ -47,10 +47,16 @@ import (
 //   - At most max_sessions files per engine (default 64): saving one more
 //     removes the oldest session's file from the slot directory.
 //
-// A session is recognised as pool affinity recognises it: its X-Session-Id,
-// else the hash of its conversation's first block (handler/warmswap.go).
-// Two conversations that share a first block share a file: harmless, since
-// llama-server reuses a restored cache only as far as the prompt matches it.
+// A session is recognised as pool affinity recognises it (handler/warmswap.go):
+// by its key (X-Session-Id) when it has one, else by its prompt's chained
+// block hashes (internal/prefix): a conversation's next turn starts with the
+// blocks of the turn before, so the table keeps each session's last block
+// (its tail), and a prompt whose blocks contain a tail continues that session
+// (the longest wins). A prompt that continues none is a new session. A
+// match by prefix whose slot is busy now is taken for a new session rather
+// than queued behind it (two conversations sharing a system prompt are not
+// one). A wrong match costs nothing but the prefill: llama-server reuses a
+// restored cache only as far as the prompt matches it.
 
 // The default slot endpoints: llama-server's. {id} is the slot's number.
 const (
@@ -126,10 +132,12 @@ type slotTable struct {
 	cfg    SlotsConfig
 	prefix string // of file names: the engine's name, made safe
 
-	mu    sync.Mutex
-	slots []slotUse
-	saved []uint64 // sessions with a file, oldest first (at most MaxSessions)
-	count SlotCounts
+	mu     sync.Mutex
+	slots  []slotUse
+	saved  []uint64          // sessions with a file, oldest first (at most MaxSessions)
+	tails  map[uint64]uint64 // a session's last prompt block → the session (sessions by prefix)
+	tailOf map[uint64]uint64 // the other way
+	count  SlotCounts
 }
 
 type slotUse struct {
@@ -165,7 +173,8 @@ func newSlotTable(cfg Config) *slotTable {
 		return '_'
 	}, cfg.Name)
 	s := cfg.withSlotDefaults().Slots
-	return &slotTable{cfg: *s, prefix: safe, slots: make([]slotUse, s.Parallel)}
+	return &slotTable{cfg: *s, prefix: safe, slots: make([]slotUse, s.Parallel),
+		tails: map[uint64]uint64{}, tailOf: map[uint64]uint64{}}
 }
 
 // sessionHash names a session key; never 0.
@@ -179,13 +188,65 @@ func (t *slotTable) file(session uint64) string {
 	return t.prefix + "-" + strconv.FormatUint(session, 16) + ".bin"
 }
 
+// byPrefix finds the session a prompt of these blocks continues, or
+// names a new one after its last block; 0 for a prompt of no whole block.
+// It records the prompt's last block as the session's tail. Call with mu
+// held.
+func (t *slotTable) byPrefix(blocks []uint64) uint64 {
+	if len(blocks) == 0 {
+		return 0
+	}
+	last := blocks[len(blocks)-1]
+	session := uint64(0)
+	for i := len(blocks) - 1; i >= 0; i-- {
+		if s, ok := t.tails[blocks[i]]; ok && !t.busy(s) {
+			session = s
+			break
+		}
+	}
+	if session == 0 {
+		session = max(last, 1)
+	}
+	if old, ok := t.tailOf[session]; ok {
+		delete(t.tails, old)
+	}
+	t.tails[last], t.tailOf[session] = session, last
+	return session
+}
+
+// busy reports whether session has a request in its slot now. Call with
+// mu held.
+func (t *slotTable) busy(session uint64) bool {
+	for _, s := range t.slots {
+		if s.session == session {
+			return s.busy > 0
+		}
+	}
+	return false
+}
+
+// forget drops what the table knows of session unless it is in a slot or
+// saved. Call with mu held.
+func (t *slotTable) forget(session uint64) {
+	if session == 0 || slices.Contains(t.saved, session) {
+		return
+	}
+	for _, s := range t.slots {
+		if s.session == session {
+			return
+		}
+	}
+	if tail, ok := t.tailOf[session]; ok {
+		delete(t.tails, tail)
+		delete(t.tailOf, session)
+	}
+}
+
 // take pins a request of session to a slot: its own, else a free one, else
 // the least recently used idle one. It returns -1 when every slot is busy,
 // and the file to restore first when the session has one and was not in
-// its slot.
+// its slot. Call with mu held.
 func (t *slotTable) take(session uint64, now time.Time) (int, string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
 	pick := -1
 	for i, s := range t.slots {
 		if s.session == session {
@@ -204,7 +265,9 @@ func (t *slotTable) take(session uint64, now time.Time) (int, string) {
 	if pick < 0 {
 		return -1, ""
 	}
+	gone := t.slots[pick].session
 	t.slots[pick] = slotUse{session: session, used: now, busy: 1}
+	t.forget(gone)
 	if slices.Contains(t.saved, session) {
 		return pick, t.file(session)
 	}
@@ -246,8 +309,10 @@ func (t *slotTable) noteSaved(session uint64) []string {
 	t.saved = append(t.saved, session)
 	var gone []string
 	for len(t.saved) > t.cfg.MaxSessions {
-		gone = append(gone, t.file(t.saved[0]))
+		oldest := t.saved[0]
+		gone = append(gone, t.file(oldest))
 		t.saved = t.saved[1:]
+		t.forget(oldest)
 	}
 	return gone
 }
@@ -264,19 +329,32 @@ func (t *slotTable) status() *SlotsStatus {
 	return s
 }
 
-// Slot pins the leased request of session (a session key: X-Session-Id, or
-// the hash of the conversation's first block) to one of the engine's slots,
-// restoring the session's saved slot into it first when the session was
-// not in it (after a restart or a sleep). It returns the slot to send as
-// id_slot, or false when the engine does not save slots, every slot is
-// busy, or the lease is a fallback's borrow. The pin ends with the lease.
-func (l *Lease) Slot(ctx context.Context, session string) (int, bool) {
+// Slot pins the leased request to one of the engine's slots for its
+// session: key when the request names one (X-Session-Id), else the session
+// its prompt's blocks (internal/prefix.Blocks) continue. It restores the
+// session's saved slot first when the session was not in its slot (after a
+// restart or a sleep). It returns the slot to send as id_slot, or false
+// when the engine does not save slots, the request has no session (no key,
+// no whole block), every slot is busy, or the lease is a fallback's borrow.
+// The pin ends with the lease.
+func (l *Lease) Slot(ctx context.Context, key string, blocks []uint64) (int, bool) {
 	e := l.e
-	if e.slots == nil || l.borrowed || session == "" || l.slot >= 0 {
+	if e.slots == nil || l.borrowed || l.slot >= 0 {
 		return -1, false
 	}
-	h := sessionHash(session)
-	id, restore := e.slots.take(h, e.now())
+	t := e.slots
+	t.mu.Lock()
+	session := uint64(0)
+	if key != "" {
+		session = sessionHash(key)
+	} else {
+		session = t.byPrefix(blocks)
+	}
+	id, restore := -1, ""
+	if session != 0 {
+		id, restore = t.take(session, e.now())
+	}
+	t.mu.Unlock()
 	if id < 0 {
 		return -1, false
 	}
