@@ -53,8 +53,12 @@ func TestEverySwapAndSlotsSubdirectiveIsKnown(t *testing.T) {
 		names []string
 		block func(string) string
 	}{
-		{"swap", swapOptions, func(n string) string { return "llm_gateway {\n\tengine e {\n\t\tswap sleep {\n\t\t\t" + n + "\n\t\t}\n\t}\n}" }},
-		{"slots", slotsOptions, func(n string) string { return "llm_gateway {\n\tengine e {\n\t\tslots save /d {\n\t\t\t" + n + "\n\t\t}\n\t}\n}" }},
+		{"swap", swapOptions, func(n string) string {
+			return "llm_gateway {\n\tengine e {\n\t\tswap sleep {\n\t\t\t" + n + "\n\t\t}\n\t}\n}"
+		}},
+		{"slots", slotsOptions, func(n string) string {
+			return "llm_gateway {\n\tengine e {\n\t\tslots save /d {\n\t\t\t" + n + "\n\t\t}\n\t}\n}"
+		}},
 	} {
 		for _, name := range tc.names {
 			_, err := Parse(cf.NewTestDispenser(tc.block(name)))
