@@ -490,6 +490,11 @@ func (c Config) Rewrite(f func(string) string) Config {
 	}
 	c.To, c.Dir = f(c.To), f(c.Dir)
 	c.Cmd, c.Env, c.StopCmd = each(c.Cmd), each(c.Env), each(c.StopCmd)
+	if c.Slots != nil {
+		s := *c.Slots
+		s.Dir = f(s.Dir) // the engine's --slot-save-path, written the same way
+		c.Slots = &s
+	}
 	return c
 }
 

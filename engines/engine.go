@@ -163,6 +163,7 @@ type Engine struct {
 	stopWhy   string              // the scheduler's reason for the stop under way
 	modelBrks map[string]*Breaker // one per model sent: status failures and answer timeouts
 	waking    bool                // the start under way wakes the sleeping process (sleep.go)
+	wakeTook  time.Duration       // the last wake's duration: what a swap out costs with swap sleep
 	slots     *slotTable          // slots save: the sessions in the engine's slots (slots.go)
 
 	// health checks of a remote engine (health.go)
@@ -377,7 +378,7 @@ func (e *Engine) view(now time.Time) view {
 	defer e.mu.Unlock()
 	v := view{e: e, holds: e.state != Stopped && e.state != Sleeping, ready: e.state == Ready, busy: e.leases > 0,
 		state: e.state, inFlight: e.leases, lastUsed: e.lastUsed, waiting: e.waiting,
-		startTook: e.startTook, usePrio: e.usePrio}
+		startTook: e.swapCost(), usePrio: e.usePrio}
 	first := true
 	for p := range e.waitPrios {
 		if first || p > v.prio {

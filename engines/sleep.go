@@ -292,6 +292,7 @@ func (e *Engine) wake(by time.Time) bool {
 	}
 	e.state = Ready
 	e.readyAt = e.now()
+	e.wakeTook = e.readyAt.Sub(began)
 	e.broadcast()
 	if e.leases == 0 {
 		e.armIdle()
@@ -300,6 +301,16 @@ func (e *Engine) wake(by time.Time) bool {
 	e.log.Info("engine awake", zap.Int("pid", proc.pid()), zap.Duration("took", took))
 	e.sleepObserved(true, took, SleepOK) // a wake, not a start: the metrics count it apart
 	return true
+}
+
+// swapCost is what the scheduler loses by swapping the engine out: its last
+// start's duration, or with swap sleep its last wake's, once it has woken.
+// Call with mu held.
+func (e *Engine) swapCost() time.Duration {
+	if e.cfg.Sleeps() && e.wakeTook > 0 {
+		return e.wakeTook
+	}
+	return e.startTook
 }
 
 // post POSTs an empty body to base+path (path may carry a query) and

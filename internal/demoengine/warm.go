@@ -57,6 +57,9 @@ type Counters struct {
 func (s *server) warmRoutes(mux *http.ServeMux) {
 	n := max(s.o.Slots, 1)
 	s.warm.slots = make([][]string, n)
+	if s.o.SlotSavePath != "" {
+		_ = os.MkdirAll(s.o.SlotSavePath, 0o755) // as llama-server does
+	}
 	mux.HandleFunc("POST /sleep", func(w http.ResponseWriter, r *http.Request) {
 		time.Sleep(s.o.SleepTime)
 		if s.o.FailSleep {
