@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/chromedp/chromedp"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
@@ -137,5 +138,40 @@ func TestAResumedConversationsSlotIsRestoredAndItsPromptNotProcessedAgain(t *tes
 		if s := status(t, "l").Slots; s == nil || s.Restores == 0 {
 			t.Fatalf("slots status %+v", s)
 		}
+	}
+}
+
+// A sleeping engine on the status page, in a real browser: its state, the
+// budget's card listing it asleep with the host memory it holds, and its
+// stop button (its process runs).
+func TestStatusPageShowsASleepingEngineInABrowser(t *testing.T) {
+	ctx := browser(t)
+	startGateway(t, `
+		key ops `+uiKey+`
+		ui /llm
+		memory_budget 10GiB
+		engine a {
+			`+engineCmd("--model a")+`
+			models a
+			memory 10GiB
+			swap sleep
+		}
+		engine b {
+			`+engineCmd("--model b")+`
+			models b
+			memory 10GiB
+		}`)
+	for _, m := range []string{"a", "b"} {
+		if resp, body := post(t, "/v1/chat/completions", `{"model":"`+m+`"}`, "Authorization", "Bearer "+uiKey); resp.StatusCode != 200 {
+			t.Fatalf("%s: %d %s", m, resp.StatusCode, body)
+		}
+	}
+	run(t, ctx, "opening the page", chromedp.Navigate(gwURL+"/llm"), chromedp.WaitVisible(chromedp.CSS("#key")))
+	run(t, ctx, "the key", chromedp.SendKeys(chromedp.CSS("#key"), uiKey), chromedp.Click(chromedp.CSS("#key-form button")))
+	until(t, ctx, "a asleep", engineState("a")+` === 'sleeping'`)
+	box := `document.querySelector('#memory [data-box="memory_budget"]')`
+	until(t, ctx, "the budget lists it", `!!`+box+` && (`+box+`.querySelector('[data-field="asleep"]') || {}).textContent === 'asleep: a (10 GiB in host memory)'`)
+	if disabled := eval[bool](t, ctx, `document.querySelector('article[data-engine="a"] [data-act="stop"]').disabled`); disabled {
+		t.Fatal("a sleeping engine's stop button is disabled: its process runs")
 	}
 }
