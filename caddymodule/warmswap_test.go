@@ -20,20 +20,24 @@ import (
 // engine, which sleeps and wakes as vLLM does and saves slots as
 // llama-server does.
 
-func TestASleepingEngineIsWokenByARequestThroughCaddy(t *testing.T) {
-	startGateway(t, `
+// sleepAndStop are two engines that do not fit together: a sleeps when b
+// needs the room, b stops when a does.
+var sleepAndStop = `
 		memory_budget 10GiB
 		engine a {
-			`+engineCmd("--model a")+`
+			` + engineCmd("--model a") + `
 			models a
 			memory 10GiB
 			swap sleep
 		}
 		engine b {
-			`+engineCmd("--model b")+`
+			` + engineCmd("--model b") + `
 			models b
 			memory 10GiB
-		}`)
+		}`
+
+func TestASleepingEngineIsWokenByARequestThroughCaddy(t *testing.T) {
+	startGateway(t, sleepAndStop)
 	client := sdk("")
 	ctx := context.Background()
 	if _, err := client.Chat.Completions.New(ctx, chatParams("a", "hi")); err != nil {
@@ -148,19 +152,7 @@ func TestStatusPageShowsASleepingEngineInABrowser(t *testing.T) {
 	ctx := browser(t)
 	startGateway(t, `
 		key ops `+uiKey+`
-		ui /llm
-		memory_budget 10GiB
-		engine a {
-			`+engineCmd("--model a")+`
-			models a
-			memory 10GiB
-			swap sleep
-		}
-		engine b {
-			`+engineCmd("--model b")+`
-			models b
-			memory 10GiB
-		}`)
+		ui /llm`+sleepAndStop)
 	for _, m := range []string{"a", "b"} {
 		if resp, body := post(t, "/v1/chat/completions", `{"model":"`+m+`"}`, "Authorization", "Bearer "+uiKey); resp.StatusCode != 200 {
 			t.Fatalf("%s: %d %s", m, resp.StatusCode, body)

@@ -576,14 +576,15 @@ func (e *Engine) idleFired(gen uint64) {
 	// a lease taken since the timer was armed made it stale; checking under
 	// mu means an arriving request either got its lease first (and keeps the
 	// engine) or finds it draining and waits for the stop, then restarts it
-	if gen != e.idleGen || e.leases > 0 || e.state != Ready || e.closed {
+	if gen != e.idleGen || e.leases > 0 || (e.state != Ready && e.state != Sleeping) || e.closed {
 		e.mu.Unlock()
 		return
 	}
+	asleep := e.state == Sleeping // sleep_after, then idle_timeout (sleep.go)
 	e.state = Draining
 	e.broadcast()
 	e.mu.Unlock()
-	e.log.Info("stopping idle engine", zap.Duration("idle_timeout", time.Duration(e.cfg.IdleTimeout)))
+	e.log.Info("stopping idle engine", zap.Duration("idle_timeout", time.Duration(e.cfg.IdleTimeout)), zap.Bool("asleep", asleep))
 	e.finishStop(false, StopIdle)
 }
 

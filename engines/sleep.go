@@ -1,6 +1,7 @@
 package engines
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -218,21 +219,7 @@ func (e *Engine) armAsleep() {
 	if e.idleTimer != nil {
 		e.idleTimer.Stop()
 	}
-	e.idleTimer = e.clock.AfterFunc(left, func() { e.asleepTimedOut(gen) })
-}
-
-// asleepTimedOut stops a sleeping engine whose idle_timeout passed.
-func (e *Engine) asleepTimedOut(gen uint64) {
-	e.mu.Lock()
-	if gen != e.idleGen || e.state != Sleeping || e.closed {
-		e.mu.Unlock()
-		return
-	}
-	e.state = Draining
-	e.broadcast()
-	e.mu.Unlock()
-	e.log.Info("stopping idle engine", zap.Duration("idle_timeout", time.Duration(e.cfg.IdleTimeout)), zap.Bool("asleep", true))
-	e.finishStop(false, StopIdle)
+	e.idleTimer = e.clock.AfterFunc(left, func() { e.idleFired(gen) })
 }
 
 // idleSleepFired puts an idle engine to sleep once sleep_after passed.
@@ -316,24 +303,12 @@ func (e *Engine) swapCost() time.Duration {
 // post POSTs an empty body to base+path (path may carry a query) and
 // wants a 2xx.
 func (e *Engine) post(ctx context.Context, base *url.URL, path string) error {
-	u, err := joinPathQuery(base, path)
+	resp, err := e.ask(ctx, http.MethodPost, base, path, nil)
 	if err != nil {
 		return err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, nil)
-	if err != nil {
-		return err
-	}
-	e.cfg.SetKey(req.Header)
-	resp, err := e.rt.RoundTrip(req)
-	if err != nil {
-		return fmt.Errorf("POST %s: %v", path, err)
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return fmt.Errorf("POST %s answered %d", path, resp.StatusCode)
-	}
 	return nil
 }
 
@@ -344,25 +319,13 @@ func (e *Engine) checkSleeping(ctx context.Context, base *url.URL, want bool) er
 	if path == ReadyNone {
 		return nil
 	}
-	u, err := joinPathQuery(base, path)
+	resp, err := e.ask(ctx, http.MethodGet, base, path, nil)
 	if err != nil {
 		return err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return err
-	}
-	e.cfg.SetKey(req.Header)
-	resp, err := e.rt.RoundTrip(req)
-	if err != nil {
-		return fmt.Errorf("GET %s: %v", path, err)
 	}
 	defer resp.Body.Close()
 	var v struct {
 		IsSleeping *bool `json:"is_sleeping"`
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return fmt.Errorf("GET %s answered %d", path, resp.StatusCode)
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&v); err != nil || v.IsSleeping == nil {
 		return fmt.Errorf("GET %s: no is_sleeping in its answer", path)
@@ -373,10 +336,38 @@ func (e *Engine) checkSleeping(ctx context.Context, base *url.URL, want bool) er
 	return nil
 }
 
+// ask sends method to base+path (path may carry a query) with the
+// engine's key and a JSON body when there is one, and returns a 2xx
+// answer, whose body the caller closes; any other status is an error.
+func (e *Engine) ask(ctx context.Context, method string, base *url.URL, path string, body []byte) (*http.Response, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, joinPathQuery(base, path), rd)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	e.cfg.SetKey(req.Header)
+	resp, err := e.rt.RoundTrip(req)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %v", method, path, err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		resp.Body.Close()
+		return nil, fmt.Errorf("%s %s answered %d", method, path, resp.StatusCode)
+	}
+	return resp, nil
+}
+
 // joinPathQuery is base with path (which may carry a query) appended.
-func joinPathQuery(base *url.URL, path string) (string, error) {
+func joinPathQuery(base *url.URL, path string) string {
 	p, q, _ := strings.Cut(path, "?")
 	u := base.JoinPath(p)
 	u.RawQuery = q
-	return u.String(), nil
+	return u.String()
 }

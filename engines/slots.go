@@ -1,7 +1,6 @@
 package engines
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -427,28 +426,14 @@ func (e *Engine) saveSlots(base *url.URL) {
 // slotCall POSTs {"filename": file} to path with {id} filled in, and
 // returns the number the engine answers in its member tokens.
 func (e *Engine) slotCall(ctx context.Context, base *url.URL, path string, id int, file, tokens string) (uint64, error) {
-	u, err := joinPathQuery(base, strings.ReplaceAll(path, "{id}", strconv.Itoa(id)))
-	if err != nil {
-		return 0, err
-	}
 	body, _ := json.Marshal(map[string]string{"filename": file})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
-	if err != nil {
-		return 0, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	e.cfg.SetKey(req.Header)
-	resp, err := e.rt.RoundTrip(req)
+	resp, err := e.ask(ctx, http.MethodPost, base, strings.ReplaceAll(path, "{id}", strconv.Itoa(id)), body)
 	if err != nil {
 		return 0, err
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return 0, fmt.Errorf("slot %d: the engine answered %d", id, resp.StatusCode)
-	}
 	var v map[string]json.RawMessage
-	if json.Unmarshal(b, &v) != nil {
+	if json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&v) != nil {
 		return 0, nil
 	}
 	n, _ := strconv.ParseUint(string(v[tokens]), 10, 64)
