@@ -60,33 +60,8 @@ func (s *server) warmRoutes(mux *http.ServeMux) {
 	if s.o.SlotSavePath != "" {
 		_ = os.MkdirAll(s.o.SlotSavePath, 0o755) // as llama-server does
 	}
-	mux.HandleFunc("POST /sleep", func(w http.ResponseWriter, r *http.Request) {
-		time.Sleep(s.o.SleepTime)
-		if s.o.FailSleep {
-			apiError(w, http.StatusInternalServerError, "server_error", "sleep failed (simulated)")
-			return
-		}
-		s.warm.mu.Lock()
-		s.warm.asleep = true
-		s.warm.sleeps++
-		for i := range s.warm.slots {
-			s.warm.slots[i] = nil
-		}
-		s.warm.mu.Unlock()
-		w.WriteHeader(http.StatusOK)
-	})
-	mux.HandleFunc("POST /wake_up", func(w http.ResponseWriter, r *http.Request) {
-		time.Sleep(s.o.WakeTime)
-		if s.o.FailWake {
-			apiError(w, http.StatusInternalServerError, "server_error", "wake failed (simulated)")
-			return
-		}
-		s.warm.mu.Lock()
-		s.warm.asleep = false
-		s.warm.wakes++
-		s.warm.mu.Unlock()
-		w.WriteHeader(http.StatusOK)
-	})
+	mux.HandleFunc("POST /sleep", s.sleepOrWake(true))
+	mux.HandleFunc("POST /wake_up", s.sleepOrWake(false))
 	mux.HandleFunc("GET /is_sleeping", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]bool{"is_sleeping": s.sleeping()})
 	})
@@ -94,6 +69,32 @@ func (s *server) warmRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /counters", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, s.counters())
 	})
+}
+
+// sleepOrWake is POST /sleep (sleep true: every slot's cache is dropped)
+// or POST /wake_up, with its scripted time and failure.
+func (s *server) sleepOrWake(sleep bool) http.HandlerFunc {
+	took, fail, counter, what := s.o.WakeTime, s.o.FailWake, &s.warm.wakes, "wake"
+	if sleep {
+		took, fail, counter, what = s.o.SleepTime, s.o.FailSleep, &s.warm.sleeps, "sleep"
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(took)
+		if fail {
+			apiError(w, http.StatusInternalServerError, "server_error", what+" failed (simulated)")
+			return
+		}
+		s.warm.mu.Lock()
+		s.warm.asleep = sleep
+		*counter++
+		if sleep {
+			for i := range s.warm.slots {
+				s.warm.slots[i] = nil
+			}
+		}
+		s.warm.mu.Unlock()
+		w.WriteHeader(http.StatusOK)
+	}
 }
 
 func (s *server) sleeping() bool {
