@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -385,5 +386,50 @@ func TestAConversationsNextTurnIsItsSessionAndAnotherSharingItsStartIsNot(t *tes
 	tb.done(slotB)
 	if s, _ := take(1, 2, 3, 4, 5, 6); s != alice {
 		t.Fatalf("alice's third turn is session %d, want %d", s, alice)
+	}
+}
+
+// asleep puts a sleeping engine a to sleep (b takes the room) and returns
+// its pid.
+func asleep(t *testing.T, prefix string) (*Engine, int) {
+	t.Helper()
+	a, _, _ := sleeper(t, prefix+"-a", nil, nil)
+	b := testEngine(t, prefix+"-b", func(c *Config) { c.Memory = 1 << 30 })
+	use(t, a)
+	pid := a.Status().PID
+	use(t, b)
+	if a.State() != Sleeping {
+		t.Fatalf("a is %s, want sleeping", a.State())
+	}
+	return a, pid
+}
+
+func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
+
+func TestASleepingEngineEndsOnAnAdminStopACrashAndATeardown(t *testing.T) {
+	SetMemoryBudget(1<<30, time.Hour)
+	defer SetMemoryBudget(0, 0)
+
+	a, pid := asleep(t, "asleep-stop")
+	if err := a.Stop(context.Background(), true, StopAdmin); err != nil {
+		t.Fatal(err)
+	}
+	if a.State() != Stopped || alive(pid) {
+		t.Fatalf("after an admin stop: %s, process alive %v", a.State(), alive(pid))
+	}
+
+	c, pid := asleep(t, "asleep-crash")
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+	waitState(t, c, Stopped)
+	if why := c.Why().Stopped; !strings.HasPrefix(why, "crashed") {
+		t.Fatalf("after its process died asleep: stopped for %q", why)
+	}
+
+	d, pid := asleep(t, "asleep-teardown")
+	if err := d.Destruct(); err != nil {
+		t.Fatal(err)
+	}
+	if alive(pid) { // Destruct returns once the process is reaped
+		t.Fatalf("a sleeping engine's process outlived its teardown")
 	}
 }
