@@ -132,6 +132,7 @@ type slotTable struct {
 	prefix string // of file names: the engine's name, made safe
 
 	mu     sync.Mutex
+	run    uint64 // the engine's start the slots are of (Engine.startSeq)
 	slots  []slotUse
 	saved  []uint64          // sessions with a file, oldest first (at most MaxSessions)
 	tails  map[uint64]uint64 // a session's last prompt block → the session (sessions by prefix)
@@ -287,6 +288,12 @@ func (t *slotTable) done(i int) {
 func (t *slotTable) resident() map[int]uint64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	return t.clearLocked()
+}
+
+// clearLocked empties the slots and returns what they held. Call with mu
+// held.
+func (t *slotTable) clearLocked() map[int]uint64 {
 	out := map[int]uint64{}
 	for i, s := range t.slots {
 		if s.session != 0 {
@@ -295,6 +302,18 @@ func (t *slotTable) resident() map[int]uint64 {
 		t.slots[i] = slotUse{}
 	}
 	return out
+}
+
+// newRun forgets the slots of an earlier run of the engine (one that
+// ended without a save: a crash), once per run. Call with mu held.
+func (t *slotTable) newRun(run uint64) {
+	if t.run == run {
+		return
+	}
+	t.run = run
+	for _, session := range t.clearLocked() {
+		t.forget(session)
+	}
 }
 
 // noteSaved records session's file as the newest, and returns the files of
@@ -341,8 +360,12 @@ func (l *Lease) Slot(ctx context.Context, key string, blocks []uint64) (int, boo
 	if e.slots == nil || l.borrowed || l.slot >= 0 {
 		return -1, false
 	}
+	e.mu.Lock()
+	run := e.startSeq
+	e.mu.Unlock()
 	t := e.slots
 	t.mu.Lock()
+	t.newRun(run)
 	session := uint64(0)
 	if key != "" {
 		session = sessionHash(key)
@@ -352,6 +375,9 @@ func (l *Lease) Slot(ctx context.Context, key string, blocks []uint64) (int, boo
 	id, restore := -1, ""
 	if session != 0 {
 		id, restore = t.take(session, e.now())
+	}
+	if id < 0 {
+		t.forget(session) // no slot: nothing to know of it (the table stays bounded)
 	}
 	t.mu.Unlock()
 	if id < 0 {
@@ -404,6 +430,7 @@ func (e *Engine) saveSlots(base *url.URL) {
 		t.mu.Lock()
 		if err != nil {
 			t.count.Failures++
+			t.forget(session)
 		} else {
 			t.count.Saves++
 			t.count.SavedTokens += n
