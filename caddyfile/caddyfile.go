@@ -976,6 +976,12 @@ func parseEngineOptions(d *cf.Dispenser, ec *engines.Config, where string) (sett
 			err = durationArg(d, &ec.SignalsInterval)
 		case "signals_stale":
 			err = durationArg(d, &ec.SignalsStale)
+		case "swap":
+			err = parseSwap(d, ec)
+		case "sleep_after":
+			err = durationArg(d, &ec.SleepAfter)
+		case "slots":
+			ec.Slots, err = parseSlots(d)
 		default:
 			err = unknownSubdirective(d, "engine", where, engineOptions)
 		}

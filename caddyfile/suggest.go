@@ -20,7 +20,7 @@ var (
 		"devices", "context_fallback", "retries", "resume", "loading_status", "prefill", "retry_after_max",
 		"hangup_grace", "breaker", "transport", "set", "strip", "models_from", "health_interval",
 		"health_path", "health_timeout", "health_passes", "health_fails", "signals", "signals_path",
-		"signals_interval", "signals_stale"}
+		"signals_interval", "signals_stale", "swap", "sleep_after", "slots"}
 	poolOptions        = []string{"member", "sticky", "failover", "breaker", "balance"}
 	keyOptions         = []string{"models", "rate", "tokens", "over_budget", "reserve", "priority", "operator"}
 	storeOptions       = []string{"password", "db", "prefix", "timeout"}

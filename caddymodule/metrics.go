@@ -77,7 +77,7 @@ func initMetrics(reg *prometheus.Registry) {
 		metrics.requests, metrics.ttfb, metrics.duration, metrics.fallbacks, metrics.replays, metrics.retries,
 		metrics.dropped, metrics.tokens, metrics.starts, metrics.startDur, metrics.stops, metrics.resumes,
 		metrics.queueWait, metrics.busy, metrics.keyTokens, metrics.refusals, metrics.quotaDegraded, metrics.live,
-		schedulerCollector{}, engineSignalsCollector{}, poolChoices,
+		schedulerCollector{}, engineSignalsCollector{}, poolChoices, warmSwapCollector{},
 	} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
@@ -207,7 +207,7 @@ func emit(name string, data map[string]any) {
 type liveCollector struct{}
 
 var (
-	descState   = prometheus.NewDesc(metricsNS+"_engine_state", "1 for the engine's current state (stopped, starting, ready, draining; a remote engine: ready, down when its health checks fail, its breaker is open or it does not answer, unknown before anyone heard from it).", []string{"engine", "state"}, nil)
+	descState   = prometheus.NewDesc(metricsNS+"_engine_state", "1 for the engine's current state (stopped, starting, ready, draining, sleeping; a remote engine: ready, down when its health checks fail, its breaker is open or it does not answer, unknown before anyone heard from it).", []string{"engine", "state"}, nil)
 	descLeases  = prometheus.NewDesc(metricsNS+"_leases_in_flight", "Requests holding a lease on the engine.", []string{"engine"}, nil)
 	descBreaker = prometheus.NewDesc(metricsNS+"_breaker_state", "Breaker state: 0 closed, 1 open, 2 half-open; member is empty for an engine's own breaker (the host: transport failures).", []string{"engine", "pool", "member"}, nil)
 	descModelBr = prometheus.NewDesc(metricsNS+"_model_breaker_state", "State of an (engine, model) breaker that is not closed (status failures and answer timeouts): 1 open, 2 half-open.", []string{"engine", "model"}, nil)
@@ -226,7 +226,7 @@ func (liveCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (liveCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range allStatuses() {
-		for _, state := range []string{"stopped", "starting", "ready", "draining", "down", "unknown"} {
+		for _, state := range []string{"stopped", "starting", "ready", "draining", "sleeping", "down", "unknown"} {
 			v := 0.0
 			if s.State == state {
 				v = 1

@@ -242,6 +242,28 @@ type Config struct {
 	// (the handler's memory_budget).
 	Devices []int `json:"devices,omitempty"`
 
+	// Swap is what the scheduler does to the engine when it makes room or
+	// sleep_after passes (issue 26, sleep.go): "stop" ends its process;
+	// "sleep" asks the engine to free its GPU and keep its weights in host
+	// memory (vLLM's --enable-sleep-mode), and a request wakes it. A sleep
+	// or a wake that fails falls back to a stop or a restart. Default: stop.
+	Swap string `json:"swap,omitempty"`
+
+	// Sleep are the engine's sleep endpoints, for swap sleep. Default:
+	// vLLM's (POST /sleep?level=1, POST /wake_up, GET /is_sleeping).
+	Sleep *SleepPaths `json:"sleep,omitempty"`
+
+	// SleepAfter puts an idle engine with swap sleep to sleep once it has
+	// held no lease for this long; idle_timeout, counted from the same last
+	// use, then stops it. Default: 0 (only the scheduler puts it to sleep).
+	SleepAfter caddy.Duration `json:"sleep_after,omitempty"`
+
+	// Slots saves the KV cache slots of the engine's recent sessions to
+	// disk before it is stopped or put to sleep, and restores a session's
+	// slot when its next turn arrives (llama-server's --slot-save-path;
+	// issue 26, slots.go). Default: none.
+	Slots *SlotsConfig `json:"slots,omitempty"`
+
 	// DialTimeout bounds connecting to the engine. Default: 10s.
 	DialTimeout caddy.Duration `json:"dial_timeout,omitempty"`
 
@@ -436,6 +458,7 @@ func (c Config) WithDefaults() Config {
 	if c.BreakerCooldown == 0 {
 		c.BreakerCooldown = caddy.Duration(DefaultBreakerCool)
 	}
+	c = c.withSwapDefaults()
 	return c.withSignalDefaults()
 }
 
@@ -467,6 +490,11 @@ func (c Config) Rewrite(f func(string) string) Config {
 	}
 	c.To, c.Dir = f(c.To), f(c.Dir)
 	c.Cmd, c.Env, c.StopCmd = each(c.Cmd), each(c.Env), each(c.StopCmd)
+	if c.Slots != nil {
+		s := *c.Slots
+		s.Dir = f(s.Dir) // the engine's --slot-save-path, written the same way
+		c.Slots = &s
+	}
 	return c
 }
 
@@ -600,6 +628,9 @@ func (c Config) Validate() error {
 		return errNoLocalEngines(c.Name)
 	}
 	if err := c.validateSignals(); err != nil {
+		return err
+	}
+	if err := c.validateSwap(); err != nil {
 		return err
 	}
 	for _, o := range []struct {

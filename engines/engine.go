@@ -22,8 +22,13 @@ import (
 // State is where an engine is in its life.
 //
 //	stopped ──Acquire/Start──▶ starting ──ready──▶ ready ──idle/group/stop──▶ draining ──▶ stopped
-//	   ▲                          │ fails                 │ crash
-//	   └──────────────────────────┴───────────────────────┘
+//	   ▲                          │ fails                 │ crash                  │ swap sleep
+//	   └──────────────────────────┴───────────────────────┘                        ▼
+//	                              starting ◀──Acquire (wake)───────────────── sleeping
+//
+// An engine with swap sleep is put to sleep where it would be stopped for
+// room or after sleep_after, and woken where it would be started (sleep.go
+// has the sleep's own diagram and its fallbacks).
 //
 // A remote engine (no command) is always ready: the gateway does not own it.
 // Its health checks (health.go) may mark it down beside its state.
@@ -35,6 +40,7 @@ const (
 	Starting
 	Ready
 	Draining
+	Sleeping // swap sleep: the process runs, the GPU is free (sleep.go)
 )
 
 func (s State) String() string {
@@ -45,6 +51,8 @@ func (s State) String() string {
 		return "ready"
 	case Draining:
 		return "draining"
+	case Sleeping:
+		return "sleeping"
 	}
 	return "stopped"
 }
@@ -154,6 +162,9 @@ type Engine struct {
 	why       Reasons             // the scheduler's last start and stop, and why
 	stopWhy   string              // the scheduler's reason for the stop under way
 	modelBrks map[string]*Breaker // one per model sent: status failures and answer timeouts
+	waking    bool                // the start under way wakes the sleeping process (sleep.go)
+	wakeTook  time.Duration       // the last wake's duration: what a swap out costs with swap sleep
+	slots     *slotTable          // slots save: the sessions in the engine's slots (slots.go)
 
 	// health checks of a remote engine (health.go)
 	down         atomic.Bool // failed health_fails checks in a row, not yet passed health_passes; read per request without mu
@@ -187,6 +198,9 @@ func New(cfg Config, rt http.RoundTripper, log *zap.Logger) (*Engine, error) {
 			return nil, err
 		}
 		e.base, e.state = u, Ready
+	}
+	if cfg.Slots != nil {
+		e.slots = newSlotTable(cfg)
 	}
 	if cfg.Managed() && cfg.Group != "" {
 		e.boxes = append(e.boxes, joinBox("group:"+cfg.Group, true, e))
@@ -276,7 +290,7 @@ func (e *Engine) leaseLocked() *Lease {
 		e.idleGen++ // a pending idle stop is now stale
 		e.idleTimer.Stop()
 	}
-	return &Lease{e: e, base: e.base}
+	return &Lease{e: e, base: e.base, slot: -1}
 }
 
 // Peek returns where the engine answers if it is ready (and not down),
@@ -303,7 +317,7 @@ func (e *Engine) Borrow() (*Lease, error) {
 		e.mu.Unlock()
 		return nil, nil
 	}
-	l := &Lease{e: e, base: e.base, borrowed: true}
+	l := &Lease{e: e, base: e.base, borrowed: true, slot: -1}
 	if e.lim != nil {
 		l.place = e.lim.tryTake()
 	}
@@ -327,6 +341,7 @@ type Lease struct {
 	base     *url.URL
 	place    *place // of the engine's limiter, or nil
 	borrowed bool   // Borrow's: a place only, no lease
+	slot     int    // the engine slot its session took (slots.go), -1 for none
 	once     sync.Once
 }
 
@@ -338,6 +353,9 @@ func (l *Lease) Release() {
 	l.once.Do(func() {
 		if !l.borrowed {
 			l.e.release()
+		}
+		if l.slot >= 0 {
+			l.e.slots.done(l.slot)
 		}
 		if l.place != nil {
 			l.e.lim.give(l.place)
@@ -358,9 +376,9 @@ func (e *Engine) broadcast() {
 func (e *Engine) view(now time.Time) view {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	v := view{e: e, holds: e.state != Stopped, ready: e.state == Ready, busy: e.leases > 0,
+	v := view{e: e, holds: e.state != Stopped && e.state != Sleeping, ready: e.state == Ready, busy: e.leases > 0,
 		state: e.state, inFlight: e.leases, lastUsed: e.lastUsed, waiting: e.waiting,
-		startTook: e.startTook, usePrio: e.usePrio}
+		startTook: e.swapCost(), usePrio: e.usePrio}
 	first := true
 	for p := range e.waitPrios {
 		if first || p > v.prio {
@@ -487,6 +505,13 @@ func (e *Engine) acquire(ctx context.Context, wake bool) (*Lease, error) {
 			}
 			e.beginStart(startWhy(ctx))
 			waitedFor = e.startSeq
+		case Sleeping:
+			if !wake {
+				return nil, ErrNotRunning
+			}
+			e.waking = true
+			e.beginStart("wake: " + startWhy(ctx))
+			waitedFor = e.startSeq
 		case Starting:
 			if waitedFor == 0 {
 				waitedFor = e.startSeq
@@ -531,6 +556,10 @@ func (e *Engine) release() {
 // armIdle schedules an idle stop. Call with mu held, no leases, state Ready.
 func (e *Engine) armIdle() {
 	d := time.Duration(e.cfg.IdleTimeout)
+	fire := e.idleFired
+	if s := time.Duration(e.cfg.SleepAfter); s > 0 && e.cfg.Sleeps() {
+		d, fire = s, e.idleSleepFired // it sleeps first; idle_timeout stops it asleep
+	}
 	if !e.cfg.Managed() || d <= 0 || e.state != Ready {
 		return
 	}
@@ -539,7 +568,7 @@ func (e *Engine) armIdle() {
 	if e.idleTimer != nil {
 		e.idleTimer.Stop()
 	}
-	e.idleTimer = e.clock.AfterFunc(d, func() { e.idleFired(gen) })
+	e.idleTimer = e.clock.AfterFunc(d, func() { fire(gen) })
 }
 
 func (e *Engine) idleFired(gen uint64) {
@@ -547,14 +576,15 @@ func (e *Engine) idleFired(gen uint64) {
 	// a lease taken since the timer was armed made it stale; checking under
 	// mu means an arriving request either got its lease first (and keeps the
 	// engine) or finds it draining and waits for the stop, then restarts it
-	if gen != e.idleGen || e.leases > 0 || e.state != Ready || e.closed {
+	if gen != e.idleGen || e.leases > 0 || (e.state != Ready && e.state != Sleeping) || e.closed {
 		e.mu.Unlock()
 		return
 	}
+	asleep := e.state == Sleeping // sleep_after, then idle_timeout (sleep.go)
 	e.state = Draining
 	e.broadcast()
 	e.mu.Unlock()
-	e.log.Info("stopping idle engine", zap.Duration("idle_timeout", time.Duration(e.cfg.IdleTimeout)))
+	e.log.Info("stopping idle engine", zap.Duration("idle_timeout", time.Duration(e.cfg.IdleTimeout)), zap.Bool("asleep", asleep))
 	e.finishStop(false, StopIdle)
 }
 
@@ -611,6 +641,20 @@ func (e *Engine) run(seq uint64, delay time.Duration) {
 			return
 		}
 	}
+	budget := time.Duration(e.cfg.StartTimeout)
+	e.mu.Lock()
+	waking := e.waking
+	e.waking = false
+	e.mu.Unlock()
+	if waking {
+		// a failed wake restarts the engine within what is left of the
+		// start's budget
+		began := e.now()
+		if e.wake(began.Add(budget)) {
+			return
+		}
+		budget = max(budget-e.now().Sub(began), 0)
+	}
 
 	port, err := freePort()
 	if err != nil {
@@ -646,7 +690,7 @@ func (e *Engine) run(seq uint64, delay time.Duration) {
 	e.startPID = proc.pid()
 	e.broadcast()
 	e.mu.Unlock()
-	if reason := e.awaitReady(proc, base); reason != "" {
+	if reason := e.awaitReadyWithin(proc, base, budget); reason != "" {
 		e.stopProcess(proc, port)
 		e.startFailed(seq, proc, reason)
 		return
@@ -683,10 +727,14 @@ func (e *Engine) run(seq uint64, delay time.Duration) {
 // exits, the start times out, or the engine is torn down. It returns why the
 // engine is not ready, or "" when it is.
 func (e *Engine) awaitReady(proc *process, base *url.URL) string {
+	return e.awaitReadyWithin(proc, base, time.Duration(e.cfg.StartTimeout))
+}
+
+// awaitReadyWithin is awaitReady within timeout.
+func (e *Engine) awaitReadyWithin(proc *process, base *url.URL, timeout time.Duration) string {
 	if !e.cfg.ProbesReady() {
 		return "" // ready none: a running process is all there is to know
 	}
-	timeout := time.Duration(e.cfg.StartTimeout)
 	deadline := e.clock.NewTimer(timeout)
 	defer deadline.Stop()
 	probeURL := base.JoinPath(e.cfg.Ready)
@@ -791,9 +839,9 @@ func (e *Engine) refused(seq uint64, busy *BusyError) {
 func (e *Engine) watch(proc *process) {
 	<-proc.done
 	e.mu.Lock()
-	if e.proc != proc || e.state != Ready {
+	if e.proc != proc || (e.state != Ready && e.state != Sleeping) {
 		e.mu.Unlock()
-		return // a stop we asked for
+		return // a stop we asked for (or a wake, which notices it)
 	}
 	e.state, e.proc, e.base = Stopped, nil, nil
 	e.noteStop("crashed: the process " + proc.exitReason())
@@ -863,7 +911,7 @@ func (e *Engine) Stop(ctx context.Context, drain bool, reason StopReason) error 
 			return err
 		}
 	}
-	if e.state != Ready {
+	if e.state != Ready && e.state != Sleeping {
 		e.stopWhy = ""
 		e.mu.Unlock()
 		return nil
@@ -894,8 +942,20 @@ func (e *Engine) finishStopWithin(drain bool, within time.Duration, reason StopR
 		}
 		cancel()
 	}
-	proc, port := e.proc, e.port
+	proc, port, base := e.proc, e.port, e.base
 	e.mu.Unlock()
+	if proc != nil && base != nil {
+		e.saveSlots(base)
+		if e.sleepsFor(reason) && e.trySleep(proc, base) {
+			e.mu.Lock()
+			if !e.closed {
+				e.fallAsleep(e.stopWords(reason))
+				e.mu.Unlock()
+				return
+			}
+			e.mu.Unlock() // torn down meanwhile: stop it after all
+		}
+	}
 	if proc != nil {
 		e.stopProcess(proc, port)
 		e.log.Info("engine stopped", zap.Int("pid", proc.pid()), zap.String("reason", string(reason)))
@@ -928,7 +988,7 @@ func (e *Engine) Destruct() error {
 	if e.idleTimer != nil {
 		e.idleTimer.Stop()
 	}
-	running := e.state == Ready && e.cfg.Managed()
+	running := (e.state == Ready || e.state == Sleeping) && e.cfg.Managed()
 	if running {
 		e.state = Draining
 	}
@@ -986,6 +1046,11 @@ type Status struct {
 	Devices string `json:"devices,omitempty"`
 	// Why is the scheduler's last start and stop of the engine, and why.
 	Why Reasons `json:"why"`
+	// Swap is stop or sleep (swap); a sleeping engine's State is
+	// "sleeping", its PID and Memory are what it holds in the host.
+	Swap string `json:"swap,omitempty"`
+	// Slots is slots save's table and counts; absent without it.
+	Slots *SlotsStatus `json:"slots,omitempty"`
 }
 
 // LimitStatus is an engine's concurrency limit and its use.
@@ -1026,7 +1091,7 @@ func (e *Engine) Status() Status {
 			s.Health = "down"
 		}
 	}
-	if e.state == Ready && e.leases == 0 && !e.lastUsed.IsZero() {
+	if (e.state == Ready || e.state == Sleeping) && e.leases == 0 && !e.lastUsed.IsZero() {
 		s.IdleSecs = e.now().Sub(e.lastUsed).Seconds()
 	}
 	if e.lastErr != nil {
@@ -1051,6 +1116,12 @@ func (e *Engine) Status() Status {
 	}
 	s.Breaker = worst.String()
 	s.LastLines = e.lines.last(keptLines)
+	if e.cfg.Managed() {
+		s.Swap = e.cfg.Swap
+	}
+	if e.slots != nil {
+		s.Slots = e.slots.status()
+	}
 	if e.lim != nil {
 		held, queued := e.lim.counts()
 		s.Limit = &LimitStatus{MaxConcurrent: e.cfg.MaxConcurrent, InFlight: held, Queue: e.cfg.Queue, Queued: queued}

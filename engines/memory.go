@@ -38,6 +38,11 @@ type MemoryUse struct {
 	// it refused (no room within max_wait).
 	Stops   map[string]uint64 `json:"stops"`
 	Refused uint64            `json:"refused"`
+	// Asleep are the engines put to sleep (swap sleep): they hold no share
+	// of the budget, but their processes and weights stay in host memory,
+	// AsleepMemory in all (their memory; issue 26).
+	Asleep       []string `json:"asleep"`
+	AsleepMemory int64    `json:"asleep_memory"`
 }
 
 // QueuedStart is one start waiting for room.
@@ -116,7 +121,7 @@ func Boxes() Scheduler {
 func (b *box) use() MemoryUse {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	u := MemoryUse{Devices: b.devices, Budget: b.budget, Loaded: []string{}, Waiting: []string{},
+	u := MemoryUse{Devices: b.devices, Budget: b.budget, Loaded: []string{}, Waiting: []string{}, Asleep: []string{},
 		Queue: []QueuedStart{}, Engines: []EngineUse{}}
 	if b.group {
 		u.Group = strings.TrimPrefix(b.name, "group:")
@@ -140,12 +145,19 @@ func (b *box) use() MemoryUse {
 				eu.KeptUntil = now.Add(v.keepFor)
 			}
 		}
+		if v.state == Sleeping {
+			u.Asleep = append(u.Asleep, o.Name())
+			if !b.group {
+				u.AsleepMemory += b.need(o)
+			}
+		}
 		u.Engines = append(u.Engines, eu)
 	}
 	if now.IsZero() {
 		now = time.Now()
 	}
 	slices.Sort(u.Loaded)
+	slices.Sort(u.Asleep)
 	slices.SortFunc(u.Engines, func(x, y EngineUse) int { return strings.Compare(x.Name, y.Name) })
 	maxWait := b.maxWaitOr()
 	waiting := map[*Engine]view{}

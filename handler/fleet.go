@@ -160,6 +160,8 @@ func modelStates(body []byte) map[string]string {
 			switch m.Status.Value {
 			case "loading", "unloaded":
 				s = m.Status.Value
+			case "sleeping": // swap sleep: a request wakes it, sooner than a load
+				s = "loading"
 			}
 		}
 		states[m.ID] = s

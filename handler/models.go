@@ -23,6 +23,8 @@ func modelStatus(s engines.State) string {
 		return "loaded"
 	case engines.Starting:
 		return "loading"
+	case engines.Sleeping:
+		return "sleeping"
 	}
 	return "unloaded"
 }

@@ -28,6 +28,10 @@ type boxView struct {
 	Refused       uint64        `json:"refused,omitempty"`
 	Queue         []queuedView  `json:"queue"`
 	Engines       []shareHolder `json:"engines"`
+	// Asleep are the engines put to sleep (swap sleep): no share of the
+	// budget, AsleepMemory of host memory.
+	Asleep       []string `json:"asleep,omitempty"`
+	AsleepMemory int64    `json:"asleep_memory,omitempty"`
 }
 
 // queuedView is a start waiting for room, in the order of the queue.
@@ -75,7 +79,8 @@ func memoryViews() []boxView {
 
 func boxOf(name string, u engines.MemoryUse) boxView {
 	v := boxView{Name: name, Group: u.Group != "", Used: u.Used, Budget: u.Budget, SwapsLastHour: u.SwapsLastHour,
-		Refused: u.Refused, Queue: make([]queuedView, 0, len(u.Queue)), Engines: make([]shareHolder, 0, len(u.Engines))}
+		Refused: u.Refused, Queue: make([]queuedView, 0, len(u.Queue)), Engines: make([]shareHolder, 0, len(u.Engines)),
+		Asleep: u.Asleep, AsleepMemory: u.AsleepMemory}
 	for _, q := range u.Queue {
 		v.Queue = append(v.Queue, queuedView{Engine: q.Engine, Need: q.Need, Requests: q.Requests, Priority: q.Priority,
 			Since: q.Since.UnixMilli(), Why: q.Why})

@@ -42,8 +42,8 @@ type engineView struct {
 	Name    string   `json:"name"`
 	Models  []string `json:"models"`
 	Managed bool     `json:"managed"`
-	// State is stopped, starting, ready, stopping, failed (stopped after a
-	// failed start) or, for a remote engine, the engine's own: ready, down
+	// State is stopped, starting, ready, stopping, sleeping (swap sleep),
+	// failed (stopped after a failed start) or, for a remote engine, the engine's own: ready, down
 	// (failing its health checks, its breaker open, or not answering its
 	// probe) or unknown (nobody heard from it yet).
 	State          string `json:"state"`
@@ -63,6 +63,7 @@ type engineView struct {
 	StartingSince    int64             `json:"starting_since,omitempty"` // while starting: since when
 	IdleTimeoutSecs  int64             `json:"idle_timeout_s,omitempty"`
 	IdleStopAt       int64             `json:"idle_stop_at,omitempty"` // when the idle stop is due, while idle
+	SleepAt          int64             `json:"sleep_at,omitempty"`     // swap sleep: when sleep_after is due, while idle (sleep.go)
 	RemoteReachable  *bool             `json:"reachable,omitempty"`    // a remote engine's last probe
 	RemoteProbedAtMs int64             `json:"probed_at,omitempty"`
 	// Limit is the engine's max_concurrent and queue with their use now
@@ -212,6 +213,7 @@ func (s *Server) engineView(e *engines.Engine, now time.Time) engineView {
 		left := time.Duration(cfg.IdleTimeout) - time.Duration(st.IdleSecs*float64(time.Second))
 		v.IdleStopAt = roundMs(now.Add(max(left, 0)))
 	}
+	sleepView(&v, st, cfg, now) // swap sleep (sleep.go)
 	if !st.Managed {
 		if up, at, ok := s.reach.get(st.Name); ok {
 			v.RemoteReachable, v.RemoteProbedAtMs = &up, at.UnixMilli()

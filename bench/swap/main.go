@@ -12,6 +12,8 @@
 //	gw-memory   this gateway, `memory 1` per engine and `memory_budget 1` (the
 //	            scheduler of issue 29); "not available" while the config does
 //	            not adapt
+//	gw-sleep    gw-memory with `swap sleep` (issue 26): an evicted engine sleeps
+//	            (the demo engine's -wake-time, -sleep-time) instead of stopping
 //	llama-swap  llama-swap (-llama-swap names its binary), the engines in one
 //	            group with swap: true, exclusive: true
 //
@@ -22,6 +24,11 @@
 // A second scenario, priorities, runs against this gateway only: a batch key
 // saturating model A while an interactive key asks A once a second, with and
 // without the scheduler's `priority` per key.
+//
+// A third, warm (issue 26, warm.go): the time of a swap between two
+// sleep-capable engines against their cold start, and the prompt tokens an
+// engine processes for a conversation resumed after it was swapped out,
+// with and without `slots save`.
 package main
 
 import (
@@ -51,9 +58,13 @@ type options struct {
 	batchClients int
 	priorityFor  time.Duration
 	chunkDelay   time.Duration
+
+	wakeTime, sleepTime time.Duration // the demo engine's scripted sleep mode (warm.go)
+	swaps, turns        int
+	prefillPerToken     time.Duration
 }
 
-var allTargets = []string{"gw-group", "gw-memory", "llama-swap"}
+var allTargets = []string{"gw-group", "gw-memory", "gw-sleep", "llama-swap"}
 
 func main() {
 	var o options
@@ -63,7 +74,12 @@ func main() {
 	flag.IntVar(&o.llamaSwapLimit, "llama-swap-limit", 0, "llama-swap's concurrencyLimit per model; 0 leaves its default (10, waiting requests included: the 11th gets 429)")
 	flag.StringVar(&o.outDir, "out", "bench/out", "directory for configs, logs and starts.log (one subdirectory per target)")
 	flag.StringVar(&targets, "targets", strings.Join(allTargets, ","), "targets of the trace")
-	flag.StringVar(&phases, "phases", "trace,priority", "trace, priority or both")
+	flag.StringVar(&phases, "phases", "trace,priority,warm", "trace, priority, warm (issue 26), comma-separated")
+	flag.DurationVar(&o.wakeTime, "wake-time", 100*time.Millisecond, "warm, gw-sleep: the demo engine's scripted wake (vLLM level 1: 0.1-0.4 s against 30-100+ s cold)")
+	flag.DurationVar(&o.sleepTime, "sleep-time", 50*time.Millisecond, "warm, gw-sleep: the demo engine's scripted sleep")
+	flag.IntVar(&o.swaps, "swaps", 10, "warm: swaps measured per mode")
+	flag.IntVar(&o.turns, "turns", 8, "warm: turns of the resumed conversation")
+	flag.DurationVar(&o.prefillPerToken, "prefill-per-token", 500*time.Microsecond, "warm: the demo engine's time per prompt token it processes")
 	flag.StringVar(&o.order, "order", "A B A A C A B C", "one round of the trace: the model of each request")
 	flag.IntVar(&o.repeat, "repeat", 8, "rounds of -order (50 for the long trace)")
 	flag.DurationVar(&o.interval, "interval", 250*time.Millisecond, "time between two arrivals")
@@ -81,7 +97,7 @@ func main() {
 
 	tr := newTrace(o.order, o.repeat, o.interval)
 	budget := time.Duration(len(o.targets))*(time.Duration(len(tr.models))*o.interval+o.clientTimeout+time.Minute) +
-		2*(o.priorityFor+o.clientTimeout)
+		2*(o.priorityFor+o.clientTimeout) + 4*o.clientTimeout // warm: four gateways
 	ctx, cancel := context.WithTimeout(context.Background(), budget)
 	defer cancel()
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
@@ -113,8 +129,8 @@ func check(o options) error {
 		}
 	}
 	for _, p := range o.phases {
-		if p != "trace" && p != "priority" {
-			return fmt.Errorf("unknown phase %q (have trace, priority)", p)
+		if p != "trace" && p != "priority" && p != "warm" {
+			return fmt.Errorf("unknown phase %q (have trace, priority, warm)", p)
 		}
 	}
 	if len(strings.Fields(o.order)) == 0 || o.repeat < 1 || o.interval <= 0 {
@@ -151,6 +167,11 @@ func run(ctx context.Context, o options, tr trace) error {
 		}
 		printPriority(os.Stdout, o, rows)
 	}
+	if slices.Contains(o.phases, "warm") {
+		if err := runWarm(ctx, o); err != nil {
+			return fmt.Errorf("warm: %v", err)
+		}
+	}
 	return nil
 }
 
@@ -160,6 +181,8 @@ func runTarget(ctx context.Context, o options, name string, tr trace) (traceResu
 		return runGateway(ctx, o, variantGroup, tr)
 	case "gw-memory":
 		return runGateway(ctx, o, variantMemory, tr)
+	case "gw-sleep":
+		return runGateway(ctx, o, sleepVariant(o), tr)
 	}
 	if o.llamaSwap == "" {
 		return traceResult{target: "llama-swap", unavailable: "no binary: set LLAMA_SWAP (or -llama-swap)"}, nil

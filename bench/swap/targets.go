@@ -59,6 +59,7 @@ type gatewayVariant struct {
 	engineLines   string // inside each engine
 	pendingIfBad  bool   // a config that does not adapt means "not available", not an error
 	pendingReason string // what it waits for, in that case
+	engineFlags   string // the demo engine's extra flags (warm.go: its sleep and wake times)
 }
 
 var (
@@ -116,7 +117,7 @@ func writeGatewayCaddyfile(dir string, v gatewayVariant, names []string, loadTim
 	}
 	var engines strings.Builder
 	for _, m := range names {
-		line := engineShell(startsLog, "{gateway.executable}", "{engine.port}", m, loadTime, "")
+		line := engineShell(startsLog, "{gateway.executable}", "{engine.port}", m, loadTime, v.engineFlags)
 		fmt.Fprintf(&engines, gatewayEngine, m, line, v.engineLines)
 	}
 	cf := fmt.Sprintf(gatewayCaddyfile, adminPort, sitePort, filepath.Join(dir, "caddy.log"), v.handlerLines, engines.String())
@@ -194,6 +195,9 @@ func runGateway(ctx context.Context, o options, v gatewayVariant, tr trace) (tra
 	}
 	if n, err := metricStarts(admin); err == nil {
 		res.crossCheck = fmt.Sprintf("llm_gateway_engine_starts_total: %s", n)
+	}
+	if w, err := metricSum(admin, "llm_gateway_engine_wakes_total{"); err == nil && w > 0 {
+		res.crossCheck += fmt.Sprintf("; wakes %.0f (not starts: the process was kept asleep)", w)
 	}
 	return res, nil
 }

@@ -54,6 +54,15 @@ type Options struct {
 	StatusCode        int
 	EchoRequest       bool
 	ExitAfterRequests int
+
+	// warm swaps (warm.go)
+	SleepTime       time.Duration
+	WakeTime        time.Duration
+	FailSleep       bool
+	FailWake        bool
+	Slots           int
+	SlotSavePath    string
+	PrefillPerToken time.Duration
 }
 
 // Run parses args as flags and serves until SIGTERM/SIGINT (or forever, with
@@ -75,6 +84,13 @@ func Run(args []string) error {
 	fs.IntVar(&o.StatusCode, "status", 0, "answer every completion with this error status")
 	fs.BoolVar(&o.EchoRequest, "echo-request", false, "reply with the request's headers and body instead of text")
 	fs.IntVar(&o.ExitAfterRequests, "exit-after-requests", 0, "exit after answering this many completions")
+	fs.DurationVar(&o.SleepTime, "sleep-time", 0, "how long POST /sleep takes")
+	fs.DurationVar(&o.WakeTime, "wake-time", 0, "how long POST /wake_up takes")
+	fs.BoolVar(&o.FailSleep, "fail-sleep", false, "answer POST /sleep with 500")
+	fs.BoolVar(&o.FailWake, "fail-wake", false, "answer POST /wake_up with 500")
+	fs.IntVar(&o.Slots, "slots", 1, "how many slots (llama-server's --parallel)")
+	fs.StringVar(&o.SlotSavePath, "slot-save-path", "", "directory for slot save and restore (llama-server's --slot-save-path)")
+	fs.DurationVar(&o.PrefillPerToken, "prefill-per-token", 0, "time to process one prompt token not in the slot's cache")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -135,6 +151,7 @@ type server struct {
 	served     atomic.Int64
 	seq        atomic.Int64
 	processing atomic.Int64 // requests in flight, for /metrics (metrics.go)
+	warm       warmState    // sleep and slots (warm.go)
 }
 
 func (s *server) routes() http.Handler {
@@ -149,6 +166,7 @@ func (s *server) routes() http.Handler {
 	mux.HandleFunc("POST /v1/messages", s.messages)
 	mux.HandleFunc("POST /v1/messages/count_tokens", s.countTokens)
 	s.nativeRoutes(mux)
+	s.warmRoutes(mux)
 	return s.withMetrics(mux)
 }
 
@@ -215,6 +233,7 @@ type chatRequest struct {
 		Role    string `json:"role"`
 		Content any    `json:"content"`
 	} `json:"messages"`
+	IDSlot *int `json:"id_slot"` // llama-server's: the slot to use (warm.go)
 }
 
 func (s *server) chat(w http.ResponseWriter, r *http.Request) {
@@ -230,6 +249,11 @@ func (s *server) chat(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusBadRequest, "invalid_request_error", "bad JSON: "+err.Error())
 		return
 	}
+	if s.sleeping() {
+		apiError(w, http.StatusServiceUnavailable, "unavailable_error", "the engine is sleeping")
+		return
+	}
+	s.prefill(&req)
 	defer func() {
 		if n := s.served.Add(1); s.o.ExitAfterRequests > 0 && n >= int64(s.o.ExitAfterRequests) {
 			go func() { time.Sleep(10 * time.Millisecond); os.Exit(0) }()

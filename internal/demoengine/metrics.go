@@ -17,6 +17,7 @@ func (s *server) withMetrics(mux *http.ServeMux) http.Handler {
 		fmt.Fprintf(w, "# HELP llamacpp:requests_processing Number of requests processing.\n# TYPE llamacpp:requests_processing gauge\nllamacpp:requests_processing %d\n", s.processing.Load())
 		fmt.Fprintf(w, "# HELP llamacpp:requests_deferred Number of requests deferred.\n# TYPE llamacpp:requests_deferred gauge\nllamacpp:requests_deferred 0\n")
 		fmt.Fprintf(w, "# HELP llamacpp:requests_total Requests answered.\n# TYPE llamacpp:requests_total counter\nllamacpp:requests_total %d\n", s.served.Load())
+		s.warmMetrics(w)
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost {

@@ -204,6 +204,7 @@ function updateEngine(card, e) {
     const l = e.limit;
     rows.push(['concurrency', 'in flight ' + l.in_flight + '/' + l.max_concurrent + ' · ' + (l.queue ? 'queued ' + l.queued + '/' + l.queue : 'no queue')]);
   }
+  if (e.sleep_at) rows.push(['sleeps', { text: 'in ', at: e.sleep_at }]); // swap sleep: sleep_after
   if (e.idle_stop_at) rows.push(['idle stop', { at: e.idle_stop_at }]);
   else if (e.managed && e.idle_timeout_s) rows.push(['idle stop', 'after ' + e.idle_timeout_s + ' s idle']);
   if (e.group) rows.push(['group', e.group]);
@@ -228,7 +229,7 @@ function updateEngine(card, e) {
   const running = e.state === 'ready' || e.state === 'starting';
   const btn = (a) => card.querySelector('[data-act="' + a + '"]');
   btn('start').disabled = !e.managed || running || e.state === 'stopping';
-  btn('stop').disabled = !e.managed || !running;
+  btn('stop').disabled = !e.managed || !(running || e.state === 'sleeping'); // a sleeping engine's process runs
   btn('drain').disabled = !e.managed || e.state !== 'ready';
   btn('logs').disabled = !e.managed;
 }

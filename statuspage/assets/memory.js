@@ -32,6 +32,10 @@ function updateBox(card, b) {
   const use = el('div', { class: 'use' },
     el('meter', { min: '0', max: String(b.budget), value: String(b.used), 'aria-label': b.name + ' used' }),
     el('span', { class: 'small num', 'data-field': 'used', text: (b.group ? (b.used ? 'taken' : 'free') : fmtBytes(b.used) + ' of ' + fmtBytes(b.budget) + ' used') }));
+  if (b.asleep && b.asleep.length) {
+    // swap sleep: no share of the budget, but their weights stay in host memory
+    use.append(el('div', { class: 'small muted', 'data-field': 'asleep', text: 'asleep: ' + b.asleep.join(', ') + ' (' + fmtBytes(b.asleep_memory) + ' in host memory)' }));
+  }
   card.querySelector('.use').replaceWith(use);
 
   const queue = el('div', { class: 'queue' });
