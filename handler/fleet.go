@@ -2,13 +2,13 @@ package handler
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"sync"
 	"time"
 
 	"github.com/llmgateway/caddy-llm-gateway/handler/upstream"
+	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
 )
 
 // Fleet routing: remote nodes' model states, fanned out at most once per
@@ -28,6 +28,7 @@ import (
 
 const (
 	listingTTL     = 2 * time.Second
+	listingMaxAge  = 30 * time.Second // older answers are waited for, not served
 	listingTimeout = 2 * time.Second
 	maxListing     = 1 << 20
 )
@@ -41,12 +42,19 @@ type fleet struct {
 	models map[string]map[string]string
 }
 
-// fleet returns the remote engines' answers of the last listingTTL, asking
-// them again (once, however many callers wait) when they are older.
+// fleet returns the remote engines' answers. Older than listingTTL, they
+// are asked again (once, however many callers ask) in the background, and
+// the answers in hand serve meanwhile: a slow node delays no request. Only
+// when there are none younger than listingMaxAge does a request wait for
+// the fan-out (at most listingTimeout).
 func (g *Gateway) fleet(ctx context.Context) *fleet {
 	l := &g.listing
 	l.mu.Lock()
-	if l.last != nil && g.clock.Now().Sub(l.last.at) < listingTTL {
+	age := time.Duration(-1)
+	if l.last != nil {
+		age = g.clock.Now().Sub(l.last.at)
+	}
+	if age >= 0 && age < listingTTL {
 		f := l.last
 		l.mu.Unlock()
 		return f
@@ -56,6 +64,11 @@ func (g *Gateway) fleet(ctx context.Context) *fleet {
 		go g.fanOut(l.running)
 	}
 	running := l.running
+	if age >= 0 && age < listingMaxAge {
+		f := l.last
+		l.mu.Unlock()
+		return f
+	}
 	l.mu.Unlock()
 	select {
 	case <-running:
@@ -133,47 +146,7 @@ func (g *Gateway) askModels(rt *route) (bool, map[string]string) {
 	if rt.cfg.ModelsFrom == "" {
 		return true, nil
 	}
-	return true, modelStates(body)
-}
-
-// modelStates reads a model list's per-model status: OpenAI's list shape
-// with llama-swap's and llama.cpp router mode's "status": {"value": …}, and
-// this gateway's "aliases". A listed model without a status is loaded (the
-// engine serves what it lists).
-func modelStates(body []byte) map[string]string {
-	var list struct {
-		Data []struct {
-			ID      string   `json:"id"`
-			Aliases []string `json:"aliases"`
-			Status  *struct {
-				Value string `json:"value"`
-			} `json:"status"`
-		} `json:"data"`
-	}
-	states := map[string]string{}
-	if json.Unmarshal(body, &list) != nil {
-		return states
-	}
-	for _, m := range list.Data {
-		s := "loaded"
-		if m.Status != nil {
-			switch m.Status.Value {
-			case "loading", "unloaded":
-				s = m.Status.Value
-			case "sleeping": // swap sleep: a request wakes it, sooner than a load
-				s = "loading"
-			}
-		}
-		states[m.ID] = s
-		for _, a := range m.Aliases {
-			// a gateway node lists an engine once, its other names as
-			// aliases (list_aliases off): they are the same model
-			if _, ok := states[a]; !ok {
-				states[a] = s
-			}
-		}
-	}
-	return states
+	return true, grammar.ModelStates(body)
 }
 
 // nodeState is where model stands on rt's node, by the last listing and

@@ -27,6 +27,7 @@ type node struct {
 	mu     sync.Mutex
 	states map[string]string
 	chats  []string // the Authorization of each chat request
+	hold   chan struct{} // while set, its model list waits for it to close
 }
 
 func newNode(t *testing.T, name string, states map[string]string) *node {
@@ -37,6 +38,12 @@ func newNode(t *testing.T, name string, states map[string]string) *node {
 }
 
 func (n *node) serve(w http.ResponseWriter, r *http.Request) {
+	n.mu.Lock()
+	hold := n.hold
+	n.mu.Unlock()
+	if hold != nil && r.URL.Path == "/v1/models" {
+		<-hold
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if r.URL.Path == "/v1/models" {
@@ -106,7 +113,7 @@ func TestPoolPrefersTheNodeWhereTheModelIsLoaded(t *testing.T) {
 	// a is loading it, b has it unloaded: wait for a, do not wake b
 	a.set("qwen", "loading")
 	b.set("qwen", "unloaded")
-	clock.Advance(listingTTL)
+	clock.Advance(listingMaxAge)
 	if got := answeredBy(t, url); got != "a" || b.served() != 3 {
 		t.Fatalf("served by %s; b served %d", got, b.served())
 	}
@@ -114,7 +121,7 @@ func TestPoolPrefersTheNodeWhereTheModelIsLoaded(t *testing.T) {
 	// nowhere loaded: the first request wakes the first node, and the next
 	// ones wait for it, even before the node's own list says it is loading
 	a.set("qwen", "unloaded")
-	clock.Advance(listingTTL)
+	clock.Advance(listingMaxAge)
 	for range 3 {
 		if got := answeredBy(t, url); got != "a" {
 			t.Fatalf("served by %s: a second node was woken", got)
@@ -123,7 +130,7 @@ func TestPoolPrefersTheNodeWhereTheModelIsLoaded(t *testing.T) {
 
 	// a node that does not answer is skipped while another can serve
 	a.Close()
-	clock.Advance(listingTTL)
+	clock.Advance(listingMaxAge)
 	if got := answeredBy(t, url); got != "b" {
 		t.Fatalf("served by %s", got)
 	}
@@ -156,7 +163,7 @@ func TestWakeOffNeverMakesANodeLoadAModel(t *testing.T) {
 	}
 	// /v1/models says what the nodes say
 	b.set("qwen", "loaded")
-	clock.Advance(listingTTL)
+	clock.Advance(listingMaxAge)
 	resp, _ = http.Get(url + "/v1/models")
 	list, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
@@ -204,8 +211,8 @@ func TestTwoFrontDoorsSendASessionToTheSameNode(t *testing.T) {
 	// node a leaves: every session moves to b, on both front doors
 	addr := a.Listener.Addr().String()
 	a.Close()
-	clock1.Advance(listingTTL)
-	clock2.Advance(listingTTL)
+	clock1.Advance(listingMaxAge)
+	clock2.Advance(listingMaxAge)
 	for s, n := range placement() {
 		if n != "b" {
 			t.Fatalf("%s on %s after a left", s, n)
@@ -221,12 +228,48 @@ func TestTwoFrontDoorsSendASessionToTheSameNode(t *testing.T) {
 	a.Listener.Close()
 	a.Listener = ln
 	a.Start()
-	clock1.Advance(listingTTL)
-	clock2.Advance(listingTTL)
+	clock1.Advance(listingMaxAge)
+	clock2.Advance(listingMaxAge)
 	after := placement()
 	for s := range before {
 		if before[s] != after[s] {
 			t.Fatalf("%s was on %s, now on %s", s, before[s], after[s])
 		}
+	}
+}
+
+// TestASlowNodeDelaysNoRequest: answers older than listingTTL serve while
+// the nodes are asked again in the background, so a node whose model list
+// hangs holds up no request; the next request after the fan-out sees it.
+func TestASlowNodeDelaysNoRequest(t *testing.T) {
+	a := newNode(t, "a", map[string]string{"qwen": "loaded"})
+	b := newNode(t, "b", map[string]string{"qwen": "unloaded"})
+	clock := clock.NewFake()
+	g, url := testGateway(t, fleetConfig(a, b, true), clock)
+	if got := answeredBy(t, url); got != "a" {
+		t.Fatalf("served by %s", got)
+	}
+
+	hold := make(chan struct{})
+	a.mu.Lock()
+	a.hold = hold
+	a.mu.Unlock()
+	a.set("qwen", "unloaded")
+	b.set("qwen", "loaded")
+	clock.Advance(listingTTL)
+	// answered from the answers in hand while a's model list hangs
+	if got := answeredBy(t, url); got != "a" {
+		t.Fatalf("served by %s", got)
+	}
+	g.listing.mu.Lock()
+	running := g.listing.running
+	g.listing.mu.Unlock()
+	if running == nil {
+		t.Fatal("no fan-out in the background")
+	}
+	close(hold)
+	<-running
+	if got := answeredBy(t, url); got != "b" {
+		t.Fatalf("served by %s after the fan-out", got)
 	}
 }

@@ -1,6 +1,7 @@
 // Package grammar knows the two stream grammars, OpenAI's chunks and
-// Anthropic's typed events, and the usage an answer reports: byte-level
-// reading that knows nothing of requests.
+// Anthropic's typed events, the usage an answer reports and the models a
+// model list says are loaded: byte-level reading that knows nothing of
+// requests.
 package grammar
 
 import (
