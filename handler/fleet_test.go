@@ -26,7 +26,7 @@ type node struct {
 	name   string
 	mu     sync.Mutex
 	states map[string]string
-	chats  []string // the Authorization of each chat request
+	chats  []string      // the Authorization of each chat request
 	hold   chan struct{} // while set, its model list waits for it to close
 }
 
