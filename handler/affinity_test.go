@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
+	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
 	"github.com/llmgateway/caddy-llm-gateway/handler/config"
 	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
@@ -260,5 +261,41 @@ func BenchmarkPoolChoice64(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		p.plan(req, nil, nil)
+	}
+}
+
+// TestStickyBodyUserReadsAnthropicsMetadataUserID: `sticky body user` keeps
+// a caller's requests on one member whichever API family spells it: OpenAI's
+// "user", Anthropic's "metadata": {"user_id": …}.
+func TestStickyBodyUserReadsAnthropicsMetadataUserID(t *testing.T) {
+	p, _, _ := balancedPool(t, 4, func(_ *engines.Config, pc *config.PoolConfig) {
+		pc.StickyHeader, pc.StickyBody = "", "user"
+	})
+	for i := range 8 {
+		user := fmt.Sprint("user-", i)
+		openai := poolRequest(t, fmt.Sprintf(`{"model":"auto","user":%q,"messages":[]}`, user))
+		anthropic := poolRequest(t, fmt.Sprintf(`{"model":"auto","max_tokens":9,"metadata":{"user_id":%q},"messages":[]}`, user))
+		anthropic.api = apierror.Anthropic
+		if k := p.sessionKey(openai); k != user {
+			t.Fatalf("OpenAI's user read as %q", k)
+		}
+		if k := p.sessionKey(anthropic); k != user {
+			t.Fatalf("Anthropic's metadata.user_id read as %q", k)
+		}
+		var res Result
+		if plan := p.plan(anthropic, nil, &res); plan[0].label != pinnedIn(p, user) || res.PoolChoice != ChoiceSession {
+			t.Fatalf("%s: planned %s (%s), the session is on %s", user, plan[0].label, res.PoolChoice, pinnedIn(p, user))
+		}
+	}
+	// an OpenAI body's metadata is not a session, nor a user_id elsewhere
+	for _, body := range []string{`{"model":"auto","metadata":{"user_id":"u"}}`, `{"model":"auto","user_id":"u","metadata":"u"}`} {
+		req := poolRequest(t, body)
+		if k := p.sessionKey(req); k != "" {
+			t.Fatalf("%s: session %q", body, k)
+		}
+		req.api = apierror.Anthropic
+		if k := p.sessionKey(req); k != "" && !strings.Contains(body, `{"user_id":"u"}`) {
+			t.Fatalf("%s: session %q", body, k)
+		}
 	}
 }

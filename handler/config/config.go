@@ -365,7 +365,8 @@ type PoolConfig struct {
 	StickyHeader string `json:"sticky_header,omitempty"`
 
 	// StickyBody names a top-level body field ("user" or
-	// "prompt_cache_key") whose value is the session key.
+	// "prompt_cache_key") whose value is the session key; "user" is
+	// metadata.user_id in an Anthropic Messages API request.
 	StickyBody string `json:"sticky_body,omitempty"`
 
 	// FailoverAttempts bounds the attempts of one request across members.

@@ -180,3 +180,22 @@ func Misspelled(body []byte, path []string) (string, bool) {
 	}
 	return "", false
 }
+
+// Nested is the member at path inside a body's top-level object (as
+// "metadata", "user_id"), whose parents are objects; not OK when there is
+// none. The body was scanned: it is valid JSON.
+func Nested(b []byte, path ...string) Member {
+	obj := SkipSpace(b, 0)
+	var m Member
+	for _, name := range path {
+		if obj >= len(b) || b[obj] != '{' {
+			return Member{}
+		}
+		var ok bool
+		if m, ok = LastMember(b, obj, name); !ok || !m.OK() {
+			return Member{}
+		}
+		obj = m.Value.Start
+	}
+	return m
+}
