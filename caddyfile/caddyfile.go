@@ -343,6 +343,12 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config, hist **history.Conf
 				return cfg, err
 			}
 			cfg.AnnotateResponse = b
+		case "trace_content":
+			b, err := parseOnOff(d)
+			if err != nil {
+				return cfg, err
+			}
+			cfg.TraceContent = b
 		case "list_aliases":
 			b, err := parseOnOff(d)
 			if err != nil {

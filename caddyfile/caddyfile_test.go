@@ -228,6 +228,7 @@ func TestParseEverySubdirective(t *testing.T) {
 		{"pools, resume, prefill, body fallbacks, annotate", `llm_gateway {
 	body_fallbacks off
 	annotate_response on
+	trace_content on
 	engine a {
 		to http://10.0.0.1:8000
 		models m1
@@ -269,6 +270,7 @@ func TestParseEverySubdirective(t *testing.T) {
 }`, hconfig.Config{
 			BodyFallbacks:    ptr(false),
 			AnnotateResponse: true,
+			TraceContent:     true,
 			Engines: []engines.Config{
 				{Name: "a", To: "http://10.0.0.1:8000", Models: []string{"m1"}, Fallback: "b", Resume: new(true)},
 				{Name: "b", To: "http://10.0.0.2:8000", Models: []string{"m2"}, Prefill: new(true)},

@@ -77,6 +77,7 @@ func traceStory(r *http.Request, res *handler.Result, now time.Time) {
 			attrs = append(attrs, attribute.String(k, v))
 		}
 	}
+	attrs = append(attrs, contentAttrs(res)...) // trace_content (tracecontent.go)
 	ctx, span := tracer.Start(r.Context(), spanName(op, res.ModelAsked),
 		trace.WithTimestamp(arrived), trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
 	if res.TTFB > 0 {

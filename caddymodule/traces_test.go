@@ -234,6 +234,34 @@ func TestEachRequestIsOneTraceWithASpanPerAttempt(t *testing.T) {
 		}
 	})
 
+	t.Run("trace_content on keeps the prompt and the answer", func(t *testing.T) {
+		up := newRecorder(t, streamWithUsage)
+		startTracedGateway(t, fmt.Sprintf(`
+		trace_content on
+		engine content {
+			to %s
+			models tr-content-false tr-content-true
+		}`, up.URL))
+		for _, stream := range []string{"false", "true"} {
+			resp, body := post(t, "/v1/chat/completions", `{"model":"tr-content-`+stream+`","stream":`+stream+`,"messages":[{"role":"system","content":"be brief"},{"role":"user","content":[{"type":"text","text":"a traced prompt"}]}]}`)
+			if resp.StatusCode != 200 {
+				t.Fatalf("%d %s", resp.StatusCode, body)
+			}
+			root, _ := o.requestSpan(t, "tr-content-"+stream)
+			in, out := attr(root, "gen_ai.input.messages"), attr(root, "gen_ai.output.messages")
+			if in != `[{"role":"system","parts":[{"type":"text","content":"be brief"}]},{"role":"user","parts":[{"type":"text","content":"a traced prompt"}]}]` {
+				t.Errorf("stream %s: input %s", stream, in)
+			}
+			answer := "ok"
+			if stream == "true" {
+				answer = "w0w1w2w3"
+			}
+			if out != `[{"role":"assistant","parts":[{"type":"text","content":"`+answer+`"}]}]` {
+				t.Errorf("stream %s: output %s", stream, out)
+			}
+		}
+	})
+
 	t.Run("a slow start switches to the fallback", func(t *testing.T) {
 		fb := newRecorder(t, okChat)
 		startTracedGateway(t, fmt.Sprintf(`

@@ -54,6 +54,8 @@ type Gateway struct {
 	pools     map[string]*pool  // by name, and "auto" for the default pool
 	poolList  []*pool
 	annotate  bool
+	// traceContent: Result keeps the prompt and the answer (tracecontent.go)
+	traceContent bool
 	// listAliases: /v1/models lists every name of an engine, not one
 	listAliases bool
 
@@ -99,6 +101,10 @@ type Result struct {
 	Tries      []Try  // the request's story: each upstream attempt (story.go)
 	Pool       string // the pool that chose the member, if one did
 	PoolChoice string // why it chose its first member: session, affinity, load, rotation (pool.go)
+	// Prompt and Answer are kept with trace_content on (tracecontent.go):
+	// the request's messages (or prompt, input) as JSON, the answer's text.
+	Prompt []byte
+	Answer string
 
 	api apierror.API // the request's API family, for the shape of refusals
 	key *keys.Rules  // the caller's key's rules, nil for none

@@ -140,6 +140,9 @@ func (g *Gateway) writeJSONAnswer(rp *reply, a *attempt) {
 		if u, ok := grammar.UsageOf(body); ok {
 			rp.res.Usage, rp.res.HasUsage = u, true
 		}
+		if g.traceContent {
+			g.noteAnswer(rp.res, grammar.AnswerText(body))
+		}
 		if g.annotate {
 			body = jsonmember.Annotate(body, a.c.rt.cfg.Name, a.sent, rp.since().Milliseconds(), a.index)
 		}
@@ -160,7 +163,12 @@ func (g *Gateway) writeJSONAnswer(rp *reply, a *attempt) {
 // is continued by resume when it can be (a new attempt whose stream the
 // loop relays in turn, after a seam comment), and cut honestly when not.
 func (g *Gateway) relay(rp *reply, a *attempt) {
-	defer func() { a.close() }() // the last resumed attempt (closing twice is safe)
+	defer func() {
+		if a.stream != nil && a.stream.tr != nil {
+			g.noteAnswer(rp.res, a.stream.tr.text)
+		}
+		a.close() // the last resumed attempt (closing twice is safe)
+	}()
 	var tried resumeTries
 	origin := a.c
 	for {
@@ -386,13 +394,17 @@ func isEventStream(ct string) bool {
 	return err == nil && mt == "text/event-stream"
 }
 
-// newTranscript starts a transcript for a stream that may be resumed.
+// newTranscript starts a transcript for a stream that may be resumed, or
+// whose text its trace keeps (trace_content).
 func (g *Gateway) newTranscript(a *attempt) *transcript {
 	req := a.req
 	chat := strings.HasSuffix(req.r.URL.Path, "/chat/completions") || req.r.URL.Path == "/v1/messages"
-	if a.c.role != rolePrimary || !a.c.rt.cfg.Resumes() || len(resumers(a.c)) == 0 ||
-		!chat || !req.fields.Messages.OK() {
+	if !chat || !req.fields.Messages.OK() {
 		return nil
 	}
-	return &transcript{api: req.api}
+	resumable := a.c.role == rolePrimary && a.c.rt.cfg.Resumes() && len(resumers(a.c)) > 0
+	if !resumable && !g.traceContent {
+		return nil
+	}
+	return &transcript{api: req.api, resumable: resumable}
 }

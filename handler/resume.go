@@ -35,7 +35,7 @@ type resumeTries int
 // can, and then the original failure is the client's to hear.
 func (g *Gateway) resume(rp *reply, origin candidate, a *attempt, cause error, tried *resumeTries) *attempt {
 	t := a.stream.tr
-	if t == nil || t.off || len(t.text) == 0 {
+	if t == nil || !t.resumable || t.off || len(t.text) == 0 {
 		return nil
 	}
 	rs := resumers(origin)

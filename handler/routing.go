@@ -42,6 +42,7 @@ func (g *Gateway) serveRouted(w http.ResponseWriter, r *http.Request, res *Resul
 	}
 	res.ModelAsked = req.model
 	req.key = res.key
+	g.notePrompt(req, res)
 	req, t, gerr := g.reserve(w, req, res)
 	if gerr != nil {
 		res.refuse(w, gerr)

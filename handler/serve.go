@@ -43,7 +43,7 @@ func New(cfg config.Config, engs []*engines.Engine, log *zap.Logger) (*Gateway, 
 	if g.maxAttempts == 0 {
 		g.maxAttempts = config.DefaultMaxAttempts
 	}
-	g.annotate = cfg.AnnotateResponse
+	g.annotate, g.traceContent = cfg.AnnotateResponse, cfg.TraceContent
 	extra := config.DefaultExtraPaths
 	if cfg.ExtraPaths != nil {
 		extra = *cfg.ExtraPaths

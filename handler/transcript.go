@@ -22,6 +22,9 @@ type transcript struct {
 	created json.RawMessage
 	off     bool         // tool calls, several choices, too long: not resumable
 	api     apierror.API // the stream's grammar
+	// resumable: a fallback may continue the stream; else only its trace
+	// keeps its text (trace_content)
+	resumable bool
 }
 
 // resumeChunk is the part of a chat chunk a transcript needs.

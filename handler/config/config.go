@@ -79,6 +79,11 @@ type Config struct {
 	// fallback_index) to non-streaming JSON answers. Default: false.
 	AnnotateResponse bool `json:"annotate_response,omitempty"`
 
+	// TraceContent puts a request's prompt and answer text (at most 64 KiB
+	// each) in its trace span, under Caddy's tracing: gen_ai.input.messages
+	// and gen_ai.output.messages. Off by default: prompts are the callers'.
+	TraceContent bool `json:"trace_content,omitempty"`
+
 	// ExtraPaths are paths outside /v1/ that the gateway routes by the
 	// body's model, as it routes /v1/: POST requests only (a GET there
 	// goes on to the next handler). Default: llama-server's own endpoints,
