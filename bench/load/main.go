@@ -205,20 +205,24 @@ func benchmark(ctx context.Context, e *env, c config, r *report) error {
 	if c.phases["stream"] {
 		ttfb := r.add(&metric{name: "stream TTFB p50 (us)", direct: []float64{},
 			target: "within 5%", pass: func(rp, gw float64) bool { return gw <= rp*1.05 }})
+		ttfb99 := r.add(&metric{name: "stream TTFB p99 (us)", direct: []float64{},
+			target: "<= stock", pass: func(rp, gw float64) bool { return gw <= rp }})
 		total := r.add(&metric{name: "stream 50 chunks total p50 (us)", direct: []float64{}})
 		for round := range c.rounds {
-			f, t, failed := streamLatency(ctx, direct.url, c.ttfbStreams)
+			f, f99, t, failed := streamLatency(ctx, direct.url, c.ttfbStreams)
 			r.failures(direct.name, "stream", int64(failed))
 			ttfb.direct, total.direct = append(ttfb.direct, us(f)), append(total.direct, us(t))
+			ttfb99.direct = append(ttfb99.direct, us(f99))
 			for _, tg := range order(round) {
-				f, t, failed := streamLatency(ctx, tg.url, c.ttfbStreams)
+				f, f99, t, failed := streamLatency(ctx, tg.url, c.ttfbStreams)
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
 				r.failures(tg.name, "stream", int64(failed))
 				pair(ttfb, tg, us(f))
+				pair(ttfb99, tg, us(f99))
 				pair(total, tg, us(t))
-				progress("stream round %d/%d %-13s TTFB %6.0f us  total %6.0f us", round+1, c.rounds, tg.name, us(f), us(t))
+				progress("stream round %d/%d %-13s TTFB %6.0f us (p99 %6.0f us)  total %6.0f us", round+1, c.rounds, tg.name, us(f), us(f99), us(t))
 			}
 		}
 	}

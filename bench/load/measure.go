@@ -110,8 +110,9 @@ func latency(ctx context.Context, url string, rate int, dur time.Duration) (p50,
 }
 
 // streamLatency sends n streams one after another and returns the median
-// time to first byte and to the end of the stream.
-func streamLatency(ctx context.Context, url string, n int) (ttfb, total time.Duration, failed int) {
+// and 99th percentile time to first byte and the median time to the end of
+// the stream.
+func streamLatency(ctx context.Context, url string, n int) (ttfb, ttfb99, total time.Duration, failed int) {
 	client, tr := newClient(1)
 	defer tr.CloseIdleConnections()
 	for range 10 { // open the connection, warm the paths
@@ -126,7 +127,7 @@ func streamLatency(ctx context.Context, url string, n int) (ttfb, total time.Dur
 		}
 		firsts, totals = append(firsts, r.ttfb), append(totals, r.total)
 	}
-	return percentile(firsts, 50), percentile(totals, 50), failed
+	return percentile(firsts, 50), percentile(firsts, 99), percentile(totals, 50), failed
 }
 
 // cpuResult is the Caddy process's CPU time over one streaming phase.
