@@ -95,7 +95,7 @@ func manyStreamsPhase(ctx context.Context, e *env, c config, r *report, order fu
 	}
 	e.stopCaddy()
 	rss := r.add(&metric{name: fmt.Sprintf("RSS per open stream, %d open, %s (KB)", m.n, proto), prec: 1,
-		target: "<= 64 KB", pass: func(rp, gw float64) bool { return gw <= 64 }})
+		target: fmt.Sprintf("<= %d KB, 0 failed", rssPerStreamGoalKB), pass: func(rp, gw float64) bool { return gw <= rssPerStreamGoalKB }})
 	gor := r.add(&metric{name: "  goroutines per open stream", prec: 2})
 	stack := r.add(&metric{name: "  Go stacks per open stream (KB)", prec: 1})
 	heap := r.add(&metric{name: "  Go heap per open stream (KB)", prec: 1})
