@@ -34,7 +34,7 @@ const (
 	// rssPerStreamGoalKB is issue 30's goal for the memory and manystreams
 	// rows (shown, not enforced: the hostile mix holds the limit above)
 	rssPerStreamGoalKB = 64
-	uploadersLimitMB    = 10  // memory held by the slow uploaders, all of them
+	uploadersLimitMB   = 10 // memory held by the slow uploaders, all of them
 )
 
 // hostileConfig is the hostile mix's knobs (flags of the same names).
