@@ -36,6 +36,7 @@ type Event struct {
 	// scan.
 	Data                        []byte
 	ID, Created, Model, UsageAt jsonmember.Member
+	Type, Choices               jsonmember.Member // for a resumable stream's transcript
 }
 
 // Scan reads one event in one validating pass over its data. With probe
@@ -70,7 +71,8 @@ func (g Grammar) Scan(ev []byte, probe bool) Event {
 	if err != nil {
 		return Event{Kind: Malformed}
 	}
-	e := Event{Kind: Content, Data: data, NoChoices: f.NoChoices, ID: f.ID, Created: f.Created, Model: f.Model, UsageAt: f.Usage}
+	e := Event{Kind: Content, Data: data, NoChoices: f.NoChoices, ID: f.ID, Created: f.Created, Model: f.Model,
+		UsageAt: f.Usage, Type: f.Type, Choices: f.Choices}
 	e.Usage, e.HasUsage = usageAt(data, f.Usage)
 	typ := memberBytes(data, f.Type)
 	if g.Anthropic && string(typ) == `"message_start"` && f.Message.OK() && data[f.Message.Value.Start] == '{' {

@@ -75,8 +75,9 @@ func TestScanReadsAnEventInOnePass(t *testing.T) {
 }
 
 // FuzzScanAgreesWithTheClassifiers: after the commit, Scan's kind, usage
-// and finish are what Classify and Inspect say, and before it, on events
-// that name each member once, exactly, the kind is Classify's.
+// and finish are what the classifiers it replaced (oracle_test.go) said,
+// and before it, on events that name each member once, exactly, the kind
+// is theirs; for Anthropic's grammar, the kind and message_start's usage.
 func FuzzScanAgreesWithTheClassifiers(f *testing.F) {
 	for _, s := range []string{
 		`{"choices":[{"delta":{"role":"assistant","content":""}}]}`, `{"choices":[{"delta":{"content":"x"},"finish_reason":"stop"}]}`,
@@ -90,16 +91,16 @@ func FuzzScanAgreesWithTheClassifiers(f *testing.F) {
 		}
 		e := ev(string(data))
 		got := openAI.Scan(e, false)
-		if want := Classify(e, false); got.Kind != want {
+		if want := classify(e, false); got.Kind != want {
 			t.Fatalf("%q: kind %v, Classify %v", data, got.Kind, want)
 		}
-		info, _ := Inspect(e)
+		info, _ := inspect(e)
 		if got.Kind != info.Kind || got.Usage != info.Usage || got.HasUsage != info.HasUsage || got.Whole != info.Finished {
 			t.Fatalf("%q: %+v, Inspect %+v", data, got, info)
 		}
-		if got.Kind == Content && got.NoChoices != EmptyChoices(e) && !bytes.Contains(data, []byte(`\`)) &&
+		if got.Kind == Content && got.NoChoices != emptyChoices(e) && !bytes.Contains(data, []byte(`\`)) &&
 			bytes.Count(data, []byte(`"choices"`)) == 1 && bytes.HasPrefix(bytes.TrimSpace(data), []byte("{")) {
-			t.Fatalf("%q: no choices %v, EmptyChoices %v", data, got.NoChoices, EmptyChoices(e))
+			t.Fatalf("%q: no choices %v, EmptyChoices %v", data, got.NoChoices, emptyChoices(e))
 		}
 		lower := bytes.ToLower(data)
 		for _, n := range []string{`"role"`, `"error"`, `"choices"`, `"delta"`, `"content"`, `"text"`, `"finish_reason"`,
@@ -112,8 +113,15 @@ func FuzzScanAgreesWithTheClassifiers(f *testing.F) {
 		if bytes.Contains(data, []byte(`\`)) || bytes.Contains(data, []byte(`"role"`)) && !bytes.Contains(data, []byte(`"delta":{"role"`)) {
 			return
 		}
-		if got, want := openAI.Scan(e, true).Kind, Classify(e, true); got != want {
-			t.Fatalf("%q: probe %v, Classify %v", data, got, want)
+		if got, want := openAI.Scan(e, true).Kind, classify(e, true); got != want {
+			t.Fatalf("%q: probe %v, classify %v", data, got, want)
+		}
+		a := anthropic.Scan(e, true)
+		if want := classifyAnthropic(e); a.Kind != want && bytes.Count(lower, []byte(`"type"`)) == 1 && bytes.Count(data, []byte(`"type"`)) == 1 {
+			t.Fatalf("%q: anthropic probe %v, classifyAnthropic %v", data, a.Kind, want)
+		}
+		if u, ok := messageStartUsage(e); ok && bytes.Count(data, []byte(`"usage"`)) == 1 && (a.Usage != u || !a.HasUsage) {
+			t.Fatalf("%q: message_start usage %+v, messageStartUsage %+v", data, a.Usage, u)
 		}
 	})
 }

@@ -661,6 +661,16 @@ func StringValue(b []byte, m Member) ([]byte, bool) {
 	return raw, true
 }
 
+// AppendStringValue appends the string member m of b, decoded, to dst:
+// StringValue into a buffer the caller keeps. It reports false when m is
+// not a string.
+func AppendStringValue(dst, b []byte, m Member) ([]byte, bool) {
+	if !m.OK() || b[m.Value.Start] != '"' {
+		return dst, false
+	}
+	return appendUnquoted(dst, b[m.Value.Start+1:m.Value.End-1])
+}
+
 // appendUnquoted decodes the inside of a JSON string that skipString accepted.
 func appendUnquoted(dst, raw []byte) ([]byte, bool) {
 	for i := 0; i < len(raw); {
@@ -756,24 +766,29 @@ func ApplyEdits(b []byte, edits ...Edit) []byte {
 	if len(edits) == 0 {
 		return b
 	}
+	n := len(b)
+	for _, e := range edits {
+		n += len(e.Repl) - (e.End - e.Start)
+	}
+	return AppendEdits(make([]byte, 0, n), b, edits...)
+}
+
+// AppendEdits appends b with edits applied to dst: ApplyEdits into a
+// buffer the caller reuses.
+func AppendEdits(dst, b []byte, edits ...Edit) []byte {
 	// a handful of edits at most: insertion sort keeps this allocation-free
 	for i := 1; i < len(edits); i++ {
 		for j := i; j > 0 && edits[j].Start < edits[j-1].Start; j-- {
 			edits[j], edits[j-1] = edits[j-1], edits[j]
 		}
 	}
-	n := len(b)
-	for _, e := range edits {
-		n += len(e.Repl) - (e.End - e.Start)
-	}
-	out := make([]byte, 0, n)
 	prev := 0
 	for _, e := range edits {
-		out = append(out, b[prev:e.Start]...)
-		out = append(out, e.Repl...)
+		dst = append(dst, b[prev:e.Start]...)
+		dst = append(dst, e.Repl...)
 		prev = e.End
 	}
-	return append(out, b[prev:]...)
+	return append(dst, b[prev:]...)
 }
 
 // AppendString appends s as a JSON string literal. Invalid UTF-8 becomes
