@@ -4,7 +4,7 @@
 # exceeded), then measure the gateway's cold start. One command from anywhere
 # in the checkout:
 #
-#   bench/run.sh                        # full run, about 4 minutes
+#   bench/run.sh                        # full run, about 9 minutes
 #   ROUNDS=1 DURATION=1s bench/run.sh   # quick smoke run
 #
 # Environment: ROUNDS (5), DURATION (3s per timed run), RATE (500 req/s),
