@@ -4,12 +4,12 @@
 # exceeded), then measure the gateway's cold start. One command from anywhere
 # in the checkout:
 #
-#   bench/run.sh                        # full run, about 4 minutes
+#   bench/run.sh                        # full run, about 9 minutes
 #   ROUNDS=1 DURATION=1s bench/run.sh   # quick smoke run
 #
 # Environment: ROUNDS (5), DURATION (3s per timed run), RATE (500 req/s),
-# OPEN_STREAMS (1000), COLD_STARTS (20), PHASES (all; door runs only the
-# hostile phase's keys-with-rules part), SKIP_COLDSTART=1.
+# OPEN_STREAMS (1000), MANY_STREAMS (10000), COLD_STARTS (20), PHASES (all;
+# door runs only the hostile phase's keys-with-rules part), SKIP_COLDSTART=1.
 # Everything is built into bench/out/ (gitignored); all traffic stays on
 # 127.0.0.1. The Go programs start the fake upstream and Caddy on free ports
 # and stop them on exit, failure or Ctrl-C; the trap below is a second net.
@@ -23,11 +23,25 @@ ROUNDS=${ROUNDS:-5}
 DURATION=${DURATION:-3s}
 RATE=${RATE:-500}
 OPEN_STREAMS=${OPEN_STREAMS:-1000}
+MANY_STREAMS=${MANY_STREAMS:-10000}
 COLD_STARTS=${COLD_STARTS:-20}
-PHASES=${PHASES:-throughput,latency,stream,cpu,memory,hostile}
+PHASES=${PHASES:-throughput,latency,stream,cpu,syscalls,memory,manystreams,hostile}
+
+# the syscalls phase counts Caddy's system calls with perf (the kernel's
+# tracepoints) or, where perf cannot open them, strace: install strace if
+# neither works and this is a Debian-like machine we may install on
+if [[ ,$PHASES, == *,syscalls,* ]] && ! command -v strace >/dev/null &&
+	! perf stat -x, -e raw_syscalls:sys_enter -- true >/dev/null 2>&1; then
+	if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
+		echo "installing strace for the syscalls phase ..." >&2
+		apt-get install -y -qq strace >&2 || (apt-get update -qq && apt-get install -y -qq strace) >&2 || true
+	fi
+fi
 
 # 1000 open streams are 1000 client sockets here, 2000 in Caddy and 1000 in
-# the upstream: raise the soft limit toward the hard one
+# the upstream: raise the soft limit toward the hard one (the Go programs
+# raise their own to the hard limit; the manystreams phase speaks h2c to
+# Caddy when that cannot hold 2 x MANY_STREAMS)
 want=8192
 hard=$(ulimit -Hn)
 if [[ $hard != unlimited && $hard -lt $want ]]; then want=$hard; fi
@@ -65,7 +79,7 @@ runChild() {
 }
 
 runChild "$out/load" -caddy "$out/caddy" -upstream "$out/fakeupstream" -out "$out" \
-	-rounds "$ROUNDS" -duration "$DURATION" -rate "$RATE" -open-streams "$OPEN_STREAMS" -phases "$PHASES"
+	-rounds "$ROUNDS" -duration "$DURATION" -rate "$RATE" -open-streams "$OPEN_STREAMS" -many-streams "$MANY_STREAMS" -phases "$PHASES"
 
 if [[ ${SKIP_COLDSTART:-0} != 1 ]]; then
 	runChild "$out/coldstart" -caddy "$out/caddy" -out "$out" -n "$COLD_STARTS"

@@ -92,6 +92,10 @@ func loadEngine(ctx caddy.Context, ec engines.Config) (*engines.Engine, string, 
 	return pe.Engine, key, nil
 }
 
+// defaultWriteBuffer is the engine transports' write buffer unless the
+// transport block sets write_buffer_size.
+const defaultWriteBuffer = 1 << 10
+
 // newTransport provisions the engine's transport: every upstream request
 // goes through Caddy's reverse-proxy HTTP transport (its dialer,
 // keep-alives, TLS and HTTP/2), configured by the engine's transport block
@@ -107,6 +111,13 @@ func newTransport(ctx caddy.Context, ec engines.Config) (*reverseproxy.HTTPTrans
 	}
 	if t.DialTimeout == 0 {
 		t.DialTimeout = ec.DialTimeout
+	}
+	if t.WriteBufferSize == 0 {
+		// a connection's write buffer holds a request's headers; a body
+		// larger than what is left of it is written past it, so 1 KiB
+		// costs no system call a 4 KiB one (Go's default) would save,
+		// and keeps 3 KiB per open stream (issue 30)
+		t.WriteBufferSize = defaultWriteBuffer
 	}
 	// the gateway owns the header budget (it needs to tell a timeout from
 	// other failures), so the transport's is off unless the block sets it

@@ -1,10 +1,10 @@
 package handler
 
 import (
-	"encoding/json"
 	"net/http"
 
 	"github.com/llmgateway/caddy-llm-gateway/handler/keys"
+	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 )
 
@@ -62,37 +62,46 @@ func (g *Gateway) serveAnthropicModels(w http.ResponseWriter, r *http.Request, k
 	writeJSON(w, r, append(b, "}\n"...))
 }
 
-// anthropicEvent is the part of a Messages API stream event a transcript
-// needs.
-type anthropicEvent struct {
-	Type         string `json:"type"`
-	Index        int    `json:"index"`
-	ContentBlock *struct {
-		Type string `json:"type"`
-	} `json:"content_block"`
-	Delta *struct {
-		Type string  `json:"type"`
-		Text *string `json:"text"`
-	} `json:"delta"`
-}
-
-// addAnthropic records one Messages API event.
-func (t *transcript) addAnthropic(data []byte) {
-	var ev anthropicEvent
-	if json.Unmarshal(data, &ev) != nil {
-		return
+// addAnthropic records one Messages API event: the text deltas of block 0;
+// any other block makes the stream not resumable.
+func (t *transcript) addAnthropic(data []byte, e *grammar.Event) {
+	obj := jsonmember.SkipSpace(data, 0)
+	index0 := func() bool {
+		m, ok := jsonmember.LastMember(data, obj, "index")
+		return !ok || string(memberOf(data, m)) == "0"
 	}
-	switch ev.Type {
-	case "content_block_start":
-		if ev.Index != 0 || ev.ContentBlock == nil || ev.ContentBlock.Type != "text" {
+	// the type of the object member name at obj, raw
+	typeOf := func(name string) []byte {
+		o, ok := jsonmember.LastMember(data, obj, name)
+		if !ok || data[o.Value.Start] != '{' {
+			return nil
+		}
+		m, ok := jsonmember.LastMember(data, o.Value.Start, "type")
+		if !ok {
+			return nil
+		}
+		return memberOf(data, m)
+	}
+	switch string(memberOf(data, e.Type)) {
+	case `"content_block_start"`:
+		if !index0() || string(typeOf("content_block")) != `"text"` {
 			t.stop()
 		}
-	case "content_block_delta":
-		if ev.Index != 0 || ev.Delta == nil || ev.Delta.Type != "text_delta" || ev.Delta.Text == nil {
+	case `"content_block_delta"`:
+		if !index0() || string(typeOf("delta")) != `"text_delta"` {
 			t.stop()
 			return
 		}
-		t.text = append(t.text, *ev.Delta.Text...)
+		d, _ := jsonmember.LastMember(data, obj, "delta")
+		m, ok := jsonmember.LastMember(data, d.Value.Start, "text")
+		if !ok {
+			t.stop()
+			return
+		}
+		if t.text, ok = jsonmember.AppendStringValue(t.text, data, m); !ok {
+			t.stop()
+			return
+		}
 		if len(t.text) > maxTranscript {
 			t.stop()
 		}

@@ -307,7 +307,7 @@ func FuzzClassifyAnthropic(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, ev []byte) {
-		k := grammar.ClassifyAnthropic(ev)
+		k := grammar.Grammar{Anthropic: true, End: grammar.EndMessage}.Scan(ev, true).Kind
 		data, ok := sse.Data(ev)
 		if !ok && k != grammar.Comment {
 			t.Fatalf("no data, kind %d", k)

@@ -1,11 +1,11 @@
 package handler
 
 import (
-	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"io"
 
+	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
 	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
 	"github.com/llmgateway/caddy-llm-gateway/internal/idle"
 	"github.com/llmgateway/caddy-llm-gateway/internal/retry"
@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -51,6 +52,7 @@ type attempt struct {
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
 	idle     *idle.Watchdog
+	deadline clock.Timer   // request_timeout's, when set
 	errBody  []byte        // an error answer's body, kept to pass on
 	waited   time.Duration // a slow start: how long the request waited
 	silence  time.Duration // from sending to a failure without an answer
@@ -86,11 +88,14 @@ func (a *attempt) close() {
 	if a.idle != nil {
 		a.idle.Stop()
 	}
+	if a.deadline != nil {
+		a.deadline.Stop()
+	}
 	if a.resp != nil {
 		a.resp.Body.Close()
 	}
 	if a.stream != nil {
-		a.stream.events.Release()
+		a.stream.release()
 	}
 	if a.cancel != nil {
 		a.cancel(context.Canceled)
@@ -221,11 +226,16 @@ func (a *attempt) respHeader() http.Header {
 // whole, and what a resumable stream has said so far.
 type stream struct {
 	events  *sse.Reader
-	held    []byte      // events read before the first content event
-	rule    int         // how the answer says it is whole (endRule)
-	whole   bool        // an event said the answer is complete
-	tr      *transcript // what a resumable stream sent so far
-	rewrite *rewriteIDs // a resumed stream's id, created and usage
+	gram    grammar.Grammar // how its events are read, and how it says it is whole
+	held    []byte          // events read before the first content event
+	whole   bool            // an event said the answer is complete
+	usage   grammar.Usage   // what the held events reported
+	used    bool            // a held event reported usage
+	tr      *transcript     // what a resumable stream sent so far
+	rewrite *rewriteIDs     // a resumed stream's id, created and usage
+	// out holds the events of a rewritten stream between their read and
+	// their write: pooled, so that a rewrite allocates nothing per event
+	out *[]byte
 	// carry is the completion tokens sent before this stream took over a
 	// cut answer; textAtStart the transcript's length then
 	carry, textAtStart int
@@ -235,30 +245,41 @@ type stream struct {
 // boundary before the answer said it was complete.
 var errEndedUnfinished = errors.New("the stream ended before the answer was complete (no [DONE], no finish_reason)")
 
-// note looks at one relayed event for the sign that the answer is whole:
-// a byte search per event until the sign is seen ([DONE] is seen by the
-// relay itself).
-func (st *stream) note(ev []byte) {
-	switch {
-	case st.whole:
-	case st.rule == grammar.EndFinish:
-		st.whole = grammar.HasFinishReason(ev)
-	case st.rule == grammar.EndResponse:
-		if bytes.Contains(ev, grammar.MarkResponse) {
-			for _, m := range grammar.ResponseEnds {
-				st.whole = st.whole || bytes.Contains(ev, m)
-			}
-		}
-	case st.rule == grammar.EndMessage:
-		st.whole = bytes.Contains(ev, grammar.MarkMessage)
+// see takes in what the one pass over an event (grammar.Scan) found:
+// whether the answer says it is whole ([DONE], or the route's sign).
+func (st *stream) see(e *grammar.Event) {
+	st.whole = st.whole || e.Whole || e.Kind == grammar.Done
+}
+
+// hold keeps an event read before the first content, with what its scan
+// found, so that the commit writes the held events without reading them
+// again.
+func (st *stream) hold(ev []byte, e *grammar.Event) {
+	st.held = append(st.held, ev...)
+	st.see(e)
+	if e.HasUsage {
+		st.usage, st.used = st.usage.Update(e.Usage), true
 	}
 }
 
 // ended reports whether a stream that reached the end of its body is a
 // whole answer.
 func (st *stream) ended() bool {
-	return st.whole || st.rule == grammar.EndConnection
+	return st.whole || st.gram.End == grammar.EndConnection
 }
+
+// release gives the stream's buffers back.
+func (st *stream) release() {
+	st.events.Release()
+	if st.out != nil {
+		*st.out = (*st.out)[:0]
+		outPool.Put(st.out)
+		st.out = nil
+	}
+}
+
+// outPool holds the buffers of rewritten streams.
+var outPool = sync.Pool{New: func() any { b := make([]byte, 0, 1<<10); return &b }}
 
 // tlsReason says why a TLS handshake with the engine failed, naming the
 // transport option that fixes it (issue 16), or "" for another error.

@@ -6,7 +6,6 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
 	"github.com/llmgateway/caddy-llm-gateway/internal/idle"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
-	"github.com/llmgateway/caddy-llm-gateway/internal/sse"
 
 	"context"
 	"errors"
@@ -96,22 +95,10 @@ func (g *Gateway) commit(rp *reply, a *attempt) {
 		// the gateway's loading chunks went first: the stream is theirs
 		st.rewrite = &rewriteIDs{id: rp.ids.id, created: rp.ids.created, model: rp.ids.model}
 	}
+	// the held events were read (awaitFirstContent) and are written as read
 	st.held = st.rewrite.applyAll(st.held)
-	for held := st.held; len(held) > 0; {
-		n := sse.EventEnd(held)
-		if n < 0 {
-			n = len(held)
-		}
-		st.note(held[:n])
-		if grammar.Classify(held[:n], false) == grammar.Done {
-			st.whole = true
-		}
-		if a.req.api == apierror.Anthropic {
-			if u, ok := grammar.MessageStartUsage(held[:n]); ok {
-				rp.res.Usage, rp.res.HasUsage = u, true
-			}
-		}
-		held = held[n:]
+	if st.used {
+		rp.res.Usage, rp.res.HasUsage = rp.res.Usage.Update(st.usage), true
 	}
 	if _, err := rp.w.Write(st.held); err != nil {
 		g.cut(rp, a, errClientGone)
@@ -194,13 +181,15 @@ func (g *Gateway) relay(rp *reply, a *attempt) {
 // data line that is not JSON is dropped, and the stream's end is reported:
 // nil for a clean one, the error for a stream that did not end whole.
 //
-// Events are not copied: consecutive events lie side by side in the
-// reader's buffer, so the batch of events one read brought is written with
-// one Write and one Flush, just before the next read would block, as
-// reverse_proxy writes its copy buffer.
+// Each event is read in one pass (grammar.Scan: its kind, usage and the
+// sign that the answer is whole). Events are not copied: consecutive events
+// lie side by side in the reader's buffer, so the batch of events one read
+// brought is written with one Write and one Flush, just before the next
+// read would block, as reverse_proxy writes its copy buffer; a rewritten
+// stream's events are gathered in one pooled buffer instead.
 func (g *Gateway) relayEvents(rp *reply, a *attempt) error {
 	st := a.stream
-	var batch []byte // events read and not yet written: a span of the reader's buffer
+	var batch []byte // events read and not yet written: a span of the reader's buffer, or st.out
 	send := func(flush bool) {
 		if len(batch) == 0 && !flush {
 			return
@@ -213,6 +202,9 @@ func (g *Gateway) relayEvents(rp *reply, a *attempt) error {
 				g.cut(rp, a, errClientGone)
 			}
 			batch = nil
+			if st.out != nil {
+				*st.out = (*st.out)[:0]
+			}
 		}
 		if flush {
 			if err := rp.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
@@ -241,40 +233,56 @@ func (g *Gateway) relayEvents(rp *reply, a *attempt) error {
 			send(false)
 			return err
 		}
-		info, _ := grammar.Inspect(ev)
-		kind, usage, hasUsage := info.Kind, info.Usage, info.HasUsage
-		if kind == grammar.Malformed {
+		e := st.gram.Scan(ev, false)
+		if e.Kind == grammar.Malformed {
 			send(false)
 			g.droppedEvent(a)
 			continue
 		}
+		usage := e.Usage
 		usage.Completion += st.carry // a resumed answer's usage is the whole answer's
-		if hasUsage && a.req.hideUsage && grammar.EmptyChoices(ev) {
+		if e.HasUsage && a.req.hideUsage && e.NoChoices {
 			// the usage chunk the gateway asked for, not the client
 			rp.res.Usage, rp.res.HasUsage = usage, true
 			send(false)
 			continue
 		}
+		st.see(&e)
 		if st.rewrite != nil {
-			ev = st.rewrite.apply(ev)
-		}
-		if st.rule == grammar.EndFinish {
-			st.whole = st.whole || info.Finished // found by the scan
+			batch, _ = st.appendRewritten(batch, ev, &e)
 		} else {
-			st.note(ev)
+			batch = extend(batch, ev)
 		}
-		st.tr.add(ev)
-		batch = extend(batch, ev)
-		if hasUsage {
+		// the text as the engine sent it (a rewrite changes ids, not text;
+		// a transcript of a rewritten stream takes its ids from the rewrite)
+		st.tr.addScanned(&e)
+		if e.HasUsage {
 			rp.res.Usage, rp.res.HasUsage = rp.res.Usage.Update(usage), true
 		}
-		if kind == grammar.Done {
+		if e.Kind == grammar.Done {
 			st.whole = true
 			send(true)
 			g.drainAfterDone(a)
 			return nil
 		}
 	}
+}
+
+// appendRewritten adds ev, rewritten, to the stream's pooled out buffer,
+// which batch is, or becomes (a batch read before is copied in first), and
+// returns the batch and the rewritten event.
+func (st *stream) appendRewritten(batch, ev []byte, e *grammar.Event) ([]byte, []byte) {
+	if st.out == nil {
+		st.out = outPool.Get().(*[]byte)
+	}
+	out := *st.out
+	if len(batch) > 0 && (len(out) == 0 || &batch[0] != &out[0]) {
+		out = append(out[:0], batch...)
+	}
+	start := len(out)
+	out = st.rewrite.appendTo(out, ev, e)
+	*st.out = out
+	return out, out[start:]
 }
 
 // extend appends ev to batch without copying when ev follows batch in the

@@ -99,8 +99,9 @@ func (g *Gateway) continueOn(rp *reply, a *attempt, c candidate, cause error) *a
 		if t.preamble(ev) {
 			continue // the client has its role chunk (or message_start) already
 		}
-		ev = st.rewrite.apply(ev)
-		st.note(ev)
+		e := st.gram.Scan(ev, false)
+		st.see(&e)
+		ev = st.rewrite.appendTo(nil, ev, &e)
 		t.add(ev)
 		if _, err := rp.w.Write(ev); err != nil {
 			g.cut(rp, b, errClientGone)

@@ -57,8 +57,9 @@ func (g *Gateway) send(rp *reply, req *request, a *attempt) {
 	ctx, a.cancel = context.WithCancelCause(ctx)
 	a.ctx = ctx
 	if d := time.Duration(cfg.RequestTimeout); d > 0 {
-		t := g.clock.AfterFunc(d, func() { a.cancel(errRequestTimeout) })
-		context.AfterFunc(ctx, func() { t.Stop() })
+		// stopped by close, not by a context.AfterFunc on ctx, which
+		// would start a goroutine at every attempt's end
+		a.deadline = g.clock.AfterFunc(d, func() { a.cancel(errRequestTimeout) })
 	}
 
 	body := req.bodyFor(a.sent)
@@ -108,7 +109,10 @@ func (g *Gateway) send(rp *reply, req *request, a *attempt) {
 // what makes the commit point "first content", not "first byte".
 func (g *Gateway) awaitFirstContent(a *attempt) {
 	cfg := &a.c.rt.cfg
-	st := &stream{events: sse.NewReader(a.resp.Body), rule: grammar.EndRule(a.req.r.URL.Path)}
+	st := &stream{events: sse.NewReader(a.resp.Body), gram: grammar.Grammar{
+		Anthropic: a.req.api == apierror.Anthropic,
+		End:       grammar.EndRule(a.req.r.URL.Path),
+	}}
 	a.stream = st
 	g.startIdle(a)
 	if d := time.Duration(cfg.FirstTokenTimeout); d > 0 {
@@ -125,11 +129,8 @@ func (g *Gateway) awaitFirstContent(a *attempt) {
 			a.broke(err)
 			return
 		}
-		kind := grammar.Classify(ev, true)
-		if a.req.api == apierror.Anthropic {
-			kind = grammar.ClassifyAnthropic(ev)
-		}
-		switch kind {
+		e := st.gram.Scan(ev, true) // the one read of this event: commit reads it no more
+		switch e.Kind {
 		case grammar.Malformed:
 			g.droppedEvent(a)
 			continue
@@ -138,13 +139,13 @@ func (g *Gateway) awaitFirstContent(a *attempt) {
 			a.errBody = append([]byte(nil), ev...)
 			return
 		case grammar.Comment, grammar.Preamble:
-			st.held = append(st.held, ev...)
+			st.hold(ev, &e)
 			if len(st.held) < maxHeld {
 				continue
 			}
 			return // enough held: commit
 		}
-		st.held = append(st.held, ev...)
+		st.hold(ev, &e)
 		return // content or [DONE]: commit
 	}
 }

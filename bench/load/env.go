@@ -88,6 +88,7 @@ type env struct {
 	adminPort                     int // the uploads Caddy's admin endpoint
 	caddyfile                     string
 	uploadsCaddyfile              string // caddyfile with the admin endpoint on
+	h2cCaddyfile                  string // the same, and h2c beside HTTP/1.1 (manystreams)
 	hostileCaddyfile              string
 
 	upstream *harness.Process
@@ -119,8 +120,14 @@ func (e *env) start(ctx context.Context) error {
 		return err
 	}
 	e.uploadsCaddyfile = filepath.Join(e.outDir, "uploads.Caddyfile")
-	cf = fmt.Sprintf(caddyfileTemplate, fmt.Sprintf("admin 127.0.0.1:%d", e.adminPort), logFile, e.rpPort, e.upPort, e.gwPort, e.upPort)
-	return os.WriteFile(e.uploadsCaddyfile, []byte(cf), 0o644)
+	admin := fmt.Sprintf("admin 127.0.0.1:%d", e.adminPort)
+	cf = fmt.Sprintf(caddyfileTemplate, admin, logFile, e.rpPort, e.upPort, e.gwPort, e.upPort)
+	if err := os.WriteFile(e.uploadsCaddyfile, []byte(cf), 0o644); err != nil {
+		return err
+	}
+	e.h2cCaddyfile = filepath.Join(e.outDir, "h2c.Caddyfile")
+	cf = fmt.Sprintf(caddyfileTemplate, admin+"\n\tservers {\n\t\tprotocols h1 h2c\n\t}", logFile, e.rpPort, e.upPort, e.gwPort, e.upPort)
+	return os.WriteFile(e.h2cCaddyfile, []byte(cf), 0o644)
 }
 
 // writeHostileCaddyfile writes the hostile mix's Caddyfile with fails
@@ -145,6 +152,16 @@ func (e *env) startCaddy(ctx context.Context) error {
 // startUploadsCaddy starts a Caddy with the benchmark's sites and its admin
 // endpoint on, for the slow uploaders.
 func (e *env) startUploadsCaddy(ctx context.Context) error {
+	return e.startCaddyWith(ctx, e.uploadsCaddyfile, e.rpPort, e.gwPort)
+}
+
+// startAdminCaddy starts a Caddy with the benchmark's sites and its admin
+// endpoint on (the uploads Caddyfile), for Go's statistics; h2c: with h2c
+// beside HTTP/1.1.
+func (e *env) startAdminCaddy(ctx context.Context, h2c bool) error {
+	if h2c {
+		return e.startCaddyWith(ctx, e.h2cCaddyfile, e.rpPort, e.gwPort)
+	}
 	return e.startCaddyWith(ctx, e.uploadsCaddyfile, e.rpPort, e.gwPort)
 }
 

@@ -31,7 +31,10 @@ const (
 	attemptsCap = 8
 
 	rssPerStreamLimitKB = 100 // RSS per open stream
-	uploadersLimitMB    = 10  // memory held by the slow uploaders, all of them
+	// rssPerStreamGoalKB is issue 30's goal for the memory and manystreams
+	// rows (shown, not enforced: the hostile mix holds the limit above)
+	rssPerStreamGoalKB = 64
+	uploadersLimitMB   = 10 // memory held by the slow uploaders, all of them
 )
 
 // hostileConfig is the hostile mix's knobs (flags of the same names).
@@ -532,37 +535,56 @@ func slowUploaders(ctx context.Context, url, admin string, port, pid, n int, cla
 // goroutine stacks (go_memstats_heap_inuse_bytes + stack_inuse_bytes), from
 // the admin endpoint's /metrics.
 func goMemory(ctx context.Context, admin string) (int64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, admin+"/metrics", nil)
+	m, err := adminMetrics(ctx, admin, "go_memstats_heap_inuse_bytes", "go_memstats_stack_inuse_bytes")
 	if err != nil {
 		return 0, err
 	}
+	return int64(m[0] + m[1]), nil
+}
+
+// goroutines is the Caddy process's goroutine count (go_goroutines).
+func goroutines(ctx context.Context, admin string) (int64, error) {
+	m, err := adminMetrics(ctx, admin, "go_goroutines")
+	if err != nil {
+		return 0, err
+	}
+	return int64(m[0]), nil
+}
+
+// adminMetrics reads the unlabelled metrics names from the admin endpoint's
+// /metrics, in their order.
+func adminMetrics(ctx context.Context, admin string, names ...string) ([]float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, admin+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 0, fmt.Errorf("caddy's metrics: %v", err)
+		return nil, fmt.Errorf("caddy's metrics: %v", err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 	if err != nil || resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("caddy's metrics: %d %v", resp.StatusCode, err)
+		return nil, fmt.Errorf("caddy's metrics: %d %v", resp.StatusCode, err)
 	}
-	var sum float64
+	out := make([]float64, len(names))
 	found := 0
 	for line := range strings.SplitSeq(string(b), "\n") {
-		for _, name := range []string{"go_memstats_heap_inuse_bytes ", "go_memstats_stack_inuse_bytes "} {
-			if v, ok := strings.CutPrefix(line, name); ok {
+		for i, name := range names {
+			if v, ok := strings.CutPrefix(line, name+" "); ok {
 				f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
 				if err != nil {
-					return 0, fmt.Errorf("caddy's metrics: %q", line)
+					return nil, fmt.Errorf("caddy's metrics: %q", line)
 				}
-				sum += f
+				out[i] = f
 				found++
 			}
 		}
 	}
-	if found != 2 {
-		return 0, errors.New("caddy's metrics: no go_memstats_heap_inuse_bytes and stack_inuse_bytes")
+	if found != len(names) {
+		return nil, fmt.Errorf("caddy's metrics: not all of %v", names)
 	}
-	return int64(sum), nil
+	return out, nil
 }
 
 func isTimeout(err error) bool {

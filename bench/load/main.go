@@ -20,6 +20,8 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -38,6 +40,8 @@ type config struct {
 	cpuConcurrency int
 	openStreams    int
 	openChunkDelay time.Duration
+	many           manyConfig
+	profiles       bool // save Caddy's heap and goroutine profiles while streams are held
 	phases         map[string]bool
 	hostile        hostileConfig
 }
@@ -61,6 +65,12 @@ func run() int {
 	flag.IntVar(&c.cpuConcurrency, "cpu-concurrency", 8, "streams at a time for CPU per chunk")
 	flag.IntVar(&c.openStreams, "open-streams", 1000, "streams held open at once for memory per stream")
 	flag.DurationVar(&c.openChunkDelay, "open-chunk-delay", 60*time.Millisecond, "upstream pause between chunks while streams are held open (50 chunks: ~3s)")
+	flag.IntVar(&c.many.n, "many-streams", 10_000, "manystreams phase: streams held open at once")
+	flag.DurationVar(&c.many.chunkDelay, "many-chunk-delay", time.Second, "manystreams phase: upstream pause between chunks (50 chunks: ~50 s)")
+	flag.IntVar(&c.many.rate, "many-rate", 2000, "manystreams phase: streams opened per second")
+	flag.DurationVar(&c.many.hold, "many-hold", 5*time.Second, "manystreams phase: CPU is measured over this long once all are open")
+	flag.StringVar(&c.many.proto, "many-proto", "auto", "manystreams phase: the client's protocol to Caddy, h1, h2c or auto (h1 when Caddy's file limit holds two connections per stream)")
+	flag.BoolVar(&c.profiles, "profiles", false, "memory and manystreams phases: save Caddy's heap and goroutine profiles while the streams are held, into -out as <phase>-<target>-{heap,goroutine}.pprof")
 	flag.IntVar(&c.hostile.workers, "hostile-workers", 32, "hostile mix: clients at once")
 	flag.Float64Var(&c.hostile.cancelShare, "hostile-cancel", 0.25, "hostile mix: share of requests cancelled at a random moment")
 	flag.DurationVar(&c.hostile.cancelWithin, "hostile-cancel-within", 50*time.Millisecond, "hostile mix: a cancel comes this soon after sending, at most")
@@ -70,7 +80,7 @@ func run() int {
 	flag.IntVar(&c.hostile.slowPad, "slow-pad", 64<<10, "hostile mix: bytes added to each chunk of the slow reader's stream, at least (raised to twice what socket buffers hold)")
 	flag.IntVar(&c.hostile.uploaders, "uploaders", 300, "slow uploaders held open at once")
 	flag.Int64Var(&c.hostile.uploadClaim, "upload-claim", 1<<20, "the Content-Length each slow uploader announces (more than 100: 100 is the control)")
-	phases := flag.String("phases", "throughput,latency,stream,cpu,memory,hostile", "measurements to run (door: the hostile phase's door alone)")
+	phases := flag.String("phases", "throughput,latency,stream,cpu,memory,hostile", "measurements to run (also: syscalls, manystreams; door: the hostile phase's door alone)")
 	maxTime := flag.Duration("max-time", 20*time.Minute, "give up after this long")
 	flag.Parse()
 
@@ -79,7 +89,8 @@ func run() int {
 	h := c.hostile
 	if c.concurrency, err = parseInts(*conc); err != nil || c.rounds < 1 || c.rate < 1 || c.duration <= 0 ||
 		h.workers < 1 || h.cancelShare < 0 || h.cancelShare > 1 || h.cancelWithin <= 0 || h.uploaders < 1 ||
-		h.uploadClaim <= 100 || h.slowPad < 1 || h.slowPad > 1<<20 || h.slowPause <= h.idle {
+		h.uploadClaim <= 100 || h.slowPad < 1 || h.slowPad > 1<<20 || h.slowPause <= h.idle ||
+		c.many.n < 1 || c.many.chunkDelay <= 0 || c.many.rate < 0 || !slices.Contains([]string{"auto", "h1", "h2c"}, c.many.proto) {
 		fmt.Fprintln(os.Stderr, "load: bad flags")
 		return 2
 	}
@@ -194,20 +205,24 @@ func benchmark(ctx context.Context, e *env, c config, r *report) error {
 	if c.phases["stream"] {
 		ttfb := r.add(&metric{name: "stream TTFB p50 (us)", direct: []float64{},
 			target: "within 5%", pass: func(rp, gw float64) bool { return gw <= rp*1.05 }})
+		ttfb99 := r.add(&metric{name: "stream TTFB p99 (us)", direct: []float64{},
+			target: "<= stock", pass: func(rp, gw float64) bool { return gw <= rp }})
 		total := r.add(&metric{name: "stream 50 chunks total p50 (us)", direct: []float64{}})
 		for round := range c.rounds {
-			f, t, failed := streamLatency(ctx, direct.url, c.ttfbStreams)
+			f, f99, t, failed := streamLatency(ctx, direct.url, c.ttfbStreams)
 			r.failures(direct.name, "stream", int64(failed))
 			ttfb.direct, total.direct = append(ttfb.direct, us(f)), append(total.direct, us(t))
+			ttfb99.direct = append(ttfb99.direct, us(f99))
 			for _, tg := range order(round) {
-				f, t, failed := streamLatency(ctx, tg.url, c.ttfbStreams)
+				f, f99, t, failed := streamLatency(ctx, tg.url, c.ttfbStreams)
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
 				r.failures(tg.name, "stream", int64(failed))
 				pair(ttfb, tg, us(f))
+				pair(ttfb99, tg, us(f99))
 				pair(total, tg, us(t))
-				progress("stream round %d/%d %-13s TTFB %6.0f us  total %6.0f us", round+1, c.rounds, tg.name, us(f), us(t))
+				progress("stream round %d/%d %-13s TTFB %6.0f us (p99 %6.0f us)  total %6.0f us", round+1, c.rounds, tg.name, us(f), us(f99), us(t))
 			}
 		}
 	}
@@ -232,14 +247,23 @@ func benchmark(ctx context.Context, e *env, c config, r *report) error {
 		}
 	}
 
+	if c.phases["syscalls"] {
+		if err := syscallsPhase(ctx, e, c, r, order, pid); err != nil {
+			return err
+		}
+	}
+
 	if c.phases["memory"] {
 		// each target in a Caddy of its own, started fresh: Go keeps freed
 		// memory for reuse, so a process that already held 1000 streams of the
 		// other target would show this one's cost too low
 		e.stopCaddy()
 		mem := r.add(&metric{name: fmt.Sprintf("RSS per open stream, %d open (KB)", c.openStreams), prec: 1,
-			target: fmt.Sprintf("<= %d KB", rssPerStreamLimitKB), pass: func(rp, gw float64) bool { return gw <= rssPerStreamLimitKB }})
+			target: fmt.Sprintf("<= %d KB", rssPerStreamGoalKB), pass: func(rp, gw float64) bool { return gw <= rssPerStreamGoalKB }})
 		r.memory = mem
+		gor := r.add(&metric{name: "  goroutines per open stream", prec: 2})
+		stack := r.add(&metric{name: "  Go stacks per open stream (KB)", prec: 1})
+		heap := r.add(&metric{name: "  Go heap per open stream (KB)", prec: 1})
 		for round := range c.rounds {
 			for _, t := range order(round) {
 				res, err := openStreamsInFreshCaddy(ctx, e, t, c)
@@ -254,9 +278,21 @@ func benchmark(ctx context.Context, e *env, c config, r *report) error {
 					r.note("%s: %d streams ended before memory was sampled; raise -open-chunk-delay", t.name, res.endedEarly)
 				}
 				pair(mem, t, res.perStreamKB)
-				progress("memory round %d/%d %-13s %6.1f KB/stream (VmRSS %d KB idle, %d KB with %d open)",
-					round+1, c.rounds, t.name, res.perStreamKB, res.baseKB, res.peakKB, c.openStreams)
+				pair(gor, t, res.goroutinesPerStream)
+				pair(stack, t, res.stackPerStreamKB)
+				pair(heap, t, res.heapPerStreamKB)
+				if res.firstErr != "" {
+					r.note("memory %s: %d failed, the first: %s", t.name, res.failed, res.firstErr)
+				}
+				progress("memory round %d/%d %-13s %6.1f KB/stream, %.2f goroutines/stream (VmRSS %d KB idle, %d KB with %d open)",
+					round+1, c.rounds, t.name, res.perStreamKB, res.goroutinesPerStream, res.baseKB, res.peakKB, c.openStreams)
 			}
+		}
+	}
+
+	if c.phases["manystreams"] {
+		if err := manyStreamsPhase(ctx, e, c, r, order); err != nil {
+			return err
 		}
 	}
 	switch {
@@ -396,12 +432,18 @@ func uploadersInFreshCaddy(ctx context.Context, e *env, c config, claim int64) (
 	return res, err
 }
 
+// openStreamsInFreshCaddy holds c.openStreams streams in a fresh Caddy
+// whose admin endpoint is on, for its goroutine count.
 func openStreamsInFreshCaddy(ctx context.Context, e *env, t target, c config) (openResult, error) {
-	if err := e.startCaddy(ctx); err != nil {
+	if err := e.startAdminCaddy(ctx, false); err != nil {
 		return openResult{}, err
 	}
 	defer e.stopCaddy()
-	return openStreams(ctx, t.url, e.caddy.PID(), c.openStreams, c.openChunkDelay)
+	o := openOptions{n: c.openStreams, chunkDelay: c.openChunkDelay, admin: e.url(e.adminPort)}
+	if c.profiles {
+		o.profiles = filepath.Join(e.outDir, "memory-"+t.name)
+	}
+	return openStreams(ctx, t.url, e.caddy.PID(), o)
 }
 
 // sanityCheck makes sure t answers a completion and a full 50-chunk stream

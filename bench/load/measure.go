@@ -5,6 +5,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -107,8 +110,9 @@ func latency(ctx context.Context, url string, rate int, dur time.Duration) (p50,
 }
 
 // streamLatency sends n streams one after another and returns the median
-// time to first byte and to the end of the stream.
-func streamLatency(ctx context.Context, url string, n int) (ttfb, total time.Duration, failed int) {
+// and 99th percentile time to first byte and the median time to the end of
+// the stream.
+func streamLatency(ctx context.Context, url string, n int) (ttfb, ttfb99, total time.Duration, failed int) {
 	client, tr := newClient(1)
 	defer tr.CloseIdleConnections()
 	for range 10 { // open the connection, warm the paths
@@ -123,7 +127,7 @@ func streamLatency(ctx context.Context, url string, n int) (ttfb, total time.Dur
 		}
 		firsts, totals = append(firsts, r.ttfb), append(totals, r.total)
 	}
-	return percentile(firsts, 50), percentile(totals, 50), failed
+	return percentile(firsts, 50), percentile(firsts, 99), percentile(totals, 50), failed
 }
 
 // cpuResult is the Caddy process's CPU time over one streaming phase.
@@ -138,6 +142,67 @@ type cpuResult struct {
 // CPU time the Caddy process used meanwhile by the chunks delivered. Both
 // sites live in that one process, so only one target may be under load.
 func streamCPU(ctx context.Context, url string, pid, n, conc int) (cpuResult, error) {
+	var before time.Duration
+	var res cpuResult
+	var err error
+	res.chunks, res.failed = streamBatch(ctx, url, n, conc, func() error {
+		before, err = harness.CPUTime(pid)
+		return err
+	})
+	if err != nil {
+		return cpuResult{}, err
+	}
+	after, err := harness.CPUTime(pid)
+	if err != nil {
+		return cpuResult{}, err
+	}
+	res.cpu = after - before
+	if res.chunks == 0 {
+		return res, fmt.Errorf("no chunk delivered")
+	}
+	res.perChunk = res.cpu / time.Duration(res.chunks)
+	return res, nil
+}
+
+// syscallResult is the Caddy process's system calls over one streaming
+// phase, per chunk delivered.
+type syscallResult struct {
+	perChunk                          float64
+	read, write, epoll, futex, others float64 // per chunk
+	calls                             harness.Syscalls
+	chunks, failed                    int64
+}
+
+// streamSyscalls sends n streams with conc at a time through url and counts
+// the system calls the Caddy process made meanwhile (harness.StartSyscalls),
+// per chunk delivered. Like streamCPU, one target at a time.
+func streamSyscalls(ctx context.Context, url string, pid, n, conc int, outDir string) (syscallResult, error) {
+	var counter *harness.SyscallCounter
+	var err error
+	var res syscallResult
+	res.chunks, res.failed = streamBatch(ctx, url, n, conc, func() error {
+		counter, err = harness.StartSyscalls(pid, outDir)
+		return err
+	})
+	if err != nil {
+		return res, err
+	}
+	if res.calls, err = counter.Stop(); err != nil {
+		return res, err
+	}
+	if res.chunks == 0 {
+		return res, fmt.Errorf("no chunk delivered")
+	}
+	c, per := res.calls, func(v int64) float64 { return float64(v) / float64(res.chunks) }
+	res.perChunk, res.read, res.write, res.epoll, res.futex, res.others =
+		per(c.Total), per(c.Read), per(c.Write), per(c.Epoll), per(c.Futex), per(c.Other())
+	return res, nil
+}
+
+// streamBatch opens conc connections to url (a stream each, unmeasured),
+// calls begin, then sends n streams, conc at a time, and returns the chunks
+// delivered and the streams that failed. A begin error stops it.
+func streamBatch(ctx context.Context, url string, n, conc int, begin func() error) (chunks, failed int64) {
 	client, tr := newClient(conc)
 	defer tr.CloseIdleConnections()
 	var wg sync.WaitGroup
@@ -146,34 +211,23 @@ func streamCPU(ctx context.Context, url string, pid, n, conc int) (cpuResult, er
 	}
 	wg.Wait()
 	time.Sleep(100 * time.Millisecond)
-
-	before, err := harness.CPUTime(pid)
-	if err != nil {
-		return cpuResult{}, err
+	if begin() != nil {
+		return 0, 0
 	}
-	var next, chunks, failed atomic.Int64
+	var next, nchunks, nfailed atomic.Int64
 	for range conc {
 		wg.Go(func() {
 			for next.Add(1) <= int64(n) && ctx.Err() == nil {
 				r := streamOnce(ctx, client, url, 0, nil)
-				chunks.Add(int64(r.chunks))
+				nchunks.Add(int64(r.chunks))
 				if r.err != nil {
-					failed.Add(1)
+					nfailed.Add(1)
 				}
 			}
 		})
 	}
 	wg.Wait()
-	after, err := harness.CPUTime(pid)
-	if err != nil {
-		return cpuResult{}, err
-	}
-	res := cpuResult{cpu: after - before, chunks: chunks.Load(), failed: failed.Load()}
-	if res.chunks == 0 {
-		return res, fmt.Errorf("no chunk delivered")
-	}
-	res.perChunk = res.cpu / time.Duration(res.chunks)
-	return res, nil
+	return nchunks.Load(), nfailed.Load()
 }
 
 // openResult is the Caddy process's memory with many streams open at once.
@@ -181,17 +235,44 @@ type openResult struct {
 	perStreamKB float64
 	baseKB      int64
 	peakKB      int64
+	// goroutines added per open stream (go_goroutines on the admin
+	// endpoint's /metrics), when it was asked for
+	goroutinesPerStream float64
+	// Go's stacks and heap in use added per open stream, from the same
+	stackPerStreamKB, heapPerStreamKB float64
+	// the CPU the process used while the streams were held, in % of one
+	// core, and per chunk (estimated: streams × hold / chunk delay)
+	cpuPercent  float64
+	cpuPerChunk time.Duration
 	failed      int
 	endedEarly  int64 // streams that finished before the peak was sampled
+	firstErr    string
 }
 
-// openStreams opens n slow streams at once through url, waits until every one
+// openOptions say how openStreams opens and holds its streams.
+type openOptions struct {
+	n          int
+	chunkDelay time.Duration // the upstream's pause between chunks
+	rate       int           // streams opened per second; 0: all at once
+	hold       time.Duration // CPU is measured over this long once all are open; 0: not
+	admin      string        // Caddy's admin endpoint, for its goroutines; "": not counted
+	h2c        bool          // the client speaks HTTP/2 without TLS to Caddy (few connections)
+	// profiles, when set (with admin), is a path prefix: Caddy's heap and
+	// goroutine profiles are saved there while the streams are held
+	profiles string
+}
+
+// openStreams opens o.n slow streams through url, waits until every one
 // has delivered its first event, and samples the Caddy process's VmRSS while
 // all are open; the result is the growth over baseKB per stream. The caller
 // runs it on a freshly started Caddy, so memory freed by an earlier phase
 // (which Go keeps for reuse) cannot hide this target's cost.
-func openStreams(ctx context.Context, url string, pid, n int, chunkDelay time.Duration) (openResult, error) {
+func openStreams(ctx context.Context, url string, pid int, o openOptions) (openResult, error) {
+	n := o.n
 	client, tr := newClient(n)
+	if o.h2c {
+		client, tr = newH2CClient()
+	}
 	defer tr.CloseIdleConnections()
 	// take every lazily built piece (transports, pools) into the baseline
 	for range 20 {
@@ -204,22 +285,37 @@ func openStreams(ctx context.Context, url string, pid, n int, chunkDelay time.Du
 	if err != nil {
 		return openResult{}, err
 	}
+	var baseG []float64
+	if o.admin != "" {
+		if baseG, err = adminMetrics(ctx, o.admin, "go_goroutines", "go_memstats_stack_inuse_bytes", "go_memstats_heap_inuse_bytes"); err != nil {
+			return openResult{}, err
+		}
+	}
 
 	streams, stop := context.WithCancel(ctx)
 	var opened, ended, failed atomic.Int64
+	var firstErr atomic.Value
 	var wg sync.WaitGroup
 	defer func() {
 		stop() // every stream ends at once
 		wg.Wait()
 	}()
-	for range n {
+	start := time.Now()
+	for i := range n {
+		if o.rate > 0 {
+			if d := time.Until(start.Add(time.Duration(i) * time.Second / time.Duration(o.rate))); d > 0 {
+				time.Sleep(d)
+			}
+		}
 		wg.Go(func() {
-			r := streamOnce(streams, client, url, chunkDelay, func() { opened.Add(1) })
+			r := streamOnce(streams, client, url, o.chunkDelay, func() { opened.Add(1) })
 			if streams.Err() != nil {
 				return
 			}
 			if r.err != nil {
-				failed.Add(1)
+				if failed.Add(1) == 1 {
+					firstErr.Store(r.err.Error())
+				}
 			} else {
 				ended.Add(1)
 			}
@@ -229,19 +325,57 @@ func openStreams(ctx context.Context, url string, pid, n int, chunkDelay time.Du
 	for opened.Load()+failed.Load() < int64(n) && time.Now().Before(deadline) && ctx.Err() == nil {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if got := opened.Load(); got < int64(n) {
+	if got := opened.Load(); got+failed.Load() < int64(n) || got == 0 {
 		return openResult{}, fmt.Errorf("only %d of %d streams opened (%d failed)", got, n, failed.Load())
 	}
 	peak, err := peakRSS(pid)
 	if err != nil {
 		return openResult{}, err
 	}
+	// the streams held: the failed ones cost nothing (a stream that failed
+	// after it was opened is counted too, but gone)
+	held := float64(n - int(failed.Load()))
 	res := openResult{
 		baseKB:      base / 1024,
 		peakKB:      peak / 1024,
-		perStreamKB: float64(peak-base) / 1024 / float64(n),
-		failed:      int(failed.Load()),
-		endedEarly:  ended.Load(),
+		perStreamKB: float64(peak-base) / 1024 / held,
+	}
+	if o.admin != "" { // after VmRSS: reading /metrics allocates
+		g, err := adminMetrics(ctx, o.admin, "go_goroutines", "go_memstats_stack_inuse_bytes", "go_memstats_heap_inuse_bytes")
+		if err != nil {
+			return openResult{}, err
+		}
+		res.goroutinesPerStream = (g[0] - baseG[0]) / held
+		res.stackPerStreamKB = (g[1] - baseG[1]) / 1024 / held
+		res.heapPerStreamKB = (g[2] - baseG[2]) / 1024 / held
+		if o.profiles != "" {
+			for _, p := range []string{"heap", "goroutine"} {
+				if err := saveProfile(ctx, o.admin+"/debug/pprof/"+p, o.profiles+"-"+p+".pprof"); err != nil {
+					return openResult{}, err
+				}
+			}
+		}
+	}
+	if o.hold > 0 {
+		before, err := harness.CPUTime(pid)
+		if err != nil {
+			return openResult{}, err
+		}
+		t0 := time.Now()
+		time.Sleep(o.hold)
+		after, err := harness.CPUTime(pid)
+		if err != nil {
+			return openResult{}, err
+		}
+		took := time.Since(t0)
+		res.cpuPercent = 100 * float64(after-before) / float64(took)
+		if chunks := float64(n-int(failed.Load())) * float64(took) / float64(o.chunkDelay); chunks > 0 {
+			res.cpuPerChunk = time.Duration(float64(after-before) / chunks)
+		}
+	}
+	res.failed, res.endedEarly = int(failed.Load()), ended.Load()
+	if e, ok := firstErr.Load().(string); ok {
+		res.firstErr = e
 	}
 	return res, nil
 }
@@ -283,4 +417,29 @@ func median(xs []float64) float64 {
 		return s[len(s)/2]
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// saveProfile writes the pprof profile at url to path.
+func saveProfile(ctx context.Context, url, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

@@ -29,6 +29,28 @@ func (m *metric) advantage(rp, gw float64) float64 {
 	return rp / gw
 }
 
+// spread is the lowest and highest per-round advantage, pairing the
+// targets' rounds in order.
+func (m *metric) spread() string {
+	lo, hi := 0.0, 0.0
+	for i := range min(len(m.rp), len(m.gw)) {
+		if m.rp[i] <= 0 || m.gw[i] <= 0 {
+			return "-"
+		}
+		a := m.advantage(m.rp[i], m.gw[i])
+		if i == 0 || a < lo {
+			lo = a
+		}
+		if i == 0 || a > hi {
+			hi = a
+		}
+	}
+	if hi == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f-%.2fx", lo, hi)
+}
+
 type report struct {
 	cfg     config
 	metrics []*metric
@@ -159,9 +181,10 @@ func (r *report) printComparison(w io.Writer) {
 	fmt.Fprintf(w, "\nllm_gateway vs stock reverse_proxy: same Caddy, same upstream, 127.0.0.1\n")
 	fmt.Fprintf(w, "medians of %d interleaved rounds (order alternating), %v per timed run\n", c.rounds, c.duration)
 	fmt.Fprintf(w, "\"gw adv.\" > 1.00 means the gateway is better: gw/rp for throughput, rp/gw for latency, CPU and memory\n\n")
-	const row = "%-38s %14s %14s %8s  %-16s %s\n"
-	fmt.Fprintf(w, row, "metric", "reverse_proxy", "llm_gateway", "gw adv.", "target", "")
-	fmt.Fprintln(w, strings.Repeat("-", 100))
+	fmt.Fprintf(w, "\"rounds\" is the spread of the per-round gw adv. (round i of one target against round i of the other)\n\n")
+	const row = "%-46s %14s %14s %8s %12s  %-16s %s\n"
+	fmt.Fprintf(w, row, "metric", "reverse_proxy", "llm_gateway", "gw adv.", "rounds", "target", "")
+	fmt.Fprintln(w, strings.Repeat("-", 120))
 	for _, m := range r.metrics {
 		if len(m.rp) == 0 || len(m.gw) == 0 {
 			continue
@@ -178,9 +201,9 @@ func (r *report) printComparison(w io.Writer) {
 		if rp > 0 && gw > 0 {
 			adv = fmt.Sprintf("%.2fx", m.advantage(rp, gw))
 		}
-		fmt.Fprintf(w, row, m.name, num(rp, m.prec), num(gw, m.prec), adv, m.target, verdict)
+		fmt.Fprintf(w, row, m.name, num(rp, m.prec), num(gw, m.prec), adv, m.spread(), m.target, verdict)
 	}
-	fmt.Fprintln(w, strings.Repeat("-", 100))
+	fmt.Fprintln(w, strings.Repeat("-", 120))
 	for _, m := range r.metrics {
 		if len(m.direct) > 0 {
 			fmt.Fprintf(w, "upstream direct, %s: %s\n", strings.TrimSpace(m.name), num(median(m.direct), m.prec))

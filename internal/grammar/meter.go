@@ -1,10 +1,6 @@
 package grammar
 
-import (
-	"bytes"
-
-	"github.com/llmgateway/caddy-llm-gateway/internal/sse"
-)
+import "github.com/llmgateway/caddy-llm-gateway/internal/sse"
 
 // Meter reads the usage an answer reports while it is relayed: a JSON
 // answer's (up to Max bytes), or a stream's usage events. It
@@ -36,15 +32,13 @@ func (m *Meter) Write(p []byte) {
 	}
 }
 
+// meterGrammar reads any stream's usage: Anthropic's message_start keeps
+// the prompt's in its message, every other event at its top level.
+var meterGrammar = Grammar{Anthropic: true}
+
 func (m *Meter) event(ev []byte) {
-	if u, ok := MessageStartUsage(ev); ok {
-		m.usage, m.has = m.usage.Update(u), true
-		return
-	}
-	if data, ok := sse.Data(ev); ok {
-		if u, ok := UsageOf(bytes.TrimSpace(data)); ok {
-			m.usage, m.has = m.usage.Update(u), true
-		}
+	if e := meterGrammar.Scan(ev, false); e.HasUsage {
+		m.usage, m.has = m.usage.Update(e.Usage), true
 	}
 }
 

@@ -24,11 +24,14 @@ func UsageOf(doc []byte) (Usage, bool) {
 }
 
 // UsageIn reads the usage member a scan of doc found.
-func UsageIn(doc []byte, f jsonmember.Fields) (Usage, bool) {
-	if !f.Usage.OK() || doc[f.Usage.Value.Start] != '{' {
+func UsageIn(doc []byte, f jsonmember.Fields) (Usage, bool) { return usageAt(doc, f.Usage) }
+
+// usageAt reads the usage member m of doc.
+func usageAt(doc []byte, m jsonmember.Member) (Usage, bool) {
+	if !m.OK() || doc[m.Value.Start] != '{' {
 		return Usage{}, false
 	}
-	u := doc[f.Usage.Value.Start:f.Usage.Value.End]
+	u := doc[m.Value.Start:m.Value.End]
 	p, okP := intMember(u, "prompt_tokens")
 	if !okP {
 		p, okP = intMember(u, "input_tokens")

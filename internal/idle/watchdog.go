@@ -11,9 +11,12 @@ import (
 )
 
 // Watchdog is the stream-idle budget: the gap between two reads of an
-// answer may not exceed it. It is kept lazily: a read only stores the time,
-// and the timer, when it fires, re-arms itself for the rest of the gap, so
-// a busy stream costs no timer operation per event.
+// answer may not exceed it. It is kept lazily: a read only stores the time.
+// The watchdogs of one clock share one timer (schedule.go): when a
+// watchdog's turn comes, the scheduler looks at its last read and either
+// fires it or puts it back for the rest of the gap, so a busy stream costs
+// no timer operation per event, and an open stream neither a timer nor a
+// goroutine of its own (issue 30: ten thousand open streams).
 //
 // It measures the engine only: while the relay is blocked writing to a slow
 // client (blocked), the budget does not run, so a client that stops
@@ -24,14 +27,21 @@ type Watchdog struct {
 	t0      time.Time
 	last    atomic.Int64 // when the last read returned, in ns since t0; 0: none yet
 	blocked atomic.Bool  // the relay is writing to the client
-	timer   clock.Timer
 	fire    func()
+
+	// the scheduler's, under its lock
+	s       *scheduler
+	due     int64 // when the scheduler looks at it next, ns since s.epoch
+	index   int   // position in s.queue; -1 when not queued
+	stopped bool  // Stop was called
 }
 
-// New arms a budget of idle that calls fire when it runs out.
+// New arms a budget of idle that calls fire (in a goroutine of its own, as
+// a timer would) when it runs out. Until the first Touch the budget does not
+// run: the wait for the first event is first_token_timeout's.
 func New(c clock.Clock, idle time.Duration, fire func()) *Watchdog {
-	w := &Watchdog{clock: c, idle: idle, t0: c.Now(), fire: fire}
-	w.timer = c.AfterFunc(w.idle, w.check)
+	w := &Watchdog{clock: c, idle: idle, t0: c.Now(), fire: fire, index: -1}
+	schedulerOf(c).add(w, w.t0.Add(idle))
 	return w
 }
 
@@ -47,25 +57,27 @@ func (w *Watchdog) Unblock() {
 	w.blocked.Store(false)
 }
 
-func (w *Watchdog) check() {
+// next is the scheduler's look at the watchdog at now: the time of the
+// next look, or expired when the budget ran out.
+func (w *Watchdog) next(now time.Time) (at time.Time, expired bool) {
 	if w.blocked.Load() {
-		w.timer.Reset(w.idle) // the client's time, not the engine's
-		return
+		return now.Add(w.idle), false // the client's time, not the engine's
 	}
 	last := w.last.Load()
-	gap := w.clock.Now().Sub(w.t0) - time.Duration(last)
 	if last == 0 {
 		// no event yet: the wait for the first one is first_token_timeout's
-		gap = 0
+		return now.Add(w.idle), false
 	}
+	gap := now.Sub(w.t0) - time.Duration(last)
 	if gap >= w.idle {
-		w.fire()
-		return
+		return now, true
 	}
-	w.timer.Reset(w.idle - gap)
+	return now.Add(w.idle - gap), false
 }
 
-func (w *Watchdog) Stop() { w.timer.Stop() }
+// Stop ends the budget. As with a timer's Stop, a fire already under way
+// (the budget ran out just before) is not called back.
+func (w *Watchdog) Stop() { w.s.remove(w) }
 
 // TouchReader restarts an idle budget at every read.
 type TouchReader struct {

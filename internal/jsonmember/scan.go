@@ -53,9 +53,24 @@ type Fields struct {
 	Messages       Member // a chat request's messages
 	ID             Member // in stream chunks
 	Created        Member
+	Choices        Member // an answer's choices
+	Type           Member // an event's type (Responses, Anthropic)
+	Message        Member // Anthropic's message_start: the message, with the prompt's usage
+	Error          Member // an error event's error
 	// Finished: in an answer, a choice has a finish_reason that is a
 	// string (the chunk that says a chat or text completion is whole)
 	Finished bool
+	// Said: in an answer, a choice says something: a finish_reason, a
+	// non-empty text, or a delta with non-empty content, reasoning or
+	// refusal, or tool calls. A chunk whose choices all say nothing is
+	// the role-only preamble of a stream.
+	Said bool
+	// NoChoices: in an answer, "choices" is an empty array (the usage
+	// chunk of stream_options.include_usage)
+	NoChoices bool
+	// Role: in an answer, a choice's delta names a role (the first chunk
+	// of a chat stream)
+	Role bool
 	// Ambiguous names a member of ReadNames that a request spells two
 	// ways: given twice under Unicode case folding, or once under a
 	// spelling that folds to the name without being it ("Stream",
@@ -84,14 +99,25 @@ func (e *syntaxError) Unwrap() error { return errBadJSON }
 
 // ScanRequest validates b as one JSON object and returns where its interesting
 // top-level members are. It does not allocate on valid input.
-func ScanRequest(b []byte) (Fields, error) { return scanObject(b, true) }
+func ScanRequest(b []byte) (Fields, error) { return scanObject(b, request) }
 
 // ScanAnswer is scanBody for what an engine sends (an answer, a stream's
 // event): the same validation and members, without looking for members
 // repeated under case folding, which only a request can use to mislead.
-func ScanAnswer(b []byte) (Fields, error) { return scanObject(b, false) }
+func ScanAnswer(b []byte) (Fields, error) { return scanObject(b, answer) }
 
-func scanObject(b []byte, request bool) (Fields, error) {
+// ScanFirstAnswer is ScanAnswer for a stream's events before its first
+// content: it also looks into each choice's delta, for Said and Role.
+func ScanFirstAnswer(b []byte) (Fields, error) { return scanObject(b, firstAnswer) }
+
+// What a scan reads: a request, an answer, or an answer's first events.
+const (
+	request = iota
+	answer
+	firstAnswer
+)
+
+func scanObject(b []byte, mode int) (Fields, error) {
 	var f Fields
 	i := SkipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
@@ -119,8 +145,10 @@ func scanObject(b []byte, request bool) (Fields, error) {
 		valStart := i
 		// depth counts the top-level object as 1, as encoding/json's limit does
 		var valEnd int
-		if !request && i < len(b) && b[i] == '[' && string(b[keyStart:keyEnd]) == `"choices"` {
-			valEnd, f.Finished, err = skipChoices(b, i)
+		if mode != request && i < len(b) && b[i] == '[' && string(b[keyStart:keyEnd]) == `"choices"` {
+			var c choices
+			valEnd, c, err = skipChoices(b, i, mode == firstAnswer)
+			f.Finished, f.Said, f.NoChoices, f.Role = c.finished, c.said, c.none, c.role
 		} else {
 			valEnd, err = SkipValue(b, i, 2)
 		}
@@ -132,7 +160,7 @@ func scanObject(b []byte, request bool) (Fields, error) {
 		if i < len(b) && b[i] == ',' {
 			m.NextComma = i
 		}
-		if request {
+		if mode == request {
 			f.fold(b[keyStart+1 : keyEnd-1])
 		}
 		if slot := f.slot(b[keyStart+1 : keyEnd-1]); slot != nil {
@@ -192,6 +220,14 @@ func (f *Fields) slot(rawName []byte) *Member {
 		return &f.ID
 	case "created":
 		return &f.Created
+	case "choices":
+		return &f.Choices
+	case "type":
+		return &f.Type
+	case "message":
+		return &f.Message
+	case "error":
+		return &f.Error
 	}
 	return nil
 }
@@ -277,15 +313,25 @@ func SkipSpace(b []byte, i int) int {
 	return i
 }
 
+// choices is what skipChoices learns of an answer's choices on its way.
+type choices struct {
+	finished bool // a choice has a finish_reason that is a string
+	said     bool // a choice says something (Fields.Said)
+	none     bool // the array is empty
+	role     bool // a choice's delta names a role
+}
+
 // skipChoices is skipValue for an answer's "choices" array, which also
-// reports whether a choice has a finish_reason that is a string: the scan
-// that validates a stream's event finds the end of the answer on its way,
-// where a second search of every event cost as much as the scan.
-func skipChoices(b []byte, i int) (int, bool, error) {
-	finished := false
+// reports whether a choice has a finish_reason that is a string and, with
+// deltas, whether one says anything: the scan that validates a stream's event finds the end
+// of the answer and its first content on its way, where a second search or
+// a decoding of every event cost as much as the scan.
+func skipChoices(b []byte, i int, deltas bool) (int, choices, error) {
+	var c choices
 	i = SkipSpace(b, i+1)
 	if i < len(b) && b[i] == ']' {
-		return i + 1, false, nil
+		c.none = true
+		return i + 1, c, nil
 	}
 	for {
 		var err error
@@ -294,55 +340,136 @@ func skipChoices(b []byte, i int) (int, bool, error) {
 			i = SkipSpace(b, i+1)
 			for i < len(b) && b[i] != '}' {
 				if b[i] != '"' {
-					return i, false, &syntaxError{i, "expected a member name"}
+					return i, choices{}, &syntaxError{i, "expected a member name"}
 				}
 				keyStart := i
 				if i, err = skipString(b, i); err != nil {
-					return i, false, err
+					return i, choices{}, err
 				}
 				key := b[keyStart:i]
 				i = SkipSpace(b, i)
 				if i >= len(b) || b[i] != ':' {
-					return i, false, &syntaxError{i, "expected ':' after a member name"}
+					return i, choices{}, &syntaxError{i, "expected ':' after a member name"}
 				}
 				i = SkipSpace(b, i+1)
-				if string(key) == `"finish_reason"` && i < len(b) && b[i] == '"' {
-					finished = true
+				switch {
+				case i >= len(b):
+				case string(key) == `"finish_reason"` && b[i] == '"':
+					c.finished, c.said = true, true
+				case !deltas:
+				case string(key) == `"text"` && b[i] == '"':
+					c.said = c.said || nonEmptyString(b, i)
+				case string(key) == `"delta"` && b[i] == '{':
+					i, err = c.delta(b, i)
+				}
+				if err != nil {
+					return i, choices{}, err
 				}
 				if i, err = SkipValue(b, i, 4); err != nil {
-					return i, false, err
+					return i, choices{}, err
 				}
 				i = SkipSpace(b, i)
 				if i < len(b) && b[i] == ',' {
 					i = SkipSpace(b, i+1)
 					if i < len(b) && b[i] == '}' {
-						return i, false, &syntaxError{i, "expected a member name"}
+						return i, choices{}, &syntaxError{i, "expected a member name"}
 					}
 				} else if i >= len(b) || b[i] != '}' {
-					return i, false, &syntaxError{i, "expected ',' or '}'"}
+					return i, choices{}, &syntaxError{i, "expected ',' or '}'"}
 				}
 			}
 			if i >= len(b) {
-				return i, false, &syntaxError{i, "unexpected end of input"}
+				return i, choices{}, &syntaxError{i, "unexpected end of input"}
 			}
 			i++
 		} else if i, err = SkipValue(b, i, 3); err != nil {
-			return i, false, err
+			return i, choices{}, err
 		}
 		i = SkipSpace(b, i)
 		if i >= len(b) {
-			return i, false, &syntaxError{i, "unexpected end of input"}
+			return i, choices{}, &syntaxError{i, "unexpected end of input"}
 		}
 		switch b[i] {
 		case ',':
 			i = SkipSpace(b, i+1)
 		case ']':
-			return i + 1, finished, nil
+			return i + 1, c, nil
 		default:
-			return i, false, &syntaxError{i, "expected ',' or ']'"}
+			return i, choices{}, &syntaxError{i, "expected ',' or ']'"}
 		}
 	}
 }
+
+// delta reads a choice's delta at b[i] ('{') for what it says, validating
+// it. It returns i itself: the caller skips the value again, which keeps one
+// path for the choice's members (the delta is read only before a stream's
+// first content, a handful of events).
+func (c *choices) delta(b []byte, i int) (int, error) {
+	_, err := walkMembers(b, i, 4, func(key []byte, v int) (int, error) {
+		switch string(key) {
+		case `"content"`, `"reasoning_content"`, `"reasoning"`, `"refusal"`:
+			c.said = c.said || (b[v] == '"' && nonEmptyString(b, v))
+		case `"tool_calls"`, `"function_call"`:
+			c.said = c.said || !isNull(b, v)
+		case `"role"`:
+			c.role = true
+		}
+		return SkipValue(b, v, 5)
+	})
+	return i, err
+}
+
+// walkMembers walks the object at b[i] ('{'), whose members are at nesting
+// depth, calling value with each member's raw key (quotes included) and its
+// value's offset; value returns the offset past the value. It returns the
+// offset past the object.
+func walkMembers(b []byte, i, depth int, value func(key []byte, v int) (int, error)) (int, error) {
+	if depth > maxNesting {
+		return i, &syntaxError{i, "nested too deeply"}
+	}
+	var err error
+	i = SkipSpace(b, i+1)
+	for i < len(b) && b[i] != '}' {
+		if b[i] != '"' {
+			return i, &syntaxError{i, "expected a member name"}
+		}
+		keyStart := i
+		if i, err = skipString(b, i); err != nil {
+			return i, err
+		}
+		key := b[keyStart:i]
+		i = SkipSpace(b, i)
+		if i >= len(b) || b[i] != ':' {
+			return i, &syntaxError{i, "expected ':' after a member name"}
+		}
+		i = SkipSpace(b, i+1)
+		if i >= len(b) {
+			return i, &syntaxError{i, "expected a value"}
+		}
+		if i, err = value(key, i); err != nil {
+			return i, err
+		}
+		i = SkipSpace(b, i)
+		if i < len(b) && b[i] == ',' {
+			i = SkipSpace(b, i+1)
+			if i < len(b) && b[i] == '}' {
+				return i, &syntaxError{i, "expected a member name"}
+			}
+		} else if i >= len(b) || b[i] != '}' {
+			return i, &syntaxError{i, "expected ',' or '}'"}
+		}
+	}
+	if i >= len(b) {
+		return i, &syntaxError{i, "unexpected end of input"}
+	}
+	return i + 1, nil
+}
+
+// nonEmptyString reports whether the string at b[i] ('"') is not "".
+func nonEmptyString(b []byte, i int) bool { return i+1 < len(b) && b[i+1] != '"' }
+
+// isNull reports whether the value at b[i] is null.
+func isNull(b []byte, i int) bool { return len(b) >= i+4 && string(b[i:i+4]) == "null" }
 
 // SkipValue returns the offset just past the JSON value starting at i.
 func SkipValue(b []byte, i, depth int) (int, error) {
@@ -534,6 +661,16 @@ func StringValue(b []byte, m Member) ([]byte, bool) {
 	return raw, true
 }
 
+// AppendStringValue appends the string member m of b, decoded, to dst:
+// StringValue into a buffer the caller keeps. It reports false when m is
+// not a string.
+func AppendStringValue(dst, b []byte, m Member) ([]byte, bool) {
+	if !m.OK() || b[m.Value.Start] != '"' {
+		return dst, false
+	}
+	return appendUnquoted(dst, b[m.Value.Start+1:m.Value.End-1])
+}
+
 // appendUnquoted decodes the inside of a JSON string that skipString accepted.
 func appendUnquoted(dst, raw []byte) ([]byte, bool) {
 	for i := 0; i < len(raw); {
@@ -629,24 +766,29 @@ func ApplyEdits(b []byte, edits ...Edit) []byte {
 	if len(edits) == 0 {
 		return b
 	}
+	n := len(b)
+	for _, e := range edits {
+		n += len(e.Repl) - (e.End - e.Start)
+	}
+	return AppendEdits(make([]byte, 0, n), b, edits...)
+}
+
+// AppendEdits appends b with edits applied to dst: ApplyEdits into a
+// buffer the caller reuses.
+func AppendEdits(dst, b []byte, edits ...Edit) []byte {
 	// a handful of edits at most: insertion sort keeps this allocation-free
 	for i := 1; i < len(edits); i++ {
 		for j := i; j > 0 && edits[j].Start < edits[j-1].Start; j-- {
 			edits[j], edits[j-1] = edits[j-1], edits[j]
 		}
 	}
-	n := len(b)
-	for _, e := range edits {
-		n += len(e.Repl) - (e.End - e.Start)
-	}
-	out := make([]byte, 0, n)
 	prev := 0
 	for _, e := range edits {
-		out = append(out, b[prev:e.Start]...)
-		out = append(out, e.Repl...)
+		dst = append(dst, b[prev:e.Start]...)
+		dst = append(dst, e.Repl...)
 		prev = e.End
 	}
-	return append(out, b[prev:]...)
+	return append(dst, b[prev:]...)
 }
 
 // AppendString appends s as a JSON string literal. Invalid UTF-8 becomes

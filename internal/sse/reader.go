@@ -18,12 +18,15 @@ import (
 // MaxEventSize bounds one event; a larger one is a broken stream.
 const MaxEventSize = 1 << 20
 
-// The read buffer starts small, so thousands of slow streams stay cheap, and
-// doubles (up to fastReadSize) each time a read fills it: a fast stream is
-// then read, written and flushed in as few calls as reverse_proxy's 32 KiB
-// copy buffer needs.
+// The read buffer starts at the size of an event (a chat chunk is a few
+// hundred bytes), so thousands of slow streams stay cheap: the upstream
+// body already reads the socket through the transport's own 4 KiB buffer,
+// so a small buffer here costs a copy, never a system call. It doubles (up
+// to fastReadSize) each time a read fills it: a fast stream is then read,
+// written and flushed in as few calls as reverse_proxy's 32 KiB copy buffer
+// needs (issue 30: memory per open stream).
 const (
-	firstReadSize = 4 << 10
+	firstReadSize = 1 << 10
 	fastReadSize  = 32 << 10
 )
 
@@ -47,20 +50,16 @@ func NewReader(r io.Reader) *Reader {
 	return &Reader{r: r, buf: getBuf(firstReadSize), pend: -1}
 }
 
-// Read buffers of 4, 8, 16 and 32 KiB are pooled: a busy gateway reuses
-// them instead of making garbage for every stream.
-var bufPools [4]sync.Pool
+// Read buffers of 1 to 32 KiB (each size twice the one before) are
+// pooled: a busy gateway reuses them instead of making garbage for every
+// stream.
+var bufPools [6]sync.Pool
 
 func poolIndex(size int) int {
-	switch size {
-	case 4 << 10:
-		return 0
-	case 8 << 10:
-		return 1
-	case 16 << 10:
-		return 2
-	case 32 << 10:
-		return 3
+	for i := range bufPools {
+		if size == firstReadSize<<i {
+			return i
+		}
 	}
 	return -1
 }

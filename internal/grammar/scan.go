@@ -1,0 +1,130 @@
+package grammar
+
+import (
+	"bytes"
+
+	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
+	"github.com/llmgateway/caddy-llm-gateway/internal/sse"
+)
+
+// Grammar is how one stream is read: Anthropic's typed events or OpenAI's
+// chunks, and how its answer says it is whole (EndRule).
+type Grammar struct {
+	Anthropic bool
+	End       int
+}
+
+// Event is what one pass over an event tells the relay (issue 30: the
+// classifiers in one pass). Before this, an event was classified, then
+// searched for the end of the answer, for an empty choices array, for
+// Anthropic's prompt usage, and scanned again to rewrite its ids.
+type Event struct {
+	Kind     Kind
+	Usage    Usage
+	HasUsage bool
+	// Whole: the event says the answer is whole, by the grammar's End: a
+	// choice's finish_reason, a Responses event of type
+	// response.completed, .incomplete or .failed, Anthropic's
+	// message_stop. [DONE] is Kind Done.
+	Whole bool
+	// NoChoices: "choices" is an empty array: the usage chunk of
+	// stream_options.include_usage
+	NoChoices bool
+	// Data is the event's data payload, and ID, Created, Model and
+	// UsageAt where those members sit in it (for Kind Content with a JSON
+	// object), so that a rewrite of a resumed stream's ids needs no second
+	// scan.
+	Data                        []byte
+	ID, Created, Model, UsageAt jsonmember.Member
+	Type, Choices               jsonmember.Member // for a resumable stream's transcript
+}
+
+// Scan reads one event in one validating pass over its data. With probe
+// (before the commit point, a handful of events) it also tells a preamble
+// from content and an error event: OpenAI's role-only first chunk;
+// Anthropic's message_start, ping, content_block_start and _stop. Without,
+// every valid data event is content.
+func (g Grammar) Scan(ev []byte, probe bool) Event {
+	data, ok := sse.Data(ev)
+	if !ok {
+		return Event{Kind: Comment}
+	}
+	data = bytes.TrimSpace(data)
+	switch {
+	case string(data) == "[DONE]":
+		return Event{Kind: Done}
+	case len(data) == 0:
+		return Event{Kind: Comment}
+	case data[0] != '{':
+		if end, err := jsonmember.SkipValue(data, 0, 1); err != nil || end != len(data) {
+			return Event{Kind: Malformed}
+		}
+		return Event{Kind: Content} // valid JSON of another shape: not ours to judge
+	}
+	var f jsonmember.Fields
+	var err error
+	if probe {
+		f, err = jsonmember.ScanFirstAnswer(data)
+	} else {
+		f, err = jsonmember.ScanAnswer(data)
+	}
+	if err != nil {
+		return Event{Kind: Malformed}
+	}
+	e := Event{Kind: Content, Data: data, NoChoices: f.NoChoices, ID: f.ID, Created: f.Created, Model: f.Model,
+		UsageAt: f.Usage, Type: f.Type, Choices: f.Choices}
+	e.Usage, e.HasUsage = usageAt(data, f.Usage)
+	typ := memberBytes(data, f.Type)
+	if g.Anthropic && string(typ) == `"message_start"` && f.Message.OK() && data[f.Message.Value.Start] == '{' {
+		// the prompt's usage sits in the message
+		msg := data[f.Message.Value.Start:f.Message.Value.End]
+		if mf, err := jsonmember.ScanAnswer(msg); err == nil {
+			e.Usage, e.HasUsage = usageAt(msg, mf.Usage)
+		}
+	}
+	switch g.End {
+	case EndFinish:
+		e.Whole = f.Finished
+	case EndResponse:
+		switch string(typ) {
+		case `"response.completed"`, `"response.incomplete"`, `"response.failed"`:
+			e.Whole = true
+		}
+	case EndMessage:
+		e.Whole = string(typ) == `"message_stop"`
+	}
+	if probe {
+		e.Kind = g.probe(data, &f, typ)
+	}
+	return e
+}
+
+// probe is what an object event is before the commit point.
+func (g Grammar) probe(data []byte, f *jsonmember.Fields, typ []byte) Kind {
+	if g.Anthropic {
+		switch string(typ) {
+		case `"message_start"`, `"ping"`, `"content_block_start"`, `"content_block_stop"`:
+			return Preamble
+		case `"error"`:
+			return ErrorEvent
+		}
+		return Content
+	}
+	if f.Error.OK() && string(memberBytes(data, f.Error)) != "null" {
+		return ErrorEvent
+	}
+	// only a chunk whose choices name a role and say nothing is role-only;
+	// no choices, or an empty array (a usage chunk ends an answer), is content
+	if f.Role && !f.Said && !f.NoChoices {
+		return Preamble
+	}
+	return Content
+}
+
+// memberBytes is a member's raw value, nil when absent.
+func memberBytes(data []byte, m jsonmember.Member) []byte {
+	if !m.OK() {
+		return nil
+	}
+	return data[m.Value.Start:m.Value.End]
+}
