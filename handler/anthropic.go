@@ -68,7 +68,7 @@ func (t *transcript) addAnthropic(data []byte, e *grammar.Event) {
 	obj := jsonmember.SkipSpace(data, 0)
 	index0 := func() bool {
 		m, ok := jsonmember.LastMember(data, obj, "index")
-		return !ok || string(memberOf(data, m)) == "0"
+		return !ok || string(m.Raw(data)) == "0"
 	}
 	// the type of the object member name at obj, raw
 	typeOf := func(name string) []byte {
@@ -80,9 +80,9 @@ func (t *transcript) addAnthropic(data []byte, e *grammar.Event) {
 		if !ok {
 			return nil
 		}
-		return memberOf(data, m)
+		return m.Raw(data)
 	}
-	switch string(memberOf(data, e.Type)) {
+	switch string(e.Type.Raw(data)) {
 	case `"content_block_start"`:
 		if !index0() || string(typeOf("content_block")) != `"text"` {
 			t.stop()

@@ -226,13 +226,13 @@ func (a *attempt) respHeader() http.Header {
 // whole, and what a resumable stream has said so far.
 type stream struct {
 	events  *sse.Reader
-	gram    grammar.Grammar // how its events are read, and how it says it is whole
-	held    []byte          // events read before the first content event
-	whole   bool            // an event said the answer is complete
-	usage   grammar.Usage   // what the held events reported
-	used    bool            // a held event reported usage
-	tr      *transcript     // what a resumable stream sent so far
-	rewrite *rewriteIDs     // a resumed stream's id, created and usage
+	gram    grammar.Grammar  // how its events are read, and how it says it is whole
+	held    []byte           // events read before the first content event
+	whole   bool             // an event said the answer is complete
+	usage   grammar.Usage    // what the held events reported
+	used    bool             // a held event reported usage
+	tr      *transcript      // what a resumable stream sent so far
+	rewrite *grammar.Rewrite // a resumed stream's id, created and usage
 	// out holds the events of a rewritten stream between their read and
 	// their write: pooled, so that a rewrite allocates nothing per event
 	out *[]byte

@@ -25,12 +25,12 @@ func BenchmarkClassifyEvent(b *testing.B) {
 // resumed one, or one after the gateway's loading chunks): its ids
 // replaced from the one scan, into a buffer the stream reuses.
 func BenchmarkRewriteEvent(b *testing.B) {
-	r := &rewriteIDs{id: []byte(`"chatcmpl-gw"`), created: []byte(`1700000000`), model: []byte(`"m"`)}
+	r := &grammar.Rewrite{ID: []byte(`"chatcmpl-gw"`), Created: []byte(`1700000000`), Model: []byte(`"m"`)}
 	g := grammar.Grammar{End: grammar.EndFinish}
 	var out []byte
 	b.ReportAllocs()
 	for b.Loop() {
 		e := g.Scan(benchChunk, false)
-		out = r.appendTo(out[:0], benchChunk, &e)
+		out = r.AppendTo(out[:0], benchChunk, &e)
 	}
 }

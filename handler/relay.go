@@ -93,10 +93,10 @@ func (g *Gateway) commit(rp *reply, a *attempt) {
 	}
 	if st.rewrite == nil && rp.ids != nil {
 		// the gateway's loading chunks went first: the stream is theirs
-		st.rewrite = &rewriteIDs{id: rp.ids.id, created: rp.ids.created, model: rp.ids.model}
+		st.rewrite = &grammar.Rewrite{ID: rp.ids.ID, Created: rp.ids.Created, Model: rp.ids.Model}
 	}
 	// the held events were read (awaitFirstContent) and are written as read
-	st.held = st.rewrite.applyAll(st.held)
+	st.held = st.rewrite.ApplyAll(st.held)
 	if st.used {
 		rp.res.Usage, rp.res.HasUsage = rp.res.Usage.Update(st.usage), true
 	}
@@ -280,7 +280,7 @@ func (st *stream) appendRewritten(batch, ev []byte, e *grammar.Event) ([]byte, [
 		out = append(out[:0], batch...)
 	}
 	start := len(out)
-	out = st.rewrite.appendTo(out, ev, e)
+	out = st.rewrite.AppendTo(out, ev, e)
 	*st.out = out
 	return out, out[start:]
 }

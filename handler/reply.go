@@ -2,6 +2,7 @@ package handler
 
 import (
 	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
+	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 
 	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
@@ -43,7 +44,7 @@ type reply struct {
 	// ids are the id, created and model of the chunks the gateway sent
 	// itself (loading status), which the engine's chunks then get too:
 	// one id and one model per stream
-	ids *rewriteIDs
+	ids *grammar.Rewrite
 	// spend takes one of max_attempts for an upstream call after commit
 	// (a resume); false when none is left
 	spend func() bool
@@ -275,10 +276,10 @@ func (l *loading) start() {
 	_, _ = rand.Read(r[:])
 	l.id = "chatcmpl-llmgw-" + hex.EncodeToString(r[:])
 	l.created = l.rp.clock.Now().Unix()
-	l.rp.ids = &rewriteIDs{
-		id:      jsonmember.AppendString(nil, l.id),
-		created: strconv.AppendInt(nil, l.created, 10),
-		model:   jsonmember.AppendString(nil, l.model),
+	l.rp.ids = &grammar.Rewrite{
+		ID:      jsonmember.AppendString(nil, l.id),
+		Created: strconv.AppendInt(nil, l.created, 10),
+		Model:   jsonmember.AppendString(nil, l.model),
 	}
 }
 

@@ -1,6 +1,7 @@
 package handler
 
 import (
+	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 	"github.com/llmgateway/caddy-llm-gateway/internal/sse"
 
@@ -82,11 +83,11 @@ func (g *Gateway) continueOn(rp *reply, a *attempt, c candidate, cause error) *a
 	st := b.stream
 	st.tr = t
 	st.carry, st.textAtStart = carry, len(t.text)
-	st.rewrite = &rewriteIDs{id: t.id, created: t.created}
+	st.rewrite = &grammar.Rewrite{ID: t.id, Created: t.created}
 	if a.stream.rewrite != nil {
-		st.rewrite = &rewriteIDs{id: a.stream.rewrite.id, created: a.stream.rewrite.created, model: a.stream.rewrite.model}
+		st.rewrite = &grammar.Rewrite{ID: a.stream.rewrite.ID, Created: a.stream.rewrite.Created, Model: a.stream.rewrite.Model}
 	}
-	st.rewrite.carry = carry
+	st.rewrite.Carry = carry
 	held := st.held
 	st.held = nil
 	for len(held) > 0 {
@@ -101,7 +102,7 @@ func (g *Gateway) continueOn(rp *reply, a *attempt, c candidate, cause error) *a
 		}
 		e := st.gram.Scan(ev, false)
 		st.see(&e)
-		ev = st.rewrite.appendTo(nil, ev, &e)
+		ev = st.rewrite.AppendTo(nil, ev, &e)
 		t.add(ev)
 		if _, err := rp.w.Write(ev); err != nil {
 			g.cut(rp, b, errClientGone)

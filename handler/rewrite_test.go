@@ -1,8 +1,9 @@
 package handler
 
 import (
-	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
 	"testing"
+
+	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
 
 	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
 )
@@ -10,20 +11,20 @@ import (
 // A rewritten event keeps its other lines: an Anthropic message_delta
 // whose usage gets the carry still says which event it is.
 func TestARewrittenEventKeepsItsOtherLines(t *testing.T) {
-	r := &rewriteIDs{carry: 10}
+	r := &grammar.Rewrite{Carry: 10}
 	ev := []byte("event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":5}}\n\n")
 	e := grammar.Grammar{Anthropic: true, End: grammar.EndMessage}.Scan(ev, false)
-	got := string(r.appendTo([]byte("before;"), ev, &e))
+	got := string(r.AppendTo([]byte("before;"), ev, &e))
 	want := "before;event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":15}}\n\n"
 	if got != want {
 		t.Fatalf("%q\nwant %q", got, want)
 	}
 	chunk := []byte("data: {\"id\":\"up-1\",\"created\":7,\"model\":\"real\",\"choices\":[]}\n\n")
-	r = &rewriteIDs{id: []byte(`"gw-1"`), created: []byte(`1`), model: []byte(`"asked"`)}
-	if got := string(r.apply(chunk)); got != "data: {\"id\":\"gw-1\",\"created\":1,\"model\":\"asked\",\"choices\":[]}\n\n" {
+	r = &grammar.Rewrite{ID: []byte(`"gw-1"`), Created: []byte(`1`), Model: []byte(`"asked"`)}
+	if got := string(r.Apply(chunk)); got != "data: {\"id\":\"gw-1\",\"created\":1,\"model\":\"asked\",\"choices\":[]}\n\n" {
 		t.Fatalf("%q", got)
 	}
-	if got := r.apply([]byte(": keep-alive\n\n")); string(got) != ": keep-alive\n\n" {
+	if got := r.Apply([]byte(": keep-alive\n\n")); string(got) != ": keep-alive\n\n" {
 		t.Fatalf("a comment: %q", got)
 	}
 }

@@ -42,6 +42,9 @@ type Member struct {
 
 func (m Member) OK() bool { return m.Value.OK() }
 
+// Raw is the member's value as it is in b, the body it was found in.
+func (m Member) Raw(b []byte) []byte { return b[m.Value.Start:m.Value.End] }
+
 // Fields are the top-level members the gateway looks at.
 type Fields struct {
 	Model          Member
