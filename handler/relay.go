@@ -151,7 +151,7 @@ func (g *Gateway) writeJSONAnswer(rp *reply, a *attempt) {
 // loop relays in turn, after a seam comment), and cut honestly when not.
 func (g *Gateway) relay(rp *reply, a *attempt) {
 	defer func() {
-		if a.stream != nil && a.stream.tr != nil {
+		if g.traceContent && a.stream != nil && a.stream.tr != nil {
 			g.noteAnswer(rp.res, a.stream.tr.text)
 		}
 		a.close() // the last resumed attempt (closing twice is safe)
@@ -255,7 +255,9 @@ func (g *Gateway) relayEvents(rp *reply, a *attempt) error {
 		}
 		// the text as the engine sent it (a rewrite changes ids, not text;
 		// a transcript of a rewritten stream takes its ids from the rewrite)
-		st.tr.addScanned(&e)
+		if st.tr != nil {
+			st.tr.addScanned(&e)
+		}
 		if e.HasUsage {
 			rp.res.Usage, rp.res.HasUsage = rp.res.Usage.Update(usage), true
 		}

@@ -42,7 +42,9 @@ func (g *Gateway) serveRouted(w http.ResponseWriter, r *http.Request, res *Resul
 	}
 	res.ModelAsked = req.model
 	req.key = res.key
-	g.notePrompt(req, res)
+	if g.traceContent {
+		g.notePrompt(req, res) // tracecontent.go
+	}
 	req, t, gerr := g.reserve(w, req, res)
 	if gerr != nil {
 		res.refuse(w, gerr)

@@ -66,7 +66,9 @@ func (g *Gateway) send(rp *reply, req *request, a *attempt) {
 	if fs := c.rt.filters; len(fs) > 0 && req.json() {
 		body = jsonmember.ApplyFilters(body, fs)
 	}
-	body = g.warmSlot(req, a, body) // slots save: the session's slot (warmswap.go)
+	if c.rt.cfg.SavesSlots() {
+		body = g.warmSlot(req, a, body) // slots save: the session's slot (warmswap.go)
+	}
 	up := upstream.NewRequest(ctx, req.r, base, cfg, body)
 
 	sentAt := g.clock.Now()
