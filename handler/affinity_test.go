@@ -79,10 +79,12 @@ func poolRequest(t testing.TB, body string, header ...string) *request {
 func choice(t testing.TB, p *pool, body string, header ...string) (string, string) {
 	t.Helper()
 	var res Result
-	plan := p.plan(poolRequest(t, body, header...), nil, &res)
+	req := poolRequest(t, body, header...)
+	plan := p.plan(req, nil, &res)
 	if len(plan) == 0 {
 		t.Fatal("no member")
 	}
+	p.answered(plan[0].label, req.blocks) // as the first member's answer does
 	if res.Pool != "auto" {
 		t.Fatalf("pool %q", res.Pool)
 	}
@@ -297,5 +299,39 @@ func TestStickyBodyUserReadsAnthropicsMetadataUserID(t *testing.T) {
 		if k := p.sessionKey(req); k != "" && !strings.Contains(body, `{"user_id":"u"}`) {
 			t.Fatalf("%s: session %q", body, k)
 		}
+	}
+}
+
+// TestThePrefixIndexLearnsWhoAnswered: a turn that fails over from the
+// member planned first is recorded for the member that answered, so the
+// next turn goes there, not back to the member that failed.
+func TestThePrefixIndexLearnsWhoAnswered(t *testing.T) {
+	var failed atomic.Int32
+	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		failed.Add(1)
+		http.Error(w, `{"error":{"message":"overloaded"}}`, http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(down.Close)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { answerOK(w, "up") }))
+	t.Cleanup(up.Close)
+	cfg := config.Config{
+		Engines: []engines.Config{
+			{Name: "down", To: down.URL, Models: []string{"m-down"}},
+			{Name: "up", To: up.URL, Models: []string{"m-up"}},
+		},
+		// a breaker that stays closed: only the index keeps the turns off "down"
+		Pools: []config.PoolConfig{{Name: "auto", Members: []string{"down", "up"}, BreakerFailures: 100}},
+	}
+	_, url := testGateway(t, cfg, clock.NewFake())
+	for turn := 1; turn <= 3; turn++ {
+		resp, body := postJSON(t, url, conversation(4, turn))
+		if resp.StatusCode != 200 || resp.Header.Get("X-LLM-Engine") != "up" {
+			t.Fatalf("turn %d: %d %s by %q", turn, resp.StatusCode, body, resp.Header.Get("X-LLM-Engine"))
+		}
+	}
+	// turn 1 was planned on "down" first (rotation starts there); turns 2
+	// and 3 follow the prefix to "up", which answered turn 1
+	if n := failed.Load(); n != 1 {
+		t.Fatalf("the failing member was tried %d times, want once", n)
 	}
 }

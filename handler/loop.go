@@ -244,6 +244,9 @@ func (g *Gateway) logMove(req *request, p *planner, a *attempt, v verdict) {
 func (g *Gateway) answer(rp *reply, p *planner, a *attempt) {
 	c := a.c
 	rp.res.Engine, rp.res.ModelSent = c.rt.cfg.Name, a.sent
+	if len(a.req.blocks) > 0 {
+		g.pools[a.req.pool].answered(c.label, a.req.blocks)
+	}
 	switch {
 	case c.isFallback():
 		rp.res.Fallback = c.rt.cfg.Name

@@ -5,10 +5,9 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/handler/config"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 	"github.com/llmgateway/caddy-llm-gateway/internal/prefix"
+	"github.com/llmgateway/caddy-llm-gateway/internal/rendezvous"
 
 	"fmt"
-	"hash/fnv"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -66,26 +65,10 @@ func newPool(cfg config.PoolConfig, byName map[string]*route, now func() time.Ti
 		p.members = append(p.members, &poolMember{
 			id: id, rt: rt, model: model,
 			brk:  engines.NewBreaker(cfg.BreakerFailures, cool, now),
-			hash: fnv64(id), idx: len(p.members),
+			hash: rendezvous.Hash(id), idx: len(p.members),
 		})
 	}
 	return p
-}
-
-func fnv64(s string) uint64 {
-	h := fnv.New64a()
-	_, _ = io.WriteString(h, s)
-	return h.Sum64()
-}
-
-// mix is a 64-bit finalizer (splitmix64): the rendezvous score of a session
-// and a member.
-func mix(x uint64) uint64 {
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	return x ^ x>>31
 }
 
 // sessionKey is the request's session key for this pool, "" if none.
@@ -142,9 +125,9 @@ func (p *pool) order(key string, rank func(*poolMember) int) []*poolMember {
 		return nil
 	}
 	if key != "" {
-		k := fnv64(key)
+		k := rendezvous.Hash(key)
 		slices.SortStableFunc(healthy, func(a, b *poolMember) int {
-			sa, sb := mix(k^a.hash), mix(k^b.hash)
+			sa, sb := rendezvous.Score(k, a.hash), rendezvous.Score(k, b.hash)
 			switch {
 			case sa > sb:
 				return -1
@@ -228,9 +211,7 @@ func (p *pool) plan(req *request, rank func(*poolMember) int, res *Result) []can
 			blocks = req.promptBlocks(p.bal.Block)
 		}
 		ms, why = p.choose(blocks, rank)
-		if len(ms) > 0 && len(blocks) > 0 {
-			p.index.Add(ms[0].idx, blocks) // the first is the one that almost always serves
-		}
+		req.blocks = blocks // the index learns who answers (answered)
 	}
 	if res != nil {
 		res.Pool, res.PoolChoice = p.cfg.Name, why
@@ -360,4 +341,16 @@ func fleetRank(m *poolMember, rank func(*poolMember) int) int {
 		return 0
 	}
 	return max(0, rank(m)-nodeLoading)
+}
+
+// answered records in the prefix index that member id was sent the prompt
+// of these blocks: the member that answers, after any failover, at the
+// commit (loop.go), not the one planned first.
+func (p *pool) answered(id string, blocks []uint64) {
+	for _, m := range p.members {
+		if m.id == id {
+			p.index.Add(m.idx, blocks)
+			return
+		}
+	}
 }

@@ -31,6 +31,7 @@ type request struct {
 	pool      string            // the pool being served, if any
 	keptError bool              // an attempt kept its error body whole already
 	form      *multipart.Fields // a multipart body's fields; nil for JSON
+	blocks    []uint64          // the prompt's block hashes, when a pool chose by them
 
 	key         *keys.Rules // the caller's key's rules, nil for none
 	rateHeaders http.Header // x-ratelimit-* of the caller's key
