@@ -84,7 +84,7 @@ func manyStreamsPhase(ctx context.Context, e *env, c config, r *report, order fu
 		if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
 			return err
 		}
-		h2c = lim.Max < uint64(2*m.n+256)
+		h2c = uint64(lim.Max) < uint64(2*m.n+256) // int64 on FreeBSD
 		if h2c {
 			r.note("manystreams: the file limit (%d) does not hold 2 x %d connections in Caddy: the client speaks h2c to Caddy", lim.Max, m.n)
 		}
