@@ -978,6 +978,11 @@ func parseEngineOptions(d *cf.Dispenser, ec *engines.Config, where string) (sett
 			if err == nil && !strings.HasPrefix(ec.SignalsPath, "/") {
 				err = d.Errf("signals_path takes a path starting with '/', not %q", ec.SignalsPath)
 			}
+		case "signals_slots_path":
+			err = oneArg(d, &ec.SignalsSlotsPath)
+			if err == nil && ec.SignalsSlotsPath != engines.SignalsOff && !strings.HasPrefix(ec.SignalsSlotsPath, "/") {
+				err = d.Errf("signals_slots_path takes a path starting with '/' or off, not %q", ec.SignalsSlotsPath)
+			}
 		case "signals_interval":
 			err = durationArg(d, &ec.SignalsInterval)
 		case "signals_stale":

@@ -19,7 +19,7 @@ var (
 		"first_token_timeout", "stream_idle_timeout", "fallback", "fallback_after", "fallback_model",
 		"devices", "context_fallback", "retries", "resume", "loading_status", "prefill", "retry_after_max",
 		"hangup_grace", "breaker", "transport", "set", "strip", "models_from", "health_interval",
-		"health_path", "health_timeout", "health_passes", "health_fails", "signals", "signals_path",
+		"health_path", "health_timeout", "health_passes", "health_fails", "signals", "signals_path", "signals_slots_path",
 		"signals_interval", "signals_stale", "swap", "sleep_after", "slots"}
 	poolOptions        = []string{"member", "sticky", "failover", "breaker", "balance"}
 	keyOptions         = []string{"models", "rate", "tokens", "over_budget", "reserve", "priority", "operator"}

@@ -115,3 +115,74 @@ http://%s {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// slotEngine is a fake llama-server with --metrics and --slots: 2 slots,
+// busy of them processing requests the gateway did not send (another
+// front door's).
+func slotEngine(t *testing.T, name string, busy *atomic.Int32) *recorder {
+	chat := answerAs(name)
+	return newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/metrics":
+			fmt.Fprintf(w, "llamacpp:requests_processing %d\nllamacpp:requests_deferred 0\n", busy.Load())
+		case "/slots":
+			fmt.Fprintf(w, `[{"id":0,"is_processing":%v},{"id":1,"is_processing":%v}]`, busy.Load() > 0, busy.Load() > 1)
+		default:
+			chat(w, r)
+		}
+	})
+}
+
+// Through Caddy: the gateway learns each llama-server's slots from /slots;
+// a conversation leaves its engine once every slot there is taken by
+// another front door's requests, though the engine defers nothing yet.
+func TestAPoolLeavesAnEngineWhoseSlotsAreAllBusy(t *testing.T) {
+	var busy [3]atomic.Int32
+	var engines, members strings.Builder
+	for i := range 3 {
+		e := slotEngine(t, fmt.Sprint("s", i), &busy[i])
+		fmt.Fprintf(&engines, "\t\tengine s%d {\n\t\t\tto %s\n\t\t\tmodels slot-%d\n\t\t\tready none\n\t\t\tsignals metrics\n\t\t\tsignals_interval 50ms\n\t\t}\n", i, e.URL, i)
+		fmt.Fprintf(&members, "\t\t\tmember s%d\n", i)
+	}
+	initRaw(t, fmt.Sprintf(`{
+	skip_install_trust
+	admin localhost:@ADMIN@
+	http_port @HTTP@
+	grace_period 1ns
+}
+http://%s {
+	llm_gateway {
+%s		pool auto {
+%s		}
+	}
+}`, gwAddr, engines.String(), members.String()))
+	served := func(n int) string {
+		t.Helper()
+		resp, body := post(t, "/v1/chat/completions", turn(n))
+		if resp.StatusCode != 200 {
+			t.Fatalf("turn %d: %d %s", n, resp.StatusCode, body)
+		}
+		return resp.Header.Get("X-LLM-Engine")
+	}
+	home := served(1)
+	if got := served(2); got != home {
+		t.Fatalf("turn 2 went to %s, the conversation is on %s", got, home)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for sample(t, scrape(t), "llm_gateway_engine_capacity", `engine="`+home+`"`) != 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the engine's 2 slots never reached the gateway: %s", grepLines(scrape(t), "engine_capacity"))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	busy[home[1]-'0'].Store(2)
+	for sample(t, scrape(t), "llm_gateway_engine_saturated", `engine="`+home+`"`) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the engine's busy slots never reached the gateway: %s", grepLines(scrape(t), "engine_saturated"))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := served(3); got == home {
+		t.Fatalf("turn 3 went to %s, whose every slot is busy", got)
+	}
+}

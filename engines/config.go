@@ -363,6 +363,13 @@ type Config struct {
 	// SignalsPath is the path of the engine's metrics. Default: /metrics.
 	SignalsPath string `json:"signals_path,omitempty"`
 
+	// SignalsSlotsPath is the path of llama-server's slot list (needs
+	// --slots on builds where it is off), read with its /metrics to learn
+	// how many slots it has and how many are busy; "off" reads only the
+	// metrics. Only an engine whose metrics carry llama-server's names is
+	// asked. Default: /slots.
+	SignalsSlotsPath string `json:"signals_slots_path,omitempty"`
+
 	// SignalsInterval is the time between two reads. Default: 1s.
 	SignalsInterval caddy.Duration `json:"signals_interval,omitempty"`
 

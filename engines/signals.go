@@ -36,9 +36,10 @@ const (
 	SignalsOff     = "off"
 	SignalsMetrics = "metrics"
 
-	DefaultSignalsPath     = "/metrics"
-	DefaultSignalsInterval = time.Second
-	DefaultSignalsStale    = 2 * time.Second
+	DefaultSignalsPath      = "/metrics"
+	DefaultSignalsInterval  = time.Second
+	DefaultSignalsStale     = 2 * time.Second
+	DefaultSignalsSlotsPath = "/slots"
 )
 
 // Bounds on what one read may make the gateway hold.
@@ -54,10 +55,16 @@ type Signal struct {
 	Waiting float64 // requests it queued (deferred) for a free slot
 	KVCache float64 // share of its KV cache in use, 0–1; -1 when not published
 
+	// Slots and SlotsBusy are llama-server's slots and those processing,
+	// from its /slots (slotlist.go); 0 and 0 when it was not read.
+	Slots, SlotsBusy int
+
 	// Own is what the gateway itself had on the engine (in flight and
 	// queued) when the read began: the engine's count beyond it is other
 	// front doors' (Load).
 	Own int
+
+	llama bool // the engine published llama-server's names
 }
 
 // Series is one gauge or counter read from the engine's /metrics, to be
@@ -75,6 +82,8 @@ type signalState struct {
 	last   Signal
 	ok     bool // last holds a read
 	series []Series
+
+	slotsAfter time.Time // /slots is not asked again before (it was refused)
 }
 
 // withSignalDefaults fills in the signal options' defaults.
@@ -94,6 +103,9 @@ func (c Config) withSignalDefaults() Config {
 	if c.SignalsStale == 0 {
 		c.SignalsStale = caddy.Duration(DefaultSignalsStale)
 	}
+	if c.SignalsSlotsPath == "" {
+		c.SignalsSlotsPath = DefaultSignalsSlotsPath
+	}
 	return c
 }
 
@@ -108,6 +120,9 @@ func (c Config) validateSignals() error {
 	}
 	if c.SignalsPath != "" && !strings.HasPrefix(c.SignalsPath, "/") {
 		return fmt.Errorf("engine %s: signals_path takes a path starting with '/', not %q", c.Name, c.SignalsPath)
+	}
+	if p := c.SignalsSlotsPath; p != "" && p != SignalsOff && !strings.HasPrefix(p, "/") {
+		return fmt.Errorf("engine %s: signals_slots_path takes a path starting with '/' or off, not %q", c.Name, p)
 	}
 	return nil
 }
@@ -160,6 +175,9 @@ func (e *Engine) ReadSignals() {
 	if err != nil {
 		return
 	}
+	if sig.llama {
+		sig.Slots, sig.SlotsBusy = e.readSlots(ctx, base)
+	}
 	// the engine counted somewhere between the two looks at the gateway's
 	// own: the larger one keeps the requests sent meanwhile from passing
 	// for another front door's
@@ -195,7 +213,7 @@ func ParseSignals(r io.Reader) (Signal, []Series, error) {
 	// proxy in front of either) must not be counted twice
 	for _, n := range []string{"llamacpp:requests_processing", "vllm:num_requests_running"} {
 		if v, ok := sum(n); ok {
-			sig.Running = v
+			sig.Running, sig.llama = v, strings.HasPrefix(n, "llamacpp:")
 			break
 		}
 	}
@@ -283,23 +301,64 @@ func (e *Engine) SignalSeries() []Series {
 	return e.sig.series
 }
 
-// Load is how many requests the engine has, as far as the gateway knows:
-// the gateway's own in flight (leases, or places taken) and queued, now,
-// and, when its signals are fresh, what the engine had beyond the gateway's
-// own when it was read (running and waiting: other front doors' requests).
-//
-// The gateway's own count is exact and current; the engine's is up to an
-// interval old. Adding only the engine's excess keeps a lone front door
-// from herding: with the engine's whole count, every request in one
-// interval would see the same engine as the idlest and go there.
-func (e *Engine) Load() int {
-	inFlight, queued := e.gatewayLoad()
-	own := inFlight + queued
-	if s, ok := e.Signal(); ok {
-		own += max(0, int(s.Running+s.Waiting)-s.Own)
-	}
-	return own
+// Occupancy is an engine's load as a pool weighs it, read at once: one
+// look at the gateway's counts and the engine's last signal.
+type Occupancy struct {
+	// Load is how many requests the engine has, as far as the gateway
+	// knows: the gateway's own in flight (leases, or places taken) and
+	// queued, now, and, when its signals are fresh, what the engine had
+	// beyond the gateway's own when it was read (running and waiting:
+	// other front doors' requests).
+	//
+	// The gateway's own count is exact and current; the engine's is up to
+	// an interval old. Adding only the engine's excess keeps a lone front
+	// door from herding: with the engine's whole count, every request in
+	// one interval would see the same engine as the idlest and go there.
+	Load int
+
+	// Capacity is how many requests the engine serves at once, when
+	// known: its max_concurrent, else the slots its fresh /slots listed;
+	// 0 when neither says.
+	Capacity int
+
+	// Saturated reports whether a request sent to the engine now would
+	// wait rather than run: the gateway's own queue for it is full
+	// (max_concurrent and queue), or its fresh signals say it defers
+	// requests, or has every slot busy, and holds more than the gateway
+	// sent it (other front doors fill it). A pool tries such a member
+	// last.
+	//
+	// Deferrals of the gateway's own requests do not count: its own count
+	// is current, the signal up to an interval old, and a lone front door
+	// that passed over an engine for a whole interval after one deferral
+	// would pile its requests onto the others (measured: bench/affinity,
+	// -signals).
+	Saturated bool
 }
+
+// Occupancy returns the engine's load, capacity and saturation now.
+func (e *Engine) Occupancy() Occupancy {
+	var o Occupancy
+	inFlight, queued := e.gatewayLoad()
+	o.Load = inFlight + queued
+	if e.lim != nil {
+		o.Capacity = e.lim.max
+		o.Saturated = inFlight >= e.lim.max && queued >= e.lim.queueMax
+	}
+	if s, ok := e.Signal(); ok {
+		others := int(s.Running+s.Waiting) > s.Own
+		o.Load += max(0, int(s.Running+s.Waiting)-s.Own)
+		if o.Capacity == 0 {
+			o.Capacity = s.Slots
+		}
+		full := s.Waiting > 0 || (s.Slots > 0 && s.SlotsBusy >= s.Slots)
+		o.Saturated = o.Saturated || (others && full)
+	}
+	return o
+}
+
+// Load is Occupancy().Load.
+func (e *Engine) Load() int { return e.Occupancy().Load }
 
 // gatewayLoad is the gateway's own count of the engine's requests.
 func (e *Engine) gatewayLoad() (inFlight, queued int) {
@@ -309,25 +368,4 @@ func (e *Engine) gatewayLoad() (inFlight, queued int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.leases, e.waiting
-}
-
-// Saturated reports whether a request sent to the engine now would wait
-// rather than run: the gateway's own queue for it is full (max_concurrent
-// and queue), or its fresh signals say it defers requests and holds more
-// than the gateway sent it (other front doors fill it). A pool tries such a
-// member last.
-//
-// Deferrals of the gateway's own requests do not count: its own count is
-// current, the signal up to an interval old, and a lone front door that
-// passed over an engine for a whole interval after one deferral would pile
-// its requests onto the others (measured: bench/affinity, -signals).
-func (e *Engine) Saturated() bool {
-	if e.lim != nil {
-		held, queued := e.lim.counts()
-		if held >= e.lim.max && queued >= e.lim.queueMax {
-			return true
-		}
-	}
-	s, ok := e.Signal()
-	return ok && s.Waiting > 0 && int(s.Running+s.Waiting) > s.Own
 }

@@ -147,8 +147,8 @@ func TestASignalOlderThanItsStalenessLimitIsIgnored(t *testing.T) {
 	if !ok || s.Running != 4 || s.Waiting != 3 {
 		t.Fatalf("after a read: %+v %v", s, ok)
 	}
-	if n := e.Load(); n != 7 || !e.Saturated() {
-		t.Fatalf("load %d saturated %v, want 4 running + 3 deferred, saturated", n, e.Saturated())
+	if n := e.Load(); n != 7 || !e.Occupancy().Saturated {
+		t.Fatalf("load %d saturated %v, want 4 running + 3 deferred, saturated", n, e.Occupancy().Saturated)
 	}
 	if len(e.SignalSeries()) != 3 {
 		t.Fatalf("series %+v", e.SignalSeries())
@@ -158,7 +158,7 @@ func TestASignalOlderThanItsStalenessLimitIsIgnored(t *testing.T) {
 		t.Fatal("stale at exactly the limit")
 	}
 	clk.Advance(time.Millisecond)
-	if _, ok := e.Signal(); ok || e.Load() != 0 || e.Saturated() || e.SignalSeries() != nil {
+	if _, ok := e.Signal(); ok || e.Load() != 0 || e.Occupancy().Saturated || e.SignalSeries() != nil {
 		t.Fatalf("a stale signal still counts: load %d", e.Load())
 	}
 }
@@ -170,7 +170,7 @@ func TestSignalsAreReadInTheBackgroundEveryInterval(t *testing.T) {
 	})
 	e.StartSignals()
 	clk.WaitForTimers(1) // the first read, at once, is recorded
-	if s, ok := e.Signal(); !ok || s.Waiting != 0 || e.Saturated() {
+	if s, ok := e.Signal(); !ok || s.Waiting != 0 || e.Occupancy().Saturated {
 		t.Fatalf("first read: %+v %v", s, ok)
 	}
 	waiting.Store(5)

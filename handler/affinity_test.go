@@ -169,6 +169,46 @@ func TestAnImbalancedPoolBalancesInsteadOfFollowingThePrefix(t *testing.T) {
 	}
 }
 
+func TestTheImbalanceThresholdIsTheMembersCapacityWhenKnown(t *testing.T) {
+	// engines that serve 4 at once (max_concurrent 4): one more than 4
+	// requests busier than another is imbalanced, not 64 more
+	var running atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "llamacpp:requests_processing %d\nllamacpp:requests_deferred 0\n", running.Load())
+	}))
+	t.Cleanup(srv.Close)
+	p, es, _ := balancedPool(t, 3, func(ec *engines.Config, _ *config.PoolConfig) {
+		ec.To, ec.Signals, ec.SignalsSlotsPath, ec.MaxConcurrent, ec.Queue = srv.URL, engines.SignalsMetrics, engines.SignalsOff, 4, 8
+	})
+	home, _ := choice(t, p, conversation(9, 2))
+	var e *engines.Engine
+	for _, x := range es {
+		if x.Name() == home {
+			e = x
+		}
+	}
+	// other front doors' requests on home, as its /metrics says
+	running.Store(4)
+	e.ReadSignals()
+	if o := e.Occupancy(); o.Load != 4 || o.Capacity != 4 || o.Saturated {
+		t.Fatalf("occupancy %+v", o)
+	}
+	if m, why := choice(t, p, conversation(9, 3)); m != home || why != ChoiceAffinity {
+		t.Fatalf("load 4 against 0 with capacity 4: %s (%s), want %s by affinity", m, why, home)
+	}
+	running.Store(5)
+	e.ReadSignals()
+	// a threshold the operator set wins over the capacity
+	p.bal.AbsThreshold = 64
+	if m, why := choice(t, p, conversation(9, 4)); m != home || why != ChoiceAffinity {
+		t.Fatalf("balance_abs_threshold 64, load 5 against 0: %s (%s), want %s by affinity", m, why, home)
+	}
+	p.bal.AbsThreshold = 0
+	if m, why := choice(t, p, conversation(9, 5)); m == home || why != ChoiceLoad {
+		t.Fatalf("load 5 against 0 with capacity 4: still followed the prefix to %s (%s)", m, why)
+	}
+}
+
 // signalled starts a fake engine /metrics that reports deferred requests.
 func signalled(t *testing.T, deferred *atomic.Int32) string {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -189,8 +229,8 @@ func TestAMemberWhoseEngineQueuesIsPassedOverUntilItsSignalIsStale(t *testing.T)
 	for _, e := range es {
 		if e.Name() == home {
 			e.ReadSignals()
-			if !e.Saturated() || e.Load() != 5 {
-				t.Fatalf("saturated %v load %d after reading 1 processing and 4 deferred", e.Saturated(), e.Load())
+			if o := e.Occupancy(); !o.Saturated || o.Load != 5 {
+				t.Fatalf("%+v after reading 1 processing and 4 deferred", o)
 			}
 		}
 	}

@@ -251,7 +251,7 @@ const (
 // engine's (engines.Engine.Load: the gateway's own in flight and queued,
 // and the engine's own queue while its signals are fresh). A member whose
 // engine is saturated (its queue full, or its signals say it defers
-// requests) is passed over: it goes after every ready member that is not,
+// requests or has every slot busy) is passed over: it goes after every ready member that is not,
 // the saturated ones by load too. Members that are starting or must be
 // started follow, as for rotation.
 func (p *pool) choose(blocks []uint64, rank func(*poolMember) int) ([]*poolMember, string) {
@@ -285,14 +285,17 @@ func (p *pool) choose(blocks []uint64, rank func(*poolMember) int) ([]*poolMembe
 	}
 	start := int(p.next.Add(1)-1) % len(ready)
 	byLoad := make([]loaded, len(ready))
-	busiest, idlest := 0, -1
+	busiest, idlest, capacity := 0, -1, 0
 	for i := range ready {
 		m := ready[(start+i)%len(ready)]
-		l := m.rt.eng.Load()
-		byLoad[i] = loaded{m, l, m.rt.eng.Saturated()}
-		busiest = max(busiest, l)
-		if idlest < 0 || l < idlest {
-			idlest = l
+		o := m.rt.eng.Occupancy()
+		byLoad[i] = loaded{m, o.Load, o.Saturated}
+		busiest = max(busiest, o.Load)
+		if idlest < 0 || o.Load < idlest {
+			idlest = o.Load
+		}
+		if o.Capacity > 0 && (capacity == 0 || o.Capacity < capacity) {
+			capacity = o.Capacity
 		}
 	}
 	// the saturated after the others, each part by load, ties in rotation
@@ -311,7 +314,7 @@ func (p *pool) choose(blocks []uint64, rank func(*poolMember) int) ([]*poolMembe
 	}
 	out = append(out, rest...)
 	why := ChoiceLoad
-	imbalanced := busiest-idlest > p.bal.AbsThreshold && float64(busiest) > p.bal.RelThreshold*float64(idlest)
+	imbalanced := busiest-idlest > p.absThreshold(capacity) && float64(busiest) > p.bal.RelThreshold*float64(idlest)
 	if len(blocks) > 0 && !imbalanced {
 		if m := p.index.Lookup(blocks); m.Blocks > 0 && float64(m.Blocks) >= p.bal.CacheThreshold*float64(len(blocks)) {
 			// the least loaded of the members that hold the prefix and
@@ -330,6 +333,22 @@ func (p *pool) choose(blocks []uint64, rank func(*poolMember) int) ([]*poolMembe
 		}
 	}
 	return out, why
+}
+
+// absThreshold is the pool's balance_abs_threshold, or when it has none,
+// the smallest capacity among its ready members (capacity: the most
+// requests one serves at once, when known): a member more than one
+// engine's worth of requests busier than another is imbalanced, as
+// SGLang's default of 64 says for engines that batch dozens. When no
+// member's capacity is known, that default.
+func (p *pool) absThreshold(capacity int) int {
+	switch {
+	case p.bal.AbsThreshold > 0:
+		return p.bal.AbsThreshold
+	case capacity > 0:
+		return capacity
+	}
+	return config.DefaultAbsThreshold
 }
 
 // fleetRank is a member's rank for a session: a node that has the model or

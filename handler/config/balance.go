@@ -19,7 +19,9 @@ type Balance struct {
 	// AbsThreshold and RelThreshold say when the pool is imbalanced and
 	// affinity yields to the load: busiest − idlest > AbsThreshold and
 	// busiest > RelThreshold × idlest (requests in flight and queued).
-	// Default: 64 and 1.5.
+	// Default: the smallest capacity of the ready members where one is
+	// known (their max_concurrent, or the slots llama-server's /slots
+	// lists), else 64; and 1.5.
 	AbsThreshold int     `json:"balance_abs_threshold,omitempty"`
 	RelThreshold float64 `json:"balance_rel_threshold,omitempty"`
 
@@ -58,9 +60,6 @@ func (b *Balance) WithDefaults() Balance {
 	}
 	if out.CacheThreshold == 0 {
 		out.CacheThreshold = DefaultCacheThreshold
-	}
-	if out.AbsThreshold == 0 {
-		out.AbsThreshold = DefaultAbsThreshold
 	}
 	if out.RelThreshold == 0 {
 		out.RelThreshold = DefaultRelThreshold

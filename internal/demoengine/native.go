@@ -44,7 +44,14 @@ func (s *server) slots(w http.ResponseWriter, r *http.Request) {
 	if !s.authorized(w, r) {
 		return
 	}
-	writeJSON(w, http.StatusOK, []any{map[string]any{"id": 0, "is_processing": false}})
+	// its slots (--slots), the first ones busy while it answers requests
+	// (it never queues: past its slots, the list just says all are busy)
+	busy := int(s.processing.Load())
+	list := make([]any, max(1, s.o.Slots))
+	for i := range list {
+		list[i] = map[string]any{"id": i, "id_task": -1, "n_ctx": 4096, "is_processing": i < busy}
+	}
+	writeJSON(w, http.StatusOK, list)
 }
 
 func (s *server) authorized(w http.ResponseWriter, r *http.Request) bool {
