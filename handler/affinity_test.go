@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -206,6 +207,55 @@ func TestTheImbalanceThresholdIsTheMembersCapacityWhenKnown(t *testing.T) {
 	p.bal.AbsThreshold = 0
 	if m, why := choice(t, p, conversation(9, 5)); m == home || why != ChoiceLoad {
 		t.Fatalf("load 5 against 0 with capacity 4: still followed the prefix to %s (%s)", m, why)
+	}
+}
+
+func TestAFullMemberGivesUpATurnWhileAnotherHasRoom(t *testing.T) {
+	p, es, _ := balancedPool(t, 3, func(ec *engines.Config, _ *config.PoolConfig) {
+		ec.MaxConcurrent, ec.Queue = 2, 8
+	})
+	byName := map[string]*engines.Engine{}
+	for _, e := range es {
+		byName[e.Name()] = e
+	}
+	var leases []*engines.Lease
+	hold := func(e *engines.Engine) *engines.Lease {
+		l := e.TryAcquire()
+		if l == nil {
+			t.Fatalf("no place on %s", e.Name())
+		}
+		leases = append(leases, l)
+		return l
+	}
+	defer func() {
+		for _, l := range leases {
+			l.Release()
+		}
+	}()
+	home, _ := choice(t, p, conversation(4, 2))
+	hold(byName[home])
+	if m, why := choice(t, p, conversation(4, 3)); m != home || why != ChoiceAffinity {
+		t.Fatalf("one of two places taken: %s (%s), want %s by affinity", m, why, home)
+	}
+	last := hold(byName[home]) // both places taken: the turn would wait
+	away, why := choice(t, p, conversation(4, 4))
+	if away == home || why != ChoiceLoad {
+		t.Fatalf("home full, the others idle: %s (%s)", away, why)
+	}
+	// every member full: waiting at home is as good as anywhere, and the
+	// prefix is there (turn 4's, now on away)
+	for _, e := range es {
+		for e.Occupancy().Load < 2 {
+			hold(e)
+		}
+	}
+	if m, why := choice(t, p, conversation(4, 5)); m != away || why != ChoiceAffinity {
+		t.Fatalf("every member full: %s (%s), want %s by affinity", m, why, away)
+	}
+	last.Release()
+	leases = slices.DeleteFunc(leases, func(l *engines.Lease) bool { return l == last })
+	if m, why := choice(t, p, conversation(4, 6)); m != home || why != ChoiceLoad {
+		t.Fatalf("only home has room: %s (%s)", m, why)
 	}
 }
 

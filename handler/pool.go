@@ -248,12 +248,14 @@ const (
 // The pool is imbalanced when, among its ready members, busiest − idlest >
 // balance_abs_threshold and busiest > balance_rel_threshold × idlest: one
 // hot prefix must not drown one engine while the others idle. Load is the
-// engine's (engines.Engine.Load: the gateway's own in flight and queued,
-// and the engine's own queue while its signals are fresh). A member whose
+// engine's (engines.Occupancy: the gateway's own in flight and queued, and
+// the engine's own queue while its signals are fresh). A member whose load
+// has reached its known capacity (max_concurrent, or its slots) does not
+// get a turn by affinity while another member has room. A member whose
 // engine is saturated (its queue full, or its signals say it defers
-// requests or has every slot busy) is passed over: it goes after every ready member that is not,
-// the saturated ones by load too. Members that are starting or must be
-// started follow, as for rotation.
+// requests or has every slot busy) is passed over: it goes after every
+// ready member that is not, the saturated ones by load too. Members that
+// are starting or must be started follow, as for rotation.
 func (p *pool) choose(blocks []uint64, rank func(*poolMember) int) ([]*poolMember, string) {
 	if p.bal.Policy == config.BalanceRoundRobin {
 		return p.order("", rank), ChoiceRotation
@@ -282,6 +284,7 @@ func (p *pool) choose(blocks []uint64, rank func(*poolMember) int) ([]*poolMembe
 		m         *poolMember
 		load      int
 		saturated bool
+		full      bool // as many requests as its known capacity
 	}
 	start := int(p.next.Add(1)-1) % len(ready)
 	byLoad := make([]loaded, len(ready))
@@ -289,7 +292,7 @@ func (p *pool) choose(blocks []uint64, rank func(*poolMember) int) ([]*poolMembe
 	for i := range ready {
 		m := ready[(start+i)%len(ready)]
 		o := m.rt.eng.Occupancy()
-		byLoad[i] = loaded{m, o.Load, o.Saturated}
+		byLoad[i] = loaded{m, o.Load, o.Saturated, o.Capacity > 0 && o.Load >= o.Capacity}
 		busiest = max(busiest, o.Load)
 		if idlest < 0 || o.Load < idlest {
 			idlest = o.Load
@@ -318,10 +321,15 @@ func (p *pool) choose(blocks []uint64, rank func(*poolMember) int) ([]*poolMembe
 	if len(blocks) > 0 && !imbalanced {
 		if m := p.index.Lookup(blocks); m.Blocks > 0 && float64(m.Blocks) >= p.bal.CacheThreshold*float64(len(blocks)) {
 			// the least loaded of the members that hold the prefix and
-			// are not saturated
+			// are not saturated, nor full while another member is not:
+			// a turn that waits for a slot waits for a whole answer,
+			// usually longer than processing the conversation again elsewhere
 			for i, l := range byLoad {
 				if l.saturated {
 					break
+				}
+				if l.full && !byLoad[0].full {
+					continue // it would queue the turn while another member has room
 				}
 				if m.Has(l.m.idx) {
 					copy(out[1:i+1], out[:i])
