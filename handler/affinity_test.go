@@ -171,7 +171,8 @@ func TestAnImbalancedPoolBalancesInsteadOfFollowingThePrefix(t *testing.T) {
 }
 
 func TestTheImbalanceThresholdIsTheMembersCapacityWhenKnown(t *testing.T) {
-	// engines that serve 4 at once (max_concurrent 4): one more than 4
+	// engines that serve 4 at once (max_concurrent 4), all full of other
+	// front doors' requests (their /metrics say so): one more than 4
 	// requests busier than another is imbalanced, not 64 more
 	var running atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -182,31 +183,32 @@ func TestTheImbalanceThresholdIsTheMembersCapacityWhenKnown(t *testing.T) {
 		ec.To, ec.Signals, ec.SignalsSlotsPath, ec.MaxConcurrent, ec.Queue = srv.URL, engines.SignalsMetrics, engines.SignalsOff, 4, 8
 	})
 	home, _ := choice(t, p, conversation(9, 2))
+	running.Store(4)
 	var e *engines.Engine
 	for _, x := range es {
+		x.ReadSignals()
 		if x.Name() == home {
 			e = x
 		}
 	}
-	// other front doors' requests on home, as its /metrics says
-	running.Store(4)
+	running.Store(8)
 	e.ReadSignals()
-	if o := e.Occupancy(); o.Load != 4 || o.Capacity != 4 || o.Saturated {
+	if o := e.Occupancy(); o.Load != 8 || o.Capacity != 4 || o.Saturated {
 		t.Fatalf("occupancy %+v", o)
 	}
 	if m, why := choice(t, p, conversation(9, 3)); m != home || why != ChoiceAffinity {
-		t.Fatalf("load 4 against 0 with capacity 4: %s (%s), want %s by affinity", m, why, home)
+		t.Fatalf("load 8 against 4 with capacity 4: %s (%s), want %s by affinity", m, why, home)
 	}
-	running.Store(5)
+	running.Store(9)
 	e.ReadSignals()
 	// a threshold the operator set wins over the capacity
 	p.bal.AbsThreshold = 64
 	if m, why := choice(t, p, conversation(9, 4)); m != home || why != ChoiceAffinity {
-		t.Fatalf("balance_abs_threshold 64, load 5 against 0: %s (%s), want %s by affinity", m, why, home)
+		t.Fatalf("balance_abs_threshold 64, load 9 against 4: %s (%s), want %s by affinity", m, why, home)
 	}
 	p.bal.AbsThreshold = 0
 	if m, why := choice(t, p, conversation(9, 5)); m == home || why != ChoiceLoad {
-		t.Fatalf("load 5 against 0 with capacity 4: still followed the prefix to %s (%s)", m, why)
+		t.Fatalf("load 9 against 4 with capacity 4: still followed the prefix to %s (%s)", m, why)
 	}
 }
 
