@@ -57,7 +57,6 @@ type Gateway struct {
 	limiter *quota.Limiter
 	history *history.Store
 	logger  *zap.Logger
-	prios   map[string]int // each named key's priority, for the engines' last use (scheduler.go)
 }
 
 // CaddyModule returns the Caddy module information. Its receiver is a
@@ -124,7 +123,6 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 	}
 	// the box's budget is process-wide, as the GPU is: the last config's wins
 	engines.SetMemoryBudgets(cfg.MemoryBudget, cfg.MemoryBudgets, time.Duration(cfg.MaxWait))
-	g.prios = keyPriorities(cfg.Keys)
 	if err := preloadAtStart(ctx, preload); err != nil {
 		return fmt.Errorf("llm_gateway: %v", err)
 	}
@@ -298,7 +296,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	defer func() {
 		if res.Handled {
 			observeRequest(res)
-			g.noteServed(r, &res)
+			g.noteServed(&res)
 			setPlaceholders(r, &res)
 			recordRequest(r, &res)
 			now := time.Now()

@@ -1,49 +1,26 @@
 package caddymodule
 
 import (
-	"net/http"
-	"strconv"
-	"strings"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 	"github.com/llmgateway/caddy-llm-gateway/handler"
-	hconfig "github.com/llmgateway/caddy-llm-gateway/handler/config"
 )
 
 // The scheduler as Caddy shows it (issue 29): the admin API's
 // GET /llm_gateway/memory, its metrics, and the priority of each engine's
 // last use, which the caddy module tells the engine when a request ends.
 
-// keyPriorities are the named keys' priorities.
-func keyPriorities(keys []hconfig.Key) map[string]int {
-	m := map[string]int{}
-	for _, k := range keys {
-		if k.Name != "" && k.Priority != 0 {
-			m[k.Name] = k.Priority
-		}
-	}
-	return m
-}
-
 // noteServed tells the engine that answered the request the request's
-// priority: its key's, lowered by an X-LLM-Priority header (as the handler
-// reads it for the engines' queues), so that the scheduler stops the
-// engines of lower-priority use first.
-func (g *Gateway) noteServed(r *http.Request, res *handler.Result) {
+// priority (its key's, lowered by an X-LLM-Priority header), so that the
+// scheduler stops the engines of lower-priority use first.
+func (g *Gateway) noteServed(res *handler.Result) {
 	if res.Engine == "" {
 		return
 	}
-	prio := g.prios[res.KeyName]
-	if h := r.Header.Get(handler.PriorityHeader); h != "" {
-		if n, err := strconv.Atoi(strings.TrimSpace(h)); err == nil && n < prio {
-			prio = n
-		}
-	}
 	for _, e := range g.engines {
 		if e.Name() == res.Engine {
-			e.Served(prio)
+			e.Served(res.Priority)
 			return
 		}
 	}

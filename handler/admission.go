@@ -131,8 +131,9 @@ const PriorityHeader = "X-LLM-Priority"
 
 // withPriority puts the request's priority and key in its context, for the
 // engine's queue and the scheduler (engines.WithPriority): the key's,
-// lowered by the request's X-LLM-Priority.
-func withPriority(req *request) {
+// lowered by the request's X-LLM-Priority; and in res, for the engine's
+// last use (the caddy module's Served).
+func withPriority(req *request, res *Result) {
 	level, name := 0, ""
 	if kr := req.key; kr != nil {
 		level, name = kr.Priority, kr.Name
@@ -142,6 +143,7 @@ func withPriority(req *request) {
 			level = n
 		}
 	}
+	res.Priority = level
 	if level == 0 && name == "" {
 		return // the default: nothing to carry
 	}

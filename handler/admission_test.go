@@ -274,9 +274,10 @@ func TestAPriorityHeaderMayLowerTheKeysNeverRaiseIt(t *testing.T) {
 			r.Header.Set(PriorityHeader, c.header)
 		}
 		req := &request{r: r, key: &keys.Rules{Name: "k", Priority: c.keyPrio}}
-		withPriority(req)
-		if got, key := engines.PriorityOf(req.r.Context()); got != c.want || key != "k" {
-			t.Errorf("key %d, header %q: priority %d key %q, want %d", c.keyPrio, c.header, got, key, c.want)
+		var res Result
+		withPriority(req, &res)
+		if got, key := engines.PriorityOf(req.r.Context()); got != c.want || key != "k" || res.Priority != c.want {
+			t.Errorf("key %d, header %q: priority %d (result %d) key %q, want %d", c.keyPrio, c.header, got, res.Priority, key, c.want)
 		}
 	}
 }

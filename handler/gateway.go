@@ -88,6 +88,7 @@ type Result struct {
 	ModelSent  string    // what the answering engine was sent
 	Attempts   int       // upstream attempts made
 	KeyName    string    // the name of the caller's key, if named
+	Priority   int       // the request's: its key's, lowered by X-LLM-Priority
 	Fallback   string    // the fallback that answered, if one did
 	Status     int       // the status the client got
 	Start      time.Time // when the gateway took the request

@@ -68,7 +68,7 @@ func (g *Gateway) servePassthrough(w http.ResponseWriter, r *http.Request, res *
 		return
 	}
 	defer settle(t, req, res)
-	withPriority(req)
+	withPriority(req, res)
 	g.proxyPassthrough(w, req, rt, tail, res)
 }
 

@@ -54,7 +54,7 @@ func (g *Gateway) serveRouted(w http.ResponseWriter, r *http.Request, res *Resul
 		defer settle(t, req, res)
 		req.askUsage()
 	}
-	withPriority(req)
+	withPriority(req, res)
 	if p := g.pools[req.model]; p != nil {
 		res.Known = true
 		g.servePool(w, req, p, res)
