@@ -317,7 +317,7 @@ func (p *pool) choose(blocks []uint64, rank func(*poolMember) int) ([]*poolMembe
 	}
 	out = append(out, rest...)
 	why := ChoiceLoad
-	imbalanced := busiest-idlest > p.absThreshold(capacity) && float64(busiest) > p.bal.RelThreshold*float64(idlest)
+	imbalanced := busiest-idlest > p.bal.AbsFor(capacity) && float64(busiest) > p.bal.RelThreshold*float64(idlest)
 	if len(blocks) > 0 && !imbalanced {
 		if m := p.index.Lookup(blocks); m.Blocks > 0 && float64(m.Blocks) >= p.bal.CacheThreshold*float64(len(blocks)) {
 			// the least loaded of the members that hold the prefix and
@@ -341,22 +341,6 @@ func (p *pool) choose(blocks []uint64, rank func(*poolMember) int) ([]*poolMembe
 		}
 	}
 	return out, why
-}
-
-// absThreshold is the pool's balance_abs_threshold, or when it has none,
-// the smallest capacity among its ready members (capacity: the most
-// requests one serves at once, when known): a member more than one
-// engine's worth of requests busier than another is imbalanced, as
-// SGLang's default of 64 says for engines that batch dozens. When no
-// member's capacity is known, that default.
-func (p *pool) absThreshold(capacity int) int {
-	switch {
-	case p.bal.AbsThreshold > 0:
-		return p.bal.AbsThreshold
-	case capacity > 0:
-		return capacity
-	}
-	return config.DefaultAbsThreshold
 }
 
 // fleetRank is a member's rank for a session: a node that has the model or

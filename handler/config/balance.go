@@ -93,3 +93,18 @@ func (b *Balance) validate(pool string) error {
 	}
 	return nil
 }
+
+// AbsFor is the absolute imbalance threshold of a pool whose ready members
+// serve at least capacity requests at once (0: unknown): the configured
+// one, else capacity (a member more than one engine's worth of requests
+// busier than another is imbalanced, as SGLang's default of 64 says for
+// engines that batch dozens), else DefaultAbsThreshold.
+func (b Balance) AbsFor(capacity int) int {
+	switch {
+	case b.AbsThreshold > 0:
+		return b.AbsThreshold
+	case capacity > 0:
+		return capacity
+	}
+	return DefaultAbsThreshold
+}
