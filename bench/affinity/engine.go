@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,6 +31,7 @@ type engine struct {
 	slots    chan struct{}
 
 	processing, deferred atomic.Int64
+	blocks, hits         atomic.Int64 // prompt blocks asked and found cached, this run
 
 	mu    sync.Mutex
 	lru   *list.List // of uint64, most recent first
@@ -61,6 +63,8 @@ func startEngine(name string, slots, cacheBlocks, block int, perBlock, perToken 
 
 // reset empties the cache and the recorded waits between runs.
 func (e *engine) reset() []time.Duration {
+	e.blocks.Store(0)
+	e.hits.Store(0)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.lru.Init()
@@ -122,7 +126,11 @@ func (e *engine) chat(w http.ResponseWriter, r *http.Request) {
 	e.mu.Unlock()
 
 	hit := e.cached(blocks)
-	time.Sleep(time.Duration(len(blocks)-hit+1) * e.perBlock) // the tail shorter than a block too
+	e.blocks.Add(int64(len(blocks)))
+	e.hits.Add(int64(hit))
+	// prompt time by the bytes not cached, the tail shorter than a block too
+	uncached := len(body.Messages) - hit*e.block
+	time.Sleep(time.Duration(uncached) * e.perBlock / time.Duration(e.block))
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("X-Bench-Cached-Blocks", fmt.Sprint(hit))
 	fl := w.(http.Flusher)
@@ -135,6 +143,13 @@ func (e *engine) chat(w http.ResponseWriter, r *http.Request) {
 	}
 	fmt.Fprintf(w, "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":%q,\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n", e.name)
 	fl.Flush()
+	// a real engine's KV cache holds the tokens it generated too: the next
+	// turn, which sends the answer back, finds it (as the bench's client
+	// sends it: the conversation's array, then the answer's message)
+	if n := len(body.Messages); n > 2 {
+		answer := fmt.Sprintf(`,{"role":"assistant","content":"%s"}`, strings.Repeat("tok ", e.tokens))
+		e.cached(prefix.Blocks(nil, e.block, body.Messages[:n-1], []byte(answer)))
+	}
 }
 
 func (e *engine) metrics(w http.ResponseWriter, r *http.Request) {

@@ -18,6 +18,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -39,6 +40,7 @@ type options struct {
 	tokens                             int
 	convs, turns, clients, rounds      int
 	hotShare                           float64
+	think                              time.Duration
 	hotClients                         int
 	signals                            bool
 	engineOpts, balanceOpts            string
@@ -57,6 +59,7 @@ func main() {
 	flag.IntVar(&o.turns, "turns", 10, "turns per conversation")
 	flag.IntVar(&o.clients, "clients", 8, "conversations in progress at once, workload (a)")
 	flag.IntVar(&o.hotClients, "hot-clients", 14, "conversations in progress at once, workload (b): near saturation")
+	flag.DurationVar(&o.think, "think", 10*time.Millisecond, "mean pause between a conversation's turns (uniform 0–2×): clients in lockstep would make round-robin land on the same member turn after turn")
 	flag.Float64Var(&o.hotShare, "hot-share", 0.3, "share of conversations with the hot system prompt, workload (b)")
 	flag.IntVar(&o.rounds, "rounds", 2, "rounds; each runs every policy on convs/rounds conversations")
 	flag.BoolVar(&o.signals, "signals", true, "engines with signals metrics (read every 250ms)")
@@ -111,8 +114,10 @@ func run(o options) error {
 				for _, e := range es {
 					e.reset()
 				}
-				r := converse(client, gw, per, o.turns, w.clients, w.hot, round*per)
+				r := converse(client, gw, per, o.turns, w.clients, w.hot, o.think, round*per)
 				for _, e := range es {
+					r.blocks += e.blocks.Load()
+					r.hits += e.hits.Load()
 					r.waits = append(r.waits, e.reset()...)
 				}
 				stats[p].add(r)
@@ -120,10 +125,11 @@ func run(o options) error {
 		}
 		fmt.Printf("\n%s: %d engines x %d slots, %d conversations x %d turns per policy, %d at once\n",
 			w.name, o.engines, o.slots, per*o.rounds, o.turns, w.clients)
-		fmt.Printf("%-13s %10s %10s %10s %14s %8s\n", "policy", "same", "ttft p50", "ttft p99", "queue p99", "refused")
+		fmt.Printf("%-13s %10s %12s %10s %10s %14s %8s\n", "policy", "same", "reprocessed", "ttft p50", "ttft p99", "queue p99", "refused")
 		for _, p := range policies {
 			s := stats[p]
-			fmt.Printf("%-13s %9.1f%% %10s %10s %14s %8d\n", p, 100*float64(s.same)/float64(max(1, s.later)),
+			fmt.Printf("%-13s %9.1f%% %11.1f%% %10s %10s %14s %8d\n", p, 100*float64(s.same)/float64(max(1, s.later)),
+				100*float64(s.blocks-s.hits)/float64(max(1, s.blocks)),
 				percentile(s.ttft, 0.5).Round(time.Millisecond/10), percentile(s.ttft, 0.99).Round(time.Millisecond/10),
 				percentile(s.waits, 0.99).Round(time.Millisecond/10), s.refused)
 		}
@@ -159,6 +165,8 @@ type result struct {
 	waits       []time.Duration
 	same, later int
 	refused     int
+	// prompt blocks the engines were sent, and of them those their cache held
+	blocks, hits int64
 }
 
 func (r *result) add(o *result) {
@@ -167,14 +175,17 @@ func (r *result) add(o *result) {
 	r.same += o.same
 	r.later += o.later
 	r.refused += o.refused
+	r.blocks += o.blocks
+	r.hits += o.hits
 }
 
 // hotPrompt is the system prompt workload (b) shares: 4 KB.
 var hotPrompt = strings.Repeat("You are the support assistant of a large company; answer with care. ", 60)
 
 // converse runs convs conversations of turns turns, clients at once; a share
-// hot of them begins with the hot system prompt. first numbers them.
-func converse(client *http.Client, gw string, convs, turns, clients int, hot float64, first int) *result {
+// hot of them begins with the hot system prompt; a conversation pauses
+// about think between turns. first numbers them.
+func converse(client *http.Client, gw string, convs, turns, clients int, hot float64, think time.Duration, first int) *result {
 	var mu sync.Mutex
 	res := &result{}
 	work := make(chan int)
@@ -191,9 +202,12 @@ func converse(client *http.Client, gw string, convs, turns, clients int, hot flo
 				msgs := []string{fmt.Sprintf(`{"role":"system","content":%q}`, system)}
 				prev := ""
 				for t := range turns {
+					if t > 0 && think > 0 {
+						time.Sleep(rand.N(2 * think))
+					}
 					msgs = append(msgs, fmt.Sprintf(`{"role":"user","content":"conversation %d, question %d: %s"}`, c, t, strings.Repeat("what about this? ", 12)))
 					body := `{"model":"auto","stream":true,"messages":[` + strings.Join(msgs, ",") + `]}`
-					ttft, served, ok := ask(client, gw, body)
+					ttft, served, answer, ok := ask(client, gw, body)
 					mu.Lock()
 					if !ok {
 						res.refused++
@@ -208,7 +222,7 @@ func converse(client *http.Client, gw string, convs, turns, clients int, hot flo
 					}
 					mu.Unlock()
 					prev = served
-					msgs = append(msgs, fmt.Sprintf(`{"role":"assistant","content":"%s"}`, strings.Repeat("tok ", 48)))
+					msgs = append(msgs, fmt.Sprintf(`{"role":"assistant","content":"%s"}`, answer))
 				}
 			}
 		}()
@@ -222,8 +236,8 @@ func converse(client *http.Client, gw string, convs, turns, clients int, hot flo
 }
 
 // ask sends one streamed turn and returns the time to its first content
-// event and the engine that served it.
-func ask(client *http.Client, gw, body string) (time.Duration, string, bool) {
+// event, the engine that served it and the answer's text.
+func ask(client *http.Client, gw, body string) (time.Duration, string, string, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+gw+"/v1/chat/completions", strings.NewReader(body))
@@ -232,25 +246,30 @@ func ask(client *http.Client, gw, body string) (time.Duration, string, bool) {
 	resp, err := client.Do(req)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "refused:", err)
-		return 0, "", false
+		return 0, "", "", false
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		fmt.Fprintf(os.Stderr, "refused: %d %s\n", resp.StatusCode, b)
-		return 0, "", false
+		return 0, "", "", false
 	}
 	var ttft time.Duration
+	var answer strings.Builder
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
-		if ttft == 0 && strings.Contains(sc.Text(), `"content":"tok`) {
+		if !strings.Contains(sc.Text(), `"content":"tok`) {
+			continue
+		}
+		if ttft == 0 {
 			ttft = time.Since(began)
 		}
+		answer.WriteString("tok ")
 	}
 	if ttft == 0 {
 		fmt.Fprintln(os.Stderr, "refused: no content", sc.Err())
 	}
-	return ttft, resp.Header.Get("X-LLM-Engine"), ttft > 0
+	return ttft, resp.Header.Get("X-LLM-Engine"), answer.String(), ttft > 0
 }
 
 // lines turns "a 1;b 2" into indented lines.
