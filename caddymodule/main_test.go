@@ -70,6 +70,7 @@ var (
 	adminURL  string
 	tlsAddr   string // the TLS tests' site
 	ports     *strings.Replacer
+	allPorts  []string
 )
 
 // pickPorts takes free loopback ports for the test Caddys. The listeners
@@ -89,6 +90,7 @@ func pickPorts() {
 	adminAddr, adminURL = "localhost:"+admin, "http://localhost:"+admin
 	tlsAddr = "127.0.0.1:" + tls
 	ports = strings.NewReplacer("@ADMIN@", admin, "@HTTP@", http, "@HTTPS@", https, "@TLS@", tls)
+	allPorts = []string{gw, admin, http, https, tls}
 }
 
 // freePort is a free loopback port, as text, for a config that is loaded
@@ -137,6 +139,14 @@ http://%s {
 }
 `, logFile, gwAddr, site)
 	initRaw(t, cfg)
+	t.Cleanup(func() {
+		// a failure's story is in Caddy's log: its end goes with the failure
+		if t.Failed() {
+			b, _ := os.ReadFile(logFile)
+			lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+			t.Logf("the end of Caddy's log:\n%s", strings.Join(lines[max(0, len(lines)-40):], "\n"))
+		}
+	})
 	return logFile
 }
 
@@ -149,6 +159,7 @@ func initRaw(t *testing.T, cfg string) {
 	if t.Failed() {
 		t.FailNow()
 	}
+	waitOldListeners(t, allPorts...) // reload_test.go
 }
 
 // testClient opens a connection per request: every test loads a new config,
