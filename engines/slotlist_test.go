@@ -145,3 +145,18 @@ func TestSlotListOffAndMaxConcurrentWins(t *testing.T) {
 		t.Fatalf("a relative slots path: %v", err)
 	}
 }
+
+// FuzzParseSlots: whatever an engine answers, the slot list's reading ends
+// with busy ≤ total ≤ maxSlots or an error, and never panics.
+func FuzzParseSlots(f *testing.F) {
+	f.Add(`[{"id":0,"is_processing":true},{"id":1,"is_processing":false}]`)
+	f.Add(`[{"id":0,"state":1,"prompt":"x"}]`)
+	f.Add(`{"error":{"code":501}}`)
+	f.Add(`[`)
+	f.Fuzz(func(t *testing.T, body string) {
+		total, busy, err := ParseSlots(strings.NewReader(body))
+		if err == nil && (busy > total || total > maxSlots || busy < 0) {
+			t.Fatalf("%q: %d busy of %d", body, busy, total)
+		}
+	})
+}
