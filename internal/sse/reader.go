@@ -138,30 +138,30 @@ func (s *Reader) Next() ([]byte, error) {
 }
 
 // fill reads more of the body, compacting or growing the buffer first.
+//
+// The unread bytes (at most the start of an event) always move to the
+// front before a read, so that a read has the whole buffer but them: one
+// that fills it found more waiting than the buffer holds, a fast stream's
+// sign. Reading into the space left after the events already taken would
+// fill it whenever a slow stream's read found an event and a half waiting
+// (the relay a little behind the engine, as on a busy gateway), and every
+// slow stream would grow its buffer, 2 KiB and more, for nothing (issue 30).
 func (s *Reader) fill() {
-	if s.start == s.end {
-		s.start, s.end = 0, 0
+	if s.start > 0 {
+		s.end = copy(s.buf, s.buf[s.start:s.end])
+		s.start = 0
 	}
 	if s.filled && len(s.buf) < fastReadSize {
 		// the last read filled the buffer: this stream is fast
-		nb := getBuf(2 * len(s.buf))
-		s.end = copy(nb, s.buf[s.start:s.end])
-		putBuf(s.buf)
-		s.start, s.buf, s.filled = 0, nb, false
+		s.grow(2 * len(s.buf))
+		s.filled = false
 	}
 	if s.end == len(s.buf) {
-		if s.start > 0 {
-			s.end = copy(s.buf, s.buf[s.start:s.end])
-			s.start = 0
-		} else if len(s.buf) >= MaxEventSize {
+		if len(s.buf) >= MaxEventSize {
 			s.err = ErrEventTooLarge
 			return
-		} else {
-			nb := getBuf(min(2*len(s.buf), MaxEventSize))
-			s.end = copy(nb, s.buf[s.start:s.end])
-			putBuf(s.buf)
-			s.start, s.buf = 0, nb
 		}
+		s.grow(min(2*len(s.buf), MaxEventSize)) // an event larger than the buffer
 	}
 	n, err := s.r.Read(s.buf[s.end:])
 	s.filled = n > 0 && s.end+n == len(s.buf)
@@ -169,6 +169,15 @@ func (s *Reader) fill() {
 	if err != nil {
 		s.err = err
 	}
+}
+
+// grow moves the unread bytes, at the front of the buffer, to a new one of
+// size bytes.
+func (s *Reader) grow(size int) {
+	nb := getBuf(size)
+	s.end = copy(nb, s.buf[:s.end])
+	putBuf(s.buf)
+	s.buf = nb
 }
 
 // Data returns the event's data payload (data lines joined by \n) and
