@@ -349,8 +349,15 @@ func openStreams(ctx context.Context, url string, pid int, o openOptions) (openR
 		res.stackPerStreamKB = (g[1] - baseG[1]) / 1024 / held
 		res.heapPerStreamKB = (g[2] - baseG[2]) / 1024 / held
 		if o.profiles != "" {
+			// heap?gc=1: the live heap now, not as of the last GC (which
+			// may have run before the streams opened); after the figures,
+			// which the forced GC would change
 			for _, p := range []string{"heap", "goroutine"} {
-				if err := saveProfile(ctx, o.admin+"/debug/pprof/"+p, o.profiles+"-"+p+".pprof"); err != nil {
+				q := p
+				if p == "heap" {
+					q += "?gc=1"
+				}
+				if err := saveProfile(ctx, o.admin+"/debug/pprof/"+q, o.profiles+"-"+p+".pprof"); err != nil {
 					return openResult{}, err
 				}
 			}
