@@ -24,7 +24,10 @@ const MaxEventSize = 1 << 20
 // so a small buffer here costs a copy, never a system call. It doubles (up
 // to fastReadSize) each time a read fills it: a fast stream is then read,
 // written and flushed in as few calls as reverse_proxy's 32 KiB copy buffer
-// needs (issue 30: memory per open stream).
+// needs; it halves again, while empty, after a read that brought a quarter
+// of it or less, so a stream that was fast for a while (a relay that fell
+// behind its engine, a large event) does not keep a large buffer while it
+// waits (issue 30: memory per open stream).
 const (
 	firstReadSize = 1 << 10
 	fastReadSize  = 32 << 10
@@ -43,6 +46,7 @@ type Reader struct {
 	start, end int  // unread bytes are buf[start:end]
 	pend       int  // length of the complete event at start, once found; -1 if not yet
 	filled     bool // the last read filled the buffer
+	slow       bool // the last read brought a quarter of the buffer or less
 	err        error
 }
 
@@ -151,6 +155,13 @@ func (s *Reader) fill() {
 		s.end = copy(s.buf, s.buf[s.start:s.end])
 		s.start = 0
 	}
+	if s.end == 0 && s.slow && len(s.buf) > firstReadSize {
+		// the last read brought a quarter of the buffer or less: the
+		// stream is slow again (a burst is over, a large event passed)
+		// and waits for its next event with half the buffer
+		putBuf(s.buf)
+		s.buf, s.slow = getBuf(len(s.buf)/2), false
+	}
 	if s.filled && len(s.buf) < fastReadSize {
 		// the last read filled the buffer: this stream is fast
 		s.grow(2 * len(s.buf))
@@ -165,6 +176,7 @@ func (s *Reader) fill() {
 	}
 	n, err := s.r.Read(s.buf[s.end:])
 	s.filled = n > 0 && s.end+n == len(s.buf)
+	s.slow = n > 0 && n <= len(s.buf)/4
 	s.end += n
 	if err != nil {
 		s.err = err

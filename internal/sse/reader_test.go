@@ -27,21 +27,17 @@ func (l *lagging) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-func readAll(t *testing.T, r *Reader) int {
+// readEvents reads n events of benchChunk, failing on anything else.
+func readEvents(t *testing.T, r *Reader, n int) {
 	t.Helper()
-	n := 0
-	for {
+	for i := range n {
 		ev, err := r.Next()
-		if err == io.EOF {
-			return n
-		}
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("event %d: %v", i, err)
 		}
 		if !bytes.Equal(ev, benchChunk) {
-			t.Fatalf("event %d is %q", n, ev)
+			t.Fatalf("event %d is %q", i, ev)
 		}
-		n++
 	}
 }
 
@@ -53,11 +49,12 @@ func TestSlowStreamKeepsItsSmallBuffer(t *testing.T) {
 	src := &lagging{rest: bytes.Repeat(benchChunk, 500), perTick: len(benchChunk) * 5 / 2}
 	r := NewReader(src)
 	defer r.Release()
-	if n := readAll(t, r); n != 500 {
-		t.Fatalf("%d events, want 500", n)
-	}
+	readEvents(t, r, 500)
 	if len(r.buf) != firstReadSize {
 		t.Fatalf("buffer %d bytes after a slow stream, want %d", len(r.buf), firstReadSize)
+	}
+	if _, err := r.Next(); err != io.EOF {
+		t.Fatalf("after the last event: %v", err)
 	}
 }
 
@@ -66,25 +63,40 @@ func TestSlowStreamKeepsItsSmallBuffer(t *testing.T) {
 func TestFastStreamGrowsItsBuffer(t *testing.T) {
 	r := NewReader(bytes.NewReader(bytes.Repeat(benchChunk, 500)))
 	defer r.Release()
-	if n := readAll(t, r); n != 500 {
-		t.Fatalf("%d events, want 500", n)
-	}
+	readEvents(t, r, 400)
 	if len(r.buf) != fastReadSize {
-		t.Fatalf("buffer %d bytes after a fast stream, want %d", len(r.buf), fastReadSize)
+		t.Fatalf("buffer %d bytes in a fast stream, want %d", len(r.buf), fastReadSize)
+	}
+}
+
+// A stream that was fast for a while and is slow again halves its buffer
+// at each small read until it is back at the first size: a relay that fell
+// behind its engine once does not keep a large buffer for the rest of a
+// long answer.
+func TestStreamThatSlowsDownGivesItsBufferBack(t *testing.T) {
+	src := &lagging{rest: bytes.Repeat(benchChunk, 600), perTick: 100 * len(benchChunk)}
+	r := NewReader(src)
+	defer r.Release()
+	readEvents(t, r, 200) // two bursts of 100 events: the buffer grows
+	if len(r.buf) <= 4*firstReadSize {
+		t.Fatalf("buffer %d bytes after bursts, want more than %d", len(r.buf), 4*firstReadSize)
+	}
+	src.perTick = len(benchChunk) // one event per read from now on
+	readEvents(t, r, 300)
+	if len(r.buf) != firstReadSize {
+		t.Fatalf("buffer %d bytes after 300 slow events, want %d", len(r.buf), firstReadSize)
 	}
 }
 
 // An event larger than the buffer grows it as far as the event needs.
 func TestLargeEventGrowsTheBuffer(t *testing.T) {
 	big := append(append([]byte("data: "), bytes.Repeat([]byte("x"), 5000)...), "\n\n"...)
-	src := &lagging{rest: append(append([]byte(nil), big...), benchChunk...), perTick: 700}
+	src := &lagging{rest: append(append([]byte(nil), big...), bytes.Repeat(benchChunk, 20)...), perTick: 700}
 	r := NewReader(src)
 	defer r.Release()
 	ev, err := r.Next()
 	if err != nil || !bytes.Equal(ev, big) {
 		t.Fatalf("first event %d bytes, %v", len(ev), err)
 	}
-	if ev, err = r.Next(); err != nil || !bytes.Equal(ev, benchChunk) {
-		t.Fatalf("second event %q, %v", ev, err)
-	}
+	readEvents(t, r, 20)
 }
