@@ -214,11 +214,16 @@ func (g *Gateway) relayEvents(rp *reply, a *attempt) error {
 		a.idle.Unblock()
 	}
 	for {
-		if !st.events.Buffered() {
+		read := !st.events.Buffered() // Next reads the body, and may wait for it
+		if read {
 			send(true) // the next read may block: everything read so far goes out now
 		}
 		ev, err := st.events.Next()
-		a.idle.Touch()
+		if read {
+			// the budget runs between reads: an event that came with the
+			// last read (and a clock read per event) does not restart it
+			a.idle.Touch()
+		}
 		if err == io.EOF {
 			send(true)
 			if !st.ended() {
