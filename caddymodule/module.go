@@ -295,7 +295,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 	defer func() {
 		if res.Handled {
-			observeRequest(res)
+			observeRequest(&res)
 			g.noteServed(&res)
 			setPlaceholders(r, &res)
 			recordRequest(r, &res)
