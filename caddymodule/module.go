@@ -24,6 +24,7 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/handler"
 	hconfig "github.com/llmgateway/caddy-llm-gateway/handler/config"
 	"github.com/llmgateway/caddy-llm-gateway/history"
+	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
 	"github.com/llmgateway/caddy-llm-gateway/quota"
 	"github.com/llmgateway/caddy-llm-gateway/statuspage"
 )
@@ -312,25 +313,63 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	return nil
 }
 
-// setPlaceholders sets {http.llm_gateway.*} for the access log.
+// setPlaceholders makes {http.llm_gateway.*} answer, for the access log:
+// one provider that reads them when asked, not ten entries set in the
+// replacer's map (and a string or two formatted) for every request whether
+// anything reads them or not (issue 30: what a request costs beyond
+// reverse_proxy).
 func setPlaceholders(r *http.Request, res *handler.Result) {
 	repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 	if !ok {
 		return
 	}
-	repl.Set("http.llm_gateway.engine", res.Engine)
-	repl.Set("http.llm_gateway.model", res.ModelAsked)
-	repl.Set("http.llm_gateway.model_sent", res.ModelSent)
-	repl.Set("http.llm_gateway.attempts", strconv.Itoa(res.Attempts))
-	repl.Set("http.llm_gateway.key_name", res.KeyName)
-	repl.Set("http.llm_gateway.fallback", res.Fallback)
-	repl.Set("http.llm_gateway.ttfb_ms", res.TTFB.Milliseconds())
-	repl.Set("http.llm_gateway.pool", res.Pool)
-	repl.Set("http.llm_gateway.pool_choice", res.PoolChoice) // session, affinity, load, rotation (issue 25)
-	if res.HasUsage {
-		repl.Set("http.llm_gateway.prompt_tokens", res.Usage.Prompt)
-		repl.Set("http.llm_gateway.completion_tokens", res.Usage.Completion)
+	p := &placeholders{
+		engine: res.Engine, model: res.ModelAsked, modelSent: res.ModelSent, attempts: res.Attempts,
+		keyName: res.KeyName, fallback: res.Fallback, ttfb: res.TTFB, pool: res.Pool, poolChoice: res.PoolChoice,
+		usage: res.Usage, hasUsage: res.HasUsage,
 	}
+	repl.Map(p.get)
+}
+
+// placeholders are a request's {http.llm_gateway.*} values.
+type placeholders struct {
+	engine, model, modelSent, keyName, fallback, pool, poolChoice string
+	attempts                                                      int
+	ttfb                                                          time.Duration
+	usage                                                         grammar.Usage
+	hasUsage                                                      bool
+}
+
+func (p *placeholders) get(key string) (any, bool) {
+	name, ok := strings.CutPrefix(key, "http.llm_gateway.")
+	if !ok {
+		return nil, false
+	}
+	switch name {
+	case "engine":
+		return p.engine, true
+	case "model":
+		return p.model, true
+	case "model_sent":
+		return p.modelSent, true
+	case "attempts":
+		return strconv.Itoa(p.attempts), true
+	case "key_name":
+		return p.keyName, true
+	case "fallback":
+		return p.fallback, true
+	case "ttfb_ms":
+		return p.ttfb.Milliseconds(), true
+	case "pool":
+		return p.pool, true
+	case "pool_choice": // session, affinity, load, rotation (issue 25)
+		return p.poolChoice, true
+	case "prompt_tokens":
+		return p.usage.Prompt, p.hasUsage
+	case "completion_tokens":
+		return p.usage.Completion, p.hasUsage
+	}
+	return nil, false
 }
 
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens; the syntax is
