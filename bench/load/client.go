@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"time"
 )
 
@@ -92,6 +93,23 @@ const maxStreamReads = 100_000
 
 // streamOnce sends one "stream":true completion and reads it to the end.
 // opened, when set, is called at the first body byte.
+// tailKept is how much of a stream's end streamOnce keeps: enough for
+// data: [DONE], and for the start of an error event that ended it instead.
+const tailKept = 512
+
+// lastEvent is the last event in tail, for a stream that did not end with
+// data: [DONE]: a gateway's in-band error says why it ended.
+func lastEvent(tail []byte) string {
+	t := bytes.TrimRight(tail, "\n")
+	if i := bytes.LastIndex(t, []byte("\n\n")); i >= 0 {
+		t = t[i+2:]
+	}
+	if len(t) == 0 {
+		return ""
+	}
+	return " (the last event: " + strconv.Quote(string(t)) + ")"
+}
+
 func streamOnce(ctx context.Context, c *http.Client, url string, chunkDelay time.Duration, opened func()) streamResult {
 	start := time.Now()
 	resp, err := post(ctx, c, url, streamBody, chunkDelay)
@@ -122,8 +140,8 @@ func streamOnce(ctx context.Context, c *http.Client, url string, chunkDelay time
 			}
 			events += bytes.Count(b, []byte("\n\n"))
 			tail = append(tail, b...)
-			if len(tail) > 64 {
-				tail = append(tail[:0], tail[len(tail)-64:]...)
+			if len(tail) > tailKept {
+				tail = append(tail[:0], tail[len(tail)-tailKept:]...)
 			}
 		}
 		if errors.Is(err, io.EOF) {
@@ -138,7 +156,7 @@ func streamOnce(ctx context.Context, c *http.Client, url string, chunkDelay time
 	switch {
 	case r.err != nil:
 	case !bytes.HasSuffix(tail, doneEvent):
-		r.err = errors.New("stream ended without data: [DONE]")
+		r.err = errors.New("stream ended without data: [DONE]" + lastEvent(tail))
 	default:
 		r.chunks = events - 1
 	}
