@@ -220,9 +220,7 @@ func (g *Gateway) relayEvents(rp *reply, a *attempt) error {
 		}
 		ev, err := st.events.Next()
 		if read {
-			// the budget runs between reads: an event that came with the
-			// last read (and a clock read per event) does not restart it
-			a.idle.Touch()
+			a.idle.Touch() // the budget runs between reads, not per event (a clock read each)
 		}
 		if err == io.EOF {
 			send(true)
