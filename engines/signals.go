@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"sort"
 	"strings"
 	"sync"
@@ -155,23 +156,12 @@ func (e *Engine) ReadSignals() {
 	timeout := max(time.Duration(e.cfg.SignalsInterval), time.Second)
 	ctx, cancel := context.WithTimeout(e.life, timeout)
 	defer cancel()
-	u := base.JoinPath(e.cfg.SignalsPath)
-	u.RawQuery = ""
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	body, _, err := e.getSignal(ctx, base, e.cfg.SignalsPath)
 	if err != nil {
 		return
 	}
-	e.cfg.SetKey(req.Header)
-	resp, err := e.rt.RoundTrip(req)
-	if err != nil {
-		return
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-		return
-	}
-	sig, series, err := ParseSignals(io.LimitReader(resp.Body, maxSignalsBody))
+	defer body.Close()
+	sig, series, err := ParseSignals(io.LimitReader(body, maxSignalsBody))
 	if err != nil {
 		return
 	}
@@ -186,6 +176,29 @@ func (e *Engine) ReadSignals() {
 	e.sig.mu.Lock()
 	e.sig.last, e.sig.ok, e.sig.series = sig, true, series
 	e.sig.mu.Unlock()
+}
+
+// getSignal GETs path of the engine with its key, and returns the body of
+// a 200; any other status is an error (its body read a little and closed),
+// and the status is returned with it.
+func (e *Engine) getSignal(ctx context.Context, base *url.URL, path string) (io.ReadCloser, int, error) {
+	u := base.JoinPath(path)
+	u.RawQuery = ""
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, 0, err
+	}
+	e.cfg.SetKey(req.Header)
+	resp, err := e.rt.RoundTrip(req)
+	if err != nil {
+		return nil, 0, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		resp.Body.Close()
+		return nil, resp.StatusCode, fmt.Errorf("%s answered %d", path, resp.StatusCode)
+	}
+	return resp.Body, resp.StatusCode, nil
 }
 
 // ParseSignals reads a Prometheus text exposition: the load signals of

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
 	"time"
 )
@@ -48,26 +47,17 @@ func (e *Engine) readSlots(ctx context.Context, base *url.URL) (total, busy int)
 	if now.Before(after) {
 		return 0, 0
 	}
-	u := base.JoinPath(path)
-	u.RawQuery = ""
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	body, status, err := e.getSignal(ctx, base, path)
 	if err != nil {
+		if status != 0 { // refused: --no-slots, or a build without the list
+			e.sig.mu.Lock()
+			e.sig.slotsAfter = now.Add(slotsRetry)
+			e.sig.mu.Unlock()
+		}
 		return 0, 0
 	}
-	e.cfg.SetKey(req.Header)
-	resp, err := e.rt.RoundTrip(req)
-	if err != nil {
-		return 0, 0
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-		e.sig.mu.Lock()
-		e.sig.slotsAfter = now.Add(slotsRetry)
-		e.sig.mu.Unlock()
-		return 0, 0
-	}
-	total, busy, err = ParseSlots(io.LimitReader(resp.Body, maxSignalsBody))
+	defer body.Close()
+	total, busy, err = ParseSlots(io.LimitReader(body, maxSignalsBody))
 	if err != nil {
 		return 0, 0
 	}
