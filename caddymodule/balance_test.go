@@ -35,6 +35,16 @@ func turn(n int) string {
 	return b.String() + `]}`
 }
 
+// servedTurn sends turn n and returns the engine that answered it.
+func servedTurn(t *testing.T, n int) string {
+	t.Helper()
+	resp, body := post(t, "/v1/chat/completions", turn(n))
+	if resp.StatusCode != 200 {
+		t.Fatalf("turn %d: %d %s", n, resp.StatusCode, body)
+	}
+	return resp.Header.Get("X-LLM-Engine")
+}
+
 // The whole path through Caddy: a conversation stays on the engine that
 // holds its prefix, leaves it once the engine's own /metrics says it
 // queues, each choice is in the access log and counted, and the engines'
@@ -66,17 +76,9 @@ http://%s {
 	}
 }`, gwAddr, logFile, engines.String(), members.String()))
 	before := scrape(t)
-	served := func(n int) string {
-		t.Helper()
-		resp, body := post(t, "/v1/chat/completions", turn(n))
-		if resp.StatusCode != 200 {
-			t.Fatalf("turn %d: %d %s", n, resp.StatusCode, body)
-		}
-		return resp.Header.Get("X-LLM-Engine")
-	}
-	home := served(1)
+	home := servedTurn(t, 1)
 	for n := 2; n <= 4; n++ {
-		if got := served(n); got != home {
+		if got := servedTurn(t, n); got != home {
 			t.Fatalf("turn %d went to %s, the conversation is on %s; %s", n, got, home, grepLines(scrape(t), "pool_choices"))
 		}
 	}
@@ -90,7 +92,7 @@ http://%s {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if got := served(5); got == home {
+	if got := servedTurn(t, 5); got == home {
 		t.Fatalf("turn 5 went to %s, whose engine queues", got)
 	}
 	after := scrape(t)
@@ -156,16 +158,8 @@ http://%s {
 %s		}
 	}
 }`, gwAddr, engines.String(), members.String()))
-	served := func(n int) string {
-		t.Helper()
-		resp, body := post(t, "/v1/chat/completions", turn(n))
-		if resp.StatusCode != 200 {
-			t.Fatalf("turn %d: %d %s", n, resp.StatusCode, body)
-		}
-		return resp.Header.Get("X-LLM-Engine")
-	}
-	home := served(1)
-	if got := served(2); got != home {
+	home := servedTurn(t, 1)
+	if got := servedTurn(t, 2); got != home {
 		t.Fatalf("turn 2 went to %s, the conversation is on %s", got, home)
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -182,7 +176,7 @@ http://%s {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if got := served(3); got == home {
+	if got := servedTurn(t, 3); got == home {
 		t.Fatalf("turn 3 went to %s, whose every slot is busy", got)
 	}
 }

@@ -118,7 +118,14 @@ func signalEngine(t *testing.T, body func() string) (*Engine, *clock.Fake, *atom
 		fmt.Fprint(w, body())
 	}))
 	t.Cleanup(srv.Close)
-	cfg := Config{Name: "remote", To: srv.URL, Models: []string{"m"}, Signals: SignalsMetrics}
+	e, clk := fakeClockEngine(t, Config{Name: "remote", To: srv.URL, Models: []string{"m"}, Signals: SignalsMetrics})
+	return e, clk, &reads
+}
+
+// fakeClockEngine is an engine of cfg (validated) on a fake clock,
+// destructed with the test.
+func fakeClockEngine(t *testing.T, cfg Config) (*Engine, *clock.Fake) {
+	t.Helper()
 	if err := cfg.WithDefaults().Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +138,7 @@ func signalEngine(t *testing.T, body func() string) (*Engine, *clock.Fake, *atom
 	t.Cleanup(func() { _ = e.Destruct() })
 	clk := clock.NewFake()
 	e.SetClock(clk)
-	return e, clk, &reads
+	return e, clk
 }
 
 func TestASignalOlderThanItsStalenessLimitIsIgnored(t *testing.T) {

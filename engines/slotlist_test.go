@@ -8,8 +8,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"go.uber.org/zap"
-
 	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
 )
 
@@ -64,19 +62,7 @@ func slotEngine(t *testing.T, running, deferred, slots, busy *atomic.Int32, cfg 
 	if cfg != nil {
 		cfg(&c)
 	}
-	c = c.WithDefaults()
-	if err := c.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	tr := &http.Transport{}
-	t.Cleanup(tr.CloseIdleConnections)
-	e, err := New(c, tr, zap.NewNop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.Destruct() })
-	clk := clock.NewFake()
-	e.SetClock(clk)
+	e, clk := fakeClockEngine(t, c)
 	return e, clk, &slotReads
 }
 
