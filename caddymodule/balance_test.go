@@ -35,6 +35,19 @@ func turn(n int) string {
 	return b.String() + `]}`
 }
 
+// signalledMembers starts three fake engines s0…s2 (start(i)) with
+// signals read every 50 ms, and returns their engine blocks and a pool's
+// member lines.
+func signalledMembers(t *testing.T, start func(i int) *recorder) (engines, members string) {
+	t.Helper()
+	var e, m strings.Builder
+	for i := range 3 {
+		fmt.Fprintf(&e, "\t\tengine s%d {\n\t\t\tto %s\n\t\t\tmodels sig-%d\n\t\t\tready none\n\t\t\tsignals metrics\n\t\t\tsignals_interval 50ms\n\t\t}\n", i, start(i).URL, i)
+		fmt.Fprintf(&m, "\t\t\tmember s%d\n", i)
+	}
+	return e.String(), m.String()
+}
+
 // servedTurn sends turn n and returns the engine that answered it.
 func servedTurn(t *testing.T, n int) string {
 	t.Helper()
@@ -51,12 +64,7 @@ func servedTurn(t *testing.T, n int) string {
 // metrics are under the gateway's own.
 func TestAPoolFollowsTheConversationAndLeavesAnEngineThatQueues(t *testing.T) {
 	var deferred [3]atomic.Int32
-	var engines, members strings.Builder
-	for i := range 3 {
-		e := signalEngine(t, fmt.Sprint("s", i), &deferred[i])
-		fmt.Fprintf(&engines, "\t\tengine s%d {\n\t\t\tto %s\n\t\t\tmodels sig-%d\n\t\t\tready none\n\t\t\tsignals metrics\n\t\t\tsignals_interval 50ms\n\t\t}\n", i, e.URL, i)
-		fmt.Fprintf(&members, "\t\t\tmember s%d\n", i)
-	}
+	engines, members := signalledMembers(t, func(i int) *recorder { return signalEngine(t, fmt.Sprint("s", i), &deferred[i]) })
 	logFile := filepath.Join(t.TempDir(), "access.log")
 	initRaw(t, fmt.Sprintf(`{
 	skip_install_trust
@@ -74,7 +82,7 @@ http://%s {
 %s			balance affinity
 		}
 	}
-}`, gwAddr, logFile, engines.String(), members.String()))
+}`, gwAddr, logFile, engines, members))
 	before := scrape(t)
 	home := servedTurn(t, 1)
 	for n := 2; n <= 4; n++ {
@@ -140,12 +148,7 @@ func slotEngine(t *testing.T, name string, busy *atomic.Int32) *recorder {
 // another front door's requests, though the engine defers nothing yet.
 func TestAPoolLeavesAnEngineWhoseSlotsAreAllBusy(t *testing.T) {
 	var busy [3]atomic.Int32
-	var engines, members strings.Builder
-	for i := range 3 {
-		e := slotEngine(t, fmt.Sprint("s", i), &busy[i])
-		fmt.Fprintf(&engines, "\t\tengine s%d {\n\t\t\tto %s\n\t\t\tmodels slot-%d\n\t\t\tready none\n\t\t\tsignals metrics\n\t\t\tsignals_interval 50ms\n\t\t}\n", i, e.URL, i)
-		fmt.Fprintf(&members, "\t\t\tmember s%d\n", i)
-	}
+	engines, members := signalledMembers(t, func(i int) *recorder { return slotEngine(t, fmt.Sprint("s", i), &busy[i]) })
 	initRaw(t, fmt.Sprintf(`{
 	skip_install_trust
 	admin localhost:@ADMIN@
@@ -157,7 +160,7 @@ http://%s {
 %s		pool auto {
 %s		}
 	}
-}`, gwAddr, engines.String(), members.String()))
+}`, gwAddr, engines, members))
 	home := servedTurn(t, 1)
 	if got := servedTurn(t, 2); got != home {
 		t.Fatalf("turn 2 went to %s, the conversation is on %s", got, home)
