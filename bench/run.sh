@@ -52,7 +52,7 @@ if [[ $(ulimit -Sn) != unlimited && $(ulimit -Sn) -lt $((OPEN_STREAMS * 2 + 256)
 fi
 
 echo "building into $out/ ..." >&2
-go build -o "$out/caddy" ./cmd/caddy
+go build -o "$out/caddy" ./bench/caddy # cmd/caddy plus bench_floor (bench/floor)
 go build -o "$out/fakeupstream" ./bench/fakeupstream
 go build -o "$out/load" ./bench/load
 go build -o "$out/coldstart" ./bench/coldstart

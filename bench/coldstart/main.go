@@ -76,7 +76,7 @@ type options struct {
 
 func main() {
 	var o options
-	flag.StringVar(&o.caddyBin, "caddy", "bench/out/caddy", "Caddy binary built from ./cmd/caddy")
+	flag.StringVar(&o.caddyBin, "caddy", "bench/out/caddy", "Caddy binary built from ./bench/caddy (or ./cmd/caddy)")
 	flag.StringVar(&o.outDir, "out", "bench/out", "directory for the Caddyfile and logs")
 	flag.IntVar(&o.n, "n", 20, "cold starts")
 	flag.DurationVar(&o.loadTime, "load-time", 300*time.Millisecond, "the demo engine's simulated model load")

@@ -26,12 +26,14 @@ const globalOptions = `{
 }
 `
 
-// caddyfileTemplate has two sites in one Caddy in front of one upstream:
+// caddyfileTemplate has three sites in one Caddy in front of one upstream:
 // stock reverse_proxy with its defaults (it flushes text/event-stream on its
-// own, so no flush_interval) and llm_gateway. Arguments: the admin option
-// (off, but for the slow uploaders, whose Caddy's Go memory statistics are
-// read from the admin endpoint's /metrics), log file, rp port, upstream
-// port, gw port, upstream port.
+// own, so no flush_interval), llm_gateway, and bench_floor (bench/floor: a
+// handler that only relays, which the memory phase measures beside them).
+// Arguments: the admin option (off, but for the slow uploaders, whose
+// Caddy's Go memory statistics are read from the admin endpoint's
+// /metrics), log file, rp port, upstream port, gw port, upstream port,
+// floor port, upstream port.
 const caddyfileTemplate = globalOptions + `
 http://127.0.0.1:%d {
 	reverse_proxy 127.0.0.1:%d
@@ -44,6 +46,10 @@ http://127.0.0.1:%d {
 			models bench
 		}
 	}
+}
+
+http://127.0.0.1:%d {
+	bench_floor 127.0.0.1:%d
 }
 `
 
@@ -85,6 +91,7 @@ const failEngineTemplate = `		engine f%d {
 type env struct {
 	caddyBin, upstreamBin, outDir string
 	upPort, rpPort, gwPort        int
+	floorPort                     int // bench_floor's site
 	adminPort                     int // the uploads Caddy's admin endpoint
 	caddyfile                     string
 	uploadsCaddyfile              string // caddyfile with the admin endpoint on
@@ -99,11 +106,11 @@ func (e *env) url(port int) string { return fmt.Sprintf("http://127.0.0.1:%d", p
 
 // start picks ports, starts the upstream and writes the Caddyfile.
 func (e *env) start(ctx context.Context) error {
-	ports, err := harness.FreePorts(4)
+	ports, err := harness.FreePorts(5)
 	if err != nil {
 		return fmt.Errorf("picking ports: %v", err)
 	}
-	e.upPort, e.rpPort, e.gwPort, e.adminPort = ports[0], ports[1], ports[2], ports[3]
+	e.upPort, e.rpPort, e.gwPort, e.adminPort, e.floorPort = ports[0], ports[1], ports[2], ports[3], ports[4]
 	e.upstream, err = harness.Start("fakeupstream",
 		[]string{e.upstreamBin, "-addr", fmt.Sprintf("127.0.0.1:%d", e.upPort)}, nil,
 		filepath.Join(e.outDir, "fakeupstream.log"))
@@ -115,18 +122,18 @@ func (e *env) start(ctx context.Context) error {
 	}
 	e.caddyfile = filepath.Join(e.outDir, "bench.Caddyfile")
 	logFile, _ := filepath.Abs(filepath.Join(e.outDir, "caddy-bench.log"))
-	cf := fmt.Sprintf(caddyfileTemplate, "admin off", logFile, e.rpPort, e.upPort, e.gwPort, e.upPort)
+	cf := fmt.Sprintf(caddyfileTemplate, "admin off", logFile, e.rpPort, e.upPort, e.gwPort, e.upPort, e.floorPort, e.upPort)
 	if err := os.WriteFile(e.caddyfile, []byte(cf), 0o644); err != nil {
 		return err
 	}
 	e.uploadsCaddyfile = filepath.Join(e.outDir, "uploads.Caddyfile")
 	admin := fmt.Sprintf("admin 127.0.0.1:%d", e.adminPort)
-	cf = fmt.Sprintf(caddyfileTemplate, admin, logFile, e.rpPort, e.upPort, e.gwPort, e.upPort)
+	cf = fmt.Sprintf(caddyfileTemplate, admin, logFile, e.rpPort, e.upPort, e.gwPort, e.upPort, e.floorPort, e.upPort)
 	if err := os.WriteFile(e.uploadsCaddyfile, []byte(cf), 0o644); err != nil {
 		return err
 	}
 	e.h2cCaddyfile = filepath.Join(e.outDir, "h2c.Caddyfile")
-	cf = fmt.Sprintf(caddyfileTemplate, admin+"\n\tservers {\n\t\tprotocols h1 h2c\n\t}", logFile, e.rpPort, e.upPort, e.gwPort, e.upPort)
+	cf = fmt.Sprintf(caddyfileTemplate, admin+"\n\tservers {\n\t\tprotocols h1 h2c\n\t}", logFile, e.rpPort, e.upPort, e.gwPort, e.upPort, e.floorPort, e.upPort)
 	return os.WriteFile(e.h2cCaddyfile, []byte(cf), 0o644)
 }
 
@@ -146,13 +153,13 @@ func (e *env) writeHostileCaddyfile(fails int, idle time.Duration) error {
 // startCaddy starts a Caddy with the benchmark's Caddyfile and waits until
 // both sites answer. Any Caddy started before must be stopped: they share ports.
 func (e *env) startCaddy(ctx context.Context) error {
-	return e.startCaddyWith(ctx, e.caddyfile, e.rpPort, e.gwPort)
+	return e.startCaddyWith(ctx, e.caddyfile, e.rpPort, e.gwPort, e.floorPort)
 }
 
 // startUploadsCaddy starts a Caddy with the benchmark's sites and its admin
 // endpoint on, for the slow uploaders.
 func (e *env) startUploadsCaddy(ctx context.Context) error {
-	return e.startCaddyWith(ctx, e.uploadsCaddyfile, e.rpPort, e.gwPort)
+	return e.startCaddyWith(ctx, e.uploadsCaddyfile, e.rpPort, e.gwPort, e.floorPort)
 }
 
 // startAdminCaddy starts a Caddy with the benchmark's sites and its admin
@@ -160,9 +167,9 @@ func (e *env) startUploadsCaddy(ctx context.Context) error {
 // beside HTTP/1.1.
 func (e *env) startAdminCaddy(ctx context.Context, h2c bool) error {
 	if h2c {
-		return e.startCaddyWith(ctx, e.h2cCaddyfile, e.rpPort, e.gwPort)
+		return e.startCaddyWith(ctx, e.h2cCaddyfile, e.rpPort, e.gwPort, e.floorPort)
 	}
-	return e.startCaddyWith(ctx, e.uploadsCaddyfile, e.rpPort, e.gwPort)
+	return e.startCaddyWith(ctx, e.uploadsCaddyfile, e.rpPort, e.gwPort, e.floorPort)
 }
 
 // startHostileCaddy starts a Caddy with the hostile mix's Caddyfile, whose

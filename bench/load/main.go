@@ -70,7 +70,7 @@ func run() int {
 	flag.IntVar(&c.many.rate, "many-rate", 2000, "manystreams phase: streams opened per second")
 	flag.DurationVar(&c.many.hold, "many-hold", 5*time.Second, "manystreams phase: CPU is measured over this long once all are open")
 	flag.StringVar(&c.many.proto, "many-proto", "auto", "manystreams phase: the client's protocol to Caddy, h1, h2c or auto (h1 when Caddy's file limit holds two connections per stream)")
-	flag.BoolVar(&c.profiles, "profiles", false, "memory and manystreams phases: save Caddy's heap and goroutine profiles while the streams are held, into -out as <phase>-<target>-{heap,goroutine}.pprof")
+	flag.BoolVar(&c.profiles, "profiles", false, "memory and manystreams phases: save Caddy's heap and goroutine profiles while the streams are held (manystreams: also its CPU profile over a second hold), into -out as <phase>-<target>-{heap,goroutine,cpu}.pprof")
 	flag.IntVar(&c.hostile.workers, "hostile-workers", 32, "hostile mix: clients at once")
 	flag.Float64Var(&c.hostile.cancelShare, "hostile-cancel", 0.25, "hostile mix: share of requests cancelled at a random moment")
 	flag.DurationVar(&c.hostile.cancelWithin, "hostile-cancel-within", 50*time.Millisecond, "hostile mix: a cancel comes this soon after sending, at most")
@@ -264,8 +264,12 @@ func benchmark(ctx context.Context, e *env, c config, r *report) error {
 		gor := r.add(&metric{name: "  goroutines per open stream", prec: 2})
 		stack := r.add(&metric{name: "  Go stacks per open stream (KB)", prec: 1})
 		heap := r.add(&metric{name: "  Go heap per open stream (KB)", prec: 1})
+		// the floor, a handler that only relays, after the two targets in
+		// every round: what any handler on Caddy and its transport costs
+		mem.floor, gor.floor, stack.floor, heap.floor = []float64{}, []float64{}, []float64{}, []float64{}
+		floor := target{"bench_floor", e.url(e.floorPort)}
 		for round := range c.rounds {
-			for _, t := range order(round) {
+			for _, t := range append(order(round), floor) {
 				res, err := openStreamsInFreshCaddy(ctx, e, t, c)
 				if ctx.Err() != nil {
 					return ctx.Err()
@@ -277,10 +281,15 @@ func benchmark(ctx context.Context, e *env, c config, r *report) error {
 				if res.endedEarly > 0 {
 					r.note("%s: %d streams ended before memory was sampled; raise -open-chunk-delay", t.name, res.endedEarly)
 				}
-				pair(mem, t, res.perStreamKB)
-				pair(gor, t, res.goroutinesPerStream)
-				pair(stack, t, res.stackPerStreamKB)
-				pair(heap, t, res.heapPerStreamKB)
+				if t == floor {
+					mem.floor, gor.floor = append(mem.floor, res.perStreamKB), append(gor.floor, res.goroutinesPerStream)
+					stack.floor, heap.floor = append(stack.floor, res.stackPerStreamKB), append(heap.floor, res.heapPerStreamKB)
+				} else {
+					pair(mem, t, res.perStreamKB)
+					pair(gor, t, res.goroutinesPerStream)
+					pair(stack, t, res.stackPerStreamKB)
+					pair(heap, t, res.heapPerStreamKB)
+				}
 				if res.firstErr != "" {
 					r.note("memory %s: %d failed, the first: %s", t.name, res.failed, res.firstErr)
 				}

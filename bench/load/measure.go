@@ -258,7 +258,9 @@ type openOptions struct {
 	admin      string        // Caddy's admin endpoint, for its goroutines; "": not counted
 	h2c        bool          // the client speaks HTTP/2 without TLS to Caddy (few connections)
 	// profiles, when set (with admin), is a path prefix: Caddy's heap and
-	// goroutine profiles are saved there while the streams are held
+	// goroutine profiles are saved there while the streams are held (and
+	// the heap's before they open, as <prefix>-heapbase.pprof), and with
+	// hold its CPU profile over a second hold
 	profiles string
 }
 
@@ -289,6 +291,12 @@ func openStreams(ctx context.Context, url string, pid int, o openOptions) (openR
 	if o.admin != "" {
 		if baseG, err = adminMetrics(ctx, o.admin, "go_goroutines", "go_memstats_stack_inuse_bytes", "go_memstats_heap_inuse_bytes"); err != nil {
 			return openResult{}, err
+		}
+		// the live heap before the streams, for pprof -diff_base
+		if o.profiles != "" {
+			if err := saveProfile(ctx, o.admin+"/debug/pprof/heap?gc=1", o.profiles+"-heapbase.pprof"); err != nil {
+				return openResult{}, err
+			}
 		}
 	}
 
@@ -378,6 +386,14 @@ func openStreams(ctx context.Context, url string, pid int, o openOptions) (openR
 		res.cpuPercent = 100 * float64(after-before) / float64(took)
 		if chunks := float64(n-int(failed.Load())) * float64(took) / float64(o.chunkDelay); chunks > 0 {
 			res.cpuPerChunk = time.Duration(float64(after-before) / chunks)
+		}
+		if o.profiles != "" && o.admin != "" {
+			// where that CPU goes: a profile over another hold as long,
+			// after the figure (profiling costs CPU of its own)
+			secs := max(1, int(o.hold/time.Second))
+			if err := saveProfile(ctx, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", o.admin, secs), o.profiles+"-cpu.pprof"); err != nil {
+				return openResult{}, err
+			}
 		}
 	}
 	res.failed, res.endedEarly = int(failed.Load()), ended.Load()

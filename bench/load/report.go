@@ -5,6 +5,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -14,6 +15,7 @@ type metric struct {
 	name         string
 	rp, gw       []float64
 	direct       []float64 // the upstream measured without a proxy, when non-nil
+	floor        []float64 // bench_floor (a handler that only relays), when non-nil
 	higherBetter bool
 	prec         int // decimals shown
 	target       string
@@ -207,6 +209,11 @@ func (r *report) printComparison(w io.Writer) {
 	for _, m := range r.metrics {
 		if len(m.direct) > 0 {
 			fmt.Fprintf(w, "upstream direct, %s: %s\n", strings.TrimSpace(m.name), num(median(m.direct), m.prec))
+		}
+		if len(m.floor) > 0 {
+			lo, hi := slices.Min(m.floor), slices.Max(m.floor)
+			fmt.Fprintf(w, "bench_floor (relays, nothing else), %s: %s (%s-%s); llm_gateway adds %s\n", strings.TrimSpace(m.name),
+				num(median(m.floor), m.prec), num(lo, m.prec), num(hi, m.prec), num(median(m.gw)-median(m.floor), m.prec))
 		}
 	}
 	fmt.Fprintf(w, "setup: throughput c=%v closed loop; latency open loop at %d req/s; TTFB %d sequential streams/round;\n",
