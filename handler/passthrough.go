@@ -114,12 +114,11 @@ func (g *Gateway) readPassthrough(r *http.Request, rt *route, model string, kr *
 		}
 		req.form, named = &f, body[f.Model.Start:f.Model.End]
 	} else if i := jsonmember.SkipSpace(body, 0); i < len(body) && body[i] == '{' {
-		fields, gerr := g.scanJSON(body)
-		if gerr != nil {
+		if gerr := g.scanJSON(body, &req.fields); gerr != nil {
 			return nil, gerr
 		}
-		req.fields, req.stream = fields, jsonmember.IsTrue(body, fields.Stream)
-		if v, ok := jsonmember.StringValue(body, fields.Model); ok {
+		req.stream = jsonmember.IsTrue(body, req.fields.Stream)
+		if v, ok := jsonmember.StringValue(body, req.fields.Model); ok {
 			named = v
 		}
 		req.body = jsonmember.ApplyFilters(body, rt.filters)

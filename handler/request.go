@@ -64,23 +64,23 @@ func (g *Gateway) readRequest(r *http.Request) (*request, *apierror.Error) {
 	if boundary, ok := multipart.Boundary(r.Header.Get("Content-Type")); ok {
 		return readForm(r, body, boundary)
 	}
-	fields, gerr := g.scanJSON(body)
-	if gerr != nil {
+	// the body is scanned into the request it makes (jsonmember.Fields.Scan)
+	req := &request{r: r, api: apierror.Of(r.URL.Path)}
+	if gerr := g.scanJSON(body, &req.fields); gerr != nil {
 		return nil, gerr
 	}
-	var err error
-	var fallbacks []byte
-	if fields.Fallbacks.OK() {
-		if body, fields, fallbacks, err = stripFallbacks(body, fields); err != nil {
+	if req.fields.Fallbacks.OK() {
+		var err error
+		if body, req.fallbacks, err = stripFallbacks(body, &req.fields); err != nil {
 			return nil, apierror.BadRequest("invalid_json", err.Error())
 		}
 	}
-	model, ok := jsonmember.StringValue(body, fields.Model)
+	model, ok := jsonmember.StringValue(body, req.fields.Model)
 	if !ok || len(model) == 0 {
 		return nil, apierror.BadRequest("missing_model", `the request body has no "model": name one of GET /v1/models`)
 	}
-	return &request{r: r, body: body, fields: fields, model: string(model), stream: jsonmember.IsTrue(body, fields.Stream),
-		fallbacks: fallbacks, api: apierror.Of(r.URL.Path)}, nil
+	req.body, req.model, req.stream = body, string(model), jsonmember.IsTrue(body, req.fields.Stream)
+	return req, nil
 }
 
 // readBodyOnce reads the request body, bounded by max_body: the one read
@@ -103,22 +103,21 @@ func (g *Gateway) readBodyOnce(r *http.Request) ([]byte, *apierror.Error) {
 // rules: every member the gateway reads or writes (jsonmember.ReadNames,
 // the engines' filter paths) is given once and spelled exactly, or the body
 // is refused, so that the gateway and every engine read the same request.
-func (g *Gateway) scanJSON(body []byte) (jsonmember.Fields, *apierror.Error) {
-	fields, err := jsonmember.ScanRequest(body)
-	if err != nil {
-		return fields, apierror.BadRequest("invalid_json", "the request body is not valid JSON: "+err.Error())
+func (g *Gateway) scanJSON(body []byte, fields *jsonmember.Fields) *apierror.Error {
+	if err := fields.Scan(body, jsonmember.Request); err != nil {
+		return apierror.BadRequest("invalid_json", "the request body is not valid JSON: "+err.Error())
 	}
 	if fields.Ambiguous != "" {
-		return fields, ambiguousMember(fields)
+		return ambiguousMember(fields)
 	}
 	for _, path := range g.filterPaths {
 		if name, bad := jsonmember.Misspelled(body, path); bad {
-			return fields, apierror.BadRequest("ambiguous_member", fmt.Sprintf(
+			return apierror.BadRequest("ambiguous_member", fmt.Sprintf(
 				"the request body spells %q two ways (ignoring case, or twice) on the path %s, which an engine's filter edits; spell it once, exactly",
 				name, strings.Join(path, ".")))
 		}
 	}
-	return fields, nil
+	return nil
 }
 
 // readForm reads a multipart body's routing fields.
@@ -167,11 +166,9 @@ func (req *request) switchModel(model string) (*request, *apierror.Error) {
 		out.form = &f
 		return &out, nil
 	}
-	fields, err := jsonmember.ScanRequest(out.body)
-	if err != nil {
+	if err := out.fields.Scan(out.body, jsonmember.Request); err != nil {
 		return nil, apierror.BadRequest("invalid_json", err.Error())
 	}
-	out.fields = fields
 	return &out, nil
 }
 
@@ -180,7 +177,7 @@ func (req *request) switchModel(model string) (*request, *apierror.Error) {
 // ignoring case and take the last, others take the exact name, so the
 // gateway must not route, count or filter by one reading while an engine
 // runs another.
-func ambiguousMember(f jsonmember.Fields) *apierror.Error {
+func ambiguousMember(f *jsonmember.Fields) *apierror.Error {
 	if f.Spelled != "" {
 		return apierror.BadRequest("ambiguous_member", fmt.Sprintf(
 			"the request body has a member %q, which engines that ignore case read as %q and others do not; spell it %q", f.Spelled, f.Ambiguous, f.Ambiguous))
@@ -218,7 +215,7 @@ func (req *request) promptBlocks(block int) []uint64 {
 // stripFallbacks removes every top-level "fallbacks" member from the body
 // and returns the new body, its fields, and the raw value of the (last)
 // member that was there, if any.
-func stripFallbacks(body []byte, fields jsonmember.Fields) ([]byte, jsonmember.Fields, []byte, error) {
+func stripFallbacks(body []byte, fields *jsonmember.Fields) ([]byte, []byte, error) {
 	var raw []byte
 	for fields.Fallbacks.OK() {
 		if raw == nil {
@@ -226,10 +223,9 @@ func stripFallbacks(body []byte, fields jsonmember.Fields) ([]byte, jsonmember.F
 			raw = append([]byte(nil), body[v.Start:v.End]...)
 		}
 		body = jsonmember.ApplyEdits(body, jsonmember.RemoveMember(fields.Fallbacks))
-		var err error
-		if fields, err = jsonmember.ScanRequest(body); err != nil {
-			return nil, fields, nil, err // cannot happen: removal keeps JSON valid
+		if err := fields.Scan(body, jsonmember.Request); err != nil {
+			return nil, nil, err // cannot happen: removal keeps JSON valid
 		}
 	}
-	return body, fields, raw, nil
+	return body, raw, nil
 }

@@ -62,13 +62,11 @@ func (g Grammar) Scan(ev []byte, probe bool) Event {
 		return Event{Kind: Content} // valid JSON of another shape: not ours to judge
 	}
 	var f jsonmember.Fields
-	var err error
+	mode := jsonmember.Answer
 	if probe {
-		f, err = jsonmember.ScanFirstAnswer(data)
-	} else {
-		f, err = jsonmember.ScanAnswer(data)
+		mode = jsonmember.FirstAnswer
 	}
-	if err != nil {
+	if err := f.Scan(data, mode); err != nil {
 		return Event{Kind: Malformed}
 	}
 	e := Event{Kind: Content, Data: data, NoChoices: f.NoChoices, ID: f.ID, Created: f.Created, Model: f.Model,
@@ -77,10 +75,7 @@ func (g Grammar) Scan(ev []byte, probe bool) Event {
 	typ := memberBytes(data, f.Type)
 	if g.Anthropic && string(typ) == `"message_start"` && f.Message.OK() && data[f.Message.Value.Start] == '{' {
 		// the prompt's usage sits in the message
-		msg := data[f.Message.Value.Start:f.Message.Value.End]
-		if mf, err := jsonmember.ScanAnswer(msg); err == nil {
-			e.Usage, e.HasUsage = usageAt(msg, mf.Usage)
-		}
+		e.Usage, e.HasUsage = messageUsage(data[f.Message.Value.Start:f.Message.Value.End])
 	}
 	switch g.End {
 	case EndFinish:
@@ -97,6 +92,19 @@ func (g Grammar) Scan(ev []byte, probe bool) Event {
 		e.Kind = g.probe(data, &f, typ)
 	}
 	return e
+}
+
+// messageUsage is the usage in Anthropic's message_start message; a
+// function of its own, so that its Fields takes stack room only while it
+// runs (jsonmember.Fields.Scan).
+//
+//go:noinline
+func messageUsage(msg []byte) (Usage, bool) {
+	var f jsonmember.Fields
+	if err := f.Scan(msg, jsonmember.Answer); err != nil {
+		return Usage{}, false
+	}
+	return usageAt(msg, f.Usage)
 }
 
 // probe is what an object event is before the commit point.
