@@ -104,6 +104,10 @@ type env struct {
 
 func (e *env) url(port int) string { return fmt.Sprintf("http://127.0.0.1:%d", port) }
 
+// floor is bench_floor's site: the memory phases measure it after the two
+// targets in every round.
+func (e *env) floor() target { return target{"bench_floor", e.url(e.floorPort)} }
+
 // start picks ports, starts the upstream and writes the Caddyfile.
 func (e *env) start(ctx context.Context) error {
 	ports, err := harness.FreePorts(5)

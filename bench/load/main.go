@@ -67,7 +67,7 @@ func run() int {
 	flag.DurationVar(&c.openChunkDelay, "open-chunk-delay", 60*time.Millisecond, "upstream pause between chunks while streams are held open (50 chunks: ~3s)")
 	flag.IntVar(&c.many.n, "many-streams", 10_000, "manystreams phase: streams held open at once")
 	flag.DurationVar(&c.many.chunkDelay, "many-chunk-delay", time.Second, "manystreams phase: upstream pause between chunks (50 chunks: ~50 s)")
-	flag.IntVar(&c.many.rate, "many-rate", 2000, "manystreams phase: streams opened per second")
+	flag.IntVar(&c.many.rate, "many-rate", 1000, "manystreams phase: streams opened per second (2000 takes this 2-core machine past what it can serve while the streams pile up: see bench/README.md)")
 	flag.DurationVar(&c.many.hold, "many-hold", 5*time.Second, "manystreams phase: CPU is measured over this long once all are open")
 	flag.StringVar(&c.many.proto, "many-proto", "auto", "manystreams phase: the client's protocol to Caddy, h1, h2c or auto (h1 when Caddy's file limit holds two connections per stream)")
 	flag.BoolVar(&c.profiles, "profiles", false, "memory and manystreams phases: save Caddy's heap and goroutine profiles while the streams are held (manystreams: also its CPU profile over a second hold), into -out as <phase>-<target>-{heap,goroutine,cpu}.pprof")
@@ -267,7 +267,7 @@ func benchmark(ctx context.Context, e *env, c config, r *report) error {
 		// the floor, a handler that only relays, after the two targets in
 		// every round: what any handler on Caddy and its transport costs
 		mem.floor, gor.floor, stack.floor, heap.floor = []float64{}, []float64{}, []float64{}, []float64{}
-		floor := target{"bench_floor", e.url(e.floorPort)}
+		floor := e.floor()
 		for round := range c.rounds {
 			for _, t := range append(order(round), floor) {
 				res, err := openStreamsInFreshCaddy(ctx, e, t, c)

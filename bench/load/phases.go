@@ -102,8 +102,13 @@ func manyStreamsPhase(ctx context.Context, e *env, c config, r *report, order fu
 	cpu := r.add(&metric{name: fmt.Sprintf("  Caddy CPU holding them, 1 chunk/%v (%%)", m.chunkDelay), prec: 1})
 	perChunk := r.add(&metric{name: "  Caddy CPU per chunk held (us)", prec: 2})
 	errs := r.add(&metric{name: "  failed streams", prec: 0})
+	metrics := []*metric{rss, gor, stack, heap, cpu, perChunk, errs}
+	for _, m := range metrics {
+		m.floor = []float64{}
+	}
+	floor := e.floor()
 	for round := range c.rounds {
-		for _, t := range order(round) {
+		for _, t := range append(order(round), floor) {
 			res, err := manyStreamsInFreshCaddy(ctx, e, t, c, h2c)
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -118,15 +123,16 @@ func manyStreamsPhase(ctx context.Context, e *env, c config, r *report, order fu
 			if res.endedEarly > 0 {
 				r.note("manystreams %s: %d streams ended before they were measured; raise -many-chunk-delay", t.name, res.endedEarly)
 			}
-			for _, p := range []struct {
-				m *metric
-				v float64
-			}{{rss, res.perStreamKB}, {gor, res.goroutinesPerStream},
-				{stack, res.stackPerStreamKB}, {heap, res.heapPerStreamKB}, {cpu, res.cpuPercent}, {perChunk, us(res.cpuPerChunk)}, {errs, float64(res.failed)}} {
-				if t.name == "reverse_proxy" {
-					p.m.rp = append(p.m.rp, p.v)
-				} else {
-					p.m.gw = append(p.m.gw, p.v)
+			values := []float64{res.perStreamKB, res.goroutinesPerStream, res.stackPerStreamKB, res.heapPerStreamKB,
+				res.cpuPercent, us(res.cpuPerChunk), float64(res.failed)}
+			for i, m := range metrics {
+				switch t.name {
+				case "reverse_proxy":
+					m.rp = append(m.rp, values[i])
+				case floor.name:
+					m.floor = append(m.floor, values[i])
+				default:
+					m.gw = append(m.gw, values[i])
 				}
 			}
 			progress("manystreams round %d/%d %-13s %6.1f KB/stream, %.2f goroutines/stream, CPU %.1f%% (%.2f us/chunk), %d failed (VmRSS %d KB idle, %d KB with %d open)",
