@@ -3,8 +3,8 @@ package handler
 import (
 	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
 	"github.com/llmgateway/caddy-llm-gateway/handler/keys"
+	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -23,23 +23,24 @@ import (
 // distinct items is a 400 before anything is sent: every item is an
 // upstream call on an engine's key.
 func (g *Gateway) bodyFallbacks(raw []byte, kr *keys.Rules) ([]candidate, *apierror.Error) {
-	var items []json.RawMessage
-	if err := json.Unmarshal(raw, &items); err != nil {
-		return nil, apierror.BadRequest("invalid_fallbacks", `"fallbacks" must be an array of "engine" or "engine/model" strings`)
-	}
 	tooMany := apierror.BadRequest("too_many_fallbacks", fmt.Sprintf(
 		`"fallbacks" names more than %d engines; this gateway's max_fallbacks is %d`, g.maxFallbacks, g.maxFallbacks))
-	if len(items) > 4*g.maxFallbacks+16 {
-		return nil, tooMany // not worth resolving item by item
+	// more items than this is not worth resolving item by item
+	items, more, err := jsonmember.ArrayItems(raw, 0, 4*g.maxFallbacks+16)
+	switch {
+	case err != nil:
+		return nil, apierror.BadRequest("invalid_fallbacks", `"fallbacks" must be an array of "engine" or "engine/model" strings`)
+	case more:
+		return nil, tooMany
 	}
 	out := make([]candidate, 0, min(len(items), g.maxFallbacks))
 	seen := map[string]bool{}
 	for i, it := range items {
-		var s string
-		if err := json.Unmarshal(it, &s); err != nil {
-			return nil, apierror.BadRequest("invalid_fallbacks", fmt.Sprintf(`"fallbacks" item %d (%s) is not a string: use "engine" or "engine/model"`, i, it))
+		s, ok := jsonmember.StringValue(raw, jsonmember.Member{Value: it})
+		if !ok {
+			return nil, apierror.BadRequest("invalid_fallbacks", fmt.Sprintf(`"fallbacks" item %d (%s) is not a string: use "engine" or "engine/model"`, i, raw[it.Start:it.End]))
 		}
-		c, err := g.bodyCandidate(s, kr)
+		c, err := g.bodyCandidate(string(s), kr)
 		if err != nil {
 			return nil, apierror.BadRequest("invalid_fallbacks", fmt.Sprintf(`"fallbacks" item %d (%q): %s`, i, s, err))
 		}

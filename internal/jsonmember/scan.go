@@ -850,3 +850,40 @@ func AppendString(dst []byte, s string) []byte {
 	}
 	return append(dst, '"')
 }
+
+// ArrayItems returns the spans of the items of the JSON array at b[i:], at
+// most max of them; more reports an array with more items than that, whose
+// rest it did not read. It fails when b[i:] is not an array. It allocates
+// only the spans: a caller's list of ten thousand items costs max spans,
+// not ten thousand decoded values.
+func ArrayItems(b []byte, i, max int) (items []Span, more bool, err error) {
+	i = SkipSpace(b, i)
+	if i >= len(b) || b[i] != '[' {
+		return nil, false, &syntaxError{i, "expected an array"}
+	}
+	i = SkipSpace(b, i+1)
+	if i < len(b) && b[i] == ']' {
+		return nil, false, nil
+	}
+	for {
+		end, err := SkipValue(b, i, 2)
+		if err != nil {
+			return nil, false, err
+		}
+		if len(items) == max {
+			return items, true, nil
+		}
+		items = append(items, Span{i, end})
+		i = SkipSpace(b, end)
+		switch {
+		case i >= len(b):
+			return nil, false, &syntaxError{i, "unexpected end of input in an array"}
+		case b[i] == ',':
+			i = SkipSpace(b, i+1)
+		case b[i] == ']':
+			return items, false, nil
+		default:
+			return nil, false, &syntaxError{i, "expected ',' or ']'"}
+		}
+	}
+}

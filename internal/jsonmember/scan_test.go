@@ -601,3 +601,56 @@ func BenchmarkSpliceModel(b *testing.B) {
 		})
 	}
 }
+
+func TestArrayItems(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		max  int
+		want []string
+		more bool
+		bad  bool
+	}{
+		{in: `[]`, max: 3},
+		{in: ` [ "a" , {"b":[1]} ,null]`, max: 3, want: []string{`"a"`, `{"b":[1]}`, `null`}},
+		{in: `["a","b","c","d"]`, max: 3, want: []string{`"a"`, `"b"`, `"c"`}, more: true},
+		{in: `["a","b","c"]`, max: 3, want: []string{`"a"`, `"b"`, `"c"`}},
+		{in: `{"a":1}`, max: 3, bad: true},
+		{in: `["a",]`, max: 3, bad: true},
+		{in: `["a"`, max: 3, bad: true},
+		{in: `["a" "b"]`, max: 3, bad: true},
+	} {
+		items, more, err := ArrayItems([]byte(tc.in), 0, tc.max)
+		if (err != nil) != tc.bad {
+			t.Errorf("ArrayItems(%s): error %v, want an error: %v", tc.in, err, tc.bad)
+			continue
+		}
+		var got []string
+		for _, s := range items {
+			got = append(got, tc.in[s.Start:s.End])
+		}
+		if !tc.bad && (!slices.Equal(got, tc.want) || more != tc.more) {
+			t.Errorf("ArrayItems(%s, %d) = %q, more %v; want %q, more %v", tc.in, tc.max, got, more, tc.want, tc.more)
+		}
+	}
+}
+
+// FuzzArrayItems: on a valid JSON array, ArrayItems finds encoding/json's
+// items; on anything else it never panics.
+func FuzzArrayItems(f *testing.F) {
+	for _, s := range []string{`[]`, `["a",1,{"b":[2]}]`, `[`, `{"a":1}`, `[1,,2]`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		items, more, err := ArrayItems(b, 0, 8)
+		var want []json.RawMessage
+		if json.Unmarshal(b, &want) != nil {
+			return
+		}
+		if err != nil {
+			t.Fatalf("ArrayItems(%q): %v; encoding/json reads %d items", b, err, len(want))
+		}
+		if n := min(len(want), 8); len(items) != n || more != (len(want) > 8) {
+			t.Fatalf("ArrayItems(%q) = %d items (more %v); encoding/json reads %d", b, len(items), more, len(want))
+		}
+	})
+}
