@@ -9,7 +9,9 @@
 #
 # Environment: ROUNDS (5), DURATION (3s per timed run), RATE (500 req/s),
 # OPEN_STREAMS (1000), MANY_STREAMS (10000), COLD_STARTS (20), PHASES (all;
-# door runs only the hostile phase's keys-with-rules part), SKIP_COLDSTART=1.
+# door runs only the hostile phase's keys-with-rules part), SKIP_COLDSTART=1,
+# BESIDE=1 (the throughput to syscalls phases again, with the hostile mix
+# against another gateway site in the same Caddy: how far each figure moves).
 # Everything is built into bench/out/ (gitignored); all traffic stays on
 # 127.0.0.1. The Go programs start the fake upstream and Caddy on free ports
 # and stop them on exit, failure or Ctrl-C; the trap below is a second net.
@@ -78,7 +80,9 @@ runChild() {
 	return "$rc"
 }
 
-runChild "$out/load" -caddy "$out/caddy" -upstream "$out/fakeupstream" -out "$out" \
+beside=()
+if [[ ${BESIDE:-0} == 1 ]]; then beside=(-beside); fi
+runChild "$out/load" -caddy "$out/caddy" -upstream "$out/fakeupstream" -out "$out" "${beside[@]}" \
 	-rounds "$ROUNDS" -duration "$DURATION" -rate "$RATE" -open-streams "$OPEN_STREAMS" -many-streams "$MANY_STREAMS" -phases "$PHASES"
 
 if [[ ${SKIP_COLDSTART:-0} != 1 ]]; then

@@ -53,7 +53,7 @@ http://127.0.0.1:%d {
 }
 `
 
-// hostileCaddyfileTemplate is the hostile mix's Caddy: the gateway alone,
+// hostileSiteTemplate is the hostile mix's site: the gateway alone,
 // its engine up serving the model bench, and engines f0 … f<cap+1> that the
 // mix names as primary (model fail0) and as body fallbacks. Every engine is
 // the same fake upstream, which fails a request that asks it to
@@ -62,9 +62,11 @@ http://127.0.0.1:%d {
 // at the first failure and its stream_idle_timeout is short: a slow reader
 // blamed on the engine would fail the healthy requests after it. The caps
 // are the gateway's defaults, written out so that the bench and the
-// gateway agree on them. Arguments: the admin option, log file, gw port,
-// the two caps, upstream port, up's stream_idle_timeout, the fail engines.
-const hostileCaddyfileTemplate = globalOptions + `
+// gateway agree on them. Arguments: the site's port, the two caps, upstream
+// port, up's stream_idle_timeout, the fail engines. The hostile phase runs
+// it in a Caddy of its own (writeHostileCaddyfile); with -beside it is
+// the benchmark Caddy's fourth site.
+const hostileSiteTemplate = `
 http://127.0.0.1:%d {
 	llm_gateway {
 		max_fallbacks %d
@@ -92,11 +94,16 @@ type env struct {
 	caddyBin, upstreamBin, outDir string
 	upPort, rpPort, gwPort        int
 	floorPort                     int // bench_floor's site
-	adminPort                     int // the uploads Caddy's admin endpoint
-	caddyfile                     string
-	uploadsCaddyfile              string // caddyfile with the admin endpoint on
-	h2cCaddyfile                  string // the same, and h2c beside HTTP/1.1 (manystreams)
-	hostileCaddyfile              string
+	// -beside: the benchmark Caddy also has the hostile mix's site, on
+	// mixPort, its engine up with stream_idle_timeout mixIdle
+	mixSite          bool
+	mixPort          int
+	mixIdle          time.Duration
+	adminPort        int // the uploads Caddy's admin endpoint
+	caddyfile        string
+	uploadsCaddyfile string // caddyfile with the admin endpoint on
+	h2cCaddyfile     string // the same, and h2c beside HTTP/1.1 (manystreams)
+	hostileCaddyfile string
 
 	upstream *harness.Process
 	caddy    *harness.Process
@@ -110,11 +117,14 @@ func (e *env) floor() target { return target{"bench_floor", e.url(e.floorPort)} 
 
 // start picks ports, starts the upstream and writes the Caddyfile.
 func (e *env) start(ctx context.Context) error {
-	ports, err := harness.FreePorts(5)
+	ports, err := harness.FreePorts(6)
 	if err != nil {
 		return fmt.Errorf("picking ports: %v", err)
 	}
 	e.upPort, e.rpPort, e.gwPort, e.adminPort, e.floorPort = ports[0], ports[1], ports[2], ports[3], ports[4]
+	if e.mixSite {
+		e.mixPort = ports[5]
+	}
 	e.upstream, err = harness.Start("fakeupstream",
 		[]string{e.upstreamBin, "-addr", fmt.Sprintf("127.0.0.1:%d", e.upPort)}, nil,
 		filepath.Join(e.outDir, "fakeupstream.log"))
@@ -127,6 +137,9 @@ func (e *env) start(ctx context.Context) error {
 	e.caddyfile = filepath.Join(e.outDir, "bench.Caddyfile")
 	logFile, _ := filepath.Abs(filepath.Join(e.outDir, "caddy-bench.log"))
 	cf := fmt.Sprintf(caddyfileTemplate, "admin off", logFile, e.rpPort, e.upPort, e.gwPort, e.upPort, e.floorPort, e.upPort)
+	if e.mixSite {
+		cf += e.hostileSite(e.mixPort, fallbackCap+2, e.mixIdle)
+	}
 	if err := os.WriteFile(e.caddyfile, []byte(cf), 0o644); err != nil {
 		return err
 	}
@@ -146,17 +159,26 @@ func (e *env) start(ctx context.Context) error {
 func (e *env) writeHostileCaddyfile(fails int, idle time.Duration) error {
 	e.hostileCaddyfile = filepath.Join(e.outDir, "hostile.Caddyfile")
 	logFile, _ := filepath.Abs(filepath.Join(e.outDir, "caddy-hostile.log"))
+	cf := fmt.Sprintf(globalOptions, "admin off", logFile) + e.hostileSite(e.gwPort, fails, idle)
+	return os.WriteFile(e.hostileCaddyfile, []byte(cf), 0o644)
+}
+
+// hostileSite is the hostile mix's site on port, with fails engines f0,
+// f1, … and up's stream_idle_timeout.
+func (e *env) hostileSite(port, fails int, idle time.Duration) string {
 	var engines strings.Builder
 	for i := range fails {
 		fmt.Fprintf(&engines, failEngineTemplate, i, e.upPort, i)
 	}
-	cf := fmt.Sprintf(hostileCaddyfileTemplate, "admin off", logFile, e.gwPort, fallbackCap, attemptsCap, e.upPort, idle, engines.String())
-	return os.WriteFile(e.hostileCaddyfile, []byte(cf), 0o644)
+	return fmt.Sprintf(hostileSiteTemplate, port, fallbackCap, attemptsCap, e.upPort, idle, engines.String())
 }
 
 // startCaddy starts a Caddy with the benchmark's Caddyfile and waits until
 // both sites answer. Any Caddy started before must be stopped: they share ports.
 func (e *env) startCaddy(ctx context.Context) error {
+	if e.mixSite {
+		return e.startCaddyWith(ctx, e.caddyfile, e.rpPort, e.gwPort, e.floorPort, e.mixPort)
+	}
 	return e.startCaddyWith(ctx, e.caddyfile, e.rpPort, e.gwPort, e.floorPort)
 }
 

@@ -44,6 +44,9 @@ type config struct {
 	profiles       bool // save Caddy's heap and goroutine profiles while streams are held
 	phases         map[string]bool
 	hostile        hostileConfig
+	// beside: the throughput to syscalls phases run a second time with the
+	// hostile mix against a third gateway site in the same Caddy (beside.go)
+	beside bool
 }
 
 func main() {
@@ -80,6 +83,7 @@ func run() int {
 	flag.IntVar(&c.hostile.slowPad, "slow-pad", 64<<10, "hostile mix: bytes added to each chunk of the slow reader's stream, at least (raised to twice what socket buffers hold)")
 	flag.IntVar(&c.hostile.uploaders, "uploaders", 300, "slow uploaders held open at once")
 	flag.Int64Var(&c.hostile.uploadClaim, "upload-claim", 1<<20, "the Content-Length each slow uploader announces (more than 100: 100 is the control)")
+	flag.BoolVar(&c.beside, "beside", false, "run the throughput, latency, stream, cpu and syscalls phases again with the hostile mix running against another gateway site in the same Caddy, and print how far each figure moved")
 	phases := flag.String("phases", "throughput,latency,stream,cpu,memory,hostile", "measurements to run (also: syscalls, manystreams; door: the hostile phase's door alone)")
 	maxTime := flag.Duration("max-time", 20*time.Minute, "give up after this long")
 	flag.Parse()
@@ -94,6 +98,7 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "load: bad flags")
 		return 2
 	}
+	e.mixSite, e.mixIdle = c.beside, c.hostile.idle
 	c.phases = map[string]bool{}
 	for p := range strings.SplitSeq(*phases, ",") {
 		c.phases[strings.TrimSpace(p)] = true
@@ -161,94 +166,107 @@ func benchmark(ctx context.Context, e *env, c config, r *report) error {
 		}
 	}
 
-	if c.phases["throughput"] {
-		for _, conc := range c.concurrency {
-			m := r.add(&metric{name: fmt.Sprintf("throughput c=%d (req/s)", conc), higherBetter: true,
-				target: ">= 1.00x stock", pass: func(rp, gw float64) bool { return gw >= rp }})
+	// the phases on the benchmark's one Caddy, run again with the hostile
+	// mix beside them when -beside asks (beside.go)
+	mainPhases := func(r *report) error {
+		if c.phases["throughput"] {
+			for _, conc := range c.concurrency {
+				m := r.add(&metric{name: fmt.Sprintf("throughput c=%d (req/s)", conc), higherBetter: true,
+					target: ">= 1.00x stock", pass: func(rp, gw float64) bool { return gw >= rp }})
+				for round := range c.rounds {
+					for _, t := range order(round) {
+						rps, failed := throughput(ctx, t.url, conc, c.duration)
+						if ctx.Err() != nil {
+							return ctx.Err()
+						}
+						r.failures(t.name, "throughput", failed)
+						pair(m, t, rps)
+						progress("throughput c=%d round %d/%d %-13s %8.0f req/s", conc, round+1, c.rounds, t.name, rps)
+					}
+				}
+			}
+		}
+
+		if c.phases["latency"] {
+			p50 := r.add(&metric{name: fmt.Sprintf("latency p50 @%d req/s (us)", c.rate), direct: []float64{}})
+			added := r.add(&metric{name: "  added p50 vs upstream direct (us)"})
+			p99 := r.add(&metric{name: fmt.Sprintf("latency p99 @%d req/s (us)", c.rate), direct: []float64{}})
 			for round := range c.rounds {
+				d50, d99, failed, dropped := latency(ctx, direct.url, c.rate, c.duration)
+				r.failures(direct.name, "latency", int64(failed+dropped))
+				p50.direct, p99.direct = append(p50.direct, us(d50)), append(p99.direct, us(d99))
+				progress("latency round %d/%d %-13s p50 %6.0f us  p99 %6.0f us", round+1, c.rounds, direct.name, us(d50), us(d99))
 				for _, t := range order(round) {
-					rps, failed := throughput(ctx, t.url, conc, c.duration)
+					l50, l99, failed, dropped := latency(ctx, t.url, c.rate, c.duration)
 					if ctx.Err() != nil {
 						return ctx.Err()
 					}
-					r.failures(t.name, "throughput", failed)
-					pair(m, t, rps)
-					progress("throughput c=%d round %d/%d %-13s %8.0f req/s", conc, round+1, c.rounds, t.name, rps)
+					r.failures(t.name, "latency", int64(failed+dropped))
+					pair(p50, t, us(l50))
+					pair(p99, t, us(l99))
+					pair(added, t, us(l50-d50))
+					progress("latency round %d/%d %-13s p50 %6.0f us  p99 %6.0f us", round+1, c.rounds, t.name, us(l50), us(l99))
 				}
 			}
 		}
-	}
 
-	if c.phases["latency"] {
-		p50 := r.add(&metric{name: fmt.Sprintf("latency p50 @%d req/s (us)", c.rate), direct: []float64{}})
-		added := r.add(&metric{name: "  added p50 vs upstream direct (us)"})
-		p99 := r.add(&metric{name: fmt.Sprintf("latency p99 @%d req/s (us)", c.rate), direct: []float64{}})
-		for round := range c.rounds {
-			d50, d99, failed, dropped := latency(ctx, direct.url, c.rate, c.duration)
-			r.failures(direct.name, "latency", int64(failed+dropped))
-			p50.direct, p99.direct = append(p50.direct, us(d50)), append(p99.direct, us(d99))
-			progress("latency round %d/%d %-13s p50 %6.0f us  p99 %6.0f us", round+1, c.rounds, direct.name, us(d50), us(d99))
-			for _, t := range order(round) {
-				l50, l99, failed, dropped := latency(ctx, t.url, c.rate, c.duration)
-				if ctx.Err() != nil {
-					return ctx.Err()
+		if c.phases["stream"] {
+			ttfb := r.add(&metric{name: "stream TTFB p50 (us)", direct: []float64{},
+				target: "within 5%", pass: func(rp, gw float64) bool { return gw <= rp*1.05 }})
+			ttfb99 := r.add(&metric{name: "stream TTFB p99 (us)", direct: []float64{},
+				target: "<= stock", pass: func(rp, gw float64) bool { return gw <= rp }})
+			total := r.add(&metric{name: "stream 50 chunks total p50 (us)", direct: []float64{}})
+			for round := range c.rounds {
+				f, f99, t, failed := streamLatency(ctx, direct.url, c.ttfbStreams)
+				r.failures(direct.name, "stream", int64(failed))
+				ttfb.direct, total.direct = append(ttfb.direct, us(f)), append(total.direct, us(t))
+				ttfb99.direct = append(ttfb99.direct, us(f99))
+				for _, tg := range order(round) {
+					f, f99, t, failed := streamLatency(ctx, tg.url, c.ttfbStreams)
+					if ctx.Err() != nil {
+						return ctx.Err()
+					}
+					r.failures(tg.name, "stream", int64(failed))
+					pair(ttfb, tg, us(f))
+					pair(ttfb99, tg, us(f99))
+					pair(total, tg, us(t))
+					progress("stream round %d/%d %-13s TTFB %6.0f us (p99 %6.0f us)  total %6.0f us", round+1, c.rounds, tg.name, us(f), us(f99), us(t))
 				}
-				r.failures(t.name, "latency", int64(failed+dropped))
-				pair(p50, t, us(l50))
-				pair(p99, t, us(l99))
-				pair(added, t, us(l50-d50))
-				progress("latency round %d/%d %-13s p50 %6.0f us  p99 %6.0f us", round+1, c.rounds, t.name, us(l50), us(l99))
 			}
 		}
-	}
 
-	if c.phases["stream"] {
-		ttfb := r.add(&metric{name: "stream TTFB p50 (us)", direct: []float64{},
-			target: "within 5%", pass: func(rp, gw float64) bool { return gw <= rp*1.05 }})
-		ttfb99 := r.add(&metric{name: "stream TTFB p99 (us)", direct: []float64{},
-			target: "<= stock", pass: func(rp, gw float64) bool { return gw <= rp }})
-		total := r.add(&metric{name: "stream 50 chunks total p50 (us)", direct: []float64{}})
-		for round := range c.rounds {
-			f, f99, t, failed := streamLatency(ctx, direct.url, c.ttfbStreams)
-			r.failures(direct.name, "stream", int64(failed))
-			ttfb.direct, total.direct = append(ttfb.direct, us(f)), append(total.direct, us(t))
-			ttfb99.direct = append(ttfb99.direct, us(f99))
-			for _, tg := range order(round) {
-				f, f99, t, failed := streamLatency(ctx, tg.url, c.ttfbStreams)
-				if ctx.Err() != nil {
-					return ctx.Err()
+		if c.phases["cpu"] {
+			cpu := r.add(&metric{name: "Caddy CPU per chunk (us)", prec: 2,
+				target: "<= stock", pass: func(rp, gw float64) bool { return gw <= rp }})
+			for round := range c.rounds {
+				for _, t := range order(round) {
+					res, err := streamCPU(ctx, t.url, pid, c.cpuStreams, c.cpuConcurrency)
+					if ctx.Err() != nil {
+						return ctx.Err()
+					}
+					if err != nil {
+						return fmt.Errorf("cpu per chunk, %s: %v", t.name, err)
+					}
+					r.failures(t.name, "cpu", res.failed)
+					pair(cpu, t, us(res.perChunk))
+					progress("cpu round %d/%d %-13s %5.2f us/chunk (%v CPU over %d chunks)",
+						round+1, c.rounds, t.name, us(res.perChunk), res.cpu, res.chunks)
 				}
-				r.failures(tg.name, "stream", int64(failed))
-				pair(ttfb, tg, us(f))
-				pair(ttfb99, tg, us(f99))
-				pair(total, tg, us(t))
-				progress("stream round %d/%d %-13s TTFB %6.0f us (p99 %6.0f us)  total %6.0f us", round+1, c.rounds, tg.name, us(f), us(f99), us(t))
 			}
 		}
-	}
 
-	if c.phases["cpu"] {
-		cpu := r.add(&metric{name: "Caddy CPU per chunk (us)", prec: 2,
-			target: "<= stock", pass: func(rp, gw float64) bool { return gw <= rp }})
-		for round := range c.rounds {
-			for _, t := range order(round) {
-				res, err := streamCPU(ctx, t.url, pid, c.cpuStreams, c.cpuConcurrency)
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-				if err != nil {
-					return fmt.Errorf("cpu per chunk, %s: %v", t.name, err)
-				}
-				r.failures(t.name, "cpu", res.failed)
-				pair(cpu, t, us(res.perChunk))
-				progress("cpu round %d/%d %-13s %5.2f us/chunk (%v CPU over %d chunks)",
-					round+1, c.rounds, t.name, us(res.perChunk), res.cpu, res.chunks)
+		if c.phases["syscalls"] {
+			if err := syscallsPhase(ctx, e, c, r, order, pid); err != nil {
+				return err
 			}
 		}
+		return nil
 	}
-
-	if c.phases["syscalls"] {
-		if err := syscallsPhase(ctx, e, c, r, order, pid); err != nil {
+	if err := mainPhases(r); err != nil {
+		return err
+	}
+	if c.beside {
+		if err := besidePhases(ctx, e, c, r, mainPhases); err != nil {
 			return err
 		}
 	}

@@ -61,6 +61,10 @@ type report struct {
 	door    []check // the door's rows (door.go)
 	fails   map[string]int64
 	notes   []string
+	// with -beside: the same phases measured with the hostile mix beside,
+	// and what the mix saw (beside.go)
+	beside *report
+	mix    *mixBeside
 }
 
 // check is a row of the hostile phase: one figure of llm_gateway alone and
@@ -154,6 +158,7 @@ func (r *report) note(format string, args ...any) {
 func (r *report) print(w io.Writer) {
 	if r.compared() {
 		r.printComparison(w)
+		r.printBeside(w)
 	}
 	if len(r.fails) == 0 {
 		fmt.Fprintln(w, "failed requests: none")
