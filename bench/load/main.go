@@ -45,7 +45,7 @@ type config struct {
 	phases         map[string]bool
 	hostile        hostileConfig
 	// beside: the throughput to syscalls phases run a second time with the
-	// hostile mix against a third gateway site in the same Caddy (beside.go)
+	// hostile mix against another gateway site in the same Caddy (beside.go)
 	beside bool
 }
 
