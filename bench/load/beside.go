@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -47,26 +46,21 @@ func besidePhases(ctx context.Context, e *env, c config, r *report, mainPhases f
 	mix, stop := context.WithCancel(ctx)
 	defer stop()
 	var m mixBeside
-	var seq atomic.Int64
 	var wg sync.WaitGroup
-	for w := range h.workers {
-		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(uint64(w), 30))
-			for mix.Err() == nil {
-				res := mixRequest(mix, client, url, h, rng, fmt.Sprintf("beside-%d", seq.Add(1)))
-				if mix.Err() != nil {
-					return // stopped: this one's answer is cut by us
-				}
-				atomic.AddInt64(&m.requests, 1)
-				switch {
-				case res.cancelled:
-					atomic.AddInt64(&m.cancelled, 1)
-				case !res.expected():
-					atomic.AddInt64(&m.unexpected, 1)
-				}
+	wg.Go(func() {
+		mixClients(mix, mix, client, url, h, 30, "beside", func(res mixResult) {
+			if mix.Err() != nil {
+				return // stopped: this one's answer is cut by us
+			}
+			atomic.AddInt64(&m.requests, 1)
+			switch {
+			case res.cancelled:
+				atomic.AddInt64(&m.cancelled, 1)
+			case !res.expected():
+				atomic.AddInt64(&m.unexpected, 1)
 			}
 		})
-	}
+	})
 	wg.Go(func() {
 		for mix.Err() == nil {
 			err := slowReader(mix, url, h)

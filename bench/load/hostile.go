@@ -153,20 +153,11 @@ func runHostile(ctx context.Context, e *env, c config) (hostileResult, error) {
 
 	var mu sync.Mutex
 	var results []mixResult
-	var seq atomic.Int64
-	var wg sync.WaitGroup
-	for w := range h.workers {
-		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(uint64(w), 13))
-			for mix.Err() == nil {
-				r := mixRequest(ctx, client, gw, h, rng, fmt.Sprintf("mix-%d", seq.Add(1)))
-				mu.Lock()
-				results = append(results, r)
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
+	mixClients(mix, ctx, client, gw, h, 13, "mix", func(r mixResult) {
+		mu.Lock()
+		results = append(results, r)
+		mu.Unlock()
+	})
 	res.slowErr = <-slow
 	res.slowWhole = res.slowErr == nil
 	stop()
@@ -215,6 +206,24 @@ func runHostile(ctx context.Context, e *env, c config) (hostileResult, error) {
 		}
 	}
 	return res, nil
+}
+
+// mixClients runs h.workers clients that send the mix to url until until
+// ends, each request under reqCtx with the id <prefix>-<n>, and passes each
+// result to done; it returns when every client has stopped. seed makes the
+// clients' choices differ from another run's.
+func mixClients(until, reqCtx context.Context, client *http.Client, url string, h hostileConfig, seed uint64, prefix string, done func(mixResult)) {
+	var seq atomic.Int64
+	var wg sync.WaitGroup
+	for w := range h.workers {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(w), seed))
+			for until.Err() == nil {
+				done(mixRequest(reqCtx, client, url, h, rng, fmt.Sprintf("%s-%d", prefix, seq.Add(1))))
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // expected says whether a request that ran to its end got what its kind
