@@ -2,6 +2,7 @@ package jsonmember
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -653,4 +654,25 @@ func FuzzArrayItems(f *testing.F) {
 			t.Fatalf("ArrayItems(%q) = %d items (more %v); encoding/json reads %d", b, len(items), more, len(want))
 		}
 	})
+}
+
+// plainWord answers for eight bytes what plainStringByte answers for each:
+// every byte value at every place, among bytes that are plain (ASCII,
+// 0x80 and up, the space) or not.
+func TestPlainWord(t *testing.T) {
+	for _, filler := range []byte{'a', ' ', 0x7f, 0x80, 0xff, '"', '\\', 0x1f, 0} {
+		for pos := range 8 {
+			for c := range 256 {
+				var w [8]byte
+				for i := range w {
+					w[i] = filler
+				}
+				w[pos] = byte(c)
+				want := plainStringByte[filler] && plainStringByte[c]
+				if got := plainWord(binary.LittleEndian.Uint64(w[:])); got != want {
+					t.Fatalf("% x: plainWord %v, want %v", w, got, want)
+				}
+			}
+		}
+	}
 }
