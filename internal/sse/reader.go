@@ -21,10 +21,12 @@ const MaxEventSize = 1 << 20
 // The read buffer starts at the size of an event (a chat chunk is a few
 // hundred bytes), so thousands of slow streams stay cheap: the upstream
 // body already reads the socket through the transport's own 4 KiB buffer,
-// so a small buffer here costs a copy, never a system call. It doubles (up
-// to fastReadSize) each time a read fills it: a fast stream is then read,
+// so a small buffer here costs a copy, never a system call. A read that
+// fills it takes it to fastReadSize at once: a fast stream is then read,
 // written and flushed in as few calls as reverse_proxy's 32 KiB copy buffer
-// needs; it halves again, while empty, after a read that brought a quarter
+// needs (doubling instead, a stream already waiting whole in the
+// transport's buffer was written in four flushes, 1, 2 and 4 KiB and the
+// rest, where reverse_proxy makes two); it halves again, while empty, after a read that brought a quarter
 // of it or less, so a stream that was fast for a while (a relay that fell
 // behind its engine, a large event) does not keep a large buffer while it
 // waits (issue 30: memory per open stream).
@@ -164,7 +166,7 @@ func (s *Reader) fill() {
 	}
 	if s.filled && len(s.buf) < fastReadSize {
 		// the last read filled the buffer: this stream is fast
-		s.grow(2 * len(s.buf))
+		s.grow(fastReadSize)
 		s.filled = false
 	}
 	if s.end == len(s.buf) {

@@ -69,6 +69,46 @@ func TestFastStreamGrowsItsBuffer(t *testing.T) {
 	}
 }
 
+// transportBuffer delivers a stream the way an upstream body over the
+// transport's 4 KiB read buffer does when the whole stream is waiting: a
+// read takes what is left of the buffer and fits, and an empty buffer is
+// filled by one read of the socket.
+type transportBuffer struct {
+	rest             []byte
+	buffered         int
+	reads, socketIOs int
+}
+
+func (tb *transportBuffer) Read(p []byte) (int, error) {
+	if len(tb.rest) == 0 {
+		return 0, io.EOF
+	}
+	if tb.buffered == 0 {
+		tb.buffered = min(4096, len(tb.rest))
+		tb.socketIOs++
+	}
+	n := copy(p, tb.rest[:tb.buffered])
+	tb.rest, tb.buffered = tb.rest[n:], tb.buffered-n
+	tb.reads++
+	return n, nil
+}
+
+// A stream already waiting whole is read in one read per read of the
+// socket, and one more for the first, small buffer: the relay writes and
+// flushes once per read (relayEvents), so a doubling buffer (1, 2, then the
+// 1 KiB left of the transport's buffer) cost a flush more than
+// reverse_proxy's copy.
+func TestWaitingStreamIsReadInAsManyReadsAsTheSocket(t *testing.T) {
+	src := &transportBuffer{rest: bytes.Repeat(benchChunk, 50)}
+	r := NewReader(src)
+	defer r.Release()
+	readEvents(t, r, 50)
+	if src.reads > src.socketIOs+1 {
+		t.Fatalf("%d reads for %d reads of the socket (%d bytes), want at most %d",
+			src.reads, src.socketIOs, 50*len(benchChunk), src.socketIOs+1)
+	}
+}
+
 // A stream that was fast for a while and is slow again halves its buffer
 // at each small read until it is back at the first size: a relay that fell
 // behind its engine once does not keep a large buffer for the rest of a
