@@ -64,7 +64,7 @@ func run() int {
 	conc := flag.String("concurrency", "16,64", "closed-loop concurrencies for throughput")
 	flag.IntVar(&c.rate, "rate", 500, "open-loop request rate (req/s) for latency")
 	flag.IntVar(&c.ttfbStreams, "ttfb-streams", 1000, "sequential streams per target per round for TTFB")
-	flag.IntVar(&c.cpuStreams, "cpu-streams", 2000, "streams per target per round for CPU per chunk")
+	flag.IntVar(&c.cpuStreams, "cpu-streams", 4000, "streams per target per round for CPU per chunk (two slices, A B B A)")
 	flag.IntVar(&c.cpuConcurrency, "cpu-concurrency", 8, "streams at a time for CPU per chunk")
 	flag.IntVar(&c.openStreams, "open-streams", 1000, "streams held open at once for memory per stream")
 	flag.DurationVar(&c.openChunkDelay, "open-chunk-delay", 60*time.Millisecond, "upstream pause between chunks while streams are held open (50 chunks: ~3s)")
@@ -239,14 +239,16 @@ func benchmark(ctx context.Context, e *env, c config, r *report) error {
 			cpu := r.add(&metric{name: "Caddy CPU per chunk (us)", prec: 2,
 				target: "<= stock", pass: func(rp, gw float64) bool { return gw <= rp }})
 			for round := range c.rounds {
-				for _, t := range order(round) {
-					res, err := streamCPU(ctx, t.url, pid, c.cpuStreams, c.cpuConcurrency)
-					if ctx.Err() != nil {
-						return ctx.Err()
-					}
-					if err != nil {
-						return fmt.Errorf("cpu per chunk, %s: %v", t.name, err)
-					}
+				ts := order(round)
+				results, err := cpuRound(ctx, ts, pid, c.cpuStreams, c.cpuConcurrency)
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				if err != nil {
+					return fmt.Errorf("cpu per chunk: %v", err)
+				}
+				for i, t := range ts {
+					res := results[i]
 					r.failures(t.name, "cpu", res.failed)
 					pair(cpu, t, us(res.perChunk))
 					progress("cpu round %d/%d %-13s %5.2f us/chunk (%v CPU over %d chunks)",

@@ -164,6 +164,29 @@ func streamCPU(ctx context.Context, url string, pid, n, conc int) (cpuResult, er
 	return res, nil
 }
 
+// cpuRound measures both targets of a round, each over n streams, in four
+// slices of n/2 streams: the first target, the second, the second again,
+// the first again. Both share one process on a machine whose speed drifts
+// from second to second (other VMs, other work, the garbage one target
+// leaves for the collector to meet in the next); run one after the other,
+// a drift falls on one target, while in A B B A a steady one falls on both
+// alike.
+func cpuRound(ctx context.Context, ts []target, pid, n, conc int) ([]cpuResult, error) {
+	out := make([]cpuResult, len(ts))
+	for _, i := range []int{0, 1, 1, 0} {
+		res, err := streamCPU(ctx, ts[i].url, pid, (n+1)/2, conc)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %v", ts[i].name, err)
+		}
+		o := &out[i]
+		o.cpu, o.chunks, o.failed = o.cpu+res.cpu, o.chunks+res.chunks, o.failed+res.failed
+	}
+	for i := range out {
+		out[i].perChunk = out[i].cpu / time.Duration(out[i].chunks)
+	}
+	return out, nil
+}
+
 // syscallResult is the Caddy process's system calls over one streaming
 // phase, per chunk delivered.
 type syscallResult struct {

@@ -33,7 +33,7 @@ func syscallsPhase(ctx context.Context, e *env, c config, r *report, order func(
 		r.add(&metric{name: "  futex", prec: 2}),
 		r.add(&metric{name: "  other", prec: 2}),
 	}
-	n := max(c.cpuStreams/2, 1)
+	n := max(c.cpuStreams/4, 1)
 	for round := range c.rounds {
 		for _, t := range order(round) {
 			res, err := streamSyscalls(ctx, t.url, pid, n, c.cpuConcurrency, e.outDir)

@@ -223,7 +223,7 @@ func (r *report) printComparison(w io.Writer) {
 	}
 	fmt.Fprintf(w, "setup: throughput c=%v closed loop; latency open loop at %d req/s; TTFB %d sequential streams/round;\n",
 		c.concurrency, c.rate, c.ttfbStreams)
-	fmt.Fprintf(w, "       CPU %d streams/round at %d concurrent (x50 chunks); memory %d streams open at once, fresh Caddy per run\n",
+	fmt.Fprintf(w, "       CPU %d streams/round per target at %d concurrent (x50 chunks, slices A B B A); memory %d streams open at once, fresh Caddy per run\n",
 		c.cpuStreams, c.cpuConcurrency, c.openStreams)
 }
 
