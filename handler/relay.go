@@ -220,7 +220,10 @@ func (g *Gateway) relayEvents(rp *reply, a *attempt) error {
 		}
 		ev, err := st.events.Next()
 		if read {
-			a.idle.Touch() // the budget runs between reads, not per event (a clock read each)
+			// the engine spoke: its budget stands still while its events
+			// are relayed, and restarts at the Unblock after their write
+			// (a clock read per read, not per event)
+			a.idle.Block()
 		}
 		if err == io.EOF {
 			send(true)

@@ -46,10 +46,12 @@ func New(c clock.Clock, idle time.Duration, fire func()) *Watchdog {
 }
 
 // Touch restarts the budget.
-func (w *Watchdog) Touch() { w.last.Store(max(1, int64(w.clock.Now().Sub(w.t0)))) }
+func (w *Watchdog) Touch() { w.last.Store(max(1, int64(clock.Since(w.clock, w.t0)))) }
 
-// Block stops the budget while the relay writes to the client; Unblock
-// restarts it from now.
+// Block stops the budget while the relay works on what it read and writes
+// it to the client; Unblock restarts it from now. A read that ends the
+// engine's silence may Block instead of Touch: the Unblock after the write
+// restarts the budget, one clock read per read rather than two.
 func (w *Watchdog) Block() { w.blocked.Store(true) }
 
 func (w *Watchdog) Unblock() {
