@@ -18,7 +18,8 @@ import (
 // Record layout (bucket "history/v1"):
 //
 //	key:   the record's number (8 bytes, big endian): oldest first
-//	value: arrival, Unix milliseconds (8 bytes, big endian) | the record as JSON
+//	value: arrival, Unix milliseconds (8 bytes, big endian) | the record as
+//	       JSON, seq 0 (encode.go)
 type file struct {
 	f     *boltfile.File
 	db    *bolt.DB
@@ -59,28 +60,42 @@ func (fl *file) write(recs []Record, keep int, cutoff int64) error {
 			return fmt.Errorf("no bucket %s", historyBucket)
 		}
 		b.FillPercent = 1 // keys only ever grow: full pages, not half-empty ones
+		// the batch's keys and values in a few large buffers, each
+		// encoded in a scratch one first: bbolt keeps them until the commit
+		var chunk, kv []byte
 		for i := range recs {
 			seq, err := b.NextSequence()
 			if err != nil {
 				return err
 			}
 			recs[i].Seq = seq
-			v, err := encode(&recs[i])
-			if err != nil {
-				return err
+			kv = appendValue(binary.BigEndian.AppendUint64(kv[:0], seq), &recs[i])
+			if cap(chunk)-len(chunk) < len(kv) {
+				chunk = make([]byte, 0, max(64<<10, len(kv)))
 			}
-			if err := b.Put(seqKey(seq), v); err != nil {
+			at := len(chunk)
+			chunk = append(chunk, kv...)
+			if err := b.Put(chunk[at:at+8:at+8], chunk[at+8:len(chunk):len(chunk)]); err != nil {
 				return err
 			}
 		}
 		fl.count += len(recs)
+		// the oldest records past keep or cutoff, found first and then
+		// deleted by key: a cursor's First after each Delete walks the
+		// leaves already emptied (bbolt rebalances them at the commit),
+		// which made pruning quadratic in a batch
+		var prune []uint64
 		c := b.Cursor()
-		for n := 0; n < maxPrune; n++ {
-			k, v := c.First()
-			if k == nil || fl.count <= keep && timeOf(v) >= cutoff {
+		for k, v := c.First(); k != nil && len(prune) < maxPrune; k, v = c.Next() {
+			if fl.count-len(prune) <= keep && timeOf(v) >= cutoff {
 				break
 			}
-			if err := c.Delete(); err != nil {
+			prune = append(prune, binary.BigEndian.Uint64(k))
+		}
+		var key [8]byte
+		for _, seq := range prune {
+			binary.BigEndian.PutUint64(key[:], seq)
+			if err := b.Delete(key[:]); err != nil {
 				return err
 			}
 			fl.count--
@@ -142,18 +157,6 @@ func (fl *file) close() error { return fl.f.Close() }
 
 func seqKey(seq uint64) []byte {
 	return binary.BigEndian.AppendUint64(make([]byte, 0, 8), seq)
-}
-
-func encode(r *Record) ([]byte, error) {
-	seq := r.Seq
-	r.Seq = 0 // the key holds it
-	j, err := json.Marshal(r)
-	r.Seq = seq
-	if err != nil {
-		return nil, err
-	}
-	v := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(j)), uint64(r.Time))
-	return append(v, j...), nil
 }
 
 func timeOf(v []byte) int64 {
