@@ -181,12 +181,11 @@ func (g *Gateway) relay(rp *reply, a *attempt) {
 // data line that is not JSON is dropped, and the stream's end is reported:
 // nil for a clean one, the error for a stream that did not end whole.
 //
-// Each event is read in one pass (grammar.Scan: its kind, usage and the
-// sign that the answer is whole). Events are not copied: consecutive events
-// lie side by side in the reader's buffer, so the batch of events one read
-// brought is written with one Write and one Flush, just before the next
-// read would block, as reverse_proxy writes its copy buffer; a rewritten
-// stream's events are gathered in one pooled buffer instead.
+// Each event is read in one pass (grammar.ScanMemo: its kind, usage and
+// the sign that the answer is whole). Events are not copied: the batch one
+// read brought lies in the reader's buffer and is written with one Write
+// and one Flush just before the next read would block, as reverse_proxy
+// writes its copy buffer (a rewritten stream's, from one pooled buffer).
 func (g *Gateway) relayEvents(rp *reply, a *attempt) error {
 	st := a.stream
 	var batch []byte // events read and not yet written: a span of the reader's buffer, or st.out
@@ -213,17 +212,17 @@ func (g *Gateway) relayEvents(rp *reply, a *attempt) error {
 		}
 		a.idle.Unblock()
 	}
+	var memo *grammar.Memo // a read's events scan from where each stops repeating the last
+	defer func() { memo.Release() }()
 	for {
 		read := !st.events.Buffered() // Next reads the body, and may wait for it
 		if read {
 			send(true) // the next read may block: everything read so far goes out now
+			memo = memo.Release()
 		}
 		ev, err := st.events.Next()
 		if read {
-			// the engine spoke: its budget stands still while its events
-			// are relayed, and restarts at the Unblock after their write
-			// (a clock read per read, not per event)
-			a.idle.Block()
+			a.idle.Block() // till the Unblock after the write: a clock read per read
 		}
 		if err == io.EOF {
 			send(true)
@@ -239,7 +238,10 @@ func (g *Gateway) relayEvents(rp *reply, a *attempt) error {
 			send(false)
 			return err
 		}
-		e := st.gram.Scan(ev, false)
+		if memo == nil && st.events.Buffered() {
+			memo = grammar.GetMemo() // more events of this read follow
+		}
+		e := st.gram.ScanMemo(ev, memo)
 		if e.Kind == grammar.Malformed {
 			send(false)
 			g.droppedEvent(a)
@@ -321,10 +323,7 @@ func (g *Gateway) droppedEvent(a *attempt) {
 func (g *Gateway) drainAfterDone(a *attempt) {
 	t := g.clock.AfterFunc(100*time.Millisecond, func() { a.cancel(context.Canceled) })
 	defer t.Stop()
-	for {
-		if _, err := a.stream.events.Next(); err != nil {
-			return
-		}
+	for _, err := a.stream.events.Next(); err == nil; _, err = a.stream.events.Next() {
 	}
 }
 

@@ -44,7 +44,13 @@ type Event struct {
 // from content and an error event: OpenAI's role-only first chunk;
 // Anthropic's message_start, ping, content_block_start and _stop. Without,
 // every valid data event is content.
-func (g Grammar) Scan(ev []byte, probe bool) Event {
+func (g Grammar) Scan(ev []byte, probe bool) Event { return g.scan(ev, probe, nil) }
+
+// ScanMemo is Scan of a committed stream's event (probe false) that takes
+// up the event where it starts to differ from the last one m saw (memo.go).
+func (g Grammar) ScanMemo(ev []byte, m *Memo) Event { return g.scan(ev, false, m) }
+
+func (g Grammar) scan(ev []byte, probe bool, m *Memo) Event {
 	data, ok := sse.Data(ev)
 	if !ok {
 		return Event{Kind: Comment}
@@ -66,7 +72,7 @@ func (g Grammar) Scan(ev []byte, probe bool) Event {
 	if probe {
 		mode = jsonmember.FirstAnswer
 	}
-	if err := f.Scan(data, mode); err != nil {
+	if err := m.scan(&f, data, mode); err != nil {
 		return Event{Kind: Malformed}
 	}
 	e := Event{Kind: Content, Data: data, NoChoices: f.NoChoices, ID: f.ID, Created: f.Created, Model: f.Model,

@@ -142,7 +142,9 @@ const (
 // room in one more stack frame. On HTTP/2, where every request has a
 // goroutine of its own, those copies grew the handler's stack from 8 to
 // 16 KiB per open stream (issue 30).
-func (f *Fields) Scan(b []byte, mode Mode) error {
+func (f *Fields) Scan(b []byte, mode Mode) error { return f.scan(b, mode, nil) }
+
+func (f *Fields) scan(b []byte, mode Mode, note *Resume) error {
 	*f = Fields{}
 	i := SkipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
@@ -152,7 +154,14 @@ func (f *Fields) Scan(b []byte, mode Mode) error {
 	if i < len(b) && b[i] == '}' {
 		return expectEnd(b, i+1)
 	}
-	prevComma := -1
+	return f.scanMembers(b, i, -1, mode, note)
+}
+
+// scanMembers scans an object's members from the key at i (prevComma the
+// comma before it, -1 for the first) to the end of b. With note, it notes
+// where a later object that shares this one's bytes up to there can be
+// taken up (resume.go).
+func (f *Fields) scanMembers(b []byte, i, prevComma int, mode Mode, note *Resume) error {
 	for {
 		if i >= len(b) || b[i] != '"' {
 			return &syntaxError{i, "expected a member name"}
@@ -168,6 +177,10 @@ func (f *Fields) Scan(b []byte, mode Mode) error {
 		}
 		i = SkipSpace(b, i+1)
 		valStart := i
+		if note != nil && i < len(b) && (b[i] == '[' || b[i] == '{') {
+			note.take(f, keyStart, prevComma)
+			note = nil
+		}
 		// depth counts the top-level object as 1, as encoding/json's limit does
 		var valEnd int
 		if mode != Request && i < len(b) && b[i] == '[' && string(b[keyStart:keyEnd]) == `"choices"` {

@@ -1,0 +1,87 @@
+package grammar
+
+import (
+	"reflect"
+	"testing"
+)
+
+const (
+	benchPrefix = `{"id":"chatcmpl-AbCdEf0123456789","object":"chat.completion.chunk","created":1732000000,"model":"gpt-4o-mini-2024-07-18","system_fingerprint":"fp_0123456789",`
+	benchChunk  = benchPrefix + `"choices":[{"index":0,"delta":{"content":" the quick"},"logprobs":null,"finish_reason":null}]}`
+)
+
+// A stream scanned with a memo is told what it is told without one, event
+// by event: chunks that repeat their first members, one that does not, a
+// broken one, the end and the usage chunk, and Anthropic's events.
+func TestScanMemoIsScan(t *testing.T) {
+	streams := map[string]struct {
+		g      Grammar
+		events []string
+	}{
+		"openai": {openAI, []string{
+			benchChunk,
+			benchPrefix + `"choices":[{"index":0,"delta":{"content":"fox"},"logprobs":null,"finish_reason":null}]}`,
+			benchPrefix + `"choices":[{"index":0,"delta":{"content":"fox"},"logprobs":null,"finish_reason":null}]`,
+			`{"id":"chatcmpl-other","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"x"}}]}`,
+			benchPrefix + `"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`,
+			benchPrefix + `"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":12,"total_tokens":21}}`,
+			benchPrefix + `"choices":[{"index":0,"delta":{"content":"late"}}],"model":"repeated","usage":null}`,
+			`[DONE]`,
+			`{"choices":[{"index":0,"delta":{"content":"llama.cpp puts choices first"}}],"created":1,"id":"x"}`,
+			`{"choices":[{"index":0,"delta":{"content":"again"}}],"created":1,"id":"x"}`,
+		}},
+		"anthropic": {anthropic, []string{
+			`{"type":"message_start","message":{"id":"msg_1","usage":{"input_tokens":25,"output_tokens":1}}}`,
+			`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hello"}}`,
+			`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"!"}}`,
+			`{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":15}}`,
+			`{"type":"message_stop"}`,
+		}},
+	}
+	for name, s := range streams {
+		var m Memo
+		for _, data := range s.events {
+			got, want := s.g.ScanMemo(ev(data), &m), s.g.Scan(ev(data), false)
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("%s: %s:\nScanMemo %+v\nScan     %+v", name, data, got, want)
+			}
+		}
+	}
+}
+
+// Whatever two events follow each other, the second is scanned with the
+// memo of the first as it is without.
+func FuzzScanMemo(f *testing.F) {
+	f.Add(benchChunk, `"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`, false)
+	f.Add(`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}`, `"delta":{"type":"text_delta","text":""}}`, true)
+	f.Fuzz(func(t *testing.T, first, tail string, anthropicStream bool) {
+		g := openAI
+		if anthropicStream {
+			g = anthropic
+		}
+		var m Memo
+		g.ScanMemo(ev(first), &m)
+		second := tail
+		if at := m.resume.At; at > 0 {
+			second = first[:at] + tail // share the bytes the memo keeps
+		}
+		if got, want := g.ScanMemo(ev(second), &m), g.Scan(ev(second), false); !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q after %q:\nScanMemo %+v\nScan     %+v", second, first, got, want)
+		}
+	})
+}
+
+// BenchmarkScanMemo is BenchmarkScanEvent for a chunk that repeats the
+// last one's first members.
+func BenchmarkScanMemo(b *testing.B) {
+	chunk := ev(benchChunk)
+	var m Memo
+	openAI.ScanMemo(chunk, &m)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(chunk)))
+	for b.Loop() {
+		if e := openAI.ScanMemo(chunk, &m); e.Kind != Content {
+			b.Fatal("not content")
+		}
+	}
+}
