@@ -43,7 +43,7 @@ func openFile(path string) (*file, error) {
 		if err != nil {
 			return err
 		}
-		fl.count = b.Stats().KeyN
+		fl.count = countOf(b)
 		return nil
 	})
 	if err != nil {
@@ -106,7 +106,7 @@ func (fl *file) write(recs []Record, keep int, cutoff int64) error {
 		// the transaction rolled back: count again
 		_ = fl.db.View(func(tx *bolt.Tx) error {
 			if b := tx.Bucket(historyBucket); b != nil {
-				fl.count = b.Stats().KeyN
+				fl.count = countOf(b)
 			}
 			return nil
 		})
@@ -154,6 +154,21 @@ func (fl *file) scan(f Filter, fn func(*Record) bool) error {
 }
 
 func (fl *file) close() error { return fl.f.Close() }
+
+// countOf is how many records the bucket holds, from its first and last
+// keys: records are numbered in turn and only ever pruned from the oldest,
+// so the numbers are a run. Counting them (bucket stats) walked every page
+// of the file at the first request: 160 ms of CPU for 100,000 records, and
+// a minute for the largest keep.
+func countOf(b *bolt.Bucket) int {
+	c := b.Cursor()
+	first, _ := c.First()
+	last, _ := c.Last()
+	if len(first) != 8 || len(last) != 8 {
+		return 0
+	}
+	return int(binary.BigEndian.Uint64(last) - binary.BigEndian.Uint64(first) + 1)
+}
 
 func seqKey(seq uint64) []byte {
 	return binary.BigEndian.AppendUint64(make([]byte, 0, 8), seq)

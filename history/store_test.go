@@ -269,3 +269,35 @@ func TestAHeldFileKeepsTheHistoryInMemory(t *testing.T) {
 		t.Fatalf("kept %d records", len(got))
 	}
 }
+
+// A reopened file knows how many records it holds without reading them
+// all (countOf), and keeps pruning to keep from the oldest.
+func TestAReopenedFileKeepsKeep(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "quota.db")
+	c := fakeClock()
+	for round := range 3 {
+		s, err := Open(Options{Path: path, Keep: 10, Clock: c})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 7 {
+			s.Add(rec(c, fmt.Sprint("m", round*7+i), 200))
+		}
+		s.Sync()
+		if n, want := s.core.b.(*file).count, min(10, (round+1)*7); n != want {
+			t.Fatalf("round %d: the writer counts %d records, want %d", round, n, want)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := Open(Options{Path: path, Keep: 10, Clock: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	got, _ := s.Query(Filter{})
+	if fmt.Sprint(models(got)) != "[m20 m19 m18 m17 m16 m15 m14 m13 m12 m11]" || s.core.b.(*file).count != 10 {
+		t.Fatalf("after three runs of 7 with keep 10: %v, counted %d", models(got), s.core.b.(*file).count)
+	}
+}
