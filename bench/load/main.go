@@ -192,20 +192,22 @@ func benchmark(ctx context.Context, e *env, c config, r *report) error {
 			added := r.add(&metric{name: "  added p50 vs upstream direct (us)"})
 			p99 := r.add(&metric{name: fmt.Sprintf("latency p99 @%d req/s (us)", c.rate), direct: []float64{}})
 			for round := range c.rounds {
-				d50, d99, failed, dropped := latency(ctx, direct.url, c.rate, c.duration)
-				r.failures(direct.name, "latency", int64(failed+dropped))
-				p50.direct, p99.direct = append(p50.direct, us(d50)), append(p99.direct, us(d99))
-				progress("latency round %d/%d %-13s p50 %6.0f us  p99 %6.0f us", round+1, c.rounds, direct.name, us(d50), us(d99))
-				for _, t := range order(round) {
-					l50, l99, failed, dropped := latency(ctx, t.url, c.rate, c.duration)
-					if ctx.Err() != nil {
-						return ctx.Err()
-					}
-					r.failures(t.name, "latency", int64(failed+dropped))
-					pair(p50, t, us(l50))
-					pair(p99, t, us(l99))
-					pair(added, t, us(l50-d50))
-					progress("latency round %d/%d %-13s p50 %6.0f us  p99 %6.0f us", round+1, c.rounds, t.name, us(l50), us(l99))
+				d := latency(ctx, []string{direct.url}, c.rate, c.duration)[0]
+				r.failures(direct.name, "latency", int64(d.failed+d.dropped))
+				p50.direct, p99.direct = append(p50.direct, us(d.p50)), append(p99.direct, us(d.p99))
+				progress("latency round %d/%d %-13s p50 %6.0f us  p99 %6.0f us", round+1, c.rounds, direct.name, us(d.p50), us(d.p99))
+				ts := order(round)
+				res := latency(ctx, []string{ts[0].url, ts[1].url}, c.rate, c.duration)
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				for i, t := range ts {
+					l := res[i]
+					r.failures(t.name, "latency", int64(l.failed+l.dropped))
+					pair(p50, t, us(l.p50))
+					pair(p99, t, us(l.p99))
+					pair(added, t, us(l.p50-d.p50))
+					progress("latency round %d/%d %-13s p50 %6.0f us  p99 %6.0f us", round+1, c.rounds, t.name, us(l.p50), us(l.p99))
 				}
 			}
 		}
@@ -217,20 +219,22 @@ func benchmark(ctx context.Context, e *env, c config, r *report) error {
 				target: "<= stock", pass: func(rp, gw float64) bool { return gw <= rp }})
 			total := r.add(&metric{name: "stream 50 chunks total p50 (us)", direct: []float64{}})
 			for round := range c.rounds {
-				f, f99, t, failed := streamLatency(ctx, direct.url, c.ttfbStreams)
-				r.failures(direct.name, "stream", int64(failed))
-				ttfb.direct, total.direct = append(ttfb.direct, us(f)), append(total.direct, us(t))
-				ttfb99.direct = append(ttfb99.direct, us(f99))
-				for _, tg := range order(round) {
-					f, f99, t, failed := streamLatency(ctx, tg.url, c.ttfbStreams)
-					if ctx.Err() != nil {
-						return ctx.Err()
-					}
-					r.failures(tg.name, "stream", int64(failed))
-					pair(ttfb, tg, us(f))
-					pair(ttfb99, tg, us(f99))
-					pair(total, tg, us(t))
-					progress("stream round %d/%d %-13s TTFB %6.0f us (p99 %6.0f us)  total %6.0f us", round+1, c.rounds, tg.name, us(f), us(f99), us(t))
+				d := streamLatency(ctx, []string{direct.url}, c.ttfbStreams)[0]
+				r.failures(direct.name, "stream", int64(d.failed))
+				ttfb.direct, total.direct = append(ttfb.direct, us(d.ttfb)), append(total.direct, us(d.total))
+				ttfb99.direct = append(ttfb99.direct, us(d.ttfb99))
+				ts := order(round)
+				res := streamLatency(ctx, []string{ts[0].url, ts[1].url}, c.ttfbStreams)
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				for i, tg := range ts {
+					s := res[i]
+					r.failures(tg.name, "stream", int64(s.failed))
+					pair(ttfb, tg, us(s.ttfb))
+					pair(ttfb99, tg, us(s.ttfb99))
+					pair(total, tg, us(s.total))
+					progress("stream round %d/%d %-13s TTFB %6.0f us (p99 %6.0f us)  total %6.0f us", round+1, c.rounds, tg.name, us(s.ttfb), us(s.ttfb99), us(s.total))
 				}
 			}
 		}
