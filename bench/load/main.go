@@ -190,7 +190,8 @@ func benchmark(ctx context.Context, e *env, c config, r *report) error {
 		if c.phases["latency"] {
 			p50 := r.add(&metric{name: fmt.Sprintf("latency p50 @%d req/s (us)", c.rate), direct: []float64{}})
 			added := r.add(&metric{name: "  added p50 vs upstream direct (us)"})
-			p99 := r.add(&metric{name: fmt.Sprintf("latency p99 @%d req/s (us)", c.rate), direct: []float64{}})
+			p99 := r.add(&metric{name: fmt.Sprintf("latency p99 @%d req/s (us)", c.rate), direct: []float64{},
+				target: "<= stock", pass: func(rp, gw float64) bool { return gw <= rp }})
 			for round := range c.rounds {
 				d := latency(ctx, []string{direct.url}, c.rate, c.duration)[0]
 				r.failures(direct.name, "latency", int64(d.failed+d.dropped))
