@@ -22,17 +22,22 @@ const MaxEventSize = 1 << 20
 // hundred bytes), so thousands of slow streams stay cheap: the upstream
 // body already reads the socket through the transport's own 4 KiB buffer,
 // so a small buffer here costs a copy, never a system call. A read that
-// fills it takes it to fastReadSize at once: a fast stream is then read,
-// written and flushed in as few calls as reverse_proxy's 32 KiB copy buffer
-// needs (doubling instead, a stream already waiting whole in the
-// transport's buffer was written in four flushes, 1, 2 and 4 KiB and the
-// rest, where reverse_proxy makes two); it halves again, while empty, after a read that brought a quarter
-// of it or less, so a stream that was fast for a while (a relay that fell
-// behind its engine, a large event) does not keep a large buffer while it
-// waits (issue 30: memory per open stream).
+// fills it takes it to 8 KiB at once (room for all the transport holds
+// beside the start of an event left over), and a read that fills that
+// doubles it, up to fastReadSize for a body of large chunks: a fast stream
+// is then read, written and flushed in as few calls as reverse_proxy's
+// 32 KiB copy buffer needs (doubling from 1 KiB, a stream already waiting
+// in the transport's buffer took a flush more: 1 KiB, 2 KiB, then the 1 KiB
+// left of it). It halves again, while empty, after a read that brought a
+// quarter of it or less, so a stream that was fast for a while (a relay
+// that fell behind its engine, a large event) does not keep a large buffer
+// while it waits (issue 30: memory per open stream).
 const (
 	firstReadSize = 1 << 10
-	fastReadSize  = 32 << 10
+	// transportReadSize is the transport's read buffer: a read of a body
+	// of small chunks (an event each) never brings more than it holds
+	transportReadSize = 4 << 10
+	fastReadSize      = 32 << 10
 )
 
 var (
@@ -166,7 +171,7 @@ func (s *Reader) fill() {
 	}
 	if s.filled && len(s.buf) < fastReadSize {
 		// the last read filled the buffer: this stream is fast
-		s.grow(fastReadSize)
+		s.grow(max(2*len(s.buf), 2*transportReadSize))
 		s.filled = false
 	}
 	if s.end == len(s.buf) {
