@@ -137,6 +137,8 @@ func (g *Gateway) writeJSONAnswer(rp *reply, a *attempt) {
 	a.idle.Block()
 	if _, err := rp.w.Write(body); err != nil {
 		g.cut(rp, a, errClientGone)
+	} else if whole && a.resp.ContentLength == int64(len(body)) {
+		rp.rc.Flush() // all of it: the client has it before the request's bookkeeping
 	}
 	a.idle.Unblock()
 	if !whole {
