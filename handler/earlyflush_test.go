@@ -21,9 +21,9 @@ type wrapped struct{ http.ResponseWriter }
 func (w wrapped) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // A JSON answer of a known length reaches the client whole before the
-// handler returns: what follows (the attempt's close, and in the caddy
-// module the history, the metrics, the trace) is not on the request's
-// latency. Here the handler does not return until the client has read the
+// handler returns, once the attempt is closed and the key charged: what
+// the caddy module does then (the history, the metrics, the trace) is not
+// on the request's latency. Here the handler does not return until the client has read the
 // answer; without the flush, net/http would hold the answer's bytes until
 // it did, and the handler would wait in vain.
 func TestAJSONAnswerIsSentBeforeTheBookkeeping(t *testing.T) {
