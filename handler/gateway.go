@@ -107,9 +107,8 @@ type Result struct {
 	Prompt []byte
 	Answer string
 
-	api  apierror.API             // the request's API family, for the shape of refusals
-	key  *keys.Rules              // the caller's key's rules, nil for none
-	done *http.ResponseController // a whole answer of a known length, sent at the handler's end
+	api apierror.API // the request's API family, for the shape of refusals
+	key *keys.Rules  // the caller's key's rules, nil for none
 }
 
 // Hooks let the caddy module count what happens inside a request; nil

@@ -110,7 +110,8 @@ func (g *Gateway) commit(rp *reply, a *attempt) {
 	g.relay(rp, a)
 }
 
-// maxWholeAnswer bounds a JSON answer read whole (its usage, annotation).
+// maxWholeAnswer bounds the JSON answer read whole to find its usage (and
+// annotate it); a larger one is passed on as it is.
 const maxWholeAnswer = 1 << 20
 
 // writeJSONAnswer sends a non-streaming JSON answer, reading it whole (when
@@ -136,8 +137,6 @@ func (g *Gateway) writeJSONAnswer(rp *reply, a *attempt) {
 	a.idle.Block()
 	if _, err := rp.w.Write(body); err != nil {
 		g.cut(rp, a, errClientGone)
-	} else if whole && a.resp.ContentLength == int64(len(body)) {
-		rp.res.done = rp.rc // flushed once the attempt is closed and the key charged (ServeHTTP)
 	}
 	a.idle.Unblock()
 	if !whole {
@@ -147,8 +146,9 @@ func (g *Gateway) writeJSONAnswer(rp *reply, a *attempt) {
 	}
 }
 
-// relay passes an event stream on until it ends: a broken stream is resumed
-// when it can be (a new attempt, after a seam comment), cut honestly if not.
+// relay passes an event stream on until it ends. A stream that breaks
+// is continued by resume when it can be (a new attempt whose stream the
+// loop relays in turn, after a seam comment), and cut honestly when not.
 func (g *Gateway) relay(rp *reply, a *attempt) {
 	defer func() {
 		if g.traceContent && a.stream != nil && a.stream.tr != nil {
@@ -181,10 +181,11 @@ func (g *Gateway) relay(rp *reply, a *attempt) {
 // data line that is not JSON is dropped, and the stream's end is reported:
 // nil for a clean one, the error for a stream that did not end whole.
 //
-// Each event is read in one pass (grammar.ScanMemo: kind, usage, whether
-// the answer is whole). The events one read brought lie in the reader's
-// buffer, written with one Write and one Flush just before the next read
-// would block, as reverse_proxy writes its copy buffer (a rewrite: pooled).
+// Each event is read in one pass (grammar.ScanMemo: its kind, usage and
+// the sign that the answer is whole). Events are not copied: the batch one
+// read brought lies in the reader's buffer and is written with one Write
+// and one Flush just before the next read would block, as reverse_proxy
+// writes its copy buffer (a rewritten stream's, from one pooled buffer).
 func (g *Gateway) relayEvents(rp *reply, a *attempt) error {
 	st := a.stream
 	var batch []byte // events read and not yet written: a span of the reader's buffer, or st.out
@@ -316,8 +317,9 @@ func (g *Gateway) droppedEvent(a *attempt) {
 	g.log.Warn("dropped a malformed event", zap.String("engine", a.c.rt.cfg.Name))
 }
 
-// drainAfterDone reads what follows [DONE] (the end of the chunked body) for
-// at most 100 ms, so that the upstream connection is reused, not closed.
+// drainAfterDone reads what follows [DONE] (normally just the end of the
+// chunked body) for a moment, so that the upstream connection is reused
+// instead of closed; an upstream that lingers is cut off after 100 ms.
 func (g *Gateway) drainAfterDone(a *attempt) {
 	t := g.clock.AfterFunc(100*time.Millisecond, func() { a.cancel(context.Canceled) })
 	defer t.Stop()

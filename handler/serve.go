@@ -127,9 +127,6 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, res *Result)
 	res.Handled = true
 	res.api = apierror.Of(p)
 	defer func() {
-		if res.done != nil {
-			res.done.Flush() // the client has its answer before the caddy module's bookkeeping
-		}
 		now := g.clock.Now()
 		res.Duration = now.Sub(start)
 		res.ended(now)
