@@ -519,11 +519,11 @@ func Repeated(names []string) string {
 
 // ProbesReady reports whether the engine has a readiness probe (not
 // `ready none`).
-func (c Config) ProbesReady() bool { return c.Ready != ReadyNone }
+func (c *Config) ProbesReady() bool { return c.Ready != ReadyNone }
 
 // SetKey puts the engine's own key in h, as the engine wants it: the
 // Authorization bearer, or the bare key in the header it names.
-func (c Config) SetKey(h http.Header) {
+func (c *Config) SetKey(h http.Header) {
 	if c.APIKey == "" {
 		return
 	}
@@ -536,7 +536,7 @@ func (c Config) SetKey(h http.Header) {
 
 // Speaks reports whether the engine speaks an API family ("openai",
 // "anthropic", "embeddings"): an embeddings request is OpenAI's too.
-func (c Config) Speaks(family string) bool {
+func (c *Config) Speaks(family string) bool {
 	if len(c.APIs) == 0 {
 		return true
 	}
@@ -594,16 +594,16 @@ func (c Config) ValidateFilters() error {
 }
 
 // Resumes reports whether resume is on.
-func (c Config) Resumes() bool { return c.Resume != nil && *c.Resume }
+func (c *Config) Resumes() bool { return c.Resume != nil && *c.Resume }
 
 // Prefills reports whether prefill is on.
-func (c Config) Prefills() bool { return c.Prefill != nil && *c.Prefill }
+func (c *Config) Prefills() bool { return c.Prefill != nil && *c.Prefill }
 
 // ShowsLoading reports whether loading_status is on.
-func (c Config) ShowsLoading() bool { return c.LoadingStatus != nil && *c.LoadingStatus }
+func (c *Config) ShowsLoading() bool { return c.LoadingStatus != nil && *c.LoadingStatus }
 
 // Managed reports whether the gateway runs this engine's process.
-func (c Config) Managed() bool { return len(c.Cmd) > 0 }
+func (c *Config) Managed() bool { return len(c.Cmd) > 0 }
 
 // Validate checks one engine's definition on its own; cross-engine rules
 // (unique names and models) are the handler's.
@@ -741,7 +741,7 @@ func (c Config) validateLifeOptions() error {
 }
 
 // Checked reports whether the engine has active health checks.
-func (c Config) Checked() bool { return c.HealthInterval > 0 && !c.Managed() }
+func (c *Config) Checked() bool { return c.HealthInterval > 0 && !c.Managed() }
 
 func (c Config) validateHealth() error {
 	set := c.HealthInterval != 0 || c.HealthPath != "" || c.HealthTimeout != 0 || c.HealthPasses != 0 || c.HealthFails != 0

@@ -89,7 +89,7 @@ type SleepObserver interface {
 }
 
 // Sleeps reports whether the engine is put to sleep rather than stopped.
-func (c Config) Sleeps() bool { return c.Swap == SwapSleep }
+func (c *Config) Sleeps() bool { return c.Swap == SwapSleep }
 
 func (c Config) withSwapDefaults() Config {
 	if c.Swap == "" {

@@ -83,7 +83,7 @@ type SlotsConfig struct {
 }
 
 // SavesSlots reports whether the engine saves its sessions' slots.
-func (c Config) SavesSlots() bool { return c.Slots != nil }
+func (c *Config) SavesSlots() bool { return c.Slots != nil }
 
 func (c Config) withSlotDefaults() Config {
 	if c.Slots == nil {

@@ -67,7 +67,7 @@ func (g *Gateway) serveRouted(w http.ResponseWriter, r *http.Request, res *Resul
 	}
 	res.Known = true
 	if !rt.cfg.Speaks(req.family()) {
-		res.refuse(w, &apierror.Error{Status: http.StatusNotFound, Type: apierror.TypeInvalidRequest, Code: "model_not_found", Message: fmt.Sprintf("the model %q is not served over this API here: its engine %s speaks only %s", req.model, rt.cfg.Name, config.APIsOf(rt.cfg))})
+		res.refuse(w, &apierror.Error{Status: http.StatusNotFound, Type: apierror.TypeInvalidRequest, Code: "model_not_found", Message: fmt.Sprintf("the model %q is not served over this API here: its engine %s speaks only %s", req.model, rt.cfg.Name, config.APIsOf(rt.cfg.APIs))})
 		return
 	}
 	plan, perr := g.withBodyFallbacks(req, rt.plan)

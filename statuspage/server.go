@@ -227,7 +227,7 @@ func (s *Server) stopAll(w http.ResponseWriter, r *http.Request) {
 		failed  = map[string]string{}
 	)
 	for _, e := range s.Source.Engines() {
-		if !e.Config().Managed() || e.State() == engines.Stopped {
+		if cfg := e.Config(); !cfg.Managed() || e.State() == engines.Stopped {
 			continue
 		}
 		wg.Add(1)

@@ -147,7 +147,7 @@ func (c *reachability) refresh(ctx context.Context, clk clock.Clock, es []*engin
 	c.mu.Unlock()
 	up := map[string]bool{}
 	for _, e := range es {
-		if !e.Config().Managed() {
+		if cfg := e.Config(); !cfg.Managed() {
 			up[e.Name()] = e.Probe(ctx)
 			e.Heard(up[e.Name()]) // the engine's state says it, on every surface
 		}

@@ -307,7 +307,7 @@ func validateFallbacks(e engines.Config, byName map[string]engines.Config) error
 		fb, ok := byName[e.Fallback]
 		switch {
 		case ok && !speaksAll(fb, e):
-			return fmt.Errorf("engine %s: its fallback %s does not speak every API it does (api %s vs %s): a request could fall back to an engine that cannot read it", e.Name, e.Fallback, APIsOf(e), APIsOf(fb))
+			return fmt.Errorf("engine %s: its fallback %s does not speak every API it does (api %s vs %s): a request could fall back to an engine that cannot read it", e.Name, e.Fallback, APIsOf(e.APIs), APIsOf(fb.APIs))
 		case e.Fallback == e.Name:
 			return fmt.Errorf("engine %s: its fallback %s is the engine itself", e.Name, e.Fallback)
 		case !ok:
@@ -325,7 +325,7 @@ func validateFallbacks(e engines.Config, byName map[string]engines.Config) error
 			return fmt.Errorf("engine %s: its context_fallback %s is the engine itself", e.Name, name)
 		}
 		if !speaksAll(byName[name], e) {
-			return fmt.Errorf("engine %s: its context_fallback %s does not speak every API it does (api %s vs %s)", e.Name, name, APIsOf(e), APIsOf(byName[name]))
+			return fmt.Errorf("engine %s: its context_fallback %s does not speak every API it does (api %s vs %s)", e.Name, name, APIsOf(e.APIs), APIsOf(byName[name].APIs))
 		}
 	}
 	return nil
@@ -343,11 +343,12 @@ func speaksAll(fb, e engines.Config) bool {
 	return true
 }
 
-func APIsOf(e engines.Config) string {
-	if len(e.APIs) == 0 {
+// APIsOf names the APIs an engine with the api list apis speaks.
+func APIsOf(apis []string) string {
+	if len(apis) == 0 {
 		return "openai anthropic"
 	}
-	return strings.Join(e.APIs, " ")
+	return strings.Join(apis, " ")
 }
 
 // DefaultPool is the sentinel model that means the default pool: the pool
