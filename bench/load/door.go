@@ -91,7 +91,7 @@ func (e *env) startDoorCaddy(ctx context.Context) error {
 	if err := os.WriteFile(cf, []byte(text), 0o644); err != nil {
 		return err
 	}
-	if err := os.RemoveAll(filepath.Join(e.outDir, "xdg", "data", "caddy", "llm_gateway")); err != nil {
+	if err := os.RemoveAll(e.gatewayData()); err != nil {
 		return err
 	}
 	return e.startCaddyWith(ctx, cf, e.gwPort)
