@@ -28,10 +28,14 @@ const MaxEventSize = 1 << 20
 // is then read, written and flushed in as few calls as reverse_proxy's
 // 32 KiB copy buffer needs (doubling from 1 KiB, a stream already waiting
 // in the transport's buffer took a flush more: 1 KiB, 2 KiB, then the 1 KiB
-// left of it). It halves again, while empty, after a read that brought a
-// quarter of it or less, so a stream that was fast for a while (a relay
-// that fell behind its engine, a large event) does not keep a large buffer
-// while it waits (issue 30: memory per open stream).
+// left of it). After a read that brought a quarter of it or less, it
+// shrinks, while empty, to the smallest size that read would have filled
+// half of (never one it fills, so never one it grows from again): a stream that was fast for a while (a relay that fell behind
+// its engine, a large event) is back at 1 KiB at its first slow event
+// instead of halving once per event (issue 30: a thousand streams opened at
+// once kept 5 KiB each for their first seconds), and a stream whose reads
+// bring a steady 1 or 2 KiB keeps the size it needs instead of going back
+// and forth.
 const (
 	firstReadSize = 1 << 10
 	// transportReadSize is the transport's read buffer: a read of a body
@@ -53,7 +57,7 @@ type Reader struct {
 	start, end int  // unread bytes are buf[start:end]
 	pend       int  // length of the complete event at start, once found; -1 if not yet
 	filled     bool // the last read filled the buffer
-	slow       bool // the last read brought a quarter of the buffer or less
+	slowRead   int  // what the last read brought, if a quarter of the buffer or less
 	err        error
 }
 
@@ -162,12 +166,19 @@ func (s *Reader) fill() {
 		s.end = copy(s.buf, s.buf[s.start:s.end])
 		s.start = 0
 	}
-	if s.end == 0 && s.slow && len(s.buf) > firstReadSize {
+	if s.end == 0 && s.slowRead > 0 && len(s.buf) > firstReadSize {
 		// the last read brought a quarter of the buffer or less: the
 		// stream is slow again (a burst is over, a large event passed)
-		// and waits for its next event with half the buffer
-		putBuf(s.buf)
-		s.buf, s.slow = getBuf(len(s.buf)/2), false
+		// and waits for its next event with what such reads need
+		size := firstReadSize
+		for size < 2*s.slowRead {
+			size *= 2
+		}
+		if size < len(s.buf) {
+			putBuf(s.buf)
+			s.buf = getBuf(size)
+		}
+		s.slowRead = 0
 	}
 	if s.filled && len(s.buf) < fastReadSize {
 		// the last read filled the buffer: this stream is fast
@@ -183,7 +194,10 @@ func (s *Reader) fill() {
 	}
 	n, err := s.r.Read(s.buf[s.end:])
 	s.filled = n > 0 && s.end+n == len(s.buf)
-	s.slow = n > 0 && n <= len(s.buf)/4
+	s.slowRead = 0
+	if n > 0 && n <= len(s.buf)/4 {
+		s.slowRead = n
+	}
 	s.end += n
 	if err != nil {
 		s.err = err

@@ -128,6 +128,45 @@ func TestStreamThatSlowsDownGivesItsBufferBack(t *testing.T) {
 	}
 }
 
+// A stream whose relay fell behind once (a thousand streams opened at
+// once) is back at the first size at its first slow read, not one halving
+// per event: the buffer shrinks to what the slow read needs.
+func TestStreamThatFellBehindOnceIsBackAtTheFirstSizeAtItsNextEvent(t *testing.T) {
+	src := &lagging{rest: bytes.Repeat(benchChunk, 40), perTick: 10 * len(benchChunk)}
+	r := NewReader(src)
+	defer r.Release()
+	readEvents(t, r, 10) // ten events waiting: the first read fills 1 KiB
+	if len(r.buf) <= firstReadSize {
+		t.Fatalf("buffer %d bytes after ten waiting events, want it grown", len(r.buf))
+	}
+	src.perTick = len(benchChunk) // an event per read from now on
+	readEvents(t, r, 2)           // the rest of the burst was 900 bytes: 2 KiB, then 1
+	if len(r.buf) != firstReadSize {
+		t.Fatalf("buffer %d bytes at the second slow event, want %d", len(r.buf), firstReadSize)
+	}
+}
+
+// A stream whose reads bring a steady 1.5 KiB keeps one buffer size: the
+// shrink after a slow read goes no lower than a size such reads are a
+// quarter of, so no read fills it and it does not grow again.
+func TestSteadyMediumStreamKeepsItsBuffer(t *testing.T) {
+	per := 8 * len(benchChunk) // about 1.5 KiB a read
+	src := &lagging{rest: bytes.Repeat(benchChunk, 400), perTick: per}
+	r := NewReader(src)
+	defer r.Release()
+	readEvents(t, r, 40)
+	size, changes := len(r.buf), 0
+	for range 45 {
+		readEvents(t, r, 8)
+		if len(r.buf) != size {
+			size, changes = len(r.buf), changes+1
+		}
+	}
+	if changes > 0 {
+		t.Fatalf("buffer changed size %d times at a steady %d bytes a read (now %d)", changes, per, size)
+	}
+}
+
 // An event larger than the buffer grows it as far as the event needs.
 func TestLargeEventGrowsTheBuffer(t *testing.T) {
 	big := append(append([]byte("data: "), bytes.Repeat([]byte("x"), 5000)...), "\n\n"...)
