@@ -342,3 +342,43 @@ func TestSizeTextSaysASizeAsConfigured(t *testing.T) {
 		}
 	}
 }
+
+// pipeBody is a request body as HTTP/2 gives one: its bytes, and io.EOF
+// only on a read after them, holding a buffer of its own until it is
+// closed.
+type pipeBody struct {
+	rest   []byte
+	closed bool
+}
+
+func (b *pipeBody) Read(p []byte) (int, error) {
+	if len(b.rest) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, b.rest)
+	b.rest = b.rest[n:]
+	return n, nil
+}
+
+func (b *pipeBody) Close() error { b.closed = true; return nil }
+
+// A body read whole over HTTP/2 is closed at once. A read that stops at
+// its Content-Length never asks for the end, and the stream's body buffer
+// stays held until the body is closed, which the server does only when the
+// answer ends: 1 KiB per open stream (issue 30).
+func TestABodyReadWholeIsClosedAtOnce(t *testing.T) {
+	up, _ := failing(t)
+	g, _ := testGateway(t, fiveEngines(up.URL), nil)
+	const body = `{"model":"p","stream":true}`
+	pb := &pipeBody{rest: []byte(body)}
+	r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
+	r.ProtoMajor, r.ProtoMinor = 2, 0
+	r.Body, r.ContentLength = pb, int64(len(body))
+	got, gerr := g.readBodyOnce(r)
+	if gerr != nil || string(got) != body {
+		t.Fatalf("read %q, %v", got, gerr)
+	}
+	if !pb.closed {
+		t.Fatal("the body was read whole and left open")
+	}
+}
