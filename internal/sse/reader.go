@@ -30,12 +30,12 @@ const MaxEventSize = 1 << 20
 // in the transport's buffer took a flush more: 1 KiB, 2 KiB, then the 1 KiB
 // left of it). After a read that brought a quarter of it or less, it
 // shrinks, while empty, to the smallest size that read would have filled
-// half of (never one it fills, so never one it grows from again): a stream that was fast for a while (a relay that fell behind
-// its engine, a large event) is back at 1 KiB at its first slow event
-// instead of halving once per event (issue 30: a thousand streams opened at
-// once kept 5 KiB each for their first seconds), and a stream whose reads
-// bring a steady 1 or 2 KiB keeps the size it needs instead of going back
-// and forth.
+// half of (never one it fills, so never one it grows from again): a stream
+// that was fast for a while (a relay that fell behind its engine, a large
+// event) is back at 1 KiB at its first slow event instead of halving once
+// per event (issue 30: a thousand streams opened at once kept 5 KiB each
+// for their first seconds), and a stream whose reads bring a steady 1 or
+// 2 KiB keeps the size it needs instead of going back and forth.
 const (
 	firstReadSize = 1 << 10
 	// transportReadSize is the transport's read buffer: a read of a body
