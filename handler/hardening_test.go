@@ -6,6 +6,7 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
 
 	"bufio"
+	"bytes"
 	"context"
 	"io"
 	"net/http"
@@ -344,20 +345,11 @@ func TestSizeTextSaysASizeAsConfigured(t *testing.T) {
 }
 
 // pipeBody is a request body as HTTP/2 gives one: its bytes, and io.EOF
-// only on a read after them, holding a buffer of its own until it is
-// closed.
+// only on a read after them (as a bytes.Reader reads), holding a buffer of
+// its own until it is closed.
 type pipeBody struct {
-	rest   []byte
+	*bytes.Reader
 	closed bool
-}
-
-func (b *pipeBody) Read(p []byte) (int, error) {
-	if len(b.rest) == 0 {
-		return 0, io.EOF
-	}
-	n := copy(p, b.rest)
-	b.rest = b.rest[n:]
-	return n, nil
 }
 
 func (b *pipeBody) Close() error { b.closed = true; return nil }
@@ -370,7 +362,7 @@ func TestABodyReadWholeIsClosedAtOnce(t *testing.T) {
 	up, _ := failing(t)
 	g, _ := testGateway(t, fiveEngines(up.URL), nil)
 	const body = `{"model":"p","stream":true}`
-	pb := &pipeBody{rest: []byte(body)}
+	pb := &pipeBody{Reader: bytes.NewReader([]byte(body))}
 	r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
 	r.ProtoMajor, r.ProtoMinor = 2, 0
 	r.Body, r.ContentLength = pb, int64(len(body))
