@@ -27,7 +27,11 @@ import (
 //	fits once idle engines stop     they are stopped first (cheapest loss first,
 //	                                see evictOrder), then granted; never an
 //	                                engine with requests in flight or queued, one
-//	                                within its min_loaded, or one with evict never
+//	                                within its min_loaded, or one with evict never,
+//	                                nor, before the start waited max_wait, one whose
+//	                                last use was of a higher priority than the
+//	                                start's and ended within priority_grace
+//	                                (priority.go)
 //	does not fit                    the claim waits; its requests wait in their
 //	                                engine's queue, then go to their fallback or
 //	                                get an error
@@ -58,11 +62,13 @@ type box struct {
 	mu      sync.Mutex
 	budget  int64
 	maxWait time.Duration
+	grace   time.Duration // priority_grace (priority.go); 0: off
 	members map[*Engine]struct{}
 	granted map[*Engine]int64 // shares granted; counted while the engine is not stopped
 	claims  []*claim
 	sig     signal
 	swaps   swapCount
+	byKey   keySwaps // swaps by the key that began the start
 }
 
 // claim is a start waiting for its share.
@@ -128,7 +134,7 @@ func boxNamed(name string, group bool) *box {
 	defer boxesMu.Unlock()
 	b := boxes[name]
 	if b == nil {
-		b = &box{name: name, group: group, members: map[*Engine]struct{}{}, granted: map[*Engine]int64{}}
+		b = &box{name: name, group: group, members: map[*Engine]struct{}{}, granted: map[*Engine]int64{}, grace: priorityGrace}
 		if group {
 			b.budget = 1
 		} else {
@@ -195,6 +201,7 @@ func (b *box) size(n int64) string {
 // *BusyError when the start is refused: it waited max_wait and what the
 // rules protect leaves it no room.
 func (b *box) claim(ctx context.Context, e *Engine) error {
+	key := e.starter()
 	b.mu.Lock()
 	delete(b.granted, e) // a share of an earlier run is history
 	c := &claim{e: e, need: b.need(e), since: e.now()}
@@ -218,6 +225,7 @@ func (b *box) claim(ctx context.Context, e *Engine) error {
 			b.granted[e] = c.need
 			if len(stopped) > 0 {
 				b.swaps.add(e.now())
+				b.byKey.add(key)
 			}
 		}
 		b.mu.Unlock()
@@ -273,6 +281,7 @@ type view struct {
 	keep      bool // within min_loaded, or evict never: never stopped for room
 	never     bool // evict never
 	keepFor   time.Duration
+	grace     time.Duration // the rest of its priority_grace against the start at hand (protectWarm)
 	idleFor   time.Duration // evict never: until its idle_timeout stops it (0: never)
 	lastUsed  time.Time
 	startTook time.Duration // its last start: what stopping it loses
@@ -302,6 +311,9 @@ func (b *box) turn(c *claim) turnResult {
 	}
 	waited := now.Sub(c.since)
 	starving := waited >= maxWait
+	if !starving {
+		protectWarm(views, startPrio(views, c.e), b.grace, now)
+	}
 	victims, ok := decide(b.budget, views, c.e, c.need, starving, now)
 	switch {
 	case ok && len(victims) == 0:
@@ -326,8 +338,13 @@ func (b *box) turn(c *claim) turnResult {
 		next = 0
 	}
 	for _, v := range views {
-		if v.holds && v.keepFor > 0 && (next <= 0 || v.keepFor < next) {
-			next = v.keepFor
+		if !v.holds {
+			continue
+		}
+		for _, d := range []time.Duration{v.keepFor, v.grace} {
+			if d > 0 && (next <= 0 || d < next) {
+				next = d
+			}
 		}
 	}
 	return turnResult{next: next}
@@ -387,8 +404,10 @@ func before(a, b *claim, now time.Time, maxWait time.Duration, waiting map[*Engi
 // hold (tested on its own): the engines to stop so that need fits the
 // budget, and whether it can fit now. An engine that keeps its share
 // (min_loaded, evict never) is never chosen, nor one that is starting or
-// stopping; a busy one only for a claim that waited max_wait (starving),
-// and after every idle one. Among the rest, cheapest loss first
+// stopping, nor one within the priority_grace of a higher-priority use
+// (protectWarm marks them, for a claim that is not starving); a busy one
+// only for a claim that waited max_wait (starving), and after every idle
+// one. Among the rest, cheapest loss first
 // (evictOrder), and no more than it takes: a victim whose share the later
 // ones free anyway is kept.
 func decide(budget int64, views []view, self *Engine, need int64, starving bool, now time.Time) ([]view, bool) {
@@ -399,7 +418,7 @@ func decide(budget int64, views []view, self *Engine, need int64, starving bool,
 			continue
 		}
 		used += v.need
-		if v.ready && !v.keep && (!v.busy || starving) {
+		if v.ready && !v.keep && v.grace == 0 && (!v.busy || starving) {
 			candidates = append(candidates, v)
 		}
 	}
@@ -485,6 +504,12 @@ func (v view) heldBecause() string {
 		return "min_loaded for " + v.keepFor.Round(time.Second).String() + " more"
 	case v.busy:
 		return v.inUse()
+	case v.grace > 0:
+		left := v.grace.Round(time.Second)
+		if left == 0 {
+			left = v.grace.Round(time.Millisecond)
+		}
+		return fmt.Sprintf("used at priority %d, priority_grace for %s more", v.usePrio, left)
 	}
 	return ""
 }

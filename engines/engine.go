@@ -159,6 +159,7 @@ type Engine struct {
 	startTook time.Duration       // the last start's duration: what the scheduler loses by stopping it
 	usePrio   int                 // the highest priority among the requests of its last use (reasons.go)
 	freshUse  bool                // a new use began: the next priority noted replaces usePrio
+	startKey  string              // the key whose request began the last start: its swaps count by it (priority.go)
 	why       Reasons             // the scheduler's last start and stop, and why
 	stopWhy   string              // the scheduler's reason for the stop under way
 	modelBrks map[string]*Breaker // one per model sent: status failures and answer timeouts
@@ -503,6 +504,7 @@ func (e *Engine) acquire(ctx context.Context, wake bool) (*Lease, error) {
 			if !wake {
 				return nil, ErrNotRunning
 			}
+			e.noteStarter(ctx)
 			e.beginStart(startWhy(ctx))
 			waitedFor = e.startSeq
 		case Sleeping:
@@ -510,6 +512,7 @@ func (e *Engine) acquire(ctx context.Context, wake bool) (*Lease, error) {
 				return nil, ErrNotRunning
 			}
 			e.waking = true
+			e.noteStarter(ctx)
 			e.beginStart("wake: " + startWhy(ctx))
 			waitedFor = e.startSeq
 		case Starting:

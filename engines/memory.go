@@ -1,6 +1,7 @@
 package engines
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -32,6 +33,10 @@ type MemoryUse struct {
 	// process started; SwapsLastHour those of the last hour.
 	Swaps         uint64 `json:"swaps"`
 	SwapsLastHour int    `json:"swaps_last_hour"`
+	// SwapsByKey are the swaps by the name of the key whose request began
+	// the start ("" for a key without a name, a request without a key, an
+	// admin start), since the process started: who causes them (issue 39).
+	SwapsByKey map[string]uint64 `json:"swaps_by_key,omitempty"`
 	// Stops are the scheduler's stops since the process started, by
 	// reason: room (an idle engine stopped for a start), drained (a busy
 	// one drained for a start that waited max_wait); Refused the starts
@@ -193,5 +198,8 @@ func (b *box) use() MemoryUse {
 	total, room, drained, refused := b.swaps.counts()
 	u.Swaps, u.SwapsLastHour, u.Refused = total, b.swaps.lastHour(now), refused
 	u.Stops = map[string]uint64{"room": room, "drained": drained}
+	if len(b.byKey) > 0 {
+		u.SwapsByKey = maps.Clone(map[string]uint64(b.byKey))
+	}
 	return u
 }
