@@ -2,9 +2,10 @@ package engines
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"net/http"
 	"net/url"
@@ -39,7 +40,9 @@ import (
 //   - Before the engine is stopped or put to sleep, once its requests have
 //     drained, the slot of each session in the table is saved to a file
 //     named after the engine and the session (a hash: no session key reaches
-//     a file name).
+//     a file name). A session is the caller's key's own (issue 39): the
+//     handler scopes session keys and prompt blocks by the key's name, so
+//     another key's same session id or prompt names another file.
 //   - When a session that has a file takes a slot (after a restart, or after
 //     another session took its slot), the file is restored into it before
 //     the request is sent. A restore that fails costs only the prefill.
@@ -177,11 +180,17 @@ func newSlotTable(cfg Config) *slotTable {
 		tails: map[uint64]uint64{}, tailOf: map[uint64]uint64{}}
 }
 
-// sessionHash names a session key; never 0.
+// sessionHash names a session key; never 0. The key comes scoped by the
+// caller's gateway key (handler's req.session, issue 39), so the hash, and
+// the file named after it, carry the scope. The hash is SHA-256's first 8
+// bytes, not a fast one: a client chooses its key, and with FNV it could
+// search for a key of its own scope that hashes as another tenant's
+// session, in about 2³² tries; the same hash across restarts keeps a
+// session's file name, so a save overwrites its file rather than leaving
+// one behind.
 func sessionHash(key string) uint64 {
-	h := fnv.New64a()
-	_, _ = h.Write([]byte(key))
-	return max(h.Sum64(), 1)
+	sum := sha256.Sum256([]byte(key))
+	return max(binary.BigEndian.Uint64(sum[:8]), 1)
 }
 
 func (t *slotTable) file(session uint64) string {
