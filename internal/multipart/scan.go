@@ -56,12 +56,23 @@ func Boundary(contentType string) (string, bool) {
 // Scan finds the model and stream fields of a multipart body. A field
 // given twice (under any case, as with JSON members) is an error: the engine
 // might read the other one.
+//
+// The framing is read strictly (issue 39), because engines do not all read
+// a form as a form: ollama's OpenAI layer decodes the first JSON value of a
+// body whatever its Content-Type, so a JSON object in the preamble would be
+// run by the engine while the gateway routed and counted the form. Only
+// whitespace may stand before the first delimiter, after a delimiter on its
+// line (RFC 2046's transport padding) and after the closing one; a part
+// that names itself twice (two Content-Disposition headers) or by a name
+// that is a routing field's with spaces around it is refused.
 func Scan(body []byte, boundary string) (Fields, error) {
 	var f Fields
 	delim := []byte("--" + boundary)
-	// the first delimiter may follow a preamble; later ones follow CRLF
-	i := bytes.Index(body, delim)
-	if i < 0 {
+	i := skipWhite(body, 0)
+	if !bytes.HasPrefix(body[i:], delim) {
+		if bytes.Contains(body, delim) {
+			return f, errors.New("the multipart body has data before its first boundary: only whitespace may precede it")
+		}
 		return f, errors.New("the multipart body has no part with its boundary")
 	}
 	next := append([]byte("\r\n"), delim...)
@@ -69,7 +80,10 @@ func Scan(body []byte, boundary string) (Fields, error) {
 	for parts := 0; ; parts++ {
 		i += len(delim)
 		if bytes.HasPrefix(body[i:], []byte("--")) {
-			break // the closing delimiter
+			if skipWhite(body, i+2) != len(body) {
+				return f, errors.New("the multipart body has data after its closing boundary: only whitespace may follow it")
+			}
+			break
 		}
 		if parts == maxFormParts {
 			return f, errors.New("the multipart body has more than 1000 parts")
@@ -78,6 +92,9 @@ func Scan(body []byte, boundary string) (Fields, error) {
 		eol := bytes.Index(body[i:], []byte("\r\n"))
 		if eol < 0 {
 			return f, errors.New("the multipart body ends inside a delimiter line")
+		}
+		if len(bytes.Trim(body[i:i+eol], " \t")) > 0 {
+			return f, errors.New("the multipart body has data after a boundary on its line: a boundary must end its line")
 		}
 		i += eol + 2
 		hdrEnd := bytes.Index(body[i:], []byte("\r\n\r\n"))
@@ -88,15 +105,30 @@ func Scan(body []byte, boundary string) (Fields, error) {
 			hdrEnd = -2 // a part without headers
 		}
 		headers := body[i : i+max(0, hdrEnd)]
+		if bytes.Count(headers, []byte("\n")) != bytes.Count(headers, []byte("\r\n")) ||
+			bytes.Count(headers, []byte("\r")) != bytes.Count(headers, []byte("\r\n")) {
+			// Go's textproto ends a header line at a bare LF: the part's
+			// value would start elsewhere for it than here
+			return f, errors.New("a part of the multipart body has a header line that does not end in CRLF")
+		}
 		valStart := i + hdrEnd + 4
-		end := bytes.Index(body[valStart:], next)
-		if end < 0 {
-			return f, errors.New("the multipart body ends inside a part (no closing boundary)")
+		// an empty part's delimiter follows its headers' blank line at
+		// once, without a CRLF of its own (Go's reader reads it so too)
+		end, after := 0, 2
+		if !bytes.HasPrefix(body[valStart:], delim) {
+			if end = bytes.Index(body[valStart:], next); end < 0 {
+				return f, errors.New("the multipart body ends inside a part (no closing boundary)")
+			}
+		} else {
+			after = 0
 		}
 		value := jsonmember.Span{Start: valStart, End: valStart + end}
-		name, isFile := partName(headers)
+		name, isFile, err := partName(headers)
+		if err != nil {
+			return f, err
+		}
 		for _, want := range [...]string{"model", "stream"} {
-			if !strings.EqualFold(name, want) {
+			if !strings.EqualFold(strings.TrimSpace(name), want) {
 				continue
 			}
 			// Go's FormValue reads a file part named model as the
@@ -113,28 +145,67 @@ func Scan(body []byte, boundary string) (Fields, error) {
 				seenModel, f.Model = true, value
 			default:
 				seenStream = true
-				f.Stream = string(body[value.Start:value.End]) == "true"
+				if f.Stream, err = streamValue(body[value.Start:value.End]); err != nil {
+					return f, err
+				}
 			}
 		}
-		i = value.End + 2
+		i = value.End + after
 	}
 	return f, nil
 }
 
+// streamValue reads a form's stream field. Pydantic reads "1", "yes",
+// "on" and "True" as true where the gateway would see no stream; only the
+// two words every reader agrees on are taken.
+func streamValue(v []byte) (bool, error) {
+	switch string(v) {
+	case "true":
+		return true, nil
+	case "false":
+		return false, nil
+	}
+	return false, fmt.Errorf("the multipart body's \"stream\" field is %q: send true or false", cut(v, 32))
+}
+
+func cut(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[:n]
+	}
+	return b
+}
+
+// skipWhite skips spaces, tabs, CR and LF from i.
+func skipWhite(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n') {
+		i++
+	}
+	return i
+}
+
 // partName reads a part's form field name from its Content-Disposition, and
-// whether the part is a file.
-func partName(headers []byte) (string, bool) {
+// whether the part is a file. A part with two Content-Disposition headers,
+// or one that is not a well-formed form-data disposition, is refused:
+// readers differ on which one names it, or whether it does.
+func partName(headers []byte) (name string, isFile bool, err error) {
+	seen := false
 	for _, line := range bytes.Split(headers, []byte("\r\n")) {
 		k, v, ok := bytes.Cut(line, []byte(":"))
 		if !ok || !strings.EqualFold(string(bytes.TrimSpace(k)), "Content-Disposition") {
 			continue
 		}
-		_, params, err := mime.ParseMediaType(string(bytes.TrimSpace(v)))
-		if err != nil {
-			return "", false
+		if seen {
+			return "", false, errors.New("a part of the multipart body has two Content-Disposition headers")
 		}
-		_, isFile := params["filename"]
-		return params["name"], isFile
+		seen = true
+		// readers that do not parse it as Go does might still find a
+		// name in it: a part every reader reads alike, or none
+		disp, params, perr := mime.ParseMediaType(string(bytes.TrimSpace(v)))
+		if perr != nil || disp != "form-data" {
+			return "", false, errors.New("a part of the multipart body has a Content-Disposition that is not form-data with parameters")
+		}
+		_, isFile = params["filename"]
+		name = params["name"]
 	}
-	return "", false
+	return name, isFile, nil
 }
