@@ -1,0 +1,82 @@
+package bounded
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"runtime"
+	"testing"
+)
+
+// stalling sends n bytes, then fails as a client that stops sending does
+// when its read deadline passes.
+type stalling struct{ left int }
+
+var errStalled = errors.New("stalled")
+
+func (s *stalling) Read(p []byte) (int, error) {
+	if s.left == 0 {
+		return 0, errStalled
+	}
+	n := min(len(p), s.left, 1000) // a client's packets, not one big write
+	for i := range p[:n] {
+		p[i] = 'x'
+	}
+	s.left -= n
+	return n, nil
+}
+
+// allocated is what f allocates, in bytes.
+func allocated(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// Issue 39: an unsized body grew one buffer by appending, and held up to
+// three times what it sent while it was copied; 100 stalled uploads of
+// 900 KB held about 2 MB each.
+func TestAStalledUnsizedBodyHoldsLittleMoreThanItSent(t *testing.T) {
+	const sent = 900 << 10
+	got := allocated(func() {
+		if _, err := Read(&stalling{left: sent}, -1, 32<<20); !errors.Is(err, errStalled) {
+			t.Errorf("read: %v", err)
+		}
+	})
+	if float64(got) > 1.1*sent {
+		t.Fatalf("a body that stalled after %d bytes allocated %d (%.2fx)", sent, got, float64(got)/sent)
+	}
+}
+
+func TestAnUnsizedBodyOverTheLimitIsRefusedAtTheChunkThatPassesIt(t *testing.T) {
+	const limit = 1 << 20
+	got := allocated(func() {
+		if _, err := Read(&stalling{left: 100 << 20}, -1, limit); !errors.Is(err, ErrTooLarge) {
+			t.Errorf("read: %v", err)
+		}
+	})
+	if float64(got) > 1.1*limit {
+		t.Fatalf("a 100 MB body over a 1 MiB limit allocated %d before its refusal", got)
+	}
+}
+
+func TestABodyIsReadWholeAtEveryLength(t *testing.T) {
+	for _, n := range []int{0, 1, 4095, 4096, 4097, 70_000, 1 << 20, 3<<20 + 7} {
+		want := bytes.Repeat([]byte("ab"), n)[:n]
+		for _, length := range []int64{-1, int64(n)} {
+			got, err := Read(bytes.NewReader(want), length, 4<<20)
+			if err != nil || !bytes.Equal(got, want) {
+				t.Fatalf("%d bytes (length %d): %d read, %v", n, length, len(got), err)
+			}
+		}
+		if _, err := Read(bytes.NewReader(want), -1, int64(n)-1); n > 0 && !errors.Is(err, ErrTooLarge) {
+			t.Fatalf("%d bytes over a limit of %d: %v", n, n-1, err)
+		}
+	}
+	if _, err := Read(io.LimitReader(bytes.NewReader(make([]byte, 10)), 5), 10, 100); err == nil {
+		t.Fatal("a body shorter than its Content-Length was read")
+	}
+}
