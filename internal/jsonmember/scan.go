@@ -276,15 +276,19 @@ func (f *Fields) slot(rawName []byte) *Member {
 // only spelled exactly: Go's encoding/json (ollama, LocalAI) matches names
 // ignoring case and takes the last, Python's json takes the exact name, so a
 // variant would be read one way by the gateway and another by an engine.
+//
+// n and best_of (issue 39) are read for the reservation: every engine
+// answers n choices, each up to the token limit.
 var ReadNames = [...]string{"model", "stream", "stream_options", "fallbacks", "max_tokens",
-	"max_completion_tokens", "max_output_tokens", "user", "prompt_cache_key", "messages"}
+	"max_completion_tokens", "max_output_tokens", "user", "prompt_cache_key", "messages",
+	"best_of", "n"}
 
 // fold records a member name against ReadNames.
 func (f *Fields) fold(rawName []byte) {
 	// a folded name is at most 3 bytes per letter (the Kelvin sign is 3),
 	// an escaped one 6
-	if len(rawName) < 4 || len(rawName) > 21*6 {
-		return
+	if len(rawName) > 21*6 || len(rawName) < 4 && !(len(rawName) == 1 && rawName[0]|0x20 == 'n') {
+		return // "n" and "N" are the one short name (n folds to nothing else)
 	}
 	var buf [128]byte
 	name, ok := decodedName(buf[:0], rawName)
