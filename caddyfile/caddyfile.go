@@ -53,6 +53,7 @@ import (
 //		max_attempts <n>                # upstream calls one request may cause, of every kind; default 8
 //		memory_budget <size> [devices <ids>]  # what engines with memory share; repeatable, once per device set (0, 1,2)
 //		max_wait <duration>             # a start's wait for room before busy engines are drained, or it is refused; default 30s
+//		priority_grace <duration>       # an idle engine a higher priority used is not stopped for a lower one within it (or before max_wait); 0 off; default 30s
 //		transport http { … }            # default transport of engines without their own (see engine)
 //		extra_paths <path...>|off       # POST paths outside /v1/ routed by the body's model;
 //		                                # default llama-server's /completion /embedding /rerank /infill /tokenize …
@@ -311,6 +312,12 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config, hist **history.Conf
 			if err := durationArg(d, &cfg.MaxWait); err != nil {
 				return cfg, err
 			}
+		case "priority_grace":
+			var grace caddy.Duration
+			if err := durationArg(d, &grace); err != nil {
+				return cfg, err
+			}
+			cfg.PriorityGrace = &grace
 		case "max_body":
 			var s string
 			if !d.AllArgs(&s) {

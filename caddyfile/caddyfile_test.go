@@ -573,6 +573,12 @@ func TestParseErrorsNameTheProblemAndTheLine(t *testing.T) {
 		stop_timeout -1s
 	}
 }`, "stop_timeout may not be negative", 5},
+		{"a negative priority_grace", `llm_gateway {
+	priority_grace -5s` + remote + `
+}`, "priority_grace may not be negative", 2},
+		{"priority_grace without a unit", `llm_gateway {
+	priority_grace 30` + remote + `
+}`, `bad priority_grace "30": a duration needs a unit, such as 30s or 5m`, 2},
 		{"a bad max_body", `llm_gateway {
 	max_body lots` + remote + `
 }`, `bad max_body "lots"`, 2},
@@ -1296,6 +1302,18 @@ func TestEveryListedSubdirectiveIsKnown(t *testing.T) {
 				t.Errorf("%s lists %s, which the parser does not know: %v", tc.kind, name, err)
 			}
 		}
+	}
+}
+
+func TestPriorityGraceZeroTurnsItOffAndUnsetIsTheDefault(t *testing.T) {
+	if cfg := parse(t, "llm_gateway {"+remote+"\n}"); cfg.PriorityGrace != nil || cfg.Grace() != engines.DefaultPriorityGrace {
+		t.Fatalf("unset: %v, grace %v", cfg.PriorityGrace, cfg.Grace())
+	}
+	if cfg := parse(t, "llm_gateway {\n\tpriority_grace 0"+remote+"\n}"); cfg.PriorityGrace == nil || cfg.Grace() != 0 {
+		t.Fatalf("priority_grace 0: %v, grace %v", cfg.PriorityGrace, cfg.Grace())
+	}
+	if cfg := parse(t, "llm_gateway {\n\tpriority_grace 2m"+remote+"\n}"); cfg.Grace() != 2*time.Minute {
+		t.Fatalf("priority_grace 2m: grace %v", cfg.Grace())
 	}
 }
 

@@ -12,7 +12,7 @@ import (
 var (
 	handlerOptions = []string{"keys", "key", "store", "max_body", "wake", "keepalive", "body_fallbacks",
 		"annotate_response", "list_aliases", "max_fallbacks", "max_attempts", "transport", "extra_paths", "passthrough",
-		"defaults", "ui", "history", "pool", "engine", "memory_budget", "max_wait"}
+		"defaults", "ui", "history", "pool", "engine", "memory_budget", "max_wait", "priority_grace"}
 	engineOptions = []string{"to", "models", "model_name", "unlisted", "api", "api_key", "cmd", "dir", "env", "ready",
 		"wake", "group", "memory", "min_loaded", "evict", "start_timeout", "idle_timeout", "stop_timeout", "stop_cmd", "preload",
 		"max_concurrent", "queue", "dial_timeout", "header_timeout", "request_timeout",

@@ -124,6 +124,7 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 	}
 	// the box's budget is process-wide, as the GPU is: the last config's wins
 	engines.SetMemoryBudgets(cfg.MemoryBudget, cfg.MemoryBudgets, time.Duration(cfg.MaxWait))
+	engines.SetPriorityGrace(cfg.Grace())
 	if err := preloadAtStart(ctx, preload); err != nil {
 		return fmt.Errorf("llm_gateway: %v", err)
 	}

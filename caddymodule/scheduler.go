@@ -42,10 +42,14 @@ var (
 	descSwaps   = prometheus.NewDesc(metricsNS+"_swaps_total", "Engine starts that stopped other engines to make room, by memory budget (devices) or exclusive group.", []string{"devices", "group"}, nil)
 	descSched   = prometheus.NewDesc(metricsNS+"_scheduler_stops_total", "Engines the scheduler stopped, by reason: room (an idle engine stopped for a start), drained (a busy engine drained for a start that waited max_wait).", []string{"devices", "group", "reason"}, nil)
 	descRefused = prometheus.NewDesc(metricsNS+"_scheduler_refusals_total", "Engine starts the scheduler refused: no room within max_wait (their requests got 503 engine_busy or their fallback).", []string{"devices", "group"}, nil)
+	// issue 39: who causes the swaps. A key appears by its configured name
+	// only, never its token; "" is a key without a name, a request without
+	// a key or an admin start, as in llm_gateway_requests_total.
+	descKeySwaps = prometheus.NewDesc(metricsNS+"_swaps_by_key_total", "Engine starts that stopped other engines to make room, by the name of the key whose request began the start (empty: a key without a name, no key, an admin start), memory budget (devices) or exclusive group.", []string{"devices", "group", "key"}, nil)
 )
 
 func (schedulerCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descMemory, descWaiting, descSwaps, descSched, descRefused} {
+	for _, d := range []*prometheus.Desc{descMemory, descWaiting, descSwaps, descKeySwaps, descSched, descRefused} {
 		ch <- d
 	}
 }
@@ -64,6 +68,9 @@ func (schedulerCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descWaiting, prometheus.GaugeValue, float64(len(u.Waiting)), u.Devices)
 		}
 		ch <- prometheus.MustNewConstMetric(descSwaps, prometheus.CounterValue, float64(u.Swaps), u.Devices, u.Group)
+		for key, n := range u.SwapsByKey {
+			ch <- prometheus.MustNewConstMetric(descKeySwaps, prometheus.CounterValue, float64(n), u.Devices, u.Group, key)
+		}
 		for _, reason := range []string{"room", "drained"} {
 			ch <- prometheus.MustNewConstMetric(descSched, prometheus.CounterValue, float64(u.Stops[reason]), u.Devices, u.Group, reason)
 		}

@@ -132,6 +132,12 @@ type Config struct {
 	// drains a busy engine for it, so that nothing starves. Default: 30s.
 	MaxWait caddy.Duration `json:"max_wait,omitempty"`
 
+	// PriorityGrace is how long an idle engine whose last use was of a
+	// higher key priority is kept from being stopped for a lower-priority
+	// start (issue 39); a start that has waited max_wait stops it all the
+	// same. 0 turns the protection off. Default: 30s.
+	PriorityGrace *caddy.Duration `json:"priority_grace,omitempty"`
+
 	// Engines are the upstreams, each serving one or more models.
 	Engines []engines.Config `json:"engines,omitempty"`
 
@@ -435,6 +441,15 @@ func (p PoolConfig) validate(engineNames map[string]bool) error {
 	return nil
 }
 
+// Grace is the priority_grace the scheduler applies: PriorityGrace, or
+// engines.DefaultPriorityGrace when it is not set.
+func (c Config) Grace() time.Duration {
+	if c.PriorityGrace == nil {
+		return engines.DefaultPriorityGrace
+	}
+	return time.Duration(*c.PriorityGrace)
+}
+
 // DefaultKeepAlive is the default interval of SSE keep-alive comments while a
 // streaming request waits.
 const DefaultKeepAlive = 3 * time.Second
@@ -444,6 +459,9 @@ const DefaultKeepAlive = 3 * time.Second
 func (c Config) validateMemory() error {
 	if c.MaxWait < 0 {
 		return fmt.Errorf("max_wait may not be negative")
+	}
+	if c.PriorityGrace != nil && *c.PriorityGrace < 0 {
+		return fmt.Errorf("priority_grace may not be negative")
 	}
 	err := engines.CheckMemory(c.MemoryBudget, c.MemoryBudgets, c.Engines)
 	var me *engines.MemoryError
