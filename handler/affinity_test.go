@@ -15,6 +15,7 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
 	"github.com/llmgateway/caddy-llm-gateway/handler/config"
+	"github.com/llmgateway/caddy-llm-gateway/handler/keys"
 	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 )
@@ -308,7 +309,73 @@ func TestASessionKeyIsStrongerThanAffinity(t *testing.T) {
 	}
 }
 
-func pinnedIn(p *pool, key string) string { return p.order(key, nil)[0].id }
+// pinnedIn is the member a request of the anonymous scope with session key
+// key goes to.
+func pinnedIn(p *pool, key string) string {
+	scoped, _ := (&request{}).session(key, 0)
+	return p.order(scoped, nil)[0].id
+}
+
+// A tenant's data is its own (issue 39): a key's prompt prefix and session
+// keys are found only by the same key.
+
+// keyed is the request as the key named name sends it ("" for a key
+// without a name).
+func keyed(t testing.TB, name, body string, header ...string) *request {
+	req := poolRequest(t, body, header...)
+	req.key = &keys.Rules{Name: name}
+	return req
+}
+
+// planned plans req in p and records its first member's answer in the
+// index; it returns that member and why it was chosen.
+func planned(p *pool, req *request) (string, string) {
+	var res Result
+	plan := p.plan(req, nil, &res)
+	p.answered(plan[0].label, req.blocks)
+	return plan[0].label, res.PoolChoice
+}
+
+func TestAnotherKeysPromptNeverFollowsThisKeysPrefix(t *testing.T) {
+	p, _, _ := balancedPool(t, 4, nil)
+	home, _ := planned(p, keyed(t, "alice", conversation(1, 3)))
+	for _, other := range []string{"bob", ""} {
+		// the same conversation as alice's, one turn on: by load, not where alice's prefix is
+		if m, why := planned(p, keyed(t, other, conversation(1, 4))); why != ChoiceLoad {
+			t.Fatalf("key %q followed alice's prefix to %s (%s)", other, m, why)
+		}
+	}
+	if m, why := planned(p, keyed(t, "alice", conversation(1, 5))); m != home || why != ChoiceAffinity {
+		t.Fatalf("alice's own next turn went to %s (%s), her prefix is on %s", m, why, home)
+	}
+	// keys without a name share the anonymous scope, as no key does
+	planned(p, keyed(t, "", conversation(2, 3)))
+	if _, why := planned(p, poolRequest(t, conversation(2, 4))); why != ChoiceAffinity {
+		t.Fatalf("a request without a key did not share the anonymous scope: %s", why)
+	}
+}
+
+// TestAnotherKeysSessionIDIsAnotherSession: the same X-Session-Id from two
+// keys is two sessions, placed independently (a session id is not a way to
+// reach another tenant's member), while each key's own stays put.
+func TestAnotherKeysSessionIDIsAnotherSession(t *testing.T) {
+	p, _, _ := balancedPool(t, 4, nil)
+	same := 0
+	for i := range 200 {
+		sid := fmt.Sprint("session-", i)
+		a, _ := planned(p, keyed(t, "alice", `{"model":"auto"}`, "X-Session-Id", sid))
+		b, _ := planned(p, keyed(t, "bob", `{"model":"auto"}`, "X-Session-Id", sid))
+		if again, _ := planned(p, keyed(t, "alice", `{"model":"auto"}`, "X-Session-Id", sid)); again != a {
+			t.Fatalf("alice's session %s moved from %s to %s", sid, a, again)
+		}
+		if a == b {
+			same++
+		}
+	}
+	if same > 80 { // about 1 in 4 by chance; all 200 when the key is the session
+		t.Fatalf("bob's same session id went to alice's member %d times of 200", same)
+	}
+}
 
 func TestRoundRobinAndLeastLoadedIgnoreThePrefix(t *testing.T) {
 	for _, policy := range []string{config.BalanceRoundRobin, config.BalanceLeastLoaded} {

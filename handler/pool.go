@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -90,6 +91,41 @@ func (p *pool) sessionKey(req *request) string {
 	}
 	v, _ := jsonmember.StringValue(req.body, m)
 	return string(v)
+}
+
+// A tenant's data is its own (issue 39, SPEC §19). What the gateway keeps
+// on a caller's behalf and finds again by what a later request sends (a
+// pool's sticky sessions and its prefix index here, an engine's saved KV
+// slots in warmswap.go) is found only by requests of the same key.
+// Unscoped, another key sending the same X-Session-Id, prompt_cache_key or
+// prompt prefix was sent to the member holding the first key's
+// conversation, and had the first key's saved slot restored (and
+// overwrote it): with llama-server the reused prefix shows in the answer's
+// timings, so one tenant could probe another's conversation. The scope is
+// the caller's key's name; keys without a name (and requests without a
+// key) share one anonymous scope.
+
+// session is the request's session within its caller's scope: key when
+// the request names one, else the chained hashes of its prompt's blocks of
+// block bytes (none when block is 0). The scoped key starts with the
+// scope's length, so no key sent in one scope spells a key of another; the
+// blocks are rehashed with the scope (internal/prefix.Scope). Saved slot
+// files are named after this key or the last of these blocks, so they
+// carry the scope in their hash too.
+func (req *request) session(key string, block int) (string, []uint64) {
+	scope := ""
+	if req.key != nil {
+		scope = req.key.Name
+	}
+	if key != "" {
+		return strconv.Itoa(len(scope)) + ":" + scope + ":" + key, nil
+	}
+	if block <= 0 {
+		return "", nil
+	}
+	// promptBlocks makes a new slice each call: rehashing it in place
+	// changes nothing another reader holds
+	return "", prefix.Scope(req.promptBlocks(block), scope)
 }
 
 // order returns the healthy members in the order to try them: for a session,
@@ -203,13 +239,13 @@ func readiness(m *poolMember) int {
 func (p *pool) plan(req *request, rank func(*poolMember) int, res *Result) []candidate {
 	var ms []*poolMember
 	why := ChoiceSession
-	if key := p.sessionKey(req); key != "" {
+	block := 0 // only affinity reads the prompt
+	if p.bal.Policy == config.BalanceAffinity {
+		block = p.bal.Block
+	}
+	if key, blocks := req.session(p.sessionKey(req), block); key != "" {
 		ms = p.order(key, rank)
 	} else {
-		var blocks []uint64
-		if p.bal.Policy == config.BalanceAffinity {
-			blocks = req.promptBlocks(p.bal.Block)
-		}
 		ms, why = p.choose(blocks, rank)
 		req.blocks = blocks // the index learns who answers (answered)
 	}

@@ -13,7 +13,9 @@ import (
 // engine was stopped or slept since its last turn), by sending llama-server
 // the slot in "id_slot". The session is recognised as pool affinity
 // recognises it: the X-Session-Id header, else the caller's
-// prompt_cache_key, else the conversation's prompt blocks (internal/prefix).
+// prompt_cache_key, else the conversation's prompt blocks (internal/prefix),
+// each within the caller's scope (req.session, pool.go): another key's
+// same session never takes, restores or overwrites this key's slot.
 
 // sessionHeader names a session for slots save, as for pools' sticky
 // sessions.
@@ -32,10 +34,7 @@ func (g *Gateway) warmSlot(req *request, a *attempt, body []byte) []byte {
 			key = "prompt_cache_key:" + string(v)
 		}
 	}
-	var blocks []uint64
-	if key == "" {
-		blocks = req.promptBlocks(prefix.DefaultBlock)
-	}
+	key, blocks := req.session(key, prefix.DefaultBlock)
 	slot, ok := a.lease.Slot(req.r.Context(), key, blocks)
 	if !ok {
 		return body
