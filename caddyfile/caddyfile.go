@@ -44,6 +44,7 @@ import (
 //			timeout <duration>          # what a request waits for Redis; default 100ms
 //		}]
 //		max_body <size>                 # default 32MiB
+//		body_timeout <duration>         # how long a body may take to arrive (408 after); default 2m
 //		wake on|off                     # may a request start a stopped engine; default on
 //		keepalive <duration>            # SSE comment interval while a stream waits; default 3s
 //		body_fallbacks on|off           # may a body name "fallbacks"; default on
@@ -328,6 +329,10 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config, hist **history.Conf
 				return cfg, d.Errf("bad max_body %q: want a size such as 32MiB", s)
 			}
 			cfg.MaxBody = int64(n)
+		case "body_timeout":
+			if err := durationArg(d, &cfg.BodyTimeout); err != nil {
+				return cfg, err
+			}
 		case "wake":
 			b, err := parseOnOff(d)
 			if err != nil {

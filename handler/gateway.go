@@ -43,17 +43,18 @@ type route struct {
 // itself: engines are given to it (the caddy module keeps them across
 // reloads).
 type Gateway struct {
-	log       *zap.Logger
-	keys      *keys.Ring
-	maxBody   int64
-	keepAlive time.Duration
-	dropped   atomic.Int64      // malformed events dropped
-	routes    []*route          // in config order
-	byModel   map[string]*route // every model name and alias
-	byName    map[string]*route // every engine
-	pools     map[string]*pool  // by name, and "auto" for the default pool
-	poolList  []*pool
-	annotate  bool
+	log         *zap.Logger
+	keys        *keys.Ring
+	maxBody     int64
+	bodyTimeout time.Duration
+	keepAlive   time.Duration
+	dropped     atomic.Int64      // malformed events dropped
+	routes      []*route          // in config order
+	byModel     map[string]*route // every model name and alias
+	byName      map[string]*route // every engine
+	pools       map[string]*pool  // by name, and "auto" for the default pool
+	poolList    []*pool
+	annotate    bool
 	// traceContent: Result keeps the prompt and the answer (tracecontent.go)
 	traceContent bool
 	// listAliases: /v1/models lists every name of an engine, not one

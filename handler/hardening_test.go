@@ -366,7 +366,7 @@ func TestABodyReadWholeIsClosedAtOnce(t *testing.T) {
 	r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
 	r.ProtoMajor, r.ProtoMinor = 2, 0
 	r.Body, r.ContentLength = pb, int64(len(body))
-	got, gerr := g.readBodyOnce(r)
+	got, gerr := g.readBodyOnce(httptest.NewRecorder(), r)
 	if gerr != nil || string(got) != body {
 		t.Fatalf("read %q, %v", got, gerr)
 	}

@@ -4,7 +4,6 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 
-	"strconv"
 	"strings"
 
 	"github.com/llmgateway/caddy-llm-gateway/quota"
@@ -76,7 +75,9 @@ func (g *Gateway) ResetKey(name string) (bool, error) {
 // a token, plus the most it may answer, the largest of max_tokens,
 // max_completion_tokens (Chat Completions) and max_output_tokens
 // (Responses; Anthropic's is max_tokens), or, when it names none, the key's
-// reserve (default DefaultReserve). An upload (a multipart form: audio,
+// reserve (default DefaultReserve), for each of the n (or best_of) choices
+// an engine makes. The numbers are read as lax engines read them, when the
+// body is (readCounts, bodyrules.go). An upload (a multipart form: audio,
 // images) is not text: its file says nothing of the tokens it costs, so it
 // reserves one.
 func estimateTokens(req *request) int64 {
@@ -84,18 +85,12 @@ func estimateTokens(req *request) int64 {
 		return 1
 	}
 	prompt := int64(len(req.body)/4 + 1)
-	answer := int64(0)
-	for _, name := range [...]string{"max_tokens", "max_completion_tokens", "max_output_tokens"} {
-		if m, ok := jsonmember.LastMember(req.body, jsonmember.SkipSpace(req.body, 0), name); ok {
-			if n, err := strconv.ParseInt(string(req.body[m.Value.Start:m.Value.End]), 10, 64); err == nil && n > answer {
-				answer = n
-			}
-		}
-	}
+	answer := max(req.most, 0)
 	if answer == 0 {
 		answer = req.key.Reserve()
 	}
-	return prompt + answer
+	// LaxInt caps a limit at 2^40; 2^20 choices keep the product in an int64
+	return prompt + answer*min(max(req.choices, 1), 1<<20)
 }
 
 // askUsage makes a streamed chat or text completion report its usage (for a

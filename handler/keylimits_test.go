@@ -5,6 +5,7 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/handler/keys"
 	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
 	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
+	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 
 	"fmt"
 	"io"
@@ -328,7 +329,11 @@ func TestAnUploadReservesNoTokensForItsFile(t *testing.T) {
 	if est := estimateTokens(req); est != 1 {
 		t.Fatalf("a 4 MB upload reserves %d tokens", est)
 	}
-	if est := estimateTokens(&request{body: []byte(`{"model":"m","max_tokens":100,"messages":[]}`)}); est != 12+100 {
+	chat := &request{body: []byte(`{"model":"m","max_tokens":100,"messages":[]}`)}
+	if err := chat.fields.Scan(chat.body, jsonmember.Request); err != nil || readCounts(chat) != nil {
+		t.Fatal(err)
+	}
+	if est := estimateTokens(chat); est != 12+100 {
 		t.Fatalf("a chat request reserves %d tokens", est)
 	}
 }

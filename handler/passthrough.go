@@ -48,7 +48,7 @@ func (g *Gateway) servePassthrough(w http.ResponseWriter, r *http.Request, res *
 	res.ModelAsked = model
 	kr := res.key
 	if rt == nil {
-		res.refuse(w, &apierror.Error{Status: http.StatusNotFound, Type: apierror.TypeInvalidRequest, Code: "model_not_found", Message: fmt.Sprintf("%s%s/…: the model %q is not served here; served models: %s", config.UpstreamPrefix, model, model, strings.Join(kr.Only(g.engineModels()), ", "))})
+		res.refuse(w, &apierror.Error{Status: http.StatusNotFound, Type: apierror.TypeInvalidRequest, Code: "model_not_found", Message: fmt.Sprintf("%s%s/…: the model %q is not served here; served models: %s", config.UpstreamPrefix, cut(model, maxEcho), cut(model, maxEcho), strings.Join(kr.Only(g.engineModels()), ", "))})
 		return
 	}
 	res.Known = true
@@ -56,7 +56,7 @@ func (g *Gateway) servePassthrough(w http.ResponseWriter, r *http.Request, res *
 		res.refuse(w, gerr)
 		return
 	}
-	req, gerr := g.readPassthrough(r, rt, model, kr)
+	req, gerr := g.readPassthrough(w, r, rt, model, kr)
 	if gerr != nil {
 		res.refuse(w, gerr)
 		return
@@ -96,28 +96,38 @@ func (g *Gateway) mayPassthrough(w http.ResponseWriter, r *http.Request, kr *key
 // multipart body is held to the same rules as on /v1/ (its model must be
 // the path's engine's, and one the key may use), and a JSON body gets the
 // engine's filters. Another body is relayed as it is, bounded by max_body.
-func (g *Gateway) readPassthrough(r *http.Request, rt *route, model string, kr *keys.Rules) (*request, *apierror.Error) {
+func (g *Gateway) readPassthrough(w http.ResponseWriter, r *http.Request, rt *route, model string, kr *keys.Rules) (*request, *apierror.Error) {
 	req := &request{r: r, model: model, api: apierror.OpenAI, passthrough: true}
 	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
 		return req, nil
 	}
-	body, gerr := g.readBodyOnce(r)
+	body, gerr := g.readBodyOnce(w, r)
 	if gerr != nil {
 		return nil, gerr
 	}
 	req.body = body
 	var named []byte
-	if boundary, ok := multipart.Boundary(r.Header.Get("Content-Type")); ok {
+	ct := r.Header.Get("Content-Type")
+	if boundary, ok := multipart.Boundary(ct); ok {
 		f, gerr := scanForm(body, boundary)
 		if gerr != nil {
 			return nil, gerr
 		}
-		req.form, named = &f, body[f.Model.Start:f.Model.End]
-	} else if i := jsonmember.SkipSpace(body, 0); i < len(body) && body[i] == '{' {
+		req.form, req.stream = &f, f.Stream
+		if f.Model.OK() {
+			named = body[f.Model.Start:f.Model.End]
+		}
+	} else if len(body) > 0 && looksJSON(ct, body) {
+		// a body an engine reads as JSON is read here as every route
+		// reads one (issue 39: a BOM or UTF-16 passed unread, with a
+		// model the key may not use and no filters applied)
 		if gerr := g.scanJSON(body, &req.fields); gerr != nil {
 			return nil, gerr
 		}
 		req.stream = jsonmember.IsTrue(body, req.fields.Stream)
+		if gerr := readCounts(req); gerr != nil {
+			return nil, gerr
+		}
 		if v, ok := jsonmember.StringValue(body, req.fields.Model); ok {
 			named = v
 		}

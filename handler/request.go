@@ -3,7 +3,9 @@ package handler
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -38,6 +40,9 @@ type request struct {
 	overBudget  bool        // served by the key's over_budget fallback
 	passthrough bool        // a /upstream/ request: relayed as the engine answers
 	hideUsage   bool        // the usage chunk is the gateway's, not the client's
+
+	most    int64 // the largest token limit the body names, 0 for none (bodyrules.go)
+	choices int64 // n or best_of, the larger; 0 for none
 }
 
 // json reports whether the body is JSON (not a multipart form).
@@ -55,13 +60,18 @@ func (req *request) bodyFor(model string) []byte {
 	return jsonmember.ApplyEdits(req.body, jsonmember.ReplaceValue(req.fields.Model, model))
 }
 
-// readRequest reads and scans the body, once, bounded by max_body.
-func (g *Gateway) readRequest(r *http.Request) (*request, *apierror.Error) {
-	body, gerr := g.readBodyOnce(r)
+// readRequest reads and scans the body, once, bounded by max_body, with
+// the parser of its route (bodyrules.go).
+func (g *Gateway) readRequest(w http.ResponseWriter, r *http.Request) (*request, *apierror.Error) {
+	if gerr := checkMediaType(r); gerr != nil {
+		return nil, gerr
+	}
+	body, gerr := g.readBodyOnce(w, r)
 	if gerr != nil {
 		return nil, gerr
 	}
-	if boundary, ok := multipart.Boundary(r.Header.Get("Content-Type")); ok {
+	if takesForm(r.URL.Path) {
+		boundary, _ := multipart.Boundary(r.Header.Get("Content-Type"))
 		return readForm(r, body, boundary)
 	}
 	// the body is scanned into the request it makes (jsonmember.Fields.Scan)
@@ -80,18 +90,34 @@ func (g *Gateway) readRequest(r *http.Request) (*request, *apierror.Error) {
 		return nil, apierror.BadRequest("missing_model", `the request body has no "model": name one of GET /v1/models`)
 	}
 	req.body, req.model, req.stream = body, string(model), jsonmember.IsTrue(body, req.fields.Stream)
+	if gerr := readCounts(req); gerr != nil {
+		return nil, gerr
+	}
 	return req, nil
 }
 
-// readBodyOnce reads the request body, bounded by max_body: its one read on every route.
-func (g *Gateway) readBodyOnce(r *http.Request) ([]byte, *apierror.Error) {
+// readBodyOnce reads the request body, bounded by max_body and
+// body_timeout: its one read on every route.
+func (g *Gateway) readBodyOnce(w http.ResponseWriter, r *http.Request) ([]byte, *apierror.Error) {
 	if r.ContentLength > g.maxBody {
 		return nil, g.tooLarge()
 	}
+	// the deadline is the connection's (a socket's, or an HTTP/2 stream's),
+	// so a body that trickles is cut where it waits; it is lifted once the
+	// body is read, or net/http's background read of an HTTP/1.1
+	// connection would fail at it and cancel the request
+	rc := http.NewResponseController(w)
+	if rc.SetReadDeadline(time.Now().Add(g.bodyTimeout)) == nil {
+		defer rc.SetReadDeadline(time.Time{})
+	}
 	body, err := bounded.Read(r.Body, r.ContentLength, g.maxBody)
 	if err != nil {
-		if errors.Is(err, bounded.ErrTooLarge) {
+		var ne net.Error
+		switch {
+		case errors.Is(err, bounded.ErrTooLarge):
 			return nil, g.tooLarge()
+		case errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout():
+			return nil, &apierror.Error{Status: http.StatusRequestTimeout, Type: apierror.TypeInvalidRequest, Code: "request_timeout", Message: "the request body did not arrive within the gateway's body_timeout of " + g.bodyTimeout.String()}
 		}
 		return nil, apierror.BadRequest("body_read_error", "reading the request body: "+err.Error())
 	}
@@ -106,6 +132,9 @@ func (g *Gateway) readBodyOnce(r *http.Request) ([]byte, *apierror.Error) {
 // the engines' filter paths) is given once and spelled exactly, or the body
 // is refused, so that the gateway and every engine read the same request.
 func (g *Gateway) scanJSON(body []byte, fields *jsonmember.Fields) *apierror.Error {
+	if why := encodingProblem(body); why != "" {
+		return apierror.BadRequest("invalid_json", why)
+	}
 	if err := fields.Scan(body, jsonmember.Request); err != nil {
 		return apierror.BadRequest("invalid_json", "the request body is not valid JSON: "+err.Error())
 	}

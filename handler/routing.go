@@ -35,7 +35,7 @@ func (g *Gateway) pathKind(p, method string) pathKind {
 }
 
 func (g *Gateway) serveRouted(w http.ResponseWriter, r *http.Request, res *Result) {
-	req, gerr := g.readRequest(r)
+	req, gerr := g.readRequest(w, r)
 	if gerr != nil {
 		res.refuse(w, gerr)
 		return

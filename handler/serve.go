@@ -34,6 +34,9 @@ func New(cfg config.Config, engs []*engines.Engine, log *zap.Logger) (*Gateway, 
 	if g.maxBody == 0 {
 		g.maxBody = config.DefaultMaxBody
 	}
+	if g.bodyTimeout = time.Duration(cfg.BodyTimeout); g.bodyTimeout == 0 {
+		g.bodyTimeout = config.DefaultBodyTimeout
+	}
 	g.allowBodyFallbacks = cfg.BodyFallbacks == nil || *cfg.BodyFallbacks
 	g.listAliases = cfg.ListAliases
 	g.maxFallbacks, g.maxAttempts = cfg.MaxFallbacks, cfg.MaxAttempts

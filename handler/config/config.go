@@ -17,6 +17,7 @@ import (
 // Defaults of the handler's limits.
 const (
 	DefaultMaxBody      = 32 << 20
+	DefaultBodyTimeout  = 2 * time.Minute
 	DefaultMaxFallbacks = 4
 	DefaultMaxAttempts  = 8
 	// MinKeyLength is the shortest gateway key accepted: a shorter one is
@@ -42,6 +43,12 @@ type Config struct {
 	// MaxBody is the largest request body in bytes; a larger one is
 	// answered 413. Default: 32 MiB.
 	MaxBody int64 `json:"max_body,omitempty"`
+
+	// BodyTimeout is how long a request body may take to arrive, from the
+	// moment the gateway starts reading it; a slower one is answered 408
+	// and its connection closed. An upload of max_body at 2 Mbit/s takes
+	// about 2 minutes. Default: 2m.
+	BodyTimeout caddy.Duration `json:"body_timeout,omitempty"`
 
 	// Wake says whether a request may start a stopped engine; an engine's
 	// own wake overrides it. Default: true.

@@ -1,0 +1,143 @@
+package handler
+
+import (
+	"bytes"
+	"fmt"
+	"mime"
+	"net/http"
+	"strings"
+
+	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
+	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
+)
+
+// One body, one reading (SPEC §12, issue 39). The gateway routes, counts and
+// filters a request by what it reads of the body; an engine runs what it
+// reads. Wherever the two readings could differ, the body is refused:
+//
+//	what                      the gateway's rule                     because
+//	the parser                the route's: a form route (audio        ollama decodes the first JSON
+//	                          transcriptions and translations, image  value of any body, whatever its
+//	                          edits and variations) takes only        Content-Type: a JSON object
+//	                          multipart/form-data, every other route  before a form's parts ran while
+//	                          only a JSON object, never a multipart   the form was routed and counted
+//	                          body
+//	the encoding              a JSON body is UTF-8 without a byte     Python's json takes UTF-16, -32
+//	                          order mark, on every route              and a BOM; Go's and ours do not
+//	the numbers that cost     max_tokens, max_completion_tokens,      pydantic engines read "5000" and
+//	                          max_output_tokens, n, best_of read as   5e3 as 5000: a limit the gateway
+//	                          pydantic's lax int reads them           read as none reserved too little
+//	                          (jsonmember.LaxInt), or a 400 naming
+//	                          the member; the reservation is the
+//	                          limit times the choices
+//	the flag that streams     stream is a JSON boolean (or null)      pydantic streams "true", 1, "yes":
+//	                          or a 400                                a stream the gateway did not ask
+//	                                                                  usage of was charged its reserve
+
+// formPaths are the routes whose bodies are forms: OpenAI's uploads. Under
+// /v1/, or as extra_paths of the same name without it.
+var formPaths = map[string]bool{
+	"/audio/transcriptions": true, "/audio/translations": true,
+	"/images/edits": true, "/images/variations": true,
+}
+
+// takesForm reports whether the route at path reads a multipart form.
+func takesForm(path string) bool {
+	return formPaths[strings.TrimPrefix(path, "/v1")]
+}
+
+// checkMediaType refuses a body the route does not read: a form route's
+// body that is not multipart/form-data, another route's that is multipart.
+func checkMediaType(r *http.Request) *apierror.Error {
+	ct := r.Header.Get("Content-Type")
+	mt, _, _ := mime.ParseMediaType(ct)
+	isMultipart := strings.HasPrefix(strings.ToLower(strings.TrimSpace(ct)), "multipart/")
+	switch form := takesForm(r.URL.Path); {
+	case form && mt != "multipart/form-data":
+		return unsupportedMedia(fmt.Sprintf("%s takes a multipart/form-data body (its file and a \"model\" field), not %s", r.URL.Path, mediaName(ct)))
+	case !form && isMultipart:
+		return unsupportedMedia(fmt.Sprintf("%s takes a JSON object, not a %s body: engines read such a body two ways (as a form, or as the JSON before it)", r.URL.Path, mediaName(mt)))
+	}
+	return nil
+}
+
+func mediaName(ct string) string {
+	if ct == "" {
+		return "a body without a Content-Type"
+	}
+	return cut(ct, 64)
+}
+
+func unsupportedMedia(msg string) *apierror.Error {
+	return &apierror.Error{Status: http.StatusUnsupportedMediaType, Type: apierror.TypeInvalidRequest, Code: "unsupported_media_type", Message: msg}
+}
+
+// encodingProblem says why a body is not UTF-8 JSON text as the gateway
+// reads it, for a clearer 400 than the scanner's: "" when it may be.
+// RFC 8259 §8.1: JSON text exchanged between systems is UTF-8 without a
+// BOM; RFC 4627 §3 told the encodings apart by the NULs of the first four
+// bytes, as Python's json.loads still does.
+func encodingProblem(body []byte) string {
+	switch {
+	case bytes.HasPrefix(body, []byte{0xEF, 0xBB, 0xBF}):
+		return "the body starts with a byte order mark: send UTF-8 JSON without one"
+	case bytes.HasPrefix(body, []byte{0xFE, 0xFF}), bytes.HasPrefix(body, []byte{0xFF, 0xFE}),
+		len(body) >= 2 && (body[0] == 0 || body[1] == 0):
+		return "the body is UTF-16 or UTF-32: send UTF-8 JSON"
+	}
+	return ""
+}
+
+// looksJSON reports whether a passthrough body is one an engine reads as
+// JSON, and so must be the one UTF-8 object every route takes: its
+// Content-Type says JSON, or it has none (FastAPI engines then decode it
+// as JSON), or its bytes start as JSON or as another encoding of it.
+func looksJSON(ct string, body []byte) bool {
+	mt, _, _ := mime.ParseMediaType(ct)
+	if ct == "" || mt == "application/json" || strings.HasSuffix(mt, "+json") || encodingProblem(body) != "" {
+		return true
+	}
+	i := jsonmember.SkipSpace(body, 0)
+	return i < len(body) && (body[i] == '{' || body[i] == '[')
+}
+
+// readCounts reads the numbers a reservation reads (the token limits, n,
+// best_of) and the stream flag, as the laxest engine would, into req; a
+// value no engine reads as the gateway does is a 400 naming the member.
+func readCounts(req *request) *apierror.Error {
+	b := req.body
+	if m := req.fields.Stream; m.OK() && !jsonmember.IsBool(b, m) && string(m.Raw(b)) != "null" {
+		return apierror.BadRequest("invalid_stream", fmt.Sprintf(`the body's "stream" is %s: send true or false (engines read strings and numbers as true, and the gateway would not see the stream)`, cut(string(m.Raw(b)), 32)))
+	}
+	obj := jsonmember.SkipSpace(b, 0)
+	for _, name := range [...]string{"max_tokens", "max_completion_tokens", "max_output_tokens", "n", "best_of"} {
+		m, ok := jsonmember.LastMember(b, obj, name)
+		if !ok {
+			continue
+		}
+		n, ok, err := jsonmember.LaxInt(b, m)
+		if err != nil {
+			return apierror.BadRequest("invalid_number", fmt.Sprintf(`the body's %q is %s: send a whole number`, name, cut(string(m.Raw(b)), 32)))
+		}
+		switch {
+		case !ok:
+		case name == "n" || name == "best_of":
+			req.choices = max(req.choices, n)
+		default:
+			req.most = max(req.most, n)
+		}
+	}
+	return nil
+}
+
+// maxEcho is the most of a caller's model name an error repeats.
+const maxEcho = 256
+
+// cut shortens what the gateway echoes of a caller's input: a message names
+// it, never carries it whole (issue 39: a 404 echoed a 100 KB model name).
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
