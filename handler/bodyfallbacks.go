@@ -70,8 +70,12 @@ func (g *Gateway) bodyCandidate(item string, kr *keys.Rules) (candidate, error) 
 		return candidate{}, fmt.Errorf("no engine %s here; engines: %s", name, strings.Join(g.engineNames(kr), ", "))
 	}
 	if !hasModel {
+		// the engine's own name for its models, else the first of its
+		// names the key may use (reach.go checks the item as sent)
 		model = rt.cfg.ModelName
-		if model == "" {
+		if only := kr.Only(rt.cfg.Models); model == "" && len(only) > 0 {
+			model = only[0]
+		} else if model == "" {
 			model = rt.cfg.Models[0]
 		}
 	} else if model != rt.cfg.ModelName && !slices.Contains(rt.cfg.Models, model) {
@@ -108,9 +112,10 @@ func (g *Gateway) withBodyFallbacks(req *request, plan []candidate) ([]candidate
 		return nil, err
 	}
 	for _, c := range extra {
-		// a key cannot reach through fallbacks a model it may not use
-		if !slices.ContainsFunc(c.rt.cfg.Models, req.key.Allows) {
-			return nil, req.key.NotAllowed(c.rt.cfg.Models[0])
+		// a key cannot reach through fallbacks a model it may not use:
+		// the model each item sends, not only its engine (reach.go)
+		if !g.mayReach(req.key, c) {
+			return nil, req.key.NotAllowed(c.rt.cfg.Name + "/" + c.model)
 		}
 	}
 	out := make([]candidate, 0, len(plan)+len(extra))

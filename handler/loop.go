@@ -45,6 +45,9 @@ type planner struct {
 	clock    clock.Clock
 	max      int    // upstream attempts allowed in all (max_attempts)
 	family   string // the request's API family: candidates that do not speak it are skipped
+	// may is the caller's key's check of each candidate (reach.go); nil
+	// for a key that may use every model
+	may func(candidate) bool
 }
 
 func newPlanner(plan []candidate, budget *failoverBudget, clock clock.Clock, maxAttempts int) *planner {
@@ -64,6 +67,12 @@ func (p *planner) next() (candidate, bool) {
 		if !c.rt.cfg.Speaks(p.family) {
 			continue // a pool member or body fallback that cannot read this request
 		}
+		if !p.allowed(c) {
+			continue // a model the caller's key may not use
+		}
+		if c.slow != nil && !p.allowed(candidate{rt: c.slow, model: c.rt.cfg.FallbackModel, role: roleFallback}) {
+			c.slow = nil // no slow start may leave for a fallback the key cannot reach
+		}
 		if c.role == rolePool && p.budget != nil &&
 			(p.attempts >= p.budget.attempts || p.clock.Now().After(p.budget.deadline)) {
 			continue
@@ -72,6 +81,9 @@ func (p *planner) next() (candidate, bool) {
 	}
 	return candidate{}, false
 }
+
+// allowed reports whether the caller's key may reach c.
+func (p *planner) allowed(c candidate) bool { return p.may == nil || p.may(c) }
 
 // current is the candidate being tried.
 func (p *planner) current() candidate { return p.walk[p.i] }
@@ -105,7 +117,7 @@ func (p *planner) decide(a *attempt, v verdict) step {
 		return stepRetry
 	}
 	if a.contextTooLong() {
-		if cc, ok := c.contextCandidate(); ok && !p.has(roleContext) {
+		if cc, ok := c.contextCandidate(); ok && !p.has(roleContext) && p.allowed(cc) {
 			p.insert(cc)
 			return stepNext
 		}
@@ -174,6 +186,7 @@ func (g *Gateway) run(w http.ResponseWriter, req *request, plan []candidate, res
 	rp := g.newReply(w, req.stream, req.api, res)
 	p := newPlanner(plan, req.budget, g.clock, g.maxAttempts)
 	p.family = req.family()
+	p.may = g.reachFilter(req)
 	rp.spend = p.spend
 	for c, ok := p.next(); ok; {
 		a := g.try(rp, req, c)

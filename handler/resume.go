@@ -43,6 +43,9 @@ func (g *Gateway) resume(rp *reply, origin candidate, a *attempt, cause error, t
 	for int(*tried) < len(rs) {
 		c := rs[*tried]
 		*tried++
+		if !g.mayReach(a.req.key, c) {
+			continue // a fallback the caller's key may not use (reach.go)
+		}
 		if rp.spend != nil && !rp.spend() {
 			return nil // a resume is an upstream call: max_attempts bounds it too
 		}

@@ -41,6 +41,9 @@ func (kr *Rules) Allows(model string) bool {
 	return kr == nil || kr.allowed == nil || kr.allowed[model]
 }
 
+// AllowsAll reports whether the key may use every model.
+func (kr *Rules) AllowsAll() bool { return kr == nil || kr.allowed == nil }
+
 // Ring checks callers' tokens. Tokens are compared as SHA-256 digests with
 // subtle.ConstantTimeCompare against every key, so neither a token's length
 // nor which key it matched shows in the timing.
@@ -133,6 +136,9 @@ func LimitsOf(ls []quota.Limit) string {
 
 // NotAllowed is the refusal of a model the key may not use.
 func (kr *Rules) NotAllowed(model string) *apierror.Error {
+	if len(model) > 256 { // an error names what was asked, never echoes it whole
+		model = model[:256] + "…"
+	}
 	return &apierror.Error{Status: http.StatusForbidden, Type: apierror.TypeInvalidRequest, Code: "model_not_allowed", Message: fmt.Sprintf("key %s may not use the model %q; it may use: %s", kr.Name, model, strings.Join(kr.Models, ", "))}
 }
 

@@ -1,0 +1,47 @@
+package handler
+
+import "github.com/llmgateway/caddy-llm-gateway/handler/keys"
+
+// Every candidate a request can reach is a model its key may use (SPEC §12,
+// issue 39). The door checks the model a request names; a plan reaches
+// further: the engine's fallback and context_fallback, the body's
+// "fallbacks", a resume on the fallback. A key that could make its own
+// primary fail (hold its engine's one max_concurrent place with a slow
+// stream) got 200 from a model that was 403 when asked for by name. So the
+// door's may step is applied again to each candidate the planner hands out
+// (loop.go's next), to a context fallback before it is inserted, to each
+// resumer and to each body fallback before anything is sent:
+//
+//	candidate            the key may reach it when
+//	primary, pool member  always: the door checked the model or pool it named
+//	fallback, context,    it may use a name of that engine whose request is
+//	body fallback         sent as what the candidate sends (the name itself,
+//	                      or the engine's model_name), or, for a candidate
+//	                      that leaves the body's model alone, any name of
+//	                      that engine
+//
+// A configured fallback the key may not reach is skipped (as an engine that
+// does not speak the request's API is); a body fallback is refused, 403.
+
+// mayReach reports whether the key kr may use what c sends.
+func (g *Gateway) mayReach(kr *keys.Rules, c candidate) bool {
+	if kr.AllowsAll() || c.role == rolePrimary || c.role == rolePool {
+		return true
+	}
+	for _, n := range kr.Models {
+		if g.byModel[n] == c.rt && (c.model == "" || c.model == n || c.model == c.rt.cfg.ModelName) {
+			return true
+		}
+	}
+	return false
+}
+
+// reachFilter is the planner's check for req's key: nil for a key that may
+// use every model, which costs the walk nothing.
+func (g *Gateway) reachFilter(req *request) func(candidate) bool {
+	kr := req.key
+	if kr.AllowsAll() {
+		return nil
+	}
+	return func(c candidate) bool { return g.mayReach(kr, c) }
+}
