@@ -2,6 +2,9 @@ package jsonmember
 
 import (
 	"encoding/json"
+	"math"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -51,4 +54,104 @@ func TestNIsOneSpellingAsTheOtherCountsAre(t *testing.T) {
 	if f, err := ScanRequest([]byte(`{"n":2,"m":1,"a":3}`)); err != nil || f.Ambiguous != "" {
 		t.Fatalf("%v %q", err, f.Ambiguous)
 	}
+}
+
+// FuzzLaxReading extends the differential check of the one reading (issue
+// 39) to the numbers and the flag a reservation reads: for a body the
+// gateway accepts, each token limit and choice count LaxInt reads is what a
+// pydantic-lax reader (exact names, the last wins, numbers from strings and
+// integral floats) and Go's encoding/json (names folded, int fields) read,
+// where they read one; and a stream the gateway accepts (a boolean, null or
+// none) streams for the lax reader exactly when the gateway sees a stream.
+func FuzzLaxReading(f *testing.F) {
+	for _, s := range []string{
+		`{"model":"a","max_tokens":"5000","n":10}`,
+		`{"model":"a","max_tokens":5e3,"best_of":"2"}`,
+		`{"model":"a","max_completion_tokens":5000.0,"stream":true}`,
+		`{"model":"a","max_output_tokens":" 7_0 ","stream":"true"}`,
+		`{"model":"a","n":1,"N":10}`,
+		`{"model":"a","max_tokens":1e400}`,
+	} {
+		f.Add([]byte(s))
+	}
+	names := []string{"max_tokens", "max_completion_tokens", "max_output_tokens", "n", "best_of"}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fields, err := ScanRequest(b)
+		if err != nil || fields.Ambiguous != "" {
+			return // refused
+		}
+		var exact map[string]any
+		if json.Unmarshal(b, &exact) != nil {
+			return
+		}
+		var folded struct {
+			MaxTokens *int64 `json:"max_tokens"`
+			N         *int64 `json:"n"`
+		}
+		goOK := json.Unmarshal(b, &folded) == nil
+		obj := SkipSpace(b, 0)
+		for _, name := range names {
+			m, ok := LastMember(b, obj, name)
+			if !ok {
+				if _, there := exact[name]; there {
+					t.Fatalf("%q: %s is there for an exact reader, not for the gateway", b, name)
+				}
+				continue
+			}
+			n, ok, err := LaxInt(b, m)
+			if err != nil {
+				continue // refused: 400 naming the member
+			}
+			if py, pyOK := pydanticInt(exact[name]); pyOK && (!ok || py != n) && py <= maxLax && py >= -maxLax {
+				t.Fatalf("%q: %s is %d for a pydantic engine, %d (%v) for the gateway", b, name, py, n, ok)
+			}
+			var goN *int64
+			switch name {
+			case "max_tokens":
+				goN = folded.MaxTokens
+			case "n":
+				goN = folded.N
+			}
+			if goOK && goN != nil && (!ok || *goN != n) && *goN <= maxLax && *goN >= -maxLax {
+				t.Fatalf("%q: %s is %d for a Go engine, %d (%v) for the gateway", b, name, *goN, n, ok)
+			}
+		}
+		if s := fields.Stream; !s.OK() || IsBool(b, s) || string(s.Raw(b)) == "null" {
+			if pydanticBool(exact["stream"]) != IsTrue(b, fields.Stream) {
+				t.Fatalf("%q: a pydantic engine streams %v, the gateway %v", b, pydanticBool(exact["stream"]), IsTrue(b, fields.Stream))
+			}
+		}
+	})
+}
+
+// pydanticInt is pydantic's lax int of a decoded JSON value.
+func pydanticInt(v any) (int64, bool) {
+	switch x := v.(type) {
+	case float64:
+		if x == math.Trunc(x) && math.Abs(x) < 1<<62 {
+			return int64(x), true
+		}
+	case string:
+		s := strings.ReplaceAll(strings.TrimSpace(x), "_", "")
+		if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+			return n, true
+		}
+	}
+	return 0, false
+}
+
+// pydanticBool is pydantic's lax bool of a decoded JSON value.
+func pydanticBool(v any) bool {
+	switch x := v.(type) {
+	case bool:
+		return x
+	case float64:
+		return x == 1
+	case string:
+		switch strings.ToLower(strings.TrimSpace(x)) {
+		case "1", "true", "yes", "on", "t", "y":
+			return true
+		}
+	}
+	return false
 }
