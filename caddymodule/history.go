@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
+	"github.com/llmgateway/caddy-llm-gateway/engines"
 	"github.com/llmgateway/caddy-llm-gateway/handler"
 	"github.com/llmgateway/caddy-llm-gateway/history"
 	"github.com/llmgateway/caddy-llm-gateway/statuspage"
@@ -115,7 +116,7 @@ func keepStory(st *history.Store, w http.ResponseWriter, r *http.Request, res *h
 	rec := history.Record{
 		Time: arrived.UnixMilli(), Path: r.URL.Path,
 		Key: res.KeyName, Client: clientAddress(r),
-		UserAgent: history.Cut(r.Header.Get("User-Agent")), Session: history.Cut(r.Header.Get("X-Session-Id")),
+		UserAgent: history.Cut(maskClient(r.Header.Get("User-Agent"))), Session: history.Cut(maskClient(r.Header.Get("X-Session-Id"))),
 		Model: history.Cut(res.ModelAsked), Engine: res.Engine, Fallback: res.Fallback,
 		Status: res.Status, TTFBMs: ms(res.TTFB), DurationMs: ms(res.Duration),
 		TokensIn: -1, TokensOut: -1,
@@ -141,6 +142,24 @@ func keepStory(st *history.Store, w http.ResponseWriter, r *http.Request, res *h
 	if !st.Add(rec) {
 		historyDropped().Inc()
 	}
+}
+
+// maskedHead bounds what maskClient reads of a header: the history and the
+// spans keep at most 128 bytes of one, and a secret that starts in them is
+// shorter than the rest of the head, so it is masked whole.
+const maskedHead = 4 << 10
+
+// maskClient is a header the client sent (User-Agent, X-Session-Id), as the
+// history and the spans keep it (issue 39, SPEC §19): masked as engine
+// output is (engines.Mask: the gateway's key tokens and whatever looks like
+// a credential), so that a token sent there is neither stored nor exported.
+// Only its head is masked: a header may be as long as the server allows,
+// and the masks' patterns cost per byte.
+func maskClient(v string) string {
+	if v == "" {
+		return ""
+	}
+	return engines.Mask(v[:min(len(v), maskedHead)], nil)
 }
 
 // failureReason is why a request failed, for the history and the page: the

@@ -35,7 +35,9 @@ import (
 // Attributes follow the OpenTelemetry GenAI conventions (gen_ai.*) and the
 // proposed gateway attributes (semantic-conventions #3342:
 // gen_ai.gateway.*); the verdicts are llm_gateway.*. No prompt or answer
-// text, no key (a key's configured name only).
+// text, no key (a key's configured name only), and what the client sent in
+// headers (its session id; its User-Agent in Caddy's server span) masked as
+// engine output is (issue 39).
 
 // tracerName is the instrumentation scope of the gateway's spans.
 const tracerName = "github.com/llmgateway/caddy-llm-gateway"
@@ -65,9 +67,10 @@ func traceStory(r *http.Request, res *handler.Result, now time.Time) {
 	if models := answered(res.Tries); len(models) > 0 {
 		attrs = append(attrs, attribute.StringSlice("gen_ai.gateway.response.models", models))
 	}
-	if s := r.Header.Get("X-Session-Id"); s != "" {
+	if s := maskClient(r.Header.Get("X-Session-Id")); s != "" {
 		attrs = append(attrs, attribute.String("gen_ai.gateway.session.id", cutText(s)))
 	}
+	maskUserAgent(parent, r)
 	if res.HasUsage {
 		attrs = append(attrs, attribute.Int("gen_ai.usage.input_tokens", res.Usage.Prompt),
 			attribute.Int("gen_ai.usage.output_tokens", res.Usage.Completion))
@@ -92,6 +95,18 @@ func traceStory(r *http.Request, res *handler.Result, now time.Time) {
 		prev = traceTry(ctx, tracer, op, t, res.Tries[i+1:], prev)
 	}
 	span.End(trace.WithTimestamp(now))
+}
+
+// maskUserAgent masks the User-Agent in Caddy's server span (otelhttp's
+// user_agent.original, as the client sent it): a token sent there is not
+// exported (issue 39). The span is still open (the request's handler
+// runs inside it), and an attribute set again replaces the first; a
+// User-Agent the masks leave as it is stays untouched.
+func maskUserAgent(server trace.Span, r *http.Request) {
+	ua := r.UserAgent()
+	if m := maskClient(ua); m != ua {
+		server.SetAttributes(attribute.String("user_agent.original", m))
+	}
 }
 
 // arrival is when the request arrived: the handler's start, else (a
