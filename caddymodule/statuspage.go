@@ -21,8 +21,10 @@ import (
 var board = statuspage.NewBoard(statuspage.DefaultRecent)
 
 // adminPage is the status page on Caddy's admin endpoint: no key, since
-// Caddy guards its admin endpoint itself (loopback, origin checks).
-var adminPage = &statuspage.Server{Prefix: "/llm_gateway/ui", Board: board, Source: liveSource{}}
+// Caddy guards its admin endpoint itself (loopback, origin checks). It may
+// take the streams kept in reserve for it, so that operator keys holding
+// every stream of the sites' pages do not lock it out (issue 39).
+var adminPage = &statuspage.Server{Prefix: "/llm_gateway/ui", Board: board, Source: liveSource{}, Admin: true}
 
 // recordRequest adds a finished request to the board; it runs on the
 // request's goroutine and only takes the board's short lock.

@@ -12,6 +12,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
@@ -25,8 +26,14 @@ var assets embed.FS
 // one snapshot per stream, at most maxStreams streams run at once, a write
 // that a stuck browser does not take within writeTimeout ends its stream,
 // and a stream sends at most one batch per minGap however busy the gateway is.
+// Of maxStreams, adminReserve are the admin endpoint's page's alone (issue
+// 39): operators' pages on sites share the other 56, so that however many
+// they open, the admin endpoint's page can still open its own (a page opens
+// one stream for its events and one for the engine log it shows: the
+// reserve is four pages' worth).
 const (
 	maxStreams   = 64
+	adminReserve = 8
 	writeTimeout = 10 * time.Second
 	minGap       = 100 * time.Millisecond
 	lookEvery    = time.Second // how often a stream looks at the engines
@@ -50,6 +57,10 @@ type Server struct {
 	Keys   *Keys
 	Board  *Board
 	Source Source
+	// Admin marks the admin endpoint's page: it may also take the
+	// adminReserve streams that sites' pages may not. Default: false (a
+	// site's page).
+	Admin bool
 	// Clock is the time the page's moments (idle stop, breaker retry) and
 	// its probes of remote engines are counted on. Default: the wall
 	// clock. The streams' write deadlines and pacing are the connection's
@@ -100,20 +111,34 @@ func (s *Server) streamContext(r *http.Request) (context.Context, context.Cancel
 	return ctx, cancel
 }
 
-// streamSlots bound the open streams process-wide: pages on sites and on the
-// admin endpoint share them.
-var streamSlots = make(chan struct{}, maxStreams)
+// openStreams counts the open streams process-wide: pages on sites and on
+// the admin endpoint share maxStreams, sites' pages all but adminReserve.
+var openStreams atomic.Int64
 
-func takeStreamSlot() bool {
-	select {
-	case streamSlots <- struct{}{}:
-		return true
-	default:
-		return false
+// streamLimit is how many streams may be open when a page of the admin
+// endpoint (admin) or of a site opens one more.
+func streamLimit(admin bool) int64 {
+	if admin {
+		return maxStreams
+	}
+	return maxStreams - adminReserve
+}
+
+// takeStreamSlot counts one more open stream unless streamLimit(admin) are
+// open already.
+func takeStreamSlot(admin bool) bool {
+	for {
+		n := openStreams.Load()
+		if n >= streamLimit(admin) {
+			return false
+		}
+		if openStreams.CompareAndSwap(n, n+1) {
+			return true
+		}
 	}
 }
 
-func giveStreamSlot() { <-streamSlots }
+func giveStreamSlot() { openStreams.Add(-1) }
 
 // Owns reports whether the request's path is the page's.
 func (s *Server) Owns(path string) bool {
@@ -341,8 +366,8 @@ type stream struct {
 // returns the stream with its context: the request's, also ended by Close.
 // The caller closes the stream. It answers 503 when every slot is taken.
 func (s *Server) openStream(w http.ResponseWriter, r *http.Request) (*stream, context.Context, bool) {
-	if !takeStreamSlot() {
-		writeError(w, http.StatusServiceUnavailable, "too_many_streams", fmt.Sprintf("more than %d status page streams are open", maxStreams))
+	if !takeStreamSlot(s.Admin) {
+		writeError(w, http.StatusServiceUnavailable, "too_many_streams", fmt.Sprintf("more than %d status page streams are open", streamLimit(s.Admin)))
 		return nil, nil, false
 	}
 	rc := http.NewResponseController(w)
