@@ -237,8 +237,11 @@ func (a ask) usage() []byte {
 }
 
 // readAsk reads the answer's length (X-Bench-Answer-Tokens, cut to the
-// body's token limits) and stream_options.include_usage. The body is
-// decoded only when it names one of them: the other phases pay a search.
+// body's token limits, for each of its n or best_of choices) and
+// stream_options.include_usage. Numbers are read as pydantic engines read
+// them (5e3, 5000.0 and "5000" are 5000): the door's round 2 (issue 39)
+// spends what a lax engine would. The body is decoded only when it names
+// one of them: the other phases pay a search.
 func readAsk(r *http.Request, body []byte, stream bool) ask {
 	a := ask{completion: 24}
 	if stream {
@@ -247,26 +250,46 @@ func readAsk(r *http.Request, body []byte, stream bool) ask {
 	if n, err := strconv.Atoi(r.Header.Get("X-Bench-Answer-Tokens")); err == nil && n > 0 {
 		a.completion, a.custom = n, true
 	}
-	if !bytes.Contains(body, []byte("max_")) && !bytes.Contains(body, []byte("include_usage")) {
+	if !bytes.Contains(body, []byte("max_")) && !bytes.Contains(body, []byte("include_usage")) &&
+		!bytes.Contains(body, []byte(`"n"`)) && !bytes.Contains(body, []byte("best_of")) {
 		return a
 	}
-	var b struct {
-		MaxTokens           int `json:"max_tokens"`
-		MaxCompletionTokens int `json:"max_completion_tokens"`
-		StreamOptions       struct {
-			IncludeUsage bool `json:"include_usage"`
-		} `json:"stream_options"`
-	}
+	var b map[string]any
 	if json.Unmarshal(body, &b) != nil {
 		return a
 	}
-	for _, limit := range []int{b.MaxTokens, b.MaxCompletionTokens} {
-		if limit > 0 && limit < a.completion {
+	for _, k := range []string{"max_tokens", "max_completion_tokens"} {
+		if limit, ok := laxInt(b[k]); ok && limit > 0 && limit < a.completion {
 			a.completion, a.custom = limit, true
 		}
 	}
-	a.includeUsage = b.StreamOptions.IncludeUsage
+	choices := 1
+	for _, k := range []string{"n", "best_of"} {
+		if n, ok := laxInt(b[k]); ok && n > choices {
+			choices = n
+		}
+	}
+	if choices > 1 {
+		a.completion, a.custom = a.completion*choices, true
+	}
+	so, _ := b["stream_options"].(map[string]any)
+	a.includeUsage = so != nil && so["include_usage"] == true
 	return a
+}
+
+// laxInt is pydantic's lax int of a decoded JSON value.
+func laxInt(v any) (int, bool) {
+	switch x := v.(type) {
+	case float64:
+		if x == float64(int(x)) {
+			return int(x), true
+		}
+	case string:
+		if f, err := strconv.ParseFloat(strings.TrimSpace(x), 64); err == nil && f == float64(int(f)) {
+			return int(f), true
+		}
+	}
+	return 0, false
 }
 
 // countTokens notes the tokens of an answer under the request's id.

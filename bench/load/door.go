@@ -49,6 +49,10 @@ var doorKeys = []struct{ name, rules string }{
 	{"burst-max-tokens", "tokens 1000/d"},
 	{"burst-max-completion", "tokens 1000/d"},
 	{"burst-none", "tokens 1000/d"},
+	{"burst-string", "tokens 1000/d"},
+	{"burst-float", "tokens 1000/d"},
+	{"burst-n", "tokens 1000/d"},
+	{"burst-best-of", "tokens 1000/d"},
 	{"spelling", "tokens 1M/d"},
 	{"narrow", "models bench\n\t\t\trate 10k/m"},
 }
@@ -192,6 +196,11 @@ var doorBursts = []struct {
 	{"burst-max-tokens", "max_tokens", fmt.Sprintf(`{"model":"bench","stream":true,"max_tokens":%d,%s}`, doorAnswer, doorMessages), 1.2},
 	{"burst-max-completion", "max_completion_tokens", fmt.Sprintf(`{"model":"bench","stream":true,"max_completion_tokens":%d,%s}`, doorAnswer, doorMessages), 1.2},
 	{"burst-none", "no token limit", doorStream, 2},
+	// round 2 (issue 39): the limit and the choices as lax engines read them
+	{"burst-string", `max_tokens "905"`, fmt.Sprintf(`{"model":"bench","stream":true,"max_tokens":"%d",%s}`, doorAnswer, doorMessages), 1.2},
+	{"burst-float", "max_tokens 9.05e2", `{"model":"bench","stream":true,"max_tokens":9.05e2,` + doorMessages + `}`, 1.2},
+	{"burst-n", "n 10, max_tokens 90", `{"model":"bench","stream":true,"n":10,"max_tokens":90,` + doorMessages + `}`, 1.2},
+	{"burst-best-of", `best_of "10", max_completion_tokens 90.0`, `{"model":"bench","stream":true,"best_of":"10","max_completion_tokens":90.0,` + doorMessages + `}`, 1.2},
 }
 
 // caseVariants are streams that name stream or stream_options in another
@@ -259,6 +268,8 @@ type doorResult struct {
 	passthroughTried                 int
 	passthroughServed                int
 	operatorControl                  string // the operator key's state and reset: "200, 200"
+
+	round2 door2Result // door2.go
 }
 
 // runDoor runs the door's four parts against a fresh Caddy.
@@ -400,7 +411,10 @@ func runDoor(ctx context.Context, e *env) (doorResult, error) {
 	}
 	reset := doorCall{method: http.MethodPost, path: "/llm/api/keys/burst-none/reset", key: "ops"}.send(ctx, client, gw, "door-ops-reset")
 	res.operatorControl = fmt.Sprintf("%d, %d", state.status, reset.status)
-	return res, nil
+
+	// 5 and 6: round 2 (issue 39)
+	res.round2, err = runDoor2(ctx, e, client, gw, up)
+	return res, err
 }
 
 // sum adds up the counts of the ids that start with prefix.
@@ -465,4 +479,5 @@ func (r *report) addDoor(d doorResult) {
 	r.doorCheck("  the operator key: state, reset", d.operatorControl, "200, 200", d.operatorControl == "200, 200")
 	r.doorCheck("/upstream/ requests the key's rules forbid, served", fmt.Sprintf("%d/%d", d.passthroughServed, d.passthroughTried),
 		"0", d.passthroughServed == 0)
+	r.addDoor2(d.round2)
 }

@@ -1,0 +1,185 @@
+//go:build unix
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/llmgateway/caddy-llm-gateway/bench/internal/harness"
+)
+
+// The door, round 2 (issue 39), after the door's four parts, in the same
+// Caddy (the bursts of part 2 hold the lax spellings of the limits and of
+// n):
+//
+//  5. reach: the `narrow` key (models bench) names the model `other` every
+//     way a request can: directly, as body fallbacks (engine, engine/model),
+//     as a JSON object before a form's parts (on a JSON route and on a form
+//     route), with a byte order mark and in UTF-16 on /upstream/, with a
+//     stream flag engines read as true: goal 0 upstream calls;
+//  6. unsized bodies: ten chunked bodies of 100 MB at once, over max_body
+//     (32 MiB): Caddy's peak RSS, goal ≤ 1.2× its idle RSS + 10 × max_body.
+const (
+	door2Bodies   = 10
+	door2BodySize = 100 << 20
+	door2MaxBody  = 32 << 20 // the door Caddy's max_body: the default
+)
+
+// door2Result is what runDoor2 measured.
+type door2Result struct {
+	reachTried, reachRefused int
+	reachCalls               int64 // upstream calls the reach requests made
+
+	bodiesSent, bodies413 int
+	idleKB, peakKB        int64 // Caddy's VmRSS before, VmHWM during the bodies
+}
+
+// utf16LE is s in UTF-16, little-endian, as Python's json.loads reads it.
+func utf16LE(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		b.WriteByte(byte(r))
+		b.WriteByte(0)
+	}
+	return b.String()
+}
+
+// reachCalls are the ways to name `other` as the narrow key.
+func reachCalls() []doorCall {
+	other := `{"model":"other","stream":true,` + doorMessages + `}`
+	form := func(model string) string {
+		return other + "\r\n--b\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\n" + model + "\r\n--b--\r\n"
+	}
+	formType := map[string]string{"Content-Type": "multipart/form-data; boundary=b"}
+	failing := map[string]string{"X-Bench-Fail": "503"}
+	return []doorCall{
+		{method: http.MethodPost, path: chatPath, body: other},
+		{method: http.MethodPost, path: chatPath, body: `{"model":"bench","fallbacks":["other"],` + doorMessages + `}`, header: failing},
+		{method: http.MethodPost, path: chatPath, body: `{"model":"bench","fallbacks":["other/other"],` + doorMessages + `}`, header: failing},
+		{method: http.MethodPost, path: chatPath, body: form("bench"), header: formType},
+		{method: http.MethodPost, path: "/v1/audio/transcriptions", body: form("bench"), header: formType},
+		{method: http.MethodPost, path: "/upstream/bench" + chatPath, body: "\xEF\xBB\xBF" + other},
+		{method: http.MethodPost, path: "/upstream/bench" + chatPath, body: utf16LE(other)},
+		{method: http.MethodPost, path: chatPath, body: `{"model":"bench","stream":"true",` + doorMessages + `}`},
+	}
+}
+
+// runDoor2 runs parts 5 and 6 against the door's Caddy.
+func runDoor2(ctx context.Context, e *env, client *http.Client, gw, up string) (door2Result, error) {
+	var res door2Result
+	calls := reachCalls()
+	for i := range calls {
+		calls[i].key = "narrow"
+	}
+	for _, a := range all(ctx, client, gw, "door-reach", calls) {
+		res.reachTried++
+		if a.err == nil && a.status >= 400 && a.status < 500 {
+			res.reachRefused++
+		} else {
+			progress("door: reaching another model: %d %v %.200s", a.status, a.err, a.body)
+		}
+	}
+	counts, err := upstreamCalls(ctx, up, false)
+	if err != nil {
+		return res, err
+	}
+	res.reachCalls = counts.sum("door-reach-", counts.Calls)
+
+	// 6. unsized bodies over max_body, all at once
+	pid := e.caddy.PID()
+	if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0); err != nil {
+		return res, fmt.Errorf("door: resetting Caddy's peak RSS: %v", err)
+	}
+	idle, err := harness.RSS(pid)
+	if err != nil {
+		return res, err
+	}
+	res.idleKB = idle >> 10
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range door2Bodies {
+		wg.Go(func() {
+			st := sendUnsized(ctx, gw)
+			mu.Lock()
+			res.bodiesSent++
+			if st == http.StatusRequestEntityTooLarge {
+				res.bodies413++
+			}
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if res.peakKB, err = peakRSSKB(pid); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// sendUnsized sends a chunked body of door2BodySize bytes as the operator
+// (no limits) and answers the status.
+func sendUnsized(ctx context.Context, gw string) int {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	body := io.MultiReader(strings.NewReader(`{"model":"bench","messages":"`), io.LimitReader(zeros{}, door2BodySize))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, gw+chatPath, body)
+	if err != nil {
+		return 0
+	}
+	req.ContentLength = -1 // chunked: the gateway cannot refuse it by its length
+	req.Header.Set("Authorization", "Bearer "+doorToken("ops"))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := (&http.Client{Transport: &http.Transport{}}).Do(req)
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode
+}
+
+// zeros is an endless body of '0's.
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = '0'
+	}
+	return len(p), nil
+}
+
+// peakRSSKB is the process's VmHWM, in KiB.
+func peakRSSKB(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for line := range bytes.SplitSeq(b, []byte("\n")) {
+		if rest, ok := bytes.CutPrefix(line, []byte("VmHWM:")); ok {
+			f := strings.Fields(string(rest))
+			if len(f) == 2 {
+				return strconv.ParseInt(f[0], 10, 64)
+			}
+		}
+	}
+	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", pid)
+}
+
+// addDoor2 turns round 2's counts into rows.
+func (r *report) addDoor2(d door2Result) {
+	r.doorCheck(fmt.Sprintf("a `models bench` key naming `other` %d ways: refused 4xx", d.reachTried), fmt.Sprintf("%d/%d", d.reachRefused, d.reachTried),
+		"all", d.reachTried > 0 && d.reachRefused == d.reachTried)
+	r.doorCheck("  upstream calls they made (answers from a model it may not use)", fmt.Sprint(d.reachCalls), "0", d.reachCalls == 0)
+	limit := d.idleKB*12/10 + door2Bodies*door2MaxBody>>10
+	r.doorCheck(fmt.Sprintf("%d chunked %d MB bodies at once: peak RSS", door2Bodies, door2BodySize>>20),
+		fmt.Sprintf("%d MB", d.peakKB>>10), fmt.Sprintf("<= %d MB", limit>>10), d.peakKB > 0 && d.peakKB <= limit && d.bodies413 == d.bodiesSent)
+	r.doorInfo("  idle RSS / answered 413", fmt.Sprintf("%d MB / %d of %d", d.idleKB>>10, d.bodies413, d.bodiesSent))
+}
