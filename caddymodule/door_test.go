@@ -3,7 +3,6 @@ package caddymodule
 import (
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync"
 	"testing"
 
@@ -49,14 +48,6 @@ func TestTheDoorReadsEveryBodyAsTheLaxestEngineDoes(t *testing.T) {
 		return secret + "\r\n--b\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\n" + model + "\r\n--b--\r\n"
 	}
 	formType := "multipart/form-data; boundary=b"
-	utf16 := func(s string) string {
-		var b strings.Builder
-		for _, r := range s {
-			b.WriteByte(byte(r))
-			b.WriteByte(0)
-		}
-		return b.String()
-	}
 	for _, c := range []struct {
 		name, path, body, contentType string
 		want                          int
@@ -64,7 +55,7 @@ func TestTheDoorReadsEveryBodyAsTheLaxestEngineDoes(t *testing.T) {
 		{"JSON then a form on a JSON route", "/v1/chat/completions", form("x"), formType, 415},
 		{"JSON then a form on a form route", "/v1/audio/transcriptions", form("whisper-1"), formType, 400},
 		{"a BOM on /upstream/", "/upstream/whisper-1/v1/chat/completions", "\xEF\xBB\xBF" + secret, "application/json", 400},
-		{"UTF-16 on /upstream/", "/upstream/whisper-1/v1/chat/completions", utf16(secret), "application/json", 400},
+		{"UTF-16 on /upstream/", "/upstream/whisper-1/v1/chat/completions", laxengine.UTF16LE(secret), "application/json", 400},
 		{"a body fallback naming another model of an allowed engine", "/v1/chat/completions", `{"model":"x","messages":[],"fallbacks":["shared/shared-secret"]}`, "application/json", 403},
 		{"a body fallback naming an engine", "/v1/chat/completions", `{"model":"x","messages":[],"fallbacks":["secret"]}`, "application/json", 403},
 		{"the engine's own fallback", "/v1/chat/completions", `{"model":"x","messages":[]}`, "application/json", 502},

@@ -30,16 +30,6 @@ func laxUpstream(t *testing.T) (*laxengine.Engine, string) {
 	return e, srv.URL
 }
 
-// utf16LE is s in UTF-16, little-endian, as Python's json.loads reads it.
-func utf16LE(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		b.WriteByte(byte(r))
-		b.WriteByte(0)
-	}
-	return b.String()
-}
-
 // jsonThenForm is the first HIGH finding: a JSON object followed by a valid
 // form, sent as multipart/form-data.
 func jsonThenForm(json, model string) (string, string) {
@@ -69,10 +59,10 @@ func TestTheEngineRunsOnlyWhatTheGatewayRead(t *testing.T) {
 		{"JSON then a form on a form route", "/v1/audio/transcriptions", form, formType, 400},
 		{"JSON on a form route", "/v1/audio/transcriptions", secret, "application/json", 415},
 		{"a byte order mark", "/v1/chat/completions", "\xEF\xBB\xBF" + secret, "application/json", 400},
-		{"UTF-16", "/v1/chat/completions", utf16LE(secret), "application/json", 400},
+		{"UTF-16", "/v1/chat/completions", laxengine.UTF16LE(secret), "application/json", 400},
 		{"a byte order mark on /upstream/", "/upstream/x/v1/chat/completions", "\xEF\xBB\xBF" + secret, "application/json", 400},
-		{"UTF-16 on /upstream/", "/upstream/x/v1/chat/completions", utf16LE(secret), "application/json", 400},
-		{"UTF-16 on /upstream/ without a Content-Type", "/upstream/x/v1/chat/completions", utf16LE(secret), "", 400},
+		{"UTF-16 on /upstream/", "/upstream/x/v1/chat/completions", laxengine.UTF16LE(secret), "application/json", 400},
+		{"UTF-16 on /upstream/ without a Content-Type", "/upstream/x/v1/chat/completions", laxengine.UTF16LE(secret), "", 400},
 		{"JSON then a form on /upstream/", "/upstream/x/v1/chat/completions", chatForm, formType, 400},
 	} {
 		st, body := call(t, url, teamKey, "POST", c.path, c.body, "Content-Type", c.contentType)

@@ -53,6 +53,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/llmgateway/caddy-llm-gateway/internal/laxengine"
 )
 
 // completion is the non-streaming answer, about 400 bytes.
@@ -259,14 +261,14 @@ func readAsk(r *http.Request, body []byte, stream bool) ask {
 		return a
 	}
 	for _, k := range []string{"max_tokens", "max_completion_tokens"} {
-		if limit, ok := laxInt(b[k]); ok && limit > 0 && limit < a.completion {
-			a.completion, a.custom = limit, true
+		if limit, ok := laxengine.Int(b[k]); ok && limit > 0 && limit < int64(a.completion) {
+			a.completion, a.custom = int(limit), true
 		}
 	}
 	choices := 1
 	for _, k := range []string{"n", "best_of"} {
-		if n, ok := laxInt(b[k]); ok && n > choices {
-			choices = n
+		if n, ok := laxengine.Int(b[k]); ok && n > int64(choices) {
+			choices = int(n)
 		}
 	}
 	if choices > 1 {
@@ -275,21 +277,6 @@ func readAsk(r *http.Request, body []byte, stream bool) ask {
 	so, _ := b["stream_options"].(map[string]any)
 	a.includeUsage = so != nil && so["include_usage"] == true
 	return a
-}
-
-// laxInt is pydantic's lax int of a decoded JSON value.
-func laxInt(v any) (int, bool) {
-	switch x := v.(type) {
-	case float64:
-		if x == float64(int(x)) {
-			return int(x), true
-		}
-	case string:
-		if f, err := strconv.ParseFloat(strings.TrimSpace(x), 64); err == nil && f == float64(int(f)) {
-			return int(f), true
-		}
-	}
-	return 0, false
 }
 
 // countTokens notes the tokens of an answer under the request's id.

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/llmgateway/caddy-llm-gateway/bench/internal/harness"
+	"github.com/llmgateway/caddy-llm-gateway/internal/laxengine"
 )
 
 // The door, round 2 (issue 39), after the door's four parts, in the same
@@ -43,16 +44,6 @@ type door2Result struct {
 	idleKB, peakKB        int64 // Caddy's VmRSS before, VmHWM during the bodies
 }
 
-// utf16LE is s in UTF-16, little-endian, as Python's json.loads reads it.
-func utf16LE(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		b.WriteByte(byte(r))
-		b.WriteByte(0)
-	}
-	return b.String()
-}
-
 // reachCalls are the ways to name `other` as the narrow key.
 func reachCalls() []doorCall {
 	other := `{"model":"other","stream":true,` + doorMessages + `}`
@@ -68,7 +59,7 @@ func reachCalls() []doorCall {
 		{method: http.MethodPost, path: chatPath, body: form("bench"), header: formType},
 		{method: http.MethodPost, path: "/v1/audio/transcriptions", body: form("bench"), header: formType},
 		{method: http.MethodPost, path: "/upstream/bench" + chatPath, body: "\xEF\xBB\xBF" + other},
-		{method: http.MethodPost, path: "/upstream/bench" + chatPath, body: utf16LE(other)},
+		{method: http.MethodPost, path: "/upstream/bench" + chatPath, body: laxengine.UTF16LE(other)},
 		{method: http.MethodPost, path: chatPath, body: `{"model":"bench","stream":"true",` + doorMessages + `}`},
 	}
 }

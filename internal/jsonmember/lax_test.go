@@ -2,10 +2,9 @@ package jsonmember
 
 import (
 	"encoding/json"
-	"math"
-	"strconv"
-	"strings"
 	"testing"
+
+	"github.com/llmgateway/caddy-llm-gateway/internal/laxengine"
 )
 
 // The spellings vLLM and SGLang (pydantic, lax mode) read as a whole
@@ -102,7 +101,7 @@ func FuzzLaxReading(f *testing.F) {
 			if err != nil {
 				continue // refused: 400 naming the member
 			}
-			if py, pyOK := pydanticInt(exact[name]); pyOK && (!ok || py != n) && py <= maxLax && py >= -maxLax {
+			if py, pyOK := laxengine.Int(exact[name]); pyOK && (!ok || py != n) && py <= maxLax && py >= -maxLax {
 				t.Fatalf("%q: %s is %d for a pydantic engine, %d (%v) for the gateway", b, name, py, n, ok)
 			}
 			var goN *int64
@@ -117,41 +116,9 @@ func FuzzLaxReading(f *testing.F) {
 			}
 		}
 		if s := fields.Stream; !s.OK() || IsBool(b, s) || string(s.Raw(b)) == "null" {
-			if pydanticBool(exact["stream"]) != IsTrue(b, fields.Stream) {
-				t.Fatalf("%q: a pydantic engine streams %v, the gateway %v", b, pydanticBool(exact["stream"]), IsTrue(b, fields.Stream))
+			if laxengine.Bool(exact["stream"]) != IsTrue(b, fields.Stream) {
+				t.Fatalf("%q: a pydantic engine streams %v, the gateway %v", b, laxengine.Bool(exact["stream"]), IsTrue(b, fields.Stream))
 			}
 		}
 	})
-}
-
-// pydanticInt is pydantic's lax int of a decoded JSON value.
-func pydanticInt(v any) (int64, bool) {
-	switch x := v.(type) {
-	case float64:
-		if x == math.Trunc(x) && math.Abs(x) < 1<<62 {
-			return int64(x), true
-		}
-	case string:
-		s := strings.ReplaceAll(strings.TrimSpace(x), "_", "")
-		if n, err := strconv.ParseInt(s, 10, 64); err == nil {
-			return n, true
-		}
-	}
-	return 0, false
-}
-
-// pydanticBool is pydantic's lax bool of a decoded JSON value.
-func pydanticBool(v any) bool {
-	switch x := v.(type) {
-	case bool:
-		return x
-	case float64:
-		return x == 1
-	case string:
-		switch strings.ToLower(strings.TrimSpace(x)) {
-		case "1", "true", "yes", "on", "t", "y":
-			return true
-		}
-	}
-	return false
 }

@@ -75,17 +75,17 @@ func (e *Engine) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	model, _ := m["model"].(string)
 	limit := int64(DefaultTokens)
 	for _, k := range []string{"max_tokens", "max_completion_tokens", "max_output_tokens"} {
-		if n, ok := laxInt(m[k]); ok {
+		if n, ok := Int(m[k]); ok {
 			limit = n
 		}
 	}
 	choices := int64(1)
 	for _, k := range []string{"n", "best_of"} {
-		if n, ok := laxInt(m[k]); ok && n > choices {
+		if n, ok := Int(m[k]); ok && n > choices {
 			choices = n
 		}
 	}
-	stream := laxBool(m["stream"])
+	stream := Bool(m["stream"])
 	run := Run{Model: model, Tokens: limit * choices, Stream: stream}
 	e.mu.Lock()
 	e.ran = append(e.ran, run)
@@ -155,8 +155,8 @@ func fromUTF16(b []byte) []byte {
 	return []byte(string(utf16.Decode(u)))
 }
 
-// laxInt is pydantic's lax int.
-func laxInt(v any) (int64, bool) {
+// Int is pydantic's lax int of a decoded JSON value.
+func Int(v any) (int64, bool) {
 	switch x := v.(type) {
 	case float64:
 		if x == float64(int64(x)) {
@@ -179,8 +179,8 @@ func laxInt(v any) (int64, bool) {
 	return 0, false
 }
 
-// laxBool is pydantic's lax bool.
-func laxBool(v any) bool {
+// Bool is pydantic's lax bool of a decoded JSON value.
+func Bool(v any) bool {
 	switch x := v.(type) {
 	case bool:
 		return x
@@ -193,4 +193,15 @@ func laxBool(v any) bool {
 		}
 	}
 	return false
+}
+
+// UTF16LE is s in UTF-16, little-endian, as Python's json.loads reads it
+// (s in ASCII).
+func UTF16LE(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		b.WriteByte(byte(r))
+		b.WriteByte(0)
+	}
+	return b.String()
 }
