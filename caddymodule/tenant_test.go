@@ -177,3 +177,43 @@ func (o *otlpReceiver) spanWithID(t *testing.T, id []byte) *tracepb.Span {
 		}
 	}
 }
+
+// TestOperatorsOnASiteCannotLockTheAdminEndpointsPageOut: an operator key
+// opening status-page streams on the site until it is refused leaves the
+// admin endpoint's page the streams kept for it (statuspage's
+// adminReserve).
+func TestOperatorsOnASiteCannotLockTheAdminEndpointsPageOut(t *testing.T) {
+	startGateway(t, fmt.Sprintf(uiSite, engineCmd("")))
+	client := &http.Client{Transport: &http.Transport{}}
+	t.Cleanup(client.CloseIdleConnections)
+	open := func(url string, header ...string) int {
+		t.Helper()
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel) // the stream ends with the test
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp.StatusCode
+	}
+	site := 0
+	for ; site <= 64; site++ {
+		if st := open(gwURL+"/llm/api/events", "Authorization", "Bearer "+uiKey); st != 200 {
+			if st != http.StatusServiceUnavailable {
+				t.Fatalf("the site's stream %d: %d", site+1, st)
+			}
+			break
+		}
+	}
+	if site > 56 {
+		t.Fatalf("an operator on the site opened %d streams: more than the 56 sites' pages share", site)
+	}
+	if st := open(adminURL+"/llm_gateway/ui/api/events", "Sec-Fetch-Mode", "cors", "Referer", adminURL+"/llm_gateway/ui/"); st != 200 {
+		t.Fatalf("the admin endpoint's page, the site's streams all taken: %d", st)
+	}
+}

@@ -12,7 +12,7 @@ import (
 // reserve for it.
 func TestTheAdminPageOpensItsStreamsWhenOperatorsHoldTheRest(t *testing.T) {
 	if maxStreams != 64 || adminReserve != 8 {
-		t.Fatalf("the cap is %d streams, %d of them in reserve: the README says 64 and 8", maxStreams, adminReserve)
+		t.Fatalf("the cap is %d streams, %d of them in reserve: the comment and the docs say 64 and 8", maxStreams, adminReserve)
 	}
 	waitForNoStreams(t) // an earlier test's streams end when their server notices
 	site, _ := newTestServer(t, &fakeSource{}, NewKeys([]string{"operator-token"}))
