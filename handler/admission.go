@@ -17,10 +17,13 @@ import (
 //
 //	step     what it decides                                      where
 //	who      the caller's key: 401 without a valid one            keyring.check, in ServeHTTP
-//	body     read once, bounded by max_body, by one reader with   readBodyOnce, scanJSON,
-//	         one set of spelling rules (refused when ambiguous)   scanForm (request.go)
+//	body     read once, bounded by max_body and body_timeout,     readBodyOnce, scanJSON,
+//	         by the route's parser, with one set of spelling      scanForm (request.go),
+//	         rules and numbers read as lax engines read them      bodyrules.go
+//	         (refused when ambiguous)
 //	may      what the key may do on this route: the models its    keyRules.allows, the route's
-//	         body, path and fallbacks name; the route's methods    own checks
+//	         body, path and fallbacks name, and every candidate   own checks; mayReach
+//	         the plan reaches; the route's methods                 (reach.go) per candidate
 //	reserve  the key's rates (one request) and token budgets      reserve
 //	         (its most tokens, while it is in flight)
 //	charge   when the answer ended: its usage, else what it       settle
@@ -29,12 +32,15 @@ import (
 // What each route adds, and the README's "What each route checks" table
 // mirrors:
 //
-//	/v1/… POST, extra_paths  body: JSON or multipart, with a model; may: the
-//	                         model, the body fallbacks; charge: the usage
+//	/v1/… POST, extra_paths  body: one JSON object with a model; a form on the
+//	                         form routes (takesForm) and only there; may: the
+//	                         model, the body fallbacks, every candidate;
+//	                         reserve: its most tokens times its choices;
+//	                         charge: the usage, else the reservation
 //	/v1/models GET           no body; may: lists only the key's models;
 //	                         reserve: rates only
-//	/upstream/<model>/…      may: the path's model, a JSON or multipart
-//	                         body's model (the same engine's), the method
+//	/upstream/<model>/…      may: the path's model, a JSON (looksJSON) or
+//	                         multipart body's model (the same engine's), the method
 //	                         (GET, HEAD, POST unless widened), a key with a
 //	                         token budget only with passthrough budgets on;
 //	                         the engine's filters apply to a JSON body;
