@@ -13,7 +13,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
-	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
 	"github.com/llmgateway/caddy-llm-gateway/handler/config"
 	"github.com/llmgateway/caddy-llm-gateway/handler/keys"
 	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
@@ -74,7 +73,7 @@ func poolRequest(t testing.TB, body string, header ...string) *request {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &request{r: r, body: []byte(body), fields: f, model: "auto"}
+	return &request{r: r, body: []byte(body), fields: f, model: "auto", op: opChat}
 }
 
 // choice plans the request and returns its first member and the reason.
@@ -436,7 +435,7 @@ func TestStickyBodyUserReadsAnthropicsMetadataUserID(t *testing.T) {
 		user := fmt.Sprint("user-", i)
 		openai := poolRequest(t, fmt.Sprintf(`{"model":"auto","user":%q,"messages":[]}`, user))
 		anthropic := poolRequest(t, fmt.Sprintf(`{"model":"auto","max_tokens":9,"metadata":{"user_id":%q},"messages":[]}`, user))
-		anthropic.api = apierror.Anthropic
+		anthropic.op = opMessages
 		if k := p.sessionKey(openai); k != user {
 			t.Fatalf("OpenAI's user read as %q", k)
 		}
@@ -454,7 +453,7 @@ func TestStickyBodyUserReadsAnthropicsMetadataUserID(t *testing.T) {
 		if k := p.sessionKey(req); k != "" {
 			t.Fatalf("%s: session %q", body, k)
 		}
-		req.api = apierror.Anthropic
+		req.op = opMessages
 		if k := p.sessionKey(req); k != "" && !strings.Contains(body, `{"user_id":"u"}`) {
 			t.Fatalf("%s: session %q", body, k)
 		}

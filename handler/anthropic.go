@@ -3,6 +3,7 @@ package handler
 import (
 	"net/http"
 
+	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
 	"github.com/llmgateway/caddy-llm-gateway/handler/keys"
 	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
@@ -17,6 +18,20 @@ import (
 // client, which sends anthropic-version on every call and expects its
 // list shape.
 func wantsAnthropic(r *http.Request) bool { return r.Header.Get("Anthropic-Version") != "" }
+
+// serveAnthropicModel answers GET /v1/models/{id} in Anthropic's shape:
+// a pool, or a model whose engine speaks the Messages API.
+func (g *Gateway) serveAnthropicModel(w http.ResponseWriter, r *http.Request, id string, kr *keys.Rules) int {
+	if g.pools[id] == nil || !kr.Allows(id) {
+		if rt, _, ok := g.modelStatus(r, id, kr); !ok || !rt.cfg.Speaks("anthropic") {
+			e := g.unknownModel(id, kr)
+			e.WriteAs(w, apierror.Anthropic)
+			return e.Status
+		}
+	}
+	writeJSON(w, r, append(appendAnthropicModel(nil, id), '\n'))
+	return http.StatusOK
+}
 
 // appendAnthropicModel appends one model object of Anthropic's list.
 func appendAnthropicModel(b []byte, id string) []byte {

@@ -16,7 +16,6 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
-	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
 	"github.com/llmgateway/caddy-llm-gateway/handler/config"
 	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
 	"github.com/llmgateway/caddy-llm-gateway/internal/sse"
@@ -242,7 +241,7 @@ func TestAnthropicStreamCutAfterContentIsResumedWithOneSeam(t *testing.T) {
 	}
 
 	// a tool_use block is not resumable: the cut is the client's error
-	if tr := (&transcript{api: apierror.Anthropic}); true {
+	if tr := (&transcript{gram: grammar.Grammar{Anthropic: true}}); true {
 		tr.add([]byte("event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"t\",\"name\":\"f\",\"input\":{}}}\n\n"))
 		if !tr.off {
 			t.Fatal("a tool_use block was taken for resumable text")

@@ -48,11 +48,11 @@ func takesForm(path string) bool {
 
 // checkMediaType refuses a body the route does not read: a form route's
 // body that is not multipart/form-data, another route's that is multipart.
-func checkMediaType(r *http.Request) *apierror.Error {
+func checkMediaType(r *http.Request, op operation) *apierror.Error {
 	ct := r.Header.Get("Content-Type")
 	mt, _, _ := mime.ParseMediaType(ct)
 	isMultipart := strings.HasPrefix(strings.ToLower(strings.TrimSpace(ct)), "multipart/")
-	switch form := takesForm(r.URL.Path); {
+	switch form := op == opUpload; {
 	case form && mt != "multipart/form-data":
 		return unsupportedMedia(fmt.Sprintf("%s takes a multipart/form-data body (its file and a \"model\" field), not %s", r.URL.Path, mediaName(ct)))
 	case !form && isMultipart:

@@ -108,8 +108,8 @@ type Result struct {
 	Prompt []byte
 	Answer string
 
-	api apierror.API // the request's API family, for the shape of refusals
-	key *keys.Rules  // the caller's key's rules, nil for none
+	op  operation   // what the request is (operation.go): the shape of refusals
+	key *keys.Rules // the caller's key's rules, nil for none
 }
 
 // Hooks let the caddy module count what happens inside a request; nil
@@ -131,7 +131,7 @@ type Hooks struct {
 
 // refuse answers with an error of the gateway's own.
 func (res *Result) refuse(w http.ResponseWriter, e *apierror.Error) {
-	e.WriteAs(w, res.api)
+	e.WriteAs(w, res.op.api())
 	res.Status = e.Status
 	if e.Code == "model_not_allowed" {
 		res.Refused = "model" // however the key's list was met: model, fallbacks, /upstream/

@@ -1,10 +1,7 @@
 package handler
 
 import (
-	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
-
-	"strings"
 
 	"github.com/llmgateway/caddy-llm-gateway/quota"
 )
@@ -97,9 +94,7 @@ func estimateTokens(req *request) int64 {
 // key with a token budget): stream_options.include_usage is set, and when
 // the client had not asked for it, the usage chunk is kept from it.
 func (req *request) askUsage() {
-	p := req.r.URL.Path
-	if !req.stream || !req.json() || req.api != apierror.OpenAI ||
-		!(strings.HasSuffix(p, "/chat/completions") || strings.HasSuffix(p, "/completions")) {
+	if !req.stream || !req.json() || !req.op.asksUsage() {
 		return
 	}
 	if so, ok := jsonmember.LastMember(req.body, jsonmember.SkipSpace(req.body, 0), "stream_options"); ok && req.body[so.Value.Start] == '{' {

@@ -183,9 +183,9 @@ func (p *planner) spend() bool {
 // run walks the plan. Nothing but SSE comments reaches the client before
 // commit; after it, nothing switches.
 func (g *Gateway) run(w http.ResponseWriter, req *request, plan []candidate, res *Result) {
-	rp := g.newReply(w, req.stream, req.api, res)
+	rp := g.newReply(w, req.stream, req.op.api(), res)
 	p := newPlanner(plan, req.budget, g.clock, g.maxAttempts)
-	p.family = req.family()
+	p.family = req.op.family()
 	p.may = g.reachFilter(req)
 	rp.spend = p.spend
 	for c, ok := p.next(); ok; {

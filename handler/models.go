@@ -197,35 +197,32 @@ func appendPool(b []byte, id, status string) []byte {
 
 // serveModel answers GET /v1/models/{id} and returns the status.
 func (g *Gateway) serveModel(w http.ResponseWriter, r *http.Request, id string, kr *keys.Rules) int {
-	anthropic := wantsAnthropic(r)
+	if wantsAnthropic(r) {
+		return g.serveAnthropicModel(w, r, id, kr)
+	}
 	if g.pools[id] != nil && kr.Allows(id) {
-		if anthropic {
-			writeJSON(w, r, append(appendAnthropicModel(nil, id), '\n'))
-		} else {
-			writeJSON(w, r, append(appendPool(nil, id, g.pools[id].status(g.fleet(r.Context()))), '\n'))
-		}
+		writeJSON(w, r, append(appendPool(nil, id, g.pools[id].status(g.fleet(r.Context()))), '\n'))
 		return http.StatusOK
 	}
-	rt := g.byModel[id]
-	var status string
-	if rt != nil {
-		status = rt.status(g.fleet(r.Context()), id)
-	}
-	if rt == nil || !kr.Allows(id) || !rt.listable(status) || (anthropic && !rt.cfg.Speaks("anthropic")) {
+	rt, status, ok := g.modelStatus(r, id, kr)
+	if !ok {
 		e := g.unknownModel(id, kr)
-		family := apierror.OpenAI
-		if anthropic {
-			family = apierror.Anthropic
-		}
-		e.WriteAs(w, family)
+		e.Write(w)
 		return e.Status
 	}
-	if anthropic {
-		writeJSON(w, r, append(appendAnthropicModel(nil, id), '\n'))
-	} else {
-		writeJSON(w, r, append(appendModel(nil, id, rt, status), '\n'))
-	}
+	writeJSON(w, r, append(appendModel(nil, id, rt, status), '\n'))
 	return http.StatusOK
+}
+
+// modelStatus is the engine and status of a model the key may use, and
+// whether it is listed now.
+func (g *Gateway) modelStatus(r *http.Request, id string, kr *keys.Rules) (*route, string, bool) {
+	rt := g.byModel[id]
+	if rt == nil || !kr.Allows(id) {
+		return nil, "", false
+	}
+	status := rt.status(g.fleet(r.Context()), id)
+	return rt, status, rt.listable(status)
 }
 
 func writeJSON(w http.ResponseWriter, r *http.Request, b []byte) {

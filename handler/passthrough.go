@@ -97,7 +97,7 @@ func (g *Gateway) mayPassthrough(w http.ResponseWriter, r *http.Request, kr *key
 // the path's engine's, and one the key may use), and a JSON body gets the
 // engine's filters. Another body is relayed as it is, bounded by max_body.
 func (g *Gateway) readPassthrough(w http.ResponseWriter, r *http.Request, rt *route, model string, kr *keys.Rules) (*request, *apierror.Error) {
-	req := &request{r: r, model: model, api: apierror.OpenAI, passthrough: true}
+	req := &request{r: r, model: model, op: opPassthrough, passthrough: true}
 	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
 		return req, nil
 	}

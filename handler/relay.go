@@ -413,13 +413,12 @@ func isEventStream(ct string) bool {
 // whose text its trace keeps (trace_content).
 func (g *Gateway) newTranscript(a *attempt) *transcript {
 	req := a.req
-	chat := strings.HasSuffix(req.r.URL.Path, "/chat/completions") || req.r.URL.Path == "/v1/messages"
-	if !chat || !req.fields.Messages.OK() {
+	if !req.op.transcribed() || !req.fields.Messages.OK() {
 		return nil
 	}
 	resumable := a.c.role == rolePrimary && a.c.rt.cfg.Resumes() && len(resumers(a.c)) > 0
 	if !resumable && !g.traceContent {
 		return nil
 	}
-	return &transcript{api: req.api, resumable: resumable}
+	return &transcript{gram: req.op.grammar(), resumable: resumable}
 }

@@ -12,7 +12,6 @@ import (
 	"encoding/hex"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -243,7 +242,7 @@ func (g *Gateway) newLoading(rp *reply, req *request, rt *route) *loading {
 // chatStream reports whether the request is an OpenAI chat completion
 // stream, the one grammar with a reasoning_content delta.
 func (req *request) chatStream() bool {
-	return req.stream && req.api == apierror.OpenAI && req.json() && strings.HasSuffix(req.r.URL.Path, "/chat/completions")
+	return req.stream && req.op == opChat && req.json()
 }
 
 // tick sends the wait so far; the first one says what is loading.

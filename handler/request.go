@@ -27,8 +27,8 @@ type request struct {
 	fields    jsonmember.Fields
 	model     string
 	stream    bool
-	fallbacks []byte       // the raw "fallbacks" value, if the body had one
-	api       apierror.API // OpenAI's or Anthropic's
+	fallbacks []byte    // the raw "fallbacks" value, if the body had one
+	op        operation // what it is, decided once from its path (operation.go)
 	budget    *failoverBudget
 	pool      string            // the pool being served, if any
 	keptError bool              // an attempt kept its error body whole already
@@ -62,20 +62,20 @@ func (req *request) bodyFor(model string) []byte {
 
 // readRequest reads and scans the body, once, bounded by max_body, with
 // the parser of its route (bodyrules.go).
-func (g *Gateway) readRequest(w http.ResponseWriter, r *http.Request) (*request, *apierror.Error) {
-	if gerr := checkMediaType(r); gerr != nil {
+func (g *Gateway) readRequest(w http.ResponseWriter, r *http.Request, op operation) (*request, *apierror.Error) {
+	if gerr := checkMediaType(r, op); gerr != nil {
 		return nil, gerr
 	}
 	body, gerr := g.readBodyOnce(w, r)
 	if gerr != nil {
 		return nil, gerr
 	}
-	if takesForm(r.URL.Path) {
+	if op == opUpload {
 		boundary, _ := multipart.Boundary(r.Header.Get("Content-Type"))
 		return readForm(r, body, boundary)
 	}
 	// the body is scanned into the request it makes (jsonmember.Fields.Scan)
-	req := &request{r: r, api: apierror.Of(r.URL.Path)}
+	req := &request{r: r, op: op}
 	if gerr := g.scanJSON(body, &req.fields); gerr != nil {
 		return nil, gerr
 	}
@@ -161,7 +161,7 @@ func readForm(r *http.Request, body []byte, boundary string) (*request, *apierro
 		return nil, apierror.BadRequest("missing_model", `the multipart body has no "model" field: name one of GET /v1/models`)
 	}
 	return &request{r: r, body: body, model: string(body[f.Model.Start:f.Model.End]), stream: f.Stream,
-		form: &f, api: apierror.Of(r.URL.Path)}, nil
+		form: &f, op: opUpload}, nil
 }
 
 // scanForm finds a multipart body's routing fields; a malformed body or a
@@ -217,17 +217,6 @@ func ambiguousMember(f *jsonmember.Fields) *apierror.Error {
 		"the request body has more than one %q member (names are compared ignoring case, as many engines do); send it once", f.Ambiguous))
 }
 
-// family is the API family an engine must speak to serve req: its API's,
-// or "embeddings" for an embeddings request, which an embedding engine
-// (api embeddings) serves as well as an OpenAI one.
-func (req *request) family() string {
-	switch req.r.URL.Path {
-	case "/v1/embeddings", "/embeddings", "/embedding":
-		return "embeddings"
-	}
-	return req.api.Family()
-}
-
 // failoverBudget bounds a pool request's attempts across members.
 type failoverBudget struct {
 	attempts int
@@ -240,7 +229,7 @@ func (req *request) promptBlocks(block int) []uint64 {
 	if !req.json() {
 		return nil
 	}
-	return prefix.Prompt(req.body, req.fields.Messages, req.api == apierror.Anthropic, block)
+	return prefix.Prompt(req.body, req.fields.Messages, req.op.grammar().Anthropic, block)
 }
 
 // stripFallbacks removes every top-level "fallbacks" member from the body

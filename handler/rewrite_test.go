@@ -3,8 +3,6 @@ package handler
 import (
 	"testing"
 
-	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
-
 	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
 )
 
@@ -54,7 +52,7 @@ func TestATranscriptReadsTheScannedEvent(t *testing.T) {
 		t.Fatal("a tool call: still resumable")
 	}
 
-	tr = &transcript{api: apierror.Anthropic}
+	tr = &transcript{gram: grammar.Grammar{Anthropic: true}}
 	for _, ev := range []string{
 		`{"type":"message_start","message":{"id":"m"}}`,
 		`{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`,

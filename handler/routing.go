@@ -35,7 +35,7 @@ func (g *Gateway) pathKind(p, method string) pathKind {
 }
 
 func (g *Gateway) serveRouted(w http.ResponseWriter, r *http.Request, res *Result) {
-	req, gerr := g.readRequest(w, r)
+	req, gerr := g.readRequest(w, r, res.op)
 	if gerr != nil {
 		res.refuse(w, gerr)
 		return
@@ -66,7 +66,7 @@ func (g *Gateway) serveRouted(w http.ResponseWriter, r *http.Request, res *Resul
 		return
 	}
 	res.Known = true
-	if !rt.cfg.Speaks(req.family()) {
+	if !rt.cfg.Speaks(req.op.family()) {
 		res.refuse(w, &apierror.Error{Status: http.StatusNotFound, Type: apierror.TypeInvalidRequest, Code: "model_not_found", Message: fmt.Sprintf("the model %q is not served over this API here: its engine %s speaks only %s", req.model, rt.cfg.Name, config.APIsOf(rt.cfg.APIs))})
 		return
 	}

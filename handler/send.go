@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
 	"github.com/llmgateway/caddy-llm-gateway/handler/upstream"
 	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
 	"github.com/llmgateway/caddy-llm-gateway/internal/idle"
@@ -111,10 +110,7 @@ func (g *Gateway) send(rp *reply, req *request, a *attempt) {
 // what makes the commit point "first content", not "first byte".
 func (g *Gateway) awaitFirstContent(a *attempt) {
 	cfg := &a.c.rt.cfg
-	st := &stream{events: sse.NewReader(a.resp.Body), gram: grammar.Grammar{
-		Anthropic: a.req.api == apierror.Anthropic,
-		End:       grammar.EndRule(a.req.r.URL.Path),
-	}}
+	st := &stream{events: sse.NewReader(a.resp.Body), gram: a.req.op.grammar()}
 	a.stream = st
 	g.startIdle(a)
 	if d := time.Duration(cfg.FirstTokenTimeout); d > 0 {

@@ -128,7 +128,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, res *Result)
 	start := g.clock.Now()
 	res.Start = start
 	res.Handled = true
-	res.api = apierror.Of(p)
+	res.op = operationOf(p, kind)
 	defer func() {
 		now := g.clock.Now()
 		res.Duration = now.Sub(start)

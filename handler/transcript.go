@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 
-	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
 	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
 	"github.com/llmgateway/caddy-llm-gateway/internal/sse"
 )
@@ -18,8 +17,8 @@ type transcript struct {
 	text    []byte
 	id      json.RawMessage // of the chunks already sent
 	created json.RawMessage
-	off     bool         // tool calls, several choices, too long: not resumable
-	api     apierror.API // the stream's grammar
+	off     bool            // tool calls, several choices, too long: not resumable
+	gram    grammar.Grammar // the stream's grammar
 	// resumable: a fallback may continue the stream; else only its trace
 	// keeps its text (trace_content)
 	resumable bool
@@ -30,7 +29,7 @@ func (t *transcript) add(ev []byte) {
 	if t == nil || t.off {
 		return
 	}
-	e := grammar.Grammar{Anthropic: t.api == apierror.Anthropic}.Scan(ev, false)
+	e := t.gram.Scan(ev, false)
 	t.addScanned(&e)
 }
 
@@ -43,7 +42,7 @@ func (t *transcript) addScanned(e *grammar.Event) {
 		return
 	}
 	data := e.Data
-	if t.api == apierror.Anthropic {
+	if t.gram.Anthropic {
 		t.addAnthropic(data, e)
 		return
 	}
@@ -67,7 +66,7 @@ func (t *transcript) addScanned(e *grammar.Event) {
 // already has: OpenAI's role chunk, Anthropic's message_start,
 // content_block_start and ping.
 func (t *transcript) preamble(ev []byte) bool {
-	g := grammar.Grammar{Anthropic: t.api == apierror.Anthropic}
+	g := grammar.Grammar{Anthropic: t.gram.Anthropic}
 	return g.Scan(ev, true).Kind == grammar.Preamble
 }
 

@@ -7,7 +7,6 @@ import (
 
 	"net/http"
 	"strconv"
-	"strings"
 )
 
 // Error is an answer the gateway makes itself, shaped as OpenAI's errors are
@@ -66,14 +65,6 @@ const (
 	OpenAI    API = iota
 	Anthropic     // the Messages API: /v1/messages and /v1/messages/count_tokens
 )
-
-// Of is the family of a request path.
-func Of(path string) API {
-	if path == "/v1/messages" || strings.HasPrefix(path, "/v1/messages/") {
-		return Anthropic
-	}
-	return OpenAI
-}
 
 // WriteAs sends the error as the whole response, shaped for the family.
 func (e *Error) WriteAs(w http.ResponseWriter, family API) {

@@ -6,7 +6,6 @@ package grammar
 
 import (
 	"encoding/json"
-	"strings"
 )
 
 // The two stream grammars, OpenAI's chunks and Anthropic's typed events:
@@ -25,7 +24,8 @@ const (
 	Malformed              // a data payload that is not JSON
 )
 
-// How each route's answer says it is whole, besides OpenAI's [DONE]: a
+// How each route's answer says it is whole, besides OpenAI's [DONE] (the
+// handler's operation chooses one for each route): a
 // chat or text completion's choice gets a finish_reason; a Responses API
 // stream ends with response.completed (or .incomplete, .failed);
 // Anthropic's with message_stop. Other routes end when the connection
@@ -36,19 +36,6 @@ const (
 	EndResponse
 	EndMessage
 )
-
-// EndRule is how the answer to a request for path says it is whole.
-func EndRule(p string) int {
-	switch {
-	case strings.HasSuffix(p, "/completions"): // chat and text
-		return EndFinish
-	case strings.HasSuffix(p, "/responses"):
-		return EndResponse
-	case strings.HasSuffix(p, "/messages"):
-		return EndMessage
-	}
-	return EndConnection
-}
 
 // IsSet reports whether a raw JSON member is present and not null.
 func IsSet(raw json.RawMessage) bool { return len(raw) > 0 && string(raw) != "null" }

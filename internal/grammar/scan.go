@@ -8,7 +8,7 @@ import (
 )
 
 // Grammar is how one stream is read: Anthropic's typed events or OpenAI's
-// chunks, and how its answer says it is whole (EndRule).
+// chunks, and how its answer says it is whole (End).
 type Grammar struct {
 	Anthropic bool
 	End       int
