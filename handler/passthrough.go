@@ -72,9 +72,6 @@ func (g *Gateway) servePassthrough(w http.ResponseWriter, r *http.Request, res *
 	g.proxyPassthrough(w, req, rt, tail, res)
 }
 
-// DefaultPassthroughMethods are the methods /upstream/ serves by default.
-var DefaultPassthroughMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost}
-
 // mayPassthrough is what a key may do on /upstream/: the path's model, the
 // route's methods, and, for a key with a token budget, only where the
 // operator lets budgets reach an engine's own endpoints.

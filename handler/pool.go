@@ -41,18 +41,10 @@ type pool struct {
 }
 
 func newPool(cfg config.PoolConfig, byName map[string]*route, now func() time.Time) *pool {
-	p := &pool{cfg: cfg, attempts: cfg.FailoverAttempts, budget: time.Duration(cfg.FailoverTime), bal: cfg.Balance.WithDefaults()}
+	cfg = cfg.WithDefaults()
+	p := &pool{cfg: cfg, attempts: cfg.FailoverAttempts, budget: time.Duration(cfg.FailoverTime), bal: *cfg.Balance}
 	p.index = prefix.New(len(cfg.Members), p.bal.IndexSize)
-	if p.attempts == 0 {
-		p.attempts = len(cfg.Members)
-	}
-	if p.budget == 0 {
-		p.budget = config.DefaultFailoverTime
-	}
 	cool := time.Duration(cfg.BreakerCooldown)
-	if cool == 0 {
-		cool = engines.DefaultBreakerCool
-	}
 	for _, id := range cfg.Members {
 		name, model, _ := strings.Cut(id, "/")
 		rt := byName[name]

@@ -24,51 +24,34 @@ func New(cfg config.Config, engs []*engines.Engine, log *zap.Logger) (*Gateway, 
 	if log == nil {
 		log = zap.NewNop()
 	}
+	cfg = cfg.WithDefaults() // every default, in one place
 	g := &Gateway{
-		clock:   clock.Real,
-		log:     log,
-		keys:    keys.NewRing(config.SplitKeys(cfg.Keys)),
-		maxBody: cfg.MaxBody,
-		byModel: map[string]*route{},
+		clock:              clock.Real,
+		log:                log,
+		keys:               keys.NewRing(config.SplitKeys(cfg.Keys)),
+		maxBody:            cfg.MaxBody,
+		bodyTimeout:        time.Duration(cfg.BodyTimeout),
+		byModel:            map[string]*route{},
+		allowBodyFallbacks: *cfg.BodyFallbacks,
+		listAliases:        cfg.ListAliases,
+		maxFallbacks:       cfg.MaxFallbacks,
+		maxAttempts:        cfg.MaxAttempts,
+		annotate:           cfg.AnnotateResponse,
+		traceContent:       cfg.TraceContent,
+		extraPaths:         map[string]bool{},
+		passthrough:        *cfg.Passthrough,
+		ptMethods:          cfg.PassthroughMethods,
+		ptBudgets:          cfg.PassthroughBudgets,
+		keepAlive:          time.Duration(cfg.KeepAlive),
 	}
-	if g.maxBody == 0 {
-		g.maxBody = config.DefaultMaxBody
-	}
-	if g.bodyTimeout = time.Duration(cfg.BodyTimeout); g.bodyTimeout == 0 {
-		g.bodyTimeout = config.DefaultBodyTimeout
-	}
-	g.allowBodyFallbacks = cfg.BodyFallbacks == nil || *cfg.BodyFallbacks
-	g.listAliases = cfg.ListAliases
-	g.maxFallbacks, g.maxAttempts = cfg.MaxFallbacks, cfg.MaxAttempts
-	if g.maxFallbacks == 0 {
-		g.maxFallbacks = config.DefaultMaxFallbacks
-	}
-	if g.maxAttempts == 0 {
-		g.maxAttempts = config.DefaultMaxAttempts
-	}
-	g.annotate, g.traceContent = cfg.AnnotateResponse, cfg.TraceContent
-	extra := config.DefaultExtraPaths
-	if cfg.ExtraPaths != nil {
-		extra = *cfg.ExtraPaths
-	}
-	g.extraPaths = map[string]bool{}
-	for _, p := range extra {
+	for _, p := range *cfg.ExtraPaths {
 		g.extraPaths[p] = true
-	}
-	g.passthrough = cfg.Passthrough == nil || *cfg.Passthrough
-	g.ptMethods, g.ptBudgets = cfg.PassthroughMethods, cfg.PassthroughBudgets
-	if len(g.ptMethods) == 0 {
-		g.ptMethods = DefaultPassthroughMethods
-	}
-	g.keepAlive = time.Duration(cfg.KeepAlive)
-	if g.keepAlive <= 0 {
-		g.keepAlive = config.DefaultKeepAlive
 	}
 	byName := map[string]*engines.Engine{}
 	for _, e := range engs {
 		byName[e.Name()] = e
 	}
-	wakeAll := cfg.Wake == nil || *cfg.Wake
+	wakeAll := *cfg.Wake
 	for _, ec := range cfg.Engines {
 		e := byName[ec.Name]
 		if e == nil {

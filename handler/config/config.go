@@ -7,6 +7,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"time"
 
@@ -192,17 +193,62 @@ func poolErr(name string, format string, args ...any) error {
 	return &ConfigError{Pool: name, Err: fmt.Errorf(format, args...)}
 }
 
-// WithDefaults returns c with every default filled in: the `defaults`
-// block's options, then each engine's own defaults (see
-// engines.Config.WithDefaults); the handler's own defaults are read where
-// they are used.
+// WithDefaults returns c with every default filled in, in one place (issue
+// 40): the `defaults` block's options, then each engine's own defaults (see
+// engines.Config.WithDefaults), the handler's limits and switches, and each
+// pool's failover and breaker. Filling a filled config changes nothing.
 func (c Config) WithDefaults() Config {
 	c = c.inherited()
 	for i := range c.Engines {
 		c.Engines[i] = c.Engines[i].WithDefaults()
 	}
+	on := true
+	orDefault(&c.MaxBody, DefaultMaxBody)
+	orDefault(&c.BodyTimeout, caddy.Duration(DefaultBodyTimeout))
+	orDefault(&c.MaxFallbacks, DefaultMaxFallbacks)
+	orDefault(&c.MaxAttempts, DefaultMaxAttempts)
+	if c.KeepAlive <= 0 {
+		c.KeepAlive = caddy.Duration(DefaultKeepAlive)
+	}
+	for _, b := range []**bool{&c.Wake, &c.BodyFallbacks, &c.Passthrough} {
+		if *b == nil {
+			*b = &on
+		}
+	}
+	if c.ExtraPaths == nil {
+		paths := append([]string(nil), DefaultExtraPaths...)
+		c.ExtraPaths = &paths
+	}
+	if len(c.PassthroughMethods) == 0 {
+		c.PassthroughMethods = append([]string(nil), DefaultPassthroughMethods...)
+	}
+	c.Pools = append([]PoolConfig(nil), c.Pools...)
+	for i := range c.Pools {
+		c.Pools[i] = c.Pools[i].WithDefaults()
+	}
 	return c
 }
+
+// WithDefaults returns the pool with its failover and breaker defaults.
+func (p PoolConfig) WithDefaults() PoolConfig {
+	orDefault(&p.FailoverAttempts, len(p.Members))
+	orDefault(&p.FailoverTime, caddy.Duration(DefaultFailoverTime))
+	orDefault(&p.BreakerCooldown, caddy.Duration(engines.DefaultBreakerCool))
+	b := p.Balance.WithDefaults()
+	p.Balance = &b
+	return p
+}
+
+// orDefault sets *v to def when it is zero.
+func orDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
+}
+
+// DefaultPassthroughMethods are the methods /upstream/ serves by default.
+var DefaultPassthroughMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost}
 
 // inherited returns c with its engines (a copy) given the defaults block's
 // options they leave unset.
