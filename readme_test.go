@@ -157,6 +157,57 @@ func TestREADMEErrorTableListsEveryCode(t *testing.T) {
 	}
 }
 
+// The CHANGELOG is for users upgrading: a few lines under its title, an
+// Unreleased section, then versions with dates, each sorted into Added, Changed and Fixed, one line per change,
+// and no bare issue numbers (a reader of the CHANGELOG has no issue tracker).
+func TestChangelogHasDatedVersionsOneLinePerChange(t *testing.T) {
+	b, err := os.ReadFile("CHANGELOG.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	version := regexp.MustCompile(`^## (?:Unreleased|v\d+\.\d+\.\d+ — \d{4}-\d{2}-\d{2})$`)
+	kind := regexp.MustCompile(`^### (?:Added|Changed|Fixed)$`)
+	issue := regexp.MustCompile(`(?i)\bissues? \d+`)
+	versions, section, intro := 0, "", true
+	for i, line := range strings.Split(string(b), "\n") {
+		at := fmt.Sprintf("CHANGELOG.md:%d", i+1)
+		switch {
+		case i == 0:
+			if line != "# Changelog" {
+				t.Errorf("%s: want the title # Changelog", at)
+			}
+		case strings.HasPrefix(line, "## "):
+			intro = false
+			if !version.MatchString(line) {
+				t.Errorf("%s: %q is not \"## Unreleased\" or \"## vX.Y.Z — YYYY-MM-DD\"", at, line)
+			}
+			if line != "## Unreleased" {
+				versions++
+			}
+			section = ""
+		case strings.HasPrefix(line, "### "):
+			if !kind.MatchString(line) {
+				t.Errorf("%s: %q: a change is Added, Changed or Fixed", at, line)
+			}
+			section = line
+		case strings.TrimSpace(line) == "", intro:
+			// a blank line, or the few lines under the title
+		case strings.HasPrefix(line, "- "):
+			if section == "" {
+				t.Errorf("%s: a change outside Added, Changed or Fixed", at)
+			}
+			if issue.MatchString(line) {
+				t.Errorf("%s: a bare issue number: link it or drop it", at)
+			}
+		default:
+			t.Errorf("%s: one line per change: %q continues a change or stands alone", at, line)
+		}
+	}
+	if versions == 0 {
+		t.Error("the CHANGELOG has no dated version")
+	}
+}
+
 // caddyInvocation is a command line that runs Caddy: `./caddy run`,
 // `caddy llm-probe`, `go run ./cmd/caddy run`, … with a config.
 var caddyInvocation = regexp.MustCompile("(?:go run \\./cmd/caddy|[\\w./-]*caddy) (?:run|llm-probe|validate|adapt) --config \\S+")
