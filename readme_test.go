@@ -11,7 +11,8 @@ import (
 	hconfig "github.com/llmgateway/caddy-llm-gateway/handler/config"
 )
 
-// fence is one fenced code block of a Markdown file.
+// fence is one fenced code block of a Markdown file, its lines without the
+// fence's own indentation (a block inside a list item is indented).
 type fence struct {
 	lang  string
 	lines []string
@@ -25,18 +26,31 @@ func fences(t *testing.T, file string) []fence {
 	}
 	var out []fence
 	var cur *fence
+	indent := ""
 	for _, line := range strings.Split(string(b), "\n") {
+		trimmed := strings.TrimLeft(line, " \t")
 		switch {
-		case cur == nil && strings.HasPrefix(line, "```"):
-			cur = &fence{lang: strings.TrimPrefix(line, "```")}
-		case cur != nil && line == "```":
+		case cur == nil && strings.HasPrefix(trimmed, "```"):
+			indent = line[:len(line)-len(trimmed)]
+			cur = &fence{lang: strings.TrimPrefix(trimmed, "```")}
+		case cur != nil && trimmed == "```":
 			out = append(out, *cur)
 			cur = nil
 		case cur != nil:
-			cur.lines = append(cur.lines, line)
+			cur.lines = append(cur.lines, strings.TrimPrefix(line, indent))
 		}
 	}
 	return out
+}
+
+// pages is every page of the manual: the README and docs/*.md.
+func pages(t *testing.T) []string {
+	t.Helper()
+	docs, err := filepath.Glob("docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append([]string{"README.md"}, docs...)
 }
 
 // ciScripts is the text of every CI script (files of .ci/, not its
@@ -61,32 +75,38 @@ func ciScripts(t *testing.T) map[string]string {
 	return out
 }
 
-// Every shell command the README prints is run by CI exactly as printed, and
-// every client snippet is run by .ci/readme.sh, which takes them from the
-// README itself (issue 18).
-func TestREADMECommandsAreRunByCI(t *testing.T) {
+// Every shell command the README and the docs print is run by CI exactly as
+// printed (.ci/readme.sh the README's, .ci/docs.sh the docs'), and every
+// client snippet of the README is run by .ci/readme.sh, which takes them from
+// the README itself.
+func TestEveryPrintedCommandIsRunByCI(t *testing.T) {
 	scripts := ciScripts(t)
 	snippets := map[string]int{}
-	for _, f := range fences(t, "README.md") {
-		switch f.lang {
-		case "sh":
-			for _, cmd := range commands(f.lines) {
-				found := false
-				for _, text := range scripts {
-					if strings.Contains(text, "\n"+cmd+"\n") {
-						found = true
+	for _, page := range pages(t) {
+		for _, f := range fences(t, page) {
+			switch f.lang {
+			case "sh":
+				for _, cmd := range commands(f.lines) {
+					found := false
+					for _, text := range scripts {
+						if strings.Contains(text, "\n"+cmd+"\n") {
+							found = true
+						}
+					}
+					if !found {
+						t.Errorf("%s: no CI script runs this command as printed (add it to .ci/docs.sh):\n%s", page, cmd)
 					}
 				}
-				if !found {
-					t.Errorf("no CI script runs the README's command as printed:\n%s", cmd)
+			case "python", "javascript", "go":
+				if page != "README.md" {
+					t.Errorf("%s has a %s snippet: only the README's snippets are run (.ci/readme.sh)", page, f.lang)
 				}
+				snippets[f.lang]++
+			case "caddyfile", "json", "text", "yaml", "":
+				// configuration, bodies and diagrams, not commands
+			default:
+				t.Errorf("%s has a %q block: add it to this test (run it in CI, or say why it is not a command)", page, f.lang)
 			}
-		case "python", "javascript", "go":
-			snippets[f.lang]++
-		case "caddyfile", "json", "text":
-			// configuration, bodies and diagrams, not commands
-		default:
-			t.Errorf("the README has a %q block: add it to this test (run it in CI, or say why it is not a command)", f.lang)
 		}
 	}
 	for _, lang := range []string{"python", "javascript", "go"} {
@@ -96,6 +116,9 @@ func TestREADMECommandsAreRunByCI(t *testing.T) {
 		if !strings.Contains(scripts[".ci/readme.sh"], "block "+lang+" >") {
 			t.Errorf(".ci/readme.sh does not run the README's %s snippet", lang)
 		}
+	}
+	if !strings.Contains(scripts[".ci/readme.sh"], "\n.ci/docs.sh\n") {
+		t.Error(".ci/readme.sh does not run .ci/docs.sh, the docs' commands")
 	}
 }
 
@@ -118,9 +141,9 @@ func commands(lines []string) []string {
 	return out
 }
 
-// The README's error table lists every code the gateway answers with.
-func TestREADMEErrorTableListsEveryCode(t *testing.T) {
-	readme, err := os.ReadFile("README.md")
+// docs/errors.md's table lists every code the gateway answers with.
+func TestErrorPageListsEveryCode(t *testing.T) {
+	page, err := os.ReadFile("docs/errors.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,8 +174,230 @@ func TestREADMEErrorTableListsEveryCode(t *testing.T) {
 		t.Fatalf("found only %d error codes in the code: is the pattern stale?", len(seen))
 	}
 	for c := range seen {
-		if !strings.Contains(string(readme), "`"+c+"`") {
-			t.Errorf("the README's error table lacks %s", c)
+		if !strings.Contains(string(page), "`"+c+"`") {
+			t.Errorf("docs/errors.md's error table lacks %s", c)
+		}
+	}
+}
+
+// The README is a map: what the gateway is, the two commands, one Caddyfile
+// and links, at most 400 lines; the manual is in docs/, and the README links
+// every page of it.
+func TestREADMEIsAMapOfTheDocs(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(readme), "\n"); n > 400 {
+		t.Errorf("the README has %d lines, more than 400: move the reference to a page in docs/", n)
+	}
+	if n := len(fences(t, "README.md")); n > 12 {
+		t.Errorf("the README has %d code blocks: more than its commands, snippets and one Caddyfile", n)
+	}
+	for _, page := range pages(t)[1:] {
+		if !strings.Contains(string(readme), "("+page+")") {
+			t.Errorf("the README does not link %s", page)
+		}
+	}
+}
+
+// mdLink is an inline Markdown link or image: [text](target).
+var mdLink = regexp.MustCompile(`\]\(([^()\s]+)\)`)
+
+// Every relative link of the README and the docs reaches a file that exists,
+// and every #anchor a heading of the page it names, as GitHub makes anchors
+// of headings: a moved section leaves no link behind that lands on the top of
+// a page or nowhere.
+func TestDocsLinksResolve(t *testing.T) {
+	anchorsOf := map[string]map[string]bool{}
+	anchors := func(file string) map[string]bool {
+		if a, ok := anchorsOf[file]; ok {
+			return a
+		}
+		a := headingAnchors(t, file)
+		anchorsOf[file] = a
+		return a
+	}
+	n := 0
+	for _, page := range pages(t) {
+		for _, target := range links(t, page) {
+			if regexp.MustCompile(`^[a-z]+:`).MatchString(target) {
+				continue
+			}
+			n++
+			path, anchor, _ := strings.Cut(target, "#")
+			file := page
+			if path != "" {
+				file = filepath.Join(filepath.Dir(page), path)
+				if _, err := os.Stat(file); err != nil {
+					t.Errorf("%s links %s: no such file", page, target)
+					continue
+				}
+			}
+			if anchor == "" {
+				continue
+			}
+			if !strings.HasSuffix(file, ".md") {
+				t.Errorf("%s links %s: an anchor in a file that is not Markdown", page, target)
+				continue
+			}
+			if !anchors(file)[anchor] {
+				t.Errorf("%s links %s: %s has no heading with that anchor", page, target, file)
+			}
+		}
+	}
+	if n < 50 {
+		t.Fatalf("found only %d relative links: is the pattern stale?", n)
+	}
+}
+
+// links is every link target of a Markdown file outside its code blocks.
+func links(t *testing.T, file string) []string {
+	t.Helper()
+	var out []string
+	for _, line := range proseLines(t, file) {
+		for _, m := range mdLink.FindAllStringSubmatch(line, -1) {
+			out = append(out, m[1])
+		}
+	}
+	return out
+}
+
+// proseLines is a Markdown file's lines outside its fenced code blocks.
+func proseLines(t *testing.T, file string) []string {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	in := false
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(strings.TrimLeft(line, " \t"), "```") {
+			in = !in
+			continue
+		}
+		if !in {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// headingAnchors is the set of anchors GitHub gives a file's headings: the
+// text lower-cased, punctuation but hyphens and underscores dropped, spaces
+// turned into hyphens, a repeated anchor numbered (-1, -2, …).
+func headingAnchors(t *testing.T, file string) map[string]bool {
+	t.Helper()
+	heading := regexp.MustCompile(`^#{1,6} (.*)$`)
+	drop := regexp.MustCompile(`[^\p{L}\p{N}\- _]`)
+	out := map[string]bool{}
+	for _, line := range proseLines(t, file) {
+		m := heading.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		a := strings.ReplaceAll(drop.ReplaceAllString(strings.ToLower(m[1]), ""), " ", "-")
+		base := a
+		for i := 1; out[a]; i++ {
+			a = fmt.Sprintf("%s-%d", base, i)
+		}
+		out[a] = true
+	}
+	return out
+}
+
+// Every file the README and the docs name in backticks (`handler/loop.go`,
+// `.ci/readme.sh`, `verdict.go`) exists: with a directory, at that path;
+// a bare name, somewhere in the repository. A file that moved is renamed in
+// the docs with it.
+func TestDocsNameFilesThatExist(t *testing.T) {
+	named := regexp.MustCompile("`([A-Za-z0-9_./-]+\\.(?:go|sh|md|html|js|css))`")
+	base := map[string]bool{}
+	err := filepath.WalkDir(".", func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "node_modules") {
+			return filepath.SkipDir
+		}
+		base[d.Name()] = true
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, page := range pages(t) {
+		for _, line := range proseLines(t, page) {
+			for _, m := range named.FindAllStringSubmatch(line, -1) {
+				f := m[1]
+				n++
+				if strings.Contains(f, "/") {
+					if _, err := os.Stat(f); err != nil {
+						t.Errorf("%s names %s: no such file", page, f)
+					}
+				} else if !base[f] {
+					t.Errorf("%s names %s: no file of that name", page, f)
+				}
+			}
+		}
+	}
+	if n < 20 {
+		t.Fatalf("found only %d file names: is the pattern stale?", n)
+	}
+}
+
+// docs/development.md's fuzz table names each target beside the package that
+// holds it, and every target in the repository is in it.
+func TestDevelopmentPageNamesTheFuzzTargets(t *testing.T) {
+	row := regexp.MustCompile("^\\| `([a-z0-9/]+)` \\| (.*) \\|$")
+	target := regexp.MustCompile("`(Fuzz\\w+)`")
+	listed := map[string]string{}
+	for _, line := range proseLines(t, "docs/development.md") {
+		m := row.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		for _, f := range target.FindAllStringSubmatch(m[2], -1) {
+			listed[f[1]] = m[1]
+		}
+	}
+	decl := regexp.MustCompile(`(?m)^func (Fuzz\w+)\(`)
+	found := map[string]string{}
+	err := filepath.WalkDir(".", func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if !strings.HasSuffix(p, "_test.go") {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		for _, m := range decl.FindAllStringSubmatch(string(b), -1) {
+			found[m[1]] = filepath.ToSlash(filepath.Dir(p))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(found) < 5 {
+		t.Fatalf("found only %d fuzz targets: is the pattern stale?", len(found))
+	}
+	for name, pkg := range listed {
+		if found[name] != pkg {
+			t.Errorf("docs/development.md lists %s in %s; it is in %q", name, pkg, found[name])
+		}
+	}
+	for name, pkg := range found {
+		if _, ok := listed[name]; !ok {
+			t.Errorf("docs/development.md's fuzz table lacks %s (%s)", name, pkg)
 		}
 	}
 }

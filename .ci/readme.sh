@@ -6,6 +6,8 @@
 # in another CI script, as printed). Needs Go, curl, node and npm (for the
 # npm package openai); the Python block runs when the `openai` package is
 # importable and is only compiled otherwise (CI reaches no Python index).
+# Then, the quickstart stopped, the commands the pages of docs/ print
+# (.ci/docs.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work=$(mktemp -d)
@@ -95,3 +97,8 @@ if grep -q 'anyone who can reach' "$work/quickstart.log"; then
 	exit 1
 fi
 echo "readme: the quickstart and its snippets work as printed"
+
+# the docs pages' commands, as printed, once the quickstart has freed its port
+stop
+qs=
+.ci/docs.sh

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Runs the shell commands the pages of docs/ print, as printed
+# (TestEveryPrintedCommandIsRunByCI fails when a page prints a command that
+# no CI script runs as printed). .ci/readme.sh runs this once its quickstart
+# has stopped, so port 8080 is free. Each command stands on a line of its
+# own, unindented, as the page prints it:
+# - docs/building.md: `./build.sh` is .ci/xcaddy-check.sh's; the Docker image
+#   is built and run where a Docker daemon answers, else skipped with a line
+#   that says so (CI has no Docker);
+# - docs/development.md: the fuzz example, for its minute;
+# - docs/real-engines.md: building ollama from the Go module proxy (about 45
+#   minutes cold) and the real-ollama tests, with LLMGW_DOCS_OLLAMA=1 only.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+work=$(mktemp -d)
+bg=
+stop() {
+	if [ -n "$bg" ]; then
+		kill -TERM -- "-$bg" 2>/dev/null || true
+		wait "$bg" 2>/dev/null || true
+	fi
+	rm -rf "$work"
+}
+trap stop EXIT
+
+echo "docs: development.md, the fuzz example"
+go test ./internal/jsonmember -run XXX -fuzz FuzzScanBody -fuzztime 1m
+
+if docker info >/dev/null 2>&1; then
+	echo "docs: building.md, the Docker image"
+docker build -f xcaddy.Dockerfile -t caddy-llm-gateway .
+	set -m
+	{
+docker run --rm -p 127.0.0.1:8080:8080 caddy-llm-gateway
+	} >"$work/docker.log" 2>&1 &
+	bg=$!
+	set +m
+	up=
+	for _ in $(seq 1 120); do
+		if curl -s -o /dev/null http://localhost:8080/v1/models; then
+			up=1
+			break
+		fi
+		kill -0 "$bg" 2>/dev/null || break
+		sleep 1
+	done
+	if [ -z "$up" ]; then
+		echo "docs: the Docker image did not serve on 127.0.0.1:8080" >&2
+		cat "$work/docker.log" >&2
+		exit 1
+	fi
+	out=$(curl -s localhost:8080/v1/chat/completions -d '{"model":"demo","messages":[{"role":"user","content":"hello"}]}')
+	grep -q 'Hello from the demo engine' <<<"$out" || { echo "docs: the Docker image answered $out" >&2; exit 1; }
+	stop
+	bg=
+else
+	echo "docs: building.md, the Docker image: no Docker daemon here; not run"
+fi
+
+if [ "${LLMGW_DOCS_OLLAMA:-}" = 1 ]; then
+	echo "docs: real-engines.md, building ollama and the real-ollama tests"
+apt-get install -y nlohmann-json3-dev libstb-dev
+go mod download github.com/gen2brain/malgo@v0.11.24
+mkdir -p /opt/ollama/include/miniaudio
+cp "$(go env GOMODCACHE)/github.com/gen2brain/malgo@v0.11.24/miniaudio.h" /opt/ollama/include/miniaudio/
+CGO_CPPFLAGS=-I/opt/ollama/include GOBIN=/opt/ollama/bin go install github.com/ollama/ollama@v0.17.4
+LLMGW_OLLAMA=/opt/ollama/bin/ollama go test -race -count=1 -run RealOllama -v ./caddymodule
+else
+	echo "docs: real-engines.md, building ollama (45 minutes cold): set LLMGW_DOCS_OLLAMA=1 to run it"
+fi
+echo "docs: the pages' commands work as printed"
