@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"go/build"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -58,7 +59,7 @@ func removeBinary() {
 
 // goTool is the go command of the toolchain running the tests.
 func goTool() string {
-	if p := filepath.Join(runtime.GOROOT(), "bin", "go"); fileExists(p) {
+	if p := filepath.Join(build.Default.GOROOT, "bin", "go"); fileExists(p) {
 		return p
 	}
 	return "go"

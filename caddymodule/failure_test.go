@@ -156,12 +156,12 @@ func TestFailuresBeforeAnswerMoveToTheFallback(t *testing.T) {
 			want: check{primaryHits: 1, maxWall: time.Second}},
 		{name: "503 on every try", extra: "retries 2",
 			script: func(_ int, w http.ResponseWriter, r *http.Request) {
-				http.Error(w, `{"error":{"message":"busy"}}`, 503)
+				http.Error(w, `{"error":{"message":"busy"}}`, http.StatusServiceUnavailable)
 			},
 			want: check{primaryHits: 3, maxWall: 5 * time.Second, minGap: 250 * time.Millisecond}},
 		{name: "401 from the upstream moves on without retry",
 			script: func(_ int, w http.ResponseWriter, r *http.Request) {
-				http.Error(w, `{"error":{"message":"bad key"}}`, 401)
+				http.Error(w, `{"error":{"message":"bad key"}}`, http.StatusUnauthorized)
 			},
 			want: check{primaryHits: 1, maxWall: time.Second}},
 		{name: "500 once then 200 stays on the primary", healthy: true,

@@ -277,7 +277,7 @@ func TestFallbackThatFailsAfterASlowStartSendsTheRequestBackToThePrimary(t *test
 		if r.URL.Path == "/health" {
 			return // ready: it takes the slow start
 		}
-		http.Error(w, `{"error":{"message":"fallback overloaded"}}`, 503)
+		http.Error(w, `{"error":{"message":"fallback overloaded"}}`, http.StatusServiceUnavailable)
 	})
 	startGateway(t, fmt.Sprintf(`
 		engine gpu {

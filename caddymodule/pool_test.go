@@ -215,7 +215,7 @@ func TestPoolFailoverBudgetAndTheAttemptList(t *testing.T) {
 
 func TestProbeTableAndExitCode(t *testing.T) {
 	good := newRecorder(t, answerAs("good"))
-	bad := newRecorder(t, func(w http.ResponseWriter, r *http.Request) { http.Error(w, "down", 503) })
+	bad := newRecorder(t, func(w http.ResponseWriter, r *http.Request) { http.Error(w, "down", http.StatusServiceUnavailable) })
 	site := fmt.Sprintf(`
 		engine good {
 			to %s
@@ -257,7 +257,7 @@ func TestProbeTableAndExitCode(t *testing.T) {
 func TestProbeBinaryExitsNonZeroWhenAMemberFails(t *testing.T) {
 	caddy := caddyBinary(t)
 	good := newRecorder(t, answerAs("good"))
-	bad := newRecorder(t, func(w http.ResponseWriter, r *http.Request) { http.Error(w, "down", 503) })
+	bad := newRecorder(t, func(w http.ResponseWriter, r *http.Request) { http.Error(w, "down", http.StatusServiceUnavailable) })
 	cfgFile := filepath.Join(t.TempDir(), "Caddyfile")
 	cfg := fmt.Sprintf(`:%s {
 	llm_gateway {

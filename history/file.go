@@ -125,7 +125,7 @@ func (fl *file) scan(f Filter, fn func(*Record) bool) error {
 		c := b.Cursor()
 		k, v := c.Last()
 		if f.Before != 0 {
-			if k, v = c.Seek(seqKey(f.Before)); k == nil {
+			if k, _ = c.Seek(seqKey(f.Before)); k == nil {
 				k, v = c.Last()
 			} else {
 				k, v = c.Prev()

@@ -551,15 +551,6 @@ func goMemory(ctx context.Context, admin string) (int64, error) {
 	return int64(m[0] + m[1]), nil
 }
 
-// goroutines is the Caddy process's goroutine count (go_goroutines).
-func goroutines(ctx context.Context, admin string) (int64, error) {
-	m, err := adminMetrics(ctx, admin, "go_goroutines")
-	if err != nil {
-		return 0, err
-	}
-	return int64(m[0]), nil
-}
-
 // adminMetrics reads the unlabelled metrics names from the admin endpoint's
 // /metrics, in their order.
 func adminMetrics(ctx context.Context, admin string, names ...string) ([]float64, error) {

@@ -164,7 +164,7 @@ func runResume(ctx context.Context, o options, slots bool) (resumeRun, error) {
 		swapped := turn > 0 && turn%2 == 0
 		if swapped {
 			if out := complete(ctx, client, url, "", "M"); !out.ok() { // L is swapped out
-				return r, fmt.Errorf("M: %s", failureReason(out))
+				return r, fmt.Errorf("model M: %s", failureReason(out))
 			}
 		}
 		before := counters(admin, "L")
@@ -181,7 +181,7 @@ func runResume(ctx context.Context, o options, slots bool) (resumeRun, error) {
 		resp.Body.Close()
 		took := time.Since(sent)
 		if resp.StatusCode != 200 {
-			return r, fmt.Errorf("L: status %d", resp.StatusCode)
+			return r, fmt.Errorf("model L: status %d", resp.StatusCode)
 		}
 		msgs = append(msgs, map[string]string{"role": "assistant", "content": "noted"})
 		after := counters(admin, "L")

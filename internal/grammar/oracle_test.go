@@ -11,8 +11,6 @@ import (
 // The classifiers Scan replaced (issue 30), kept as the fuzz test's
 // oracle: each read an event again, and probe decoded it.
 
-var markFinish = []byte(`"finish_reason"`)
-
 // classify says what an event is. With probe, a data event is decoded
 // far enough to tell a role-only chunk from content (only done before the
 // commit point, for a handful of events); without, every valid data event
@@ -160,24 +158,6 @@ func probeChunk(data []byte) Kind {
 }
 
 func nonEmpty(s *string) bool { return s != nil && *s != "" }
-
-// HasFinishReason reports whether an event sets a finish_reason (to a
-// string, not null): one search per event.
-func hasFinishReason(ev []byte) bool {
-	for {
-		i := bytes.Index(ev, markFinish)
-		if i < 0 {
-			return false
-		}
-		ev = ev[i+len(markFinish):]
-		j := jsonmember.SkipSpace(ev, 0)
-		if j < len(ev) && ev[j] == ':' {
-			if k := jsonmember.SkipSpace(ev, j+1); k < len(ev) && ev[k] == '"' {
-				return true
-			}
-		}
-	}
-}
 
 // EmptyChoices reports whether a chunk's choices are an empty array: the
 // usage chunk of stream_options.include_usage.
