@@ -105,7 +105,7 @@ func TestSDKDefaultsWorkOnTheDemoEngine(t *testing.T) {
 	})
 }
 
-// Issue 28, item 8: the README's Anthropic section can be tried on the demo
+// Issue 28, item 8: docs/apis.md's Anthropic section can be tried on the demo
 // engine: /v1/messages through the gateway with the official Anthropic SDK,
 // as JSON and as its typed events (the demo engine answered a plain-text
 // 404 page not found).

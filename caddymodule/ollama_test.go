@@ -30,7 +30,7 @@ import (
 // that it starts on demand, with the tiny random-weight model of
 // testdata/tinygguf (issue 8), through OpenAI's API and Anthropic's Messages
 // API (issue 19). They are opt-in: building ollama takes most of
-// an hour (README, "Real engines"), so they run only when LLMGW_OLLAMA names
+// an hour (docs/real-engines.md), so they run only when LLMGW_OLLAMA names
 // an ollama binary. The model's text is garbage: they assert structure
 // (status, chunks, finish, usage, [DONE], the engine's life), never content.
 
@@ -53,7 +53,7 @@ func ollamaBinary(t *testing.T) string {
 	t.Helper()
 	bin := os.Getenv("LLMGW_OLLAMA")
 	if bin == "" {
-		t.Skip("real-ollama test: set LLMGW_OLLAMA=/path/to/ollama to run it (README: Real engines)")
+		t.Skip("real-ollama test: set LLMGW_OLLAMA=/path/to/ollama to run it (docs/real-engines.md)")
 	}
 	abs, err := filepath.Abs(bin)
 	if err != nil {

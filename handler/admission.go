@@ -29,7 +29,7 @@ import (
 //	charge   when the answer ended: its usage, else what it       settle
 //	         reserved for an answer that reported none
 //
-// What each route adds, and the README's "What each route checks" table
+// What each route adds, and docs/keys.md's "What each route checks" table
 // mirrors:
 //
 //	/v1/… POST, extra_paths  body: one JSON object with a model; a form on the

@@ -11,7 +11,7 @@ import (
 // The failure policy, whole, in one table: what one attempt's outcome means
 // for the request (retry here, move on, stop) and for the breakers (which
 // one, and which way). The loop (loop.go) walks a plan by these verdicts;
-// nothing else decides. README's "How a request fails over" mirrors it.
+// nothing else decides. docs/failover.md's "How a request fails over" mirrors it.
 
 // outcome is what happened to one attempt, as the attempt saw it (attempt.go
 // and wait.go assign it); judge says what it means.
