@@ -154,3 +154,7 @@ func CheckMemory(budget int64, sets []DeviceBudget, cfgs []Config) error {
 	}
 	return nil
 }
+
+// memoryBox is the name of the box of engines with a memory size; a device
+// set's box is memoryBox+":"+its devices.
+const memoryBox = "memory"

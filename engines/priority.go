@@ -5,29 +5,8 @@ import (
 	"time"
 )
 
-// A request's priority (a key's `priority`, which its X-LLM-Priority header
-// may lower, never raise) and its key's name travel in its context: higher
-// priority goes first in an engine's queue, and the start of the engine
-// its highest-priority waiter wants goes first in the scheduler; equal
-// priorities take turns by key (issue 29).
-
-type priorityKey struct{}
-
-type priority struct {
-	level int
-	key   string
-}
-
-// WithPriority returns ctx carrying a request's priority and its key name.
-func WithPriority(ctx context.Context, level int, key string) context.Context {
-	return context.WithValue(ctx, priorityKey{}, priority{level, key})
-}
-
-// PriorityOf is what WithPriority put in ctx: level 0 and no key without it.
-func PriorityOf(ctx context.Context) (int, string) {
-	p, _ := ctx.Value(priorityKey{}).(priority)
-	return p.level, p.key
-}
+// A request's priority travels in its context (WithPriority, limit.go,
+// where it orders an engine's queue); here it orders the scheduler's starts.
 
 // Priority protects warm engines (issue 39). Without it a priority-0 key
 // alternating two models stopped a priority-10 key's engine at each of its
@@ -40,30 +19,6 @@ func PriorityOf(ctx context.Context) (int, string) {
 // before: it may drain, or be refused when what min_loaded and evict never
 // protect leaves it no room). A start's priority is the highest among the
 // requests waiting for it, as for its place in the queue.
-
-// DefaultPriorityGrace is how long an idle engine of a higher-priority use
-// is kept from a lower-priority start, when the config says nothing.
-const DefaultPriorityGrace = 30 * time.Second
-
-// priorityGrace is the grace a box gets when it is made: the last
-// config's (SetPriorityGrace), DefaultPriorityGrace before any. Guarded by
-// boxesMu.
-var priorityGrace = DefaultPriorityGrace
-
-// SetPriorityGrace sets every box's priority_grace (0: off). The caddy
-// module calls it when a config loads; the last config's wins, as for the
-// memory budget.
-func SetPriorityGrace(d time.Duration) {
-	boxesMu.Lock()
-	defer boxesMu.Unlock()
-	priorityGrace = max(d, 0)
-	for _, b := range boxes {
-		b.mu.Lock()
-		b.grace = priorityGrace
-		b.mu.Unlock()
-		b.sig.poke()
-	}
-}
 
 // protectWarm marks the engines that the grace keeps from a start of
 // priority prio: those holding a share whose last use was of a higher
@@ -108,17 +63,4 @@ func (e *Engine) starter() string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.startKey
-}
-
-// keySwaps counts a box's swaps by the key whose request began the start
-// that stopped engines (issue 39: who causes them). Key names come from the
-// config, so the map is as small as the keys are few. Guarded by the box's
-// mu.
-type keySwaps map[string]uint64
-
-func (k *keySwaps) add(key string) {
-	if *k == nil {
-		*k = keySwaps{}
-	}
-	(*k)[key]++
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -12,25 +11,11 @@ import (
 // it decides carries a reason in words, kept on the engine (its last start
 // and its last stop) and on the claims that wait (why each waits), for the
 // admin API, the status page and the log; and counters of its stops and
-// swaps, for the metrics.
+// swaps, for the metrics (swapCount, kept by the box: box.go).
 
 // StopRoom is a stop the scheduler made to give a waiting start room in a
 // memory budget (StopGroup: the turn of an exclusive group).
 const StopRoom StopReason = "room"
-
-// Reasons are the scheduler's last decisions about an engine.
-type Reasons struct {
-	// Started is why it last started: "request", "admin start",
-	// "preload", with how long it waited for room and what was stopped
-	// for it.
-	Started   string    `json:"started,omitempty"`
-	StartedAt time.Time `json:"started_at,omitzero"`
-	// Stopped is why it last stopped: "room for qwen (needs 12GiB of the
-	// memory_budget)", "idle_timeout 10m", "admin stop", "config reload",
-	// "crashed".
-	Stopped   string    `json:"stopped,omitempty"`
-	StoppedAt time.Time `json:"stopped_at,omitzero"`
-}
 
 // whyKey carries why a start is asked for (an admin start) in its context.
 type whyKey struct{}
@@ -132,68 +117,4 @@ func (e *Engine) Why() Reasons {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.why
-}
-
-// swapCount counts a box's swaps (starts that stopped engines to make
-// room) and the stops the scheduler made, and keeps the swaps of the last
-// hour by the minute, so that a page can say how often it swaps without
-// keeping a moment per swap.
-type swapCount struct {
-	mu      sync.Mutex
-	total   uint64
-	room    uint64 // idle engines stopped for room
-	drained uint64 // busy engines drained for a start that waited max_wait
-	refused uint64 // starts refused: no room within max_wait
-	minutes [60]struct {
-		at int64 // the minute (Unix minutes) the count is of
-		n  int
-	}
-}
-
-func (s *swapCount) add(now time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.total++
-	m := now.Unix() / 60
-	slot := &s.minutes[m%60]
-	if slot.at != m {
-		slot.at, slot.n = m, 0
-	}
-	slot.n++
-}
-
-func (s *swapCount) stopped(busy bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if busy {
-		s.drained++
-	} else {
-		s.room++
-	}
-}
-
-func (s *swapCount) refuse() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.refused++
-}
-
-// lastHour is the swaps of the last 60 minutes (this one included).
-func (s *swapCount) lastHour(now time.Time) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	m := now.Unix() / 60
-	n := 0
-	for _, slot := range s.minutes {
-		if slot.at > m-60 && slot.at <= m {
-			n += slot.n
-		}
-	}
-	return n
-}
-
-func (s *swapCount) counts() (total, room, drained, refused uint64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.total, s.room, s.drained, s.refused
 }

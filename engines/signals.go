@@ -8,14 +8,11 @@ import (
 	"net/url"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
-
-	"github.com/caddyserver/caddy/v2"
 )
 
 // Signals (issue 25): what an engine says of its own load, read in the
@@ -32,101 +29,11 @@ import (
 // answering its /metrics is judged by the gateway's own counts alone, never
 // by what it said long ago.
 
-// Signal options.
-const (
-	SignalsOff     = "off"
-	SignalsMetrics = "metrics"
-
-	DefaultSignalsPath      = "/metrics"
-	DefaultSignalsInterval  = time.Second
-	DefaultSignalsStale     = 2 * time.Second
-	DefaultSignalsSlotsPath = "/slots"
-)
-
 // Bounds on what one read may make the gateway hold.
 const (
 	maxSignalsBody   = 4 << 20 // bytes of one /metrics answer read
 	maxSignalsSeries = 512     // series kept for re-exposure per engine
 )
-
-// Signal is one read of an engine's own load.
-type Signal struct {
-	At      time.Time
-	Running float64 // requests the engine is working on
-	Waiting float64 // requests it queued (deferred) for a free slot
-	KVCache float64 // share of its KV cache in use, 0–1; -1 when not published
-
-	// Slots and SlotsBusy are llama-server's slots and those processing,
-	// from its /slots (slotlist.go); 0 and 0 when it was not read.
-	Slots, SlotsBusy int
-
-	// Own is what the gateway itself had on the engine (in flight and
-	// queued) when the read began: the engine's count beyond it is other
-	// front doors' (Load).
-	Own int
-
-	llama bool // the engine published llama-server's names
-}
-
-// Series is one gauge or counter read from the engine's /metrics, to be
-// re-exposed under the gateway's own (llm_gateway_engine_*).
-type Series struct {
-	Name    string // the engine's own name, e.g. vllm:num_requests_waiting
-	Counter bool
-	Labels  [][2]string // name, value; sorted by name
-	Value   float64
-}
-
-// signalState is the engine's last read; Engine.sig.
-type signalState struct {
-	mu     sync.Mutex
-	last   Signal
-	ok     bool // last holds a read
-	series []Series
-
-	slotsAfter time.Time // /slots is not asked again before (it was refused)
-}
-
-// withSignalDefaults fills in the signal options' defaults.
-func (c Config) withSignalDefaults() Config {
-	if c.Signals == "" {
-		c.Signals = SignalsOff
-	}
-	if c.Signals == SignalsOff {
-		return c
-	}
-	if c.SignalsPath == "" {
-		c.SignalsPath = DefaultSignalsPath
-	}
-	if c.SignalsInterval == 0 {
-		c.SignalsInterval = caddy.Duration(DefaultSignalsInterval)
-	}
-	if c.SignalsStale == 0 {
-		c.SignalsStale = caddy.Duration(DefaultSignalsStale)
-	}
-	if c.SignalsSlotsPath == "" {
-		c.SignalsSlotsPath = DefaultSignalsSlotsPath
-	}
-	return c
-}
-
-func (c Config) validateSignals() error {
-	switch c.Signals {
-	case "", SignalsOff, SignalsMetrics:
-	default:
-		return fmt.Errorf("engine %s: signals takes metrics or off, not %q", c.Name, c.Signals)
-	}
-	if c.SignalsInterval < 0 || c.SignalsStale < 0 {
-		return fmt.Errorf("engine %s: signals_interval and signals_stale may not be negative", c.Name)
-	}
-	if c.SignalsPath != "" && !strings.HasPrefix(c.SignalsPath, "/") {
-		return fmt.Errorf("engine %s: signals_path takes a path starting with '/', not %q", c.Name, c.SignalsPath)
-	}
-	if p := c.SignalsSlotsPath; p != "" && p != SignalsOff && !strings.HasPrefix(p, "/") {
-		return fmt.Errorf("engine %s: signals_slots_path takes a path starting with '/' or off, not %q", c.Name, p)
-	}
-	return nil
-}
 
 // StartSignals starts the background reads of the engine's metrics when its
 // config turns them on; the first read is at once. They end when the engine

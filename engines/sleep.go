@@ -41,34 +41,6 @@ import (
 // sleep; idle_timeout, an admin stop, a reload and Caddy's stop end the
 // process as they do for any engine.
 
-// The values of Swap.
-const (
-	SwapStop  = "stop"
-	SwapSleep = "sleep"
-)
-
-// The default sleep endpoints: vLLM's.
-const (
-	DefaultSleepPath    = "/sleep?level=1"
-	DefaultWakePath     = "/wake_up"
-	DefaultSleepingPath = "/is_sleeping"
-)
-
-// SleepPaths are an engine's sleep endpoints (swap sleep).
-type SleepPaths struct {
-	// SleepPath is POSTed to put the engine to sleep; a 2xx is asleep.
-	// It may carry a query. Default: /sleep?level=1.
-	SleepPath string `json:"sleep_path,omitempty"`
-	// WakePath is POSTed to wake it; a 2xx, then its ready path, is
-	// awake. Default: /wake_up.
-	WakePath string `json:"wake_path,omitempty"`
-	// SleepingPath is asked (GET) after a sleep and after a wake: a JSON
-	// object whose is_sleeping member says whether the engine sleeps; an
-	// engine that says otherwise failed. "none" asks nothing. Default:
-	// /is_sleeping.
-	SleepingPath string `json:"sleeping_path,omitempty"`
-}
-
 // StopSleepAfter is the stop of an idle engine's sleep_after: a sleep.
 const StopSleepAfter StopReason = "sleep_after"
 
@@ -86,61 +58,6 @@ const (
 type SleepObserver interface {
 	EngineSlept(name string, took time.Duration, outcome SleepOutcome)
 	EngineWoke(name string, took time.Duration, outcome SleepOutcome)
-}
-
-// Sleeps reports whether the engine is put to sleep rather than stopped.
-func (c *Config) Sleeps() bool { return c.Swap == SwapSleep }
-
-func (c Config) withSwapDefaults() Config {
-	if c.Swap == "" {
-		c.Swap = SwapStop
-	}
-	if c.Sleeps() {
-		p := SleepPaths{}
-		if c.Sleep != nil {
-			p = *c.Sleep
-		}
-		if p.SleepPath == "" {
-			p.SleepPath = DefaultSleepPath
-		}
-		if p.WakePath == "" {
-			p.WakePath = DefaultWakePath
-		}
-		if p.SleepingPath == "" {
-			p.SleepingPath = DefaultSleepingPath
-		}
-		c.Sleep = &p
-	}
-	return c.withSlotDefaults()
-}
-
-func (c Config) validateSwap() error {
-	switch c.Swap {
-	case "", SwapStop, SwapSleep:
-	default:
-		return fmt.Errorf("engine %s: swap takes stop or sleep, not %q", c.Name, c.Swap)
-	}
-	if !c.Sleeps() && (c.Sleep != nil || c.SleepAfter != 0) {
-		return fmt.Errorf("engine %s: sleep paths and sleep_after are for swap sleep", c.Name)
-	}
-	if (c.Sleeps() || c.Slots != nil) && !c.Managed() {
-		return fmt.Errorf("engine %s: swap sleep and slots are for an engine the gateway starts (with cmd)", c.Name)
-	}
-	if c.SleepAfter < 0 {
-		return fmt.Errorf("engine %s: sleep_after may not be negative", c.Name)
-	}
-	if c.SleepAfter > 0 && c.IdleTimeout > 0 && c.IdleTimeout <= c.SleepAfter {
-		return fmt.Errorf("engine %s: idle_timeout (%s) must be longer than sleep_after (%s): the engine sleeps first, then stops",
-			c.Name, time.Duration(c.IdleTimeout), time.Duration(c.SleepAfter))
-	}
-	if p := c.Sleep; p != nil {
-		for _, o := range []struct{ name, v string }{{"sleep_path", p.SleepPath}, {"wake_path", p.WakePath}, {"sleeping_path", p.SleepingPath}} {
-			if o.v != "" && !strings.HasPrefix(o.v, "/") && !(o.name == "sleeping_path" && o.v == ReadyNone) {
-				return fmt.Errorf("engine %s: %s takes a path starting with '/', not %q", c.Name, o.name, o.v)
-			}
-		}
-	}
-	return c.validateSlots()
 }
 
 // sleepsFor reports whether a stop for reason is a sleep.
@@ -288,16 +205,6 @@ func (e *Engine) wake(by time.Time) bool {
 	e.log.Info("engine awake", zap.Int("pid", proc.pid()), zap.Duration("took", took))
 	e.sleepObserved(true, took, SleepOK) // a wake, not a start: the metrics count it apart
 	return true
-}
-
-// swapCost is what the scheduler loses by swapping the engine out: its last
-// start's duration, or with swap sleep its last wake's, once it has woken.
-// Call with mu held.
-func (e *Engine) swapCost() time.Duration {
-	if e.cfg.Sleeps() && e.wakeTook > 0 {
-		return e.wakeTook
-	}
-	return e.startTook
 }
 
 // post POSTs an empty body to base+path (path may carry a query) and

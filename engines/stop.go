@@ -1,6 +1,8 @@
 package engines
 
 import (
+	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -113,4 +115,166 @@ func (e *Engine) stopArgv(pid, port int) []string {
 		argv[i] = r.Replace(a)
 	}
 	return argv
+}
+
+// drainBound is how long a drain waits for leases when the engine sets no
+// request_timeout to bound its requests by.
+const drainBound = 10 * time.Minute
+
+// Stop stops a running engine. With drain, it first lets the requests that
+// hold leases finish (bounded); new requests wait for the stop and then start
+// the engine again. A remote engine cannot be stopped.
+func (e *Engine) Stop(ctx context.Context, drain bool, reason StopReason) error {
+	if !e.cfg.Managed() {
+		return fmt.Errorf("engine %s is remote: the gateway does not run it", e.cfg.Name)
+	}
+	e.mu.Lock()
+	for e.state == Starting || e.state == Draining {
+		if err := e.wait(ctx); err != nil {
+			e.mu.Unlock()
+			return err
+		}
+	}
+	if e.state != Ready && e.state != Sleeping {
+		e.stopWhy = ""
+		e.mu.Unlock()
+		return nil
+	}
+	e.state = Draining
+	e.broadcast()
+	e.mu.Unlock()
+	e.finishStop(drain, reason)
+	return nil
+}
+
+// finishStop ends a draining engine: waits for its leases when asked (bounded
+// by its request budget plus stop_timeout), then stops its process.
+func (e *Engine) finishStop(drain bool, reason StopReason) {
+	bound := time.Duration(e.cfg.RequestTimeout)
+	if bound <= 0 {
+		bound = drainBound
+	}
+	e.finishStopWithin(drain, bound+time.Duration(e.cfg.StopTimeout), reason)
+}
+
+// finishStopWithin is finishStop with the drain bounded by within.
+func (e *Engine) finishStopWithin(drain bool, within time.Duration, reason StopReason) {
+	e.mu.Lock()
+	if drain && e.leases > 0 {
+		ctx, cancel := context.WithTimeout(e.life, within)
+		for e.leases > 0 && e.wait(ctx) == nil {
+		}
+		cancel()
+	}
+	proc, port, base := e.proc, e.port, e.base
+	e.mu.Unlock()
+	if proc != nil && base != nil {
+		e.saveSlots(base)
+		if e.sleepsFor(reason) && e.trySleep(proc, base) {
+			e.mu.Lock()
+			if !e.closed {
+				e.fallAsleep(e.stopWords(reason))
+				e.mu.Unlock()
+				return
+			}
+			e.mu.Unlock() // torn down meanwhile: stop it after all
+		}
+	}
+	if proc != nil {
+		e.stopProcess(proc, port)
+		e.log.Info("engine stopped", zap.Int("pid", proc.pid()), zap.String("reason", string(reason)))
+		if e.obs != nil {
+			e.obs.EngineStopped(e.cfg.Name, proc.pid(), reason)
+		}
+	}
+	e.mu.Lock()
+	if proc != nil {
+		e.noteStop(e.stopWords(reason))
+	}
+	e.stopWhy = ""
+	e.state, e.proc, e.base, e.port = Stopped, nil, nil, 0
+	e.failures = 0
+	e.broadcast()
+	e.mu.Unlock()
+}
+
+// armIdle schedules an idle stop. Call with mu held, no leases, state Ready.
+func (e *Engine) armIdle() {
+	d := time.Duration(e.cfg.IdleTimeout)
+	fire := e.idleFired
+	if s := time.Duration(e.cfg.SleepAfter); s > 0 && e.cfg.Sleeps() {
+		d, fire = s, e.idleSleepFired // it sleeps first; idle_timeout stops it asleep
+	}
+	if !e.cfg.Managed() || d <= 0 || e.state != Ready {
+		return
+	}
+	e.idleGen++
+	gen := e.idleGen
+	if e.idleTimer != nil {
+		e.idleTimer.Stop()
+	}
+	e.idleTimer = e.clock.AfterFunc(d, func() { fire(gen) })
+}
+
+func (e *Engine) idleFired(gen uint64) {
+	e.mu.Lock()
+	// a lease taken since the timer was armed made it stale; checking under
+	// mu means an arriving request either got its lease first (and keeps the
+	// engine) or finds it draining and waits for the stop, then restarts it
+	if gen != e.idleGen || e.leases > 0 || (e.state != Ready && e.state != Sleeping) || e.closed {
+		e.mu.Unlock()
+		return
+	}
+	asleep := e.state == Sleeping // sleep_after, then idle_timeout (sleep.go)
+	e.state = Draining
+	e.broadcast()
+	e.mu.Unlock()
+	e.log.Info("stopping idle engine", zap.Duration("idle_timeout", time.Duration(e.cfg.IdleTimeout)), zap.Bool("asleep", asleep))
+	e.finishStop(false, StopIdle)
+}
+
+// Destruct tears the engine down: an engine being started is abandoned, a
+// running one is drained briefly and stopped, and every goroutine it owns has
+// returned when Destruct does. It implements caddy.Destructor for the usage
+// pool that keeps engines across reloads.
+func (e *Engine) Destruct() error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	if e.idleTimer != nil {
+		e.idleTimer.Stop()
+	}
+	running := (e.state == Ready || e.state == Sleeping) && e.cfg.Managed()
+	if running {
+		e.state = Draining
+	}
+	e.broadcast()
+	e.mu.Unlock()
+	if running {
+		// requests in flight get stop_timeout to finish: long enough for
+		// most answers, short enough not to hold a reload or Caddy's stop
+		e.finishStopWithin(true, time.Duration(e.cfg.StopTimeout), StopReload)
+	}
+	e.cancel()
+	e.wg.Wait()
+	for _, b := range e.boxes {
+		b.leave(e)
+	}
+	return nil
+}
+
+// wait releases mu until the next change or ctx's end, and takes it again.
+func (e *Engine) wait(ctx context.Context) error {
+	ch := e.changed
+	e.mu.Unlock()
+	defer e.mu.Lock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

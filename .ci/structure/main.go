@@ -75,6 +75,7 @@ type report struct {
 	largest   string // file name
 	largestN  int
 	cycle     []string // the files of the largest cycle, sorted
+	graph     map[string][]string
 	tooLarge  []string // "file (N)" over maxFileLines and not allowed
 	typeError error    // the first, if type-checking failed
 }
@@ -82,11 +83,16 @@ type report struct {
 func main() {
 	limits := flag.Bool("limits", true, "exit non-zero when a limit is broken")
 	verbose := flag.Bool("v", false, "name the files of each package's largest cycle")
+	graphOf := flag.String("graph", "", "print the file-reference graph of this package (its directory, e.g. engines)")
 	flag.Parse()
 	reports, err := measure()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "structure:", err)
 		os.Exit(2)
+	}
+	if *graphOf != "" {
+		printGraph(os.Stdout, reports, *graphOf)
+		return
 	}
 	broken := print(os.Stdout, reports, *verbose)
 	if broken > 0 && *limits {
@@ -197,6 +203,7 @@ func measurePackage(fset *token.FileSet, imp types.Importer, root string, p list
 	graph, err := fileGraph(fset, p.ImportPath, files, imp)
 	r.typeError = err
 	r.cycle = largestCycle(graph)
+	r.graph = graph
 	return r, nil
 }
 
@@ -384,4 +391,32 @@ func print(w io.Writer, reports []report, verbose bool) int {
 		fmt.Fprintln(w, n)
 	}
 	return broken
+}
+
+// printGraph writes one package's file-reference graph, a file and the files
+// it references on each line, the largest cycle's files marked with a *.
+func printGraph(w io.Writer, reports []report, dir string) {
+	for _, r := range reports {
+		if r.path != dir {
+			continue
+		}
+		inCycle := map[string]bool{}
+		if len(r.cycle) > 1 {
+			for _, f := range r.cycle {
+				inCycle[f] = true
+			}
+		}
+		files := make([]string, 0, len(r.graph))
+		for f := range r.graph {
+			files = append(files, f)
+		}
+		sort.Strings(files)
+		for _, f := range files {
+			mark := " "
+			if inCycle[f] {
+				mark = "*"
+			}
+			fmt.Fprintf(w, "%s %s -> %s\n", mark, f, strings.Join(r.graph[f], " "))
+		}
+	}
 }
