@@ -1,0 +1,95 @@
+package caddyfile
+
+import (
+	"strconv"
+
+	cf "github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+
+	hconfig "github.com/llmgateway/caddy-llm-gateway/handler/config"
+	"github.com/llmgateway/caddy-llm-gateway/quota"
+)
+
+// A key block: a caller's key, its models and limits.
+
+// parseKey parses `key <name> <token> [{ models … rate … tokens …
+// over_budget refuse|fallback <model> }]`.
+func parseKey(d *cf.Dispenser) (hconfig.Key, error) {
+	var k hconfig.Key
+	args := d.RemainingArgs()
+	if len(args) != 2 {
+		return k, d.Errf("key takes a name and a token: key <name> <token> [{ … }]")
+	}
+	if err := hconfig.CheckKey(hconfig.Key{Value: args[1]}); err != nil {
+		return k, d.Errf("key %s: %v", args[0], err)
+	}
+	k.Name, k.Value = args[0], args[1]
+	set := settings{}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		sub := d.Val()
+		if sub != "rate" && sub != "tokens" {
+			if err := set.once(d); err != nil {
+				return k, err
+			}
+		}
+		switch sub {
+		case "models":
+			k.Models = d.RemainingArgs()
+			if len(k.Models) == 0 {
+				return k, d.ArgErr()
+			}
+		case "rate", "tokens":
+			specs := d.RemainingArgs()
+			if len(specs) == 0 {
+				return k, d.Errf("%s takes limits such as 60/m or 200k/d", sub)
+			}
+			for _, spec := range specs {
+				l, err := quota.ParseLimit(spec)
+				if err != nil {
+					return k, d.Errf("key %s: %s: %v", k.Name, sub, err)
+				}
+				if sub == "rate" {
+					k.Rate = append(k.Rate, l)
+				} else {
+					k.Tokens = append(k.Tokens, l)
+				}
+			}
+		case "reserve":
+			var v string
+			if err := oneArg(d, &v); err != nil {
+				return k, err
+			}
+			n, err := quota.ParseCount(v)
+			if err != nil || n < 1 {
+				return k, d.Errf("key %s: reserve takes a token count such as 1024 or 4k, not %q", k.Name, v)
+			}
+			k.Reserve = n
+		case "priority":
+			var v string
+			if err := oneArg(d, &v); err != nil {
+				return k, err
+			}
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return k, d.Errf("key %s: priority takes a whole number (higher goes first), not %q", k.Name, v)
+			}
+			k.Priority = n
+		case "operator":
+			if d.NextArg() {
+				return k, d.ArgErr()
+			}
+			k.Operator = true
+		case "over_budget":
+			args := d.RemainingArgs()
+			switch {
+			case len(args) == 1 && args[0] == "refuse":
+			case len(args) == 2 && args[0] == "fallback":
+				k.OverBudgetFallback = args[1]
+			default:
+				return k, d.Errf("over_budget takes refuse or fallback <model>")
+			}
+		default:
+			return k, unknownSubdirective(d, "key", "key "+k.Name, keyOptions)
+		}
+	}
+	return k, nil
+}
