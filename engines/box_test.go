@@ -11,7 +11,7 @@ import (
 	"go.uber.org/zap"
 )
 
-// The scheduler's rule (box.go), below the engines: decide is a pure
+// The scheduler's rule (claim.go, on the table of box.go), below the engines: decide is a pure
 // function, tested row by row and then over randomized traces.
 
 func TestDecide(t *testing.T) {

@@ -65,7 +65,7 @@ func (e *Engine) run(seq uint64, delay time.Duration) {
 	}
 	for _, b := range e.boxes {
 		// its share of the GPU (a group's turn, its memory) is held until it
-		// stops: the scheduler (box.go) makes room or keeps it waiting
+		// stops: the scheduler (claim.go) makes room or keeps it waiting
 		if err := b.claim(e.life, e); err != nil {
 			var busy *BusyError
 			if errors.As(err, &busy) {
