@@ -18,7 +18,6 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 	"github.com/llmgateway/caddy-llm-gateway/handler/config"
 	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
-	"github.com/llmgateway/caddy-llm-gateway/internal/sse"
 )
 
 // An Anthropic engine that speaks the Messages API, streaming and not, and
@@ -294,25 +293,4 @@ func TestAFallbackBetweenAPIFamiliesIsRefusedAtLoad(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "engine claude-local") || !strings.Contains(err.Error(), "fallback gpt") {
 		t.Fatalf("%v", err)
 	}
-}
-
-func FuzzClassifyAnthropic(f *testing.F) {
-	for _, s := range []string{
-		"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{}}\n\n",
-		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"hi\"}}\n\n",
-		"event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"x\"}}\n\n",
-		": comment\n\n", "data: {not json\n\n", "event: ping\ndata: {\"type\": \"ping\"}\n\n",
-	} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, ev []byte) {
-		k := grammar.Grammar{Anthropic: true, End: grammar.EndMessage}.Scan(ev, true).Kind
-		data, ok := sse.Data(ev)
-		if !ok && k != grammar.Comment {
-			t.Fatalf("no data, kind %d", k)
-		}
-		if k == grammar.ErrorEvent && !strings.Contains(string(data), "error") {
-			t.Fatalf("an error without the word: %q", data)
-		}
-	})
 }

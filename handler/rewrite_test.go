@@ -6,27 +6,6 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
 )
 
-// A rewritten event keeps its other lines: an Anthropic message_delta
-// whose usage gets the carry still says which event it is.
-func TestARewrittenEventKeepsItsOtherLines(t *testing.T) {
-	r := &grammar.Rewrite{Carry: 10}
-	ev := []byte("event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":5}}\n\n")
-	e := grammar.Grammar{Anthropic: true, End: grammar.EndMessage}.Scan(ev, false)
-	got := string(r.AppendTo([]byte("before;"), ev, &e))
-	want := "before;event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":15}}\n\n"
-	if got != want {
-		t.Fatalf("%q\nwant %q", got, want)
-	}
-	chunk := []byte("data: {\"id\":\"up-1\",\"created\":7,\"model\":\"real\",\"choices\":[]}\n\n")
-	r = &grammar.Rewrite{ID: []byte(`"gw-1"`), Created: []byte(`1`), Model: []byte(`"asked"`)}
-	if got := string(r.Apply(chunk)); got != "data: {\"id\":\"gw-1\",\"created\":1,\"model\":\"asked\",\"choices\":[]}\n\n" {
-		t.Fatalf("%q", got)
-	}
-	if got := r.Apply([]byte(": keep-alive\n\n")); string(got) != ": keep-alive\n\n" {
-		t.Fatalf("a comment: %q", got)
-	}
-}
-
 // A transcript reads each event where its scan found the members: the
 // text decoded, a second choice or a tool call ends it.
 func TestATranscriptReadsTheScannedEvent(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"runtime"
+	"strings"
 	"testing"
 )
 
@@ -78,5 +79,27 @@ func TestABodyIsReadWholeAtEveryLength(t *testing.T) {
 	}
 	if _, err := Read(io.LimitReader(bytes.NewReader(make([]byte, 10)), 5), 10, 100); err == nil {
 		t.Fatal("a body shorter than its Content-Length was read")
+	}
+}
+
+func TestAnAnnouncedBodyIsNotAllocatedBeforeItArrives(t *testing.T) {
+	body, err := Read(strings.NewReader(`{"model":"m"}`), 1<<20, 32<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cap(body) > 4<<10 {
+		t.Fatalf("a 1 MiB claim with 13 bytes sent holds %d bytes", cap(body))
+	}
+}
+
+// The 413 says max_body as the operator writes it (issue 28, item 13).
+func TestSizeTextSaysASizeAsConfigured(t *testing.T) {
+	for n, want := range map[int64]string{
+		1 << 10: "1KiB", 32 << 20: "32MiB", 2 << 30: "2GiB", 1000: "1kB", 5e6: "5MB",
+		1536: "1536 bytes", 1: "1 byte", 3 << 20 / 2: "1536KiB",
+	} {
+		if got := SizeText(n); got != want {
+			t.Errorf("SizeText(%d) = %q, want %q", n, got, want)
+		}
 	}
 }

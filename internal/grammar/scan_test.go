@@ -2,7 +2,10 @@ package grammar
 
 import (
 	"bytes"
+	"strings"
 	"testing"
+
+	"github.com/llmgateway/caddy-llm-gateway/internal/sse"
 )
 
 var (
@@ -137,4 +140,27 @@ func BenchmarkScanEvent(b *testing.B) {
 			b.Fatal("not content")
 		}
 	}
+}
+
+// FuzzClassifyAnthropic: whatever an Anthropic event holds, a scan that
+// finds no data calls it a comment, and an error event says so in its data.
+func FuzzClassifyAnthropic(f *testing.F) {
+	for _, s := range []string{
+		"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{}}\n\n",
+		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"hi\"}}\n\n",
+		"event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"x\"}}\n\n",
+		": comment\n\n", "data: {not json\n\n", "event: ping\ndata: {\"type\": \"ping\"}\n\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, ev []byte) {
+		k := anthropic.Scan(ev, true).Kind
+		data, ok := sse.Data(ev)
+		if !ok && k != Comment {
+			t.Fatalf("no data, kind %d", k)
+		}
+		if k == ErrorEvent && !strings.Contains(string(data), "error") {
+			t.Fatalf("an error without the word: %q", data)
+		}
+	})
 }

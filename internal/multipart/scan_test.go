@@ -109,3 +109,18 @@ func FuzzScan(f *testing.F) {
 		}
 	})
 }
+
+// FuzzScanForm: whatever Scan accepts, the model it found lies inside the
+// body (the gateway rewrites the request there).
+func FuzzScanForm(f *testing.F) {
+	f.Add([]byte("--b\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\nm\r\n" +
+		"--b\r\nContent-Disposition: form-data; name=\"stream\"\r\n\r\ntrue\r\n" +
+		"--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.wav\"\r\nContent-Type: application/octet-stream\r\n\r\ndata\r\n--b--\r\n"))
+	f.Add([]byte("--b\r\n\r\nx\r\n--b--"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fields, err := Scan(b, "b")
+		if err == nil && fields.Model.OK() && (fields.Model.Start < 0 || fields.Model.End > len(b)) {
+			t.Fatalf("model span %v outside the body", fields.Model)
+		}
+	})
+}
