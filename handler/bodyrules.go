@@ -34,18 +34,6 @@ import (
 //	                          or a 400                                a stream the gateway did not ask
 //	                                                                  usage of was charged its reserve
 
-// formPaths are the routes whose bodies are forms: OpenAI's uploads. Under
-// /v1/, or as extra_paths of the same name without it.
-var formPaths = map[string]bool{
-	"/audio/transcriptions": true, "/audio/translations": true,
-	"/images/edits": true, "/images/variations": true,
-}
-
-// takesForm reports whether the route at path reads a multipart form.
-func takesForm(path string) bool {
-	return formPaths[strings.TrimPrefix(path, "/v1")]
-}
-
 // checkMediaType refuses a body the route does not read: a form route's
 // body that is not multipart/form-data, another route's that is multipart.
 func checkMediaType(r *http.Request, op operation) *apierror.Error {
@@ -65,7 +53,7 @@ func mediaName(ct string) string {
 	if ct == "" {
 		return "a body without a Content-Type"
 	}
-	return cut(ct, 64)
+	return shorten(ct, 64)
 }
 
 func unsupportedMedia(msg string) *apierror.Error {
@@ -101,13 +89,19 @@ func looksJSON(ct string, body []byte) bool {
 	return i < len(body) && (body[i] == '{' || body[i] == '[')
 }
 
+// counts are the numbers a reservation reads of a body.
+type counts struct {
+	most    int64 // the largest token limit the body names, 0 for none
+	choices int64 // n or best_of, the larger; 0 for none
+}
+
 // readCounts reads the numbers a reservation reads (the token limits, n,
-// best_of) and the stream flag, as the laxest engine would, into req; a
-// value no engine reads as the gateway does is a 400 naming the member.
-func readCounts(req *request) *apierror.Error {
-	b := req.body
-	if m := req.fields.Stream; m.OK() && !jsonmember.IsBool(b, m) && string(m.Raw(b)) != "null" {
-		return apierror.BadRequest("invalid_stream", fmt.Sprintf(`the body's "stream" is %s: send true or false (engines read strings and numbers as true, and the gateway would not see the stream)`, cut(string(m.Raw(b)), 32)))
+// best_of) and checks the stream flag, as the laxest engine would; a value
+// no engine reads as the gateway does is a 400 naming the member.
+func readCounts(b []byte, f *jsonmember.Fields) (counts, *apierror.Error) {
+	var c counts
+	if m := f.Stream; m.OK() && !jsonmember.IsBool(b, m) && string(m.Raw(b)) != "null" {
+		return c, apierror.BadRequest("invalid_stream", fmt.Sprintf(`the body's "stream" is %s: send true or false (engines read strings and numbers as true, and the gateway would not see the stream)`, shorten(string(m.Raw(b)), 32)))
 	}
 	obj := jsonmember.SkipSpace(b, 0)
 	for _, name := range [...]string{"max_tokens", "max_completion_tokens", "max_output_tokens", "n", "best_of"} {
@@ -117,25 +111,25 @@ func readCounts(req *request) *apierror.Error {
 		}
 		n, ok, err := jsonmember.LaxInt(b, m)
 		if err != nil {
-			return apierror.BadRequest("invalid_number", fmt.Sprintf(`the body's %q is %s: send a whole number`, name, cut(string(m.Raw(b)), 32)))
+			return c, apierror.BadRequest("invalid_number", fmt.Sprintf(`the body's %q is %s: send a whole number`, name, shorten(string(m.Raw(b)), 32)))
 		}
 		switch {
 		case !ok:
 		case name == "n" || name == "best_of":
-			req.choices = max(req.choices, n)
+			c.choices = max(c.choices, n)
 		default:
-			req.most = max(req.most, n)
+			c.most = max(c.most, n)
 		}
 	}
-	return nil
+	return c, nil
 }
 
 // maxEcho is the most of a caller's model name an error repeats.
 const maxEcho = 256
 
-// cut shortens what the gateway echoes of a caller's input: a message names
+// shorten shortens what the gateway echoes of a caller's input: a message names
 // it, never carries it whole (issue 39: a 404 echoed a 100 KB model name).
-func cut(s string, n int) string {
+func shorten(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}

@@ -235,7 +235,7 @@ func writeJSON(w http.ResponseWriter, r *http.Request, b []byte) {
 }
 
 func (g *Gateway) unknownModel(model string, kr *keys.Rules) *apierror.Error {
-	return &apierror.Error{Status: http.StatusNotFound, Type: apierror.TypeInvalidRequest, Code: "model_not_found", Message: fmt.Sprintf("the model %q is not served here; served models: %s", cut(model, maxEcho), strings.Join(kr.Only(g.modelNames()), ", "))}
+	return &apierror.Error{Status: http.StatusNotFound, Type: apierror.TypeInvalidRequest, Code: "model_not_found", Message: fmt.Sprintf("the model %q is not served here; served models: %s", shorten(model, maxEcho), strings.Join(kr.Only(g.modelNames()), ", "))}
 }
 
 // modelNames lists every model name and alias, then the pools, in config

@@ -43,10 +43,10 @@ const (
 )
 
 // operationOf is the operation of a request for path p (of a kind the
-// gateway serves: pathKind decided that).
-func operationOf(p string, kind pathKind) operation {
+// gateway serves: pathKind decided that, and whether it is /upstream/).
+func operationOf(p string, passthrough bool) operation {
 	switch {
-	case kind == passthroughPath:
+	case passthrough:
 		return opPassthrough
 	case p == "/v1/messages":
 		return opMessages
@@ -66,6 +66,18 @@ func operationOf(p string, kind pathKind) operation {
 		return opResponses
 	}
 	return opOther
+}
+
+// formPaths are the routes whose bodies are forms: OpenAI's uploads. Under
+// /v1/, or as extra_paths of the same name without it.
+var formPaths = map[string]bool{
+	"/audio/transcriptions": true, "/audio/translations": true,
+	"/images/edits": true, "/images/variations": true,
+}
+
+// takesForm reports whether the route at path reads a multipart form.
+func takesForm(path string) bool {
+	return formPaths[strings.TrimPrefix(path, "/v1")]
 }
 
 // api is the family whose shape the gateway's own errors take.
@@ -110,11 +122,11 @@ func (o operation) asksUsage() bool { return o == opChat || o == opCompletion }
 // streams (resume, trace_content): the conversations, chat and messages.
 func (o operation) transcribed() bool { return o == opChat || o == opMessages }
 
-// user is where a request of the operation names its caller's user, for
-// sticky sessions: the Messages API's metadata.user_id, else "user".
-func (o operation) user(req *request) jsonmember.Member {
+// user is where a request body of the operation names its caller's user,
+// for sticky sessions: the Messages API's metadata.user_id, else "user".
+func (o operation) user(body []byte, f *jsonmember.Fields) jsonmember.Member {
 	if o.api() == apierror.Anthropic {
-		return jsonmember.Nested(req.body, "metadata", "user_id")
+		return jsonmember.Nested(body, "metadata", "user_id")
 	}
-	return req.fields.User
+	return f.User
 }

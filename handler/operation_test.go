@@ -33,7 +33,7 @@ func TestEachPathIsOneOperation(t *testing.T) {
 		{"/v1/rerank", v1Path, opOther, "openai", grammar.EndConnection, false, false, false},
 		{"/upstream/m/v1/chat/completions", passthroughPath, opPassthrough, "openai", grammar.EndConnection, false, false, false},
 	} {
-		op := operationOf(c.path, c.kind)
+		op := operationOf(c.path, c.kind == passthroughPath)
 		g := op.grammar()
 		if op != c.op || op.family() != c.family || g.End != c.end || op.asksUsage() != c.usage ||
 			op.transcribed() != c.tr || g.Anthropic != c.anthropic || (op.api() == apierror.Anthropic) != c.anthropic {

@@ -48,7 +48,7 @@ func (g *Gateway) servePassthrough(w http.ResponseWriter, r *http.Request, res *
 	res.ModelAsked = model
 	kr := res.key
 	if rt == nil {
-		res.refuse(w, &apierror.Error{Status: http.StatusNotFound, Type: apierror.TypeInvalidRequest, Code: "model_not_found", Message: fmt.Sprintf("%s%s/…: the model %q is not served here; served models: %s", config.UpstreamPrefix, cut(model, maxEcho), cut(model, maxEcho), strings.Join(kr.Only(g.engineModels()), ", "))})
+		res.refuse(w, &apierror.Error{Status: http.StatusNotFound, Type: apierror.TypeInvalidRequest, Code: "model_not_found", Message: fmt.Sprintf("%s%s/…: the model %q is not served here; served models: %s", config.UpstreamPrefix, shorten(model, maxEcho), shorten(model, maxEcho), strings.Join(kr.Only(g.engineModels()), ", "))})
 		return
 	}
 	res.Known = true
@@ -122,7 +122,7 @@ func (g *Gateway) readPassthrough(w http.ResponseWriter, r *http.Request, rt *ro
 			return nil, gerr
 		}
 		req.stream = jsonmember.IsTrue(body, req.fields.Stream)
-		if gerr := readCounts(req); gerr != nil {
+		if req.counts, gerr = readCounts(body, &req.fields); gerr != nil {
 			return nil, gerr
 		}
 		if v, ok := jsonmember.StringValue(body, req.fields.Model); ok {

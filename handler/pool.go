@@ -72,7 +72,7 @@ func (p *pool) sessionKey(req *request) string {
 	var m jsonmember.Member
 	switch p.cfg.StickyBody {
 	case "user":
-		m = req.op.user(req) // the Messages API's user is metadata.user_id
+		m = req.op.user(req.body, &req.fields) // the Messages API's user is metadata.user_id
 	case "prompt_cache_key":
 		m = req.fields.PromptCacheKey
 	default:

@@ -41,8 +41,7 @@ type request struct {
 	passthrough bool        // a /upstream/ request: relayed as the engine answers
 	hideUsage   bool        // the usage chunk is the gateway's, not the client's
 
-	most    int64 // the largest token limit the body names, 0 for none (bodyrules.go)
-	choices int64 // n or best_of, the larger; 0 for none
+	counts // the token limits and choices the body names (bodyrules.go)
 }
 
 // json reports whether the body is JSON (not a multipart form).
@@ -90,7 +89,7 @@ func (g *Gateway) readRequest(w http.ResponseWriter, r *http.Request, op operati
 		return nil, apierror.BadRequest("missing_model", `the request body has no "model": name one of GET /v1/models`)
 	}
 	req.body, req.model, req.stream = body, string(model), jsonmember.IsTrue(body, req.fields.Stream)
-	if gerr := readCounts(req); gerr != nil {
+	if req.counts, gerr = readCounts(body, &req.fields); gerr != nil {
 		return nil, gerr
 	}
 	return req, nil

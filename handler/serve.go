@@ -111,7 +111,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, res *Result)
 	start := g.clock.Now()
 	res.Start = start
 	res.Handled = true
-	res.op = operationOf(p, kind)
+	res.op = operationOf(p, kind == passthroughPath)
 	defer func() {
 		now := g.clock.Now()
 		res.Duration = now.Sub(start)
