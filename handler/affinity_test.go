@@ -398,18 +398,6 @@ func TestRoundRobinAndLeastLoadedIgnoreThePrefix(t *testing.T) {
 	}
 }
 
-func TestBalanceOptionsAreValidated(t *testing.T) {
-	for _, b := range []config.Balance{{Policy: "random"}, {CacheThreshold: 1.5}, {RelThreshold: 0.5}, {IndexSize: -1}} {
-		cfg := config.Config{
-			Engines: []engines.Config{{Name: "a", To: "http://127.0.0.1:1", Models: []string{"a"}}},
-			Pools:   []config.PoolConfig{{Name: "auto", Members: []string{"a"}, Balance: &b}},
-		}
-		if err := cfg.Validate(); err == nil {
-			t.Fatalf("%+v passed", b)
-		}
-	}
-}
-
 // BenchmarkPoolChoice64 is one routing decision at 64 members (the issue's
 // goal: ≤ 20 µs): hashing a ~4 KB conversation, the lookup, 64 loads.
 func BenchmarkPoolChoice64(b *testing.B) {

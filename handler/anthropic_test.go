@@ -283,14 +283,3 @@ func TestAnthropicClientsListModelsInTheirShape(t *testing.T) {
 		t.Fatalf("models %v (gpt-only speaks only OpenAI's API)", ids)
 	}
 }
-
-func TestAFallbackBetweenAPIFamiliesIsRefusedAtLoad(t *testing.T) {
-	cfg := config.Config{Engines: []engines.Config{
-		{Name: "claude-local", To: "http://127.0.0.1:1", Models: []string{"a"}, Fallback: "gpt"},
-		{Name: "gpt", To: "http://127.0.0.1:2", Models: []string{"b"}, APIs: []string{"openai"}},
-	}}
-	err := cfg.Validate()
-	if err == nil || !strings.Contains(err.Error(), "engine claude-local") || !strings.Contains(err.Error(), "fallback gpt") {
-		t.Fatalf("%v", err)
-	}
-}

@@ -3,6 +3,7 @@ package handler
 import (
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 
 	"go.uber.org/zap"
@@ -95,5 +96,42 @@ func TestRecoveryMovesBackOnlyTheMembersOwnSessions(t *testing.T) {
 		if now := pinned(g, key); now != was {
 			t.Fatalf("session %s: %s before the outage, %s after recovery", key, was, now)
 		}
+	}
+}
+
+func TestAPoolPrefersAnIdleMemberToABusyOnesQueue(t *testing.T) {
+	held := newHeldEngine(t)
+	idle := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { answerOK(w, "idle") }))
+	defer idle.Close()
+	_, url := testGateway(t, config.Config{
+		Engines: []engines.Config{
+			{Name: "a", To: held.URL, Models: []string{"m-a"}, ModelName: "m", MaxConcurrent: 1, Queue: 4},
+			{Name: "b", To: idle.URL, Models: []string{"m-b"}, ModelName: "m", MaxConcurrent: 1, Queue: 4},
+		},
+		Pools: []config.PoolConfig{{Name: "m", Members: []string{"a", "b"}}},
+	}, nil)
+	// a holds one request; every next request goes to b, whatever the
+	// rotation says, instead of waiting in a's queue
+	var first <-chan answer
+	for first == nil {
+		done := postLater(t, url, `{"model":"m"}`)
+		select {
+		case <-held.arrived:
+			first = done
+		case a := <-done: // the rotation gave it to b
+			if a.resp.StatusCode != 200 {
+				t.Fatalf("%d", a.resp.StatusCode)
+			}
+		}
+	}
+	for range 4 {
+		resp, body := postJSON(t, url, `{"model":"m"}`)
+		if resp.StatusCode != 200 || resp.Header.Get("X-LLM-Engine") != "b" {
+			t.Fatalf("%d %s %s", resp.StatusCode, resp.Header.Get("X-LLM-Engine"), body)
+		}
+	}
+	held.free()
+	if a := <-first; a.resp.StatusCode != 200 {
+		t.Fatalf("the held request: %d", a.resp.StatusCode)
 	}
 }

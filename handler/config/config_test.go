@@ -303,44 +303,54 @@ func TestEachDefault(t *testing.T) {
 	}
 }
 
-// A value that is set is kept: WithDefaults fills only what is unset, and
-// a priority_grace of 0 turns the protection off.
-func TestASetValueIsNotADefault(t *testing.T) {
+func TestDefaultsFillWhatEnginesLeaveUnset(t *testing.T) {
+	ten := caddy.Duration(10 * 60e9)
+	cfg := Config{
+		Defaults: &engines.Config{IdleTimeout: ten, Fallback: "cloud", Strip: []string{"temperature"}},
+		Engines: []engines.Config{
+			{Name: "a", To: "http://127.0.0.1:1", Models: []string{"a"}},
+			{Name: "b", To: "http://127.0.0.1:2", Models: []string{"b"}, IdleTimeout: caddy.Duration(60e9), Strip: []string{"top_p"}},
+			{Name: "cloud", To: "http://127.0.0.1:3", Models: []string{"c"}},
+		},
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	got := cfg.WithDefaults().Engines
+	if got[0].IdleTimeout != ten || got[0].Fallback != "cloud" || got[0].Strip[0] != "temperature" {
+		t.Fatalf("a: %+v", got[0])
+	}
+	if got[1].IdleTimeout != caddy.Duration(60e9) || got[1].Strip[0] != "top_p" || len(got[1].Strip) != 1 {
+		t.Fatalf("b kept its own: %+v", got[1])
+	}
+	if got[2].Fallback != "" {
+		t.Fatal("the default fallback was given to itself")
+	}
+	if cfg.Engines[0].IdleTimeout != 0 {
+		t.Fatal("WithDefaults changed the config it was given")
+	}
+	bad := Config{Defaults: &engines.Config{Models: []string{"x"}}, Engines: cfg.Engines}
+	if err := bad.Validate(); err == nil {
+		t.Fatal("defaults with models accepted")
+	}
+}
+
+func TestAFallbackBetweenAPIFamiliesIsRefusedAtLoad(t *testing.T) {
+	cfg := Config{Engines: []engines.Config{
+		{Name: "claude-local", To: "http://127.0.0.1:1", Models: []string{"a"}, Fallback: "gpt"},
+		{Name: "gpt", To: "http://127.0.0.1:2", Models: []string{"b"}, APIs: []string{"openai"}},
+	}}
+	err := cfg.Validate()
+	if err == nil || !strings.Contains(err.Error(), "engine claude-local") || !strings.Contains(err.Error(), "fallback gpt") {
+		t.Fatalf("%v", err)
+	}
+}
+
+// A priority_grace of 0 is set, not unset: it turns the protection off.
+func TestAPriorityGraceOfZeroTurnsItOff(t *testing.T) {
 	t.Parallel()
-	set := Balance{Policy: BalanceRoundRobin, CacheThreshold: 0.5, AbsThreshold: 3, RelThreshold: 2, Block: 64, IndexSize: 10}
-	if got := set.WithDefaults(); got != set {
-		t.Errorf("%+v became %+v", set, got)
-	}
-	if got := set.AbsFor(12); got != 3 {
-		t.Errorf("a configured absolute threshold yields to the capacity: %d", got)
-	}
 	zero := caddy.Duration(0)
 	if got := (Config{PriorityGrace: &zero}).Grace(); got != 0 {
 		t.Errorf("priority_grace 0: %v", got)
-	}
-}
-
-func TestSplitKeysGivesEachTokenItsKeysRules(t *testing.T) {
-	t.Parallel()
-	got := SplitKeys([]Key{{Name: "team", Value: "a-0123456789abcdef, b-0123456789abcdef\tc-0123456789abcdef,", Priority: 2}})
-	if len(got) != 3 {
-		t.Fatalf("%+v", got)
-	}
-	for i, want := range []string{"a-0123456789abcdef", "b-0123456789abcdef", "c-0123456789abcdef"} {
-		if got[i].Value != want || got[i].Name != "team" || got[i].Priority != 2 {
-			t.Errorf("%d: %+v", i, got[i])
-		}
-	}
-}
-
-func TestHasLimits(t *testing.T) {
-	t.Parallel()
-	c := valid()
-	if c.HasLimits() {
-		t.Fatal("models alone are no limits")
-	}
-	c.Keys[0].Tokens = limitsOf(t, "1k/d")
-	if !c.HasLimits() {
-		t.Fatal("a token budget is a limit")
 	}
 }

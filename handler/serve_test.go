@@ -2,10 +2,11 @@ package handler
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -86,40 +87,41 @@ func BenchmarkGatewayJSON(b *testing.B) {
 	benchRequests(b, `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
 }
 
-// BenchmarkRelayPerEvent is what one more event of a committed stream
-// costs the gateway: streams of 1,050 chunks against streams of 50 (the
-// upstream, the client and the request's own cost cancel out), in
-// allocations and bytes per event. Issue 30: none.
-func BenchmarkRelayPerEvent(b *testing.B) {
-	srv := benchGateway(b)
-	client := &http.Client{Transport: &http.Transport{}}
-	stream := func(chunks int) {
-		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/chat/completions",
-			strings.NewReader(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
-		req.Header.Set("X-Bench-Chunks", strconv.Itoa(chunks))
-		resp, err := client.Do(req)
-		if err != nil {
-			b.Fatal(err)
+func TestAClientThatLeavesIsCounted499(t *testing.T) {
+	arrived := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.ReadAll(r.Body) // so the server watches the connection for a hang-up
+		close(arrived)
+		<-r.Context().Done()
+	}))
+	defer up.Close()
+	_, url := testGateway(t, config.Config{Engines: []engines.Config{{Name: "e", To: up.URL, Models: []string{"m"}}}}, nil)
+	for len(served) > 0 {
+		<-served
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/chat/completions", strings.NewReader(`{"model":"m"}`))
+	go func() {
+		<-arrived
+		cancel()
+	}()
+	if _, err := http.DefaultClient.Do(req); err == nil {
+		t.Fatal("no error for a canceled request")
+	}
+	if res := <-served; res.Status != StatusClientClosed {
+		t.Fatalf("status %d, want 499", res.Status)
+	}
+}
+
+func TestFilterPathsTheGatewayReadsAreRefused(t *testing.T) {
+	for _, p := range []string{"model", "Stream", "fallbacks", "a..b", ""} {
+		c := engines.Config{Name: "e", Strip: []string{p}}
+		if c.ValidateFilters() == nil {
+			t.Errorf("strip %q accepted", p)
 		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
 	}
-	cost := func(chunks int) (allocs, bytes float64) {
-		var m0, m1 runtime.MemStats
-		runtime.ReadMemStats(&m0)
-		for range 20 {
-			stream(chunks)
-		}
-		runtime.ReadMemStats(&m1)
-		return float64(m1.Mallocs-m0.Mallocs) / 20, float64(m1.TotalAlloc-m0.TotalAlloc) / 20
+	c := engines.Config{Name: "e", Set: []engines.BodySetting{{Path: "reasoning_effort", Value: json.RawMessage(`low`)}}}
+	if err := c.ValidateFilters(); err == nil || !strings.Contains(err.Error(), "not JSON") {
+		t.Fatalf("%v", err)
 	}
-	stream(1050) // the pools and the connection
-	var allocs, bytes float64
-	for b.Loop() {
-		sa, sb := cost(50)
-		la, lb := cost(1050)
-		allocs, bytes = (la-sa)/1000, (lb-sb)/1000
-	}
-	b.ReportMetric(allocs, "allocs/event")
-	b.ReportMetric(bytes, "B/event")
 }
