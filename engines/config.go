@@ -394,14 +394,38 @@ func (c *Config) SetKey(h http.Header) {
 	h.Set(c.APIKeyHeader, c.APIKey)
 }
 
-// Speaks reports whether the engine speaks an API family ("openai",
-// "anthropic", "embeddings"): an embeddings request is OpenAI's too.
-func (c *Config) Speaks(family string) bool {
+// API is an API family: one a request speaks, and one an engine's `api`
+// line may name. The config keeps its names; everything else the type.
+type API uint8
+
+const (
+	APIOpenAI     API = iota // Chat Completions, Completions, Responses, …
+	APIAnthropic             // the Messages API
+	APIEmbeddings            // embeddings only
+)
+
+// APIs are the families, in the order `api` names them.
+var APIs = [...]API{APIOpenAI, APIAnthropic, APIEmbeddings}
+
+// String is the family's name in the config.
+func (a API) String() string {
+	switch a {
+	case APIAnthropic:
+		return "anthropic"
+	case APIEmbeddings:
+		return "embeddings"
+	}
+	return "openai"
+}
+
+// Speaks reports whether the engine speaks an API family: an embeddings
+// request is OpenAI's too.
+func (c *Config) Speaks(family API) bool {
 	if len(c.APIs) == 0 {
 		return true
 	}
 	for _, a := range c.APIs {
-		if a == family || (family == "embeddings" && a == "openai") {
+		if a == family.String() || (family == APIEmbeddings && a == "openai") {
 			return true
 		}
 	}

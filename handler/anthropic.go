@@ -3,6 +3,7 @@ package handler
 import (
 	"net/http"
 
+	"github.com/llmgateway/caddy-llm-gateway/engines"
 	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
 	"github.com/llmgateway/caddy-llm-gateway/handler/keys"
 	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
@@ -23,7 +24,7 @@ func wantsAnthropic(r *http.Request) bool { return r.Header.Get("Anthropic-Versi
 // a pool, or a model whose engine speaks the Messages API.
 func (g *Gateway) serveAnthropicModel(w http.ResponseWriter, r *http.Request, id string, kr *keys.Rules) int {
 	if g.pools[id] == nil || !kr.Allows(id) {
-		if rt, _, ok := g.modelStatus(r, id, kr); !ok || !rt.cfg.Speaks("anthropic") {
+		if rt, _, ok := g.modelStatus(r, id, kr); !ok || !rt.cfg.Speaks(engines.APIAnthropic) {
 			e := g.unknownModel(id, kr)
 			e.WriteAs(w, apierror.Anthropic)
 			return e.Status
@@ -48,7 +49,7 @@ func (g *Gateway) serveAnthropicModels(w http.ResponseWriter, r *http.Request, k
 	f := g.fleet(r.Context())
 	var ids []string
 	for _, rt := range g.routes {
-		if !rt.cfg.Speaks("anthropic") {
+		if !rt.cfg.Speaks(engines.APIAnthropic) {
 			continue
 		}
 		listed, _ := g.listed(rt, kr)

@@ -1,13 +1,14 @@
 package handler
 
 import (
-	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
-	"github.com/llmgateway/caddy-llm-gateway/internal/retry"
-
 	"net/http"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/llmgateway/caddy-llm-gateway/engines"
+	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
+	"github.com/llmgateway/caddy-llm-gateway/internal/retry"
 )
 
 // The rule at the heart of the gateway: walk a plan of candidates, judge
@@ -43,15 +44,15 @@ type planner struct {
 	budget   *failoverBudget // a pool's, or nil
 	rewaited bool            // the engine was waited for again after its fallback failed a slow start
 	clock    clock.Clock
-	max      int    // upstream attempts allowed in all (max_attempts)
-	family   string // the request's API family: candidates that do not speak it are skipped
+	max      int         // upstream attempts allowed in all (max_attempts)
+	family   engines.API // the request's API family: candidates that do not speak it are skipped
 	// may is the caller's key's check of each candidate (reach.go); nil
 	// for a key that may use every model
 	may func(candidate) bool
 }
 
 func newPlanner(plan []candidate, budget *failoverBudget, clock clock.Clock, maxAttempts int) *planner {
-	return &planner{walk: plan, budget: budget, clock: clock, i: -1, max: maxAttempts, family: "openai"}
+	return &planner{walk: plan, budget: budget, clock: clock, i: -1, max: maxAttempts, family: engines.APIOpenAI}
 }
 
 // next moves to the next candidate worth trying: a pool member is skipped

@@ -3,6 +3,7 @@ package handler
 import (
 	"strings"
 
+	"github.com/llmgateway/caddy-llm-gateway/engines"
 	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
 	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
@@ -91,11 +92,14 @@ func (o operation) api() apierror.API {
 // family is the API family an engine must speak to serve the operation: an
 // embeddings request is served by an embedding engine (api embeddings) as
 // well as an OpenAI one.
-func (o operation) family() string {
-	if o == opEmbeddings {
-		return "embeddings"
+func (o operation) family() engines.API {
+	switch {
+	case o == opEmbeddings:
+		return engines.APIEmbeddings
+	case o.api() == apierror.Anthropic:
+		return engines.APIAnthropic
 	}
-	return o.api().Family()
+	return engines.APIOpenAI
 }
 
 // grammar is how the operation's streams are read: their events, and how

@@ -35,7 +35,7 @@ func TestEachPathIsOneOperation(t *testing.T) {
 	} {
 		op := operationOf(c.path, c.kind == passthroughPath)
 		g := op.grammar()
-		if op != c.op || op.family() != c.family || g.End != c.end || op.asksUsage() != c.usage ||
+		if op != c.op || op.family().String() != c.family || g.End != c.end || op.asksUsage() != c.usage ||
 			op.transcribed() != c.tr || g.Anthropic != c.anthropic || (op.api() == apierror.Anthropic) != c.anthropic {
 			t.Errorf("%s: operation %d, family %s, end %d, usage %v, transcript %v, anthropic %v", c.path, op, op.family(), g.End, op.asksUsage(), op.transcribed(), g.Anthropic)
 		}

@@ -143,10 +143,3 @@ func (e *Error) Anthropic() (int, []byte) {
 	return status, append(b, "}}"...)
 }
 
-// Family is the config's name of an API family.
-func (a API) Family() string {
-	if a == Anthropic {
-		return "anthropic"
-	}
-	return "openai"
-}

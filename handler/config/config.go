@@ -394,7 +394,7 @@ func validateFallbacks(e engines.Config, byName map[string]engines.Config) error
 // between formats is refused rather than translated (a faithful translation
 // of tool use and streams between the two APIs is its own product).
 func speaksAll(fb, e engines.Config) bool {
-	for _, family := range []string{"openai", "anthropic", "embeddings"} {
+	for _, family := range engines.APIs {
 		if e.Speaks(family) && !fb.Speaks(family) {
 			return false
 		}
