@@ -16,6 +16,7 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 	"github.com/llmgateway/caddy-llm-gateway/handler/config"
 	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
+	"github.com/llmgateway/caddy-llm-gateway/internal/laxengine"
 	"github.com/llmgateway/caddy-llm-gateway/quota"
 	"go.uber.org/zap"
 )
@@ -300,4 +301,12 @@ func (e *usageEngine) calls() int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return len(e.bodies)
+}
+
+// laxUpstream is a laxengine on 127.0.0.1.
+func laxUpstream(t *testing.T) (*laxengine.Engine, string) {
+	e := &laxengine.Engine{}
+	srv := httptest.NewServer(e)
+	t.Cleanup(srv.Close)
+	return e, srv.URL
 }

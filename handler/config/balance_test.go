@@ -7,6 +7,7 @@ import (
 )
 
 func TestBalanceOptionsAreValidated(t *testing.T) {
+	t.Parallel()
 	for _, b := range []Balance{{Policy: "random"}, {CacheThreshold: 1.5}, {RelThreshold: 0.5}, {IndexSize: -1}} {
 		cfg := Config{
 			Engines: []engines.Config{{Name: "a", To: "http://127.0.0.1:1", Models: []string{"a"}}},

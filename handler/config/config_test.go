@@ -304,6 +304,7 @@ func TestEachDefault(t *testing.T) {
 }
 
 func TestDefaultsFillWhatEnginesLeaveUnset(t *testing.T) {
+	t.Parallel()
 	ten := caddy.Duration(10 * 60e9)
 	cfg := Config{
 		Defaults: &engines.Config{IdleTimeout: ten, Fallback: "cloud", Strip: []string{"temperature"}},
@@ -336,6 +337,7 @@ func TestDefaultsFillWhatEnginesLeaveUnset(t *testing.T) {
 }
 
 func TestAFallbackBetweenAPIFamiliesIsRefusedAtLoad(t *testing.T) {
+	t.Parallel()
 	cfg := Config{Engines: []engines.Config{
 		{Name: "claude-local", To: "http://127.0.0.1:1", Models: []string{"a"}, Fallback: "gpt"},
 		{Name: "gpt", To: "http://127.0.0.1:2", Models: []string{"b"}, APIs: []string{"openai"}},

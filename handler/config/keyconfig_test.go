@@ -15,6 +15,7 @@ const (
 )
 
 func TestShortOrEmptyGatewayKeysAreRefusedAtLoad(t *testing.T) {
+	t.Parallel()
 	base := Config{Engines: []engines.Config{{Name: "e", To: "http://127.0.0.1:1", Models: []string{"m"}}}}
 	for _, keys := range []string{"short", "a-long-enough-key-1,", "a-long-enough-key-1,,a-long-enough-key-2", " ", "a-long-enough-key-1 tiny"} {
 		cfg := base
@@ -31,6 +32,7 @@ func TestShortOrEmptyGatewayKeysAreRefusedAtLoad(t *testing.T) {
 }
 
 func TestOneTokenUnderTwoNamesIsRefusedAtLoad(t *testing.T) {
+	t.Parallel()
 	base := Config{Engines: []engines.Config{{Name: "e", To: "http://127.0.0.1:1", Models: []string{"m"}}}}
 	for _, keys := range [][]Key{
 		{{Name: "a", Value: teamKey, Rate: limitsOf(t, "5/m")}, {Name: "b", Value: teamKey}},
@@ -47,6 +49,7 @@ func TestOneTokenUnderTwoNamesIsRefusedAtLoad(t *testing.T) {
 }
 
 func TestOperatorTokensNeverIncludeAKeyWithRules(t *testing.T) {
+	t.Parallel()
 	keys := []Key{{Name: "team-a", Value: teamKey, Rate: limitsOf(t, "5/m")}, {Name: "ops", Value: otherKey}}
 	if got := fmt.Sprint(OperatorTokens(keys)); got != "["+otherKey+"]" {
 		t.Fatalf("%s", got)
@@ -58,6 +61,7 @@ func TestOperatorTokensNeverIncludeAKeyWithRules(t *testing.T) {
 }
 
 func TestKeyRulesAreCheckedAtLoad(t *testing.T) {
+	t.Parallel()
 	eng := []engines.Config{{Name: "e", To: "http://127.0.0.1:1", Models: []string{"m"}}}
 	for _, tc := range []struct {
 		key  Key

@@ -83,6 +83,7 @@ func TestABodyIsReadWholeAtEveryLength(t *testing.T) {
 }
 
 func TestAnAnnouncedBodyIsNotAllocatedBeforeItArrives(t *testing.T) {
+	t.Parallel()
 	body, err := Read(strings.NewReader(`{"model":"m"}`), 1<<20, 32<<20)
 	if err != nil {
 		t.Fatal(err)
@@ -94,6 +95,7 @@ func TestAnAnnouncedBodyIsNotAllocatedBeforeItArrives(t *testing.T) {
 
 // The 413 says max_body as the operator writes it (issue 28, item 13).
 func TestSizeTextSaysASizeAsConfigured(t *testing.T) {
+	t.Parallel()
 	for n, want := range map[int64]string{
 		1 << 10: "1KiB", 32 << 20: "32MiB", 2 << 30: "2GiB", 1000: "1kB", 5e6: "5MB",
 		1536: "1536 bytes", 1: "1 byte", 3 << 20 / 2: "1536KiB",

@@ -5,6 +5,7 @@ import "testing"
 // A rewritten event keeps its other lines: an Anthropic message_delta
 // whose usage gets the carry still says which event it is.
 func TestARewrittenEventKeepsItsOtherLines(t *testing.T) {
+	t.Parallel()
 	r := &Rewrite{Carry: 10}
 	ev := []byte("event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":5}}\n\n")
 	e := Grammar{Anthropic: true, End: EndMessage}.Scan(ev, false)

@@ -29,6 +29,7 @@ func TestNestedFindsAMemberInsideObjectsOnly(t *testing.T) {
 }
 
 func TestFiltersEditOnlyTheNamedMembers(t *testing.T) {
+	t.Parallel()
 	set := func(path, value string) Filter {
 		return Filter{Path: strings.Split(path, "."), Value: []byte(value)}
 	}
