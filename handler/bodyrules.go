@@ -42,9 +42,9 @@ func checkMediaType(r *http.Request, op operation) *apierror.Error {
 	isMultipart := strings.HasPrefix(strings.ToLower(strings.TrimSpace(ct)), "multipart/")
 	switch form := op == opUpload; {
 	case form && mt != "multipart/form-data":
-		return unsupportedMedia(fmt.Sprintf("%s takes a multipart/form-data body (its file and a \"model\" field), not %s", r.URL.Path, mediaName(ct)))
+		return unsupportedMedia(fmt.Sprintf("this route takes a multipart/form-data body (its file and a \"model\" field), not %s", mediaName(ct)))
 	case !form && isMultipart:
-		return unsupportedMedia(fmt.Sprintf("%s takes a JSON object, not a %s body: engines read such a body two ways (as a form, or as the JSON before it)", r.URL.Path, mediaName(mt)))
+		return unsupportedMedia(fmt.Sprintf("this route takes a JSON object, not a %s body: engines read such a body two ways (as a form, or as the JSON before it)", mediaName(mt)))
 	}
 	return nil
 }

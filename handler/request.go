@@ -120,8 +120,15 @@ func (g *Gateway) readBodyOnce(w http.ResponseWriter, r *http.Request) ([]byte, 
 		}
 		return nil, apierror.BadRequest("body_read_error", "reading the request body: "+err.Error())
 	}
-	if r.ProtoMajor == 2 { // HTTP/2 keeps the body's buffer till the end is read or it closes
-		r.Body.Close() // (issue 30); HTTP/1.1 holds none, HTTP/3 would send STOP_SENDING
+	if r.ProtoMajor == 2 {
+		// read whole, so closed now rather than when the answer ends: a
+		// read that stops at Content-Length never asks for the end, and
+		// Go's HTTP/2 server keeps the body's buffer (1 KiB and up) until
+		// it sees one, for as long as an answer streams. It drops what the
+		// client still sends, END_STREAM included, without a reset.
+		// HTTP/1.1 holds no buffer, and HTTP/3 would answer a close with
+		// STOP_SENDING.
+		r.Body.Close()
 	}
 	return body, nil
 }
