@@ -5,14 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"slices"
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 	"github.com/llmgateway/caddy-llm-gateway/handler"
-	"github.com/llmgateway/caddy-llm-gateway/quota"
 )
 
 func init() {
@@ -137,11 +135,6 @@ func engineAction(ctx context.Context, e *engines.Engine, action string, drain b
 	return nil
 }
 
-// livePools lists every live pool once, the newest config's first.
-func livePools() []handler.PoolStatus {
-	return newestByName((*handler.Gateway).Pools, func(p handler.PoolStatus) string { return p.Name })
-}
-
 func allPass(results []handler.ProbeResult) bool {
 	for _, r := range results {
 		if !r.Pass {
@@ -157,23 +150,6 @@ func adminEngine(name string) (*engines.Engine, error) {
 		return nil, caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("no engine named %q in the running config", name)}
 	}
 	return e, nil
-}
-
-func allStatuses() []engines.Status {
-	liveMu.Lock()
-	names := make([]string, 0, len(liveEngines))
-	for n := range liveEngines {
-		names = append(names, n)
-	}
-	liveMu.Unlock()
-	slices.Sort(names)
-	out := make([]engines.Status, 0, len(names))
-	for _, n := range names {
-		if e := lookupEngine(n); e != nil {
-			out = append(out, e.Status())
-		}
-	}
-	return out
 }
 
 func writeAdminJSON(w http.ResponseWriter, v any) error {
@@ -205,13 +181,6 @@ func serveKeysAdmin(w http.ResponseWriter, r *http.Request, parts []string) erro
 		return writeAdminJSON(w, map[string]string{"reset": parts[0]})
 	}
 	return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("%s %s is not supported", r.Method, r.URL.Path)}
-}
-
-// liveKeyUsage is the usage of every named key with limits in the live
-// configs, each key once, as the newest config that has it counts it. The
-// admin API and the status page show it.
-func liveKeyUsage() []quota.KeyUsage {
-	return newestByName((*handler.Gateway).KeyUsage, func(u quota.KeyUsage) string { return u.Key })
 }
 
 // resetKey clears a named key's counters in every live config that limits

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -75,38 +74,6 @@ func openHistory(cfg *history.Config, log *zap.Logger) (*history.Store, error) {
 		return nil, fmt.Errorf("the request history: %v", err)
 	}
 	return st, nil
-}
-
-// liveHistories are the live configs' histories, the newest last: the
-// admin API and the status pages read the newest.
-var liveHistories struct {
-	sync.Mutex
-	list []*history.Store
-}
-
-func registerHistory(st *history.Store) {
-	liveHistories.Lock()
-	defer liveHistories.Unlock()
-	liveHistories.list = append(liveHistories.list, st)
-}
-
-func unregisterHistory(st *history.Store) {
-	liveHistories.Lock()
-	defer liveHistories.Unlock()
-	if i := slices.Index(liveHistories.list, st); i >= 0 {
-		liveHistories.list = slices.Delete(liveHistories.list, i, i+1)
-	}
-}
-
-// newestHistory is the newest live config's history, nil when every live
-// config has it off.
-func newestHistory() *history.Store {
-	liveHistories.Lock()
-	defer liveHistories.Unlock()
-	if n := len(liveHistories.list); n > 0 {
-		return liveHistories.list[n-1]
-	}
-	return nil
 }
 
 // keepStory hands a finished request's story to the history. It runs on the

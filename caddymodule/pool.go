@@ -3,14 +3,12 @@ package caddymodule
 import (
 	"encoding/json"
 	"fmt"
-	"slices"
 	"sync"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
-	"github.com/llmgateway/caddy-llm-gateway/handler"
 )
 
 // enginePool keeps engine runtimes (and their processes) across config
@@ -125,109 +123,4 @@ func newTransport(ctx caddy.Context, ec engines.Config) (*reverseproxy.HTTPTrans
 		return nil, fmt.Errorf("provisioning transport: %v", err)
 	}
 	return t, nil
-}
-
-// liveEngines are the engines of the configs currently provisioned, for the
-// admin API, by name; the most recently provisioned config wins a name.
-var (
-	liveMu      sync.Mutex
-	liveEngines = map[string][]*engines.Engine{}
-)
-
-func registerForAdmin(es []*engines.Engine) {
-	liveMu.Lock()
-	defer liveMu.Unlock()
-	for _, e := range es {
-		liveEngines[e.Name()] = append(liveEngines[e.Name()], e)
-	}
-}
-
-func unregisterForAdmin(es []*engines.Engine) {
-	liveMu.Lock()
-	defer liveMu.Unlock()
-	for _, e := range es {
-		list := liveEngines[e.Name()]
-		for i, x := range list {
-			if x == e {
-				list = append(list[:i:i], list[i+1:]...)
-				break
-			}
-		}
-		if len(list) == 0 {
-			delete(liveEngines, e.Name())
-		} else {
-			liveEngines[e.Name()] = list
-		}
-	}
-}
-
-// liveGateways are the handlers of the configs currently provisioned, the
-// oldest first; newestGateways walks them.
-var liveGateways []*handler.Gateway
-
-func registerGateway(g *handler.Gateway) {
-	liveMu.Lock()
-	defer liveMu.Unlock()
-	liveGateways = append(liveGateways, g)
-}
-
-func unregisterGateway(g *handler.Gateway) {
-	liveMu.Lock()
-	defer liveMu.Unlock()
-	for i, x := range liveGateways {
-		if x == g {
-			liveGateways = append(liveGateways[:i:i], liveGateways[i+1:]...)
-			return
-		}
-	}
-}
-
-// newestGateways is the live gateways, the newest config's first. It is
-// the one walk over them: the pools, the keys' usage and reset, the breaker
-// metrics and the pool to probe all start here, so that a name two live
-// configs share is always the newest's.
-func newestGateways() []*handler.Gateway {
-	liveMu.Lock()
-	gws := slices.Clone(liveGateways)
-	liveMu.Unlock()
-	slices.Reverse(gws)
-	return gws
-}
-
-// newestByName gathers what each live gateway lists (its pools, its keys'
-// usage), each name once, as the newest config that has it lists it; none
-// is [], not null, in the admin API's JSON.
-func newestByName[T any](list func(*handler.Gateway) []T, name func(T) string) []T {
-	out := []T{}
-	seen := map[string]bool{}
-	for _, g := range newestGateways() {
-		for _, x := range list(g) {
-			if !seen[name(x)] {
-				seen[name(x)] = true
-				out = append(out, x)
-			}
-		}
-	}
-	return out
-}
-
-// gatewayWithPool returns the newest live gateway that has the pool.
-func gatewayWithPool(name string) *handler.Gateway {
-	for _, g := range newestGateways() {
-		if g.HasPool(name) {
-			return g
-		}
-	}
-	return nil
-}
-
-// lookupEngine returns the newest live engine of that name.
-func lookupEngine(name string) *engines.Engine {
-	liveMu.Lock()
-	defer liveMu.Unlock()
-	list := liveEngines[name]
-	if len(list) == 0 {
-		return nil
-	}
-	return list[len(list)-1]
 }
