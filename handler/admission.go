@@ -26,7 +26,7 @@ import (
 //	         the plan reaches; the route's methods                 (reach.go) per candidate
 //	reserve  the key's rates (one request) and token budgets      reserve
 //	         (its most tokens, while it is in flight)
-//	charge   when the answer ended: its usage, else what it       settle
+//	charge   when the answer ended: its usage, else what it       charge
 //	         reserved for an answer that reported none
 //
 // What each route adds, and docs/keys.md's "What each route checks" table
@@ -50,7 +50,7 @@ import (
 
 // reserve applies the caller's key rules to a request: may (its model) and
 // reserve (rates, tokens). It returns the request to serve (the
-// over_budget fallback's once a budget is spent) and the ticket to settle
+// over_budget fallback's once a budget is spent) and the quota ticket to charge
 // when the answer ends, or the gateway's refusal.
 func (g *Gateway) reserve(w http.ResponseWriter, req *request, res *Result) (*request, *quota.Ticket, *apierror.Error) {
 	kr := req.key
@@ -91,10 +91,10 @@ func (g *Gateway) reserve(w http.ResponseWriter, req *request, res *Result) (*re
 	return req, t, nil
 }
 
-// settle counts what a request used against its key: the answer's usage,
+// charge counts what a request used against its key: the answer's usage,
 // or, for an answer that reported none, the estimate; nothing for a request
 // that got no answer.
-func settle(t *quota.Ticket, req *request, res *Result) {
+func charge(t *quota.Ticket, req *request, res *Result) {
 	if t == nil {
 		return
 	}

@@ -45,9 +45,9 @@ type attempt struct {
 	outcome  outcome
 	resp     *http.Response
 	err      error
-	timeout  error  // which budget ran out
-	sent     string // the model sent upstream
-	ticket   ticket // what the breakers allowed
+	timeout  error       // which budget ran out
+	sent     string      // the model sent upstream
+	pass     breakerPass // what the breakers allowed
 	lease    *engines.Lease
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
@@ -193,8 +193,8 @@ func (a *attempt) contextTooLong() bool {
 	return false
 }
 
-// budget is the length of the budget that ran out.
-func (a *attempt) budget() time.Duration {
+// timeoutLength is the length of the timeout that ran out.
+func (a *attempt) timeoutLength() time.Duration {
 	cfg := &a.c.rt.cfg
 	switch a.timeout {
 	case errRequestTimeout:

@@ -112,7 +112,7 @@ func (a *attempt) failureError() *apierror.Error {
 	case outcomeClosed:
 		return &apierror.Error{Status: http.StatusBadGateway, Type: apierror.TypeUpstream, Code: "upstream_closed", Message: fmt.Sprintf("engine %s closed the connection before answering: %s", name, rootCause(a.err))}
 	case outcomeTimeout:
-		return &apierror.Error{Status: http.StatusGatewayTimeout, Type: apierror.TypeTimeout, Code: "upstream_timeout", Message: fmt.Sprintf("engine %s did not answer within its %s of %s", name, a.timeout, a.budget())}
+		return &apierror.Error{Status: http.StatusGatewayTimeout, Type: apierror.TypeTimeout, Code: "upstream_timeout", Message: fmt.Sprintf("engine %s did not answer within its %s of %s", name, a.timeout, a.timeoutLength())}
 	case outcomeStreamError:
 		return &apierror.Error{Status: http.StatusBadGateway, Type: apierror.TypeUpstream, Code: "upstream_stream_error", Message: fmt.Sprintf("engine %s answered with an error event: %s", name, a.err)}
 	case outcomeStart:

@@ -201,7 +201,7 @@ func BenchmarkKeyWithLimits(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			lim, _ := quota.Open(quota.Config{})
 			defer lim.Close()
-			// the key rules' part of a request: admit, then settle
+			// the key rules' part of a request: admit, then charge
 			kr := keys.NewRing([]config.Key{tc.key}).Rules[0]
 			g := &Gateway{limiter: lim}
 			body := []byte(`{"model":"m","messages":[{"role":"user","content":"hello"}],"max_tokens":100}`)
@@ -217,7 +217,7 @@ func BenchmarkKeyWithLimits(b *testing.B) {
 					b.Fatal(gerr)
 				}
 				res.Status, res.HasUsage, res.Usage = 200, true, grammar.Usage{Prompt: 10, Completion: 20}
-				settle(tk, req, &res)
+				charge(tk, req, &res)
 			}
 		})
 	}

@@ -41,8 +41,8 @@ type planner struct {
 	retries  int  // retries made on walk[i]
 	attempts int  // upstream attempts made, across candidates
 	failed   []failure
-	budget   *failoverBudget // a pool's, or nil
-	rewaited bool            // the engine was waited for again after its fallback failed a slow start
+	failover *failover // a pool's bounds, or nil
+	rewaited bool      // the engine was waited for again after its fallback failed a slow start
 	clock    clock.Clock
 	max      int         // upstream attempts allowed in all (max_attempts)
 	family   engines.API // the request's API family: candidates that do not speak it are skipped
@@ -51,8 +51,8 @@ type planner struct {
 	may func(candidate) bool
 }
 
-func newPlanner(plan []candidate, budget *failoverBudget, clock clock.Clock, maxAttempts int) *planner {
-	return &planner{walk: plan, budget: budget, clock: clock, i: -1, max: maxAttempts, family: engines.APIOpenAI}
+func newPlanner(plan []candidate, fo *failover, clock clock.Clock, maxAttempts int) *planner {
+	return &planner{walk: plan, failover: fo, clock: clock, i: -1, max: maxAttempts, family: engines.APIOpenAI}
 }
 
 // next moves to the next candidate worth trying: a pool member is skipped
@@ -74,8 +74,8 @@ func (p *planner) next() (candidate, bool) {
 		if c.slow != nil && !p.allowed(candidate{rt: c.slow, model: c.rt.cfg.FallbackModel, role: roleFallback}) {
 			c.slow = nil // no slow start may leave for a fallback the key cannot reach
 		}
-		if c.role == rolePool && p.budget != nil &&
-			(p.attempts >= p.budget.attempts || p.clock.Now().After(p.budget.deadline)) {
+		if c.role == rolePool && p.failover != nil &&
+			(p.attempts >= p.failover.attempts || p.clock.Now().After(p.failover.deadline)) {
 			continue
 		}
 		return c, true
@@ -185,7 +185,7 @@ func (p *planner) spend() bool {
 // commit; after it, nothing switches.
 func (g *Gateway) run(w http.ResponseWriter, req *request, plan []candidate, res *Result) {
 	rp := g.newReply(w, req.stream, req.op.api(), res)
-	p := newPlanner(plan, req.budget, g.clock, g.maxAttempts)
+	p := newPlanner(plan, req.failover, g.clock, g.maxAttempts)
 	p.family = req.op.family()
 	p.may = g.reachFilter(req)
 	rp.spend = p.spend
@@ -193,7 +193,7 @@ func (g *Gateway) run(w http.ResponseWriter, req *request, plan []candidate, res
 		a := g.try(rp, req, c)
 		a.index = p.i
 		v := judge(a.judgement(g.clock.Now()), c.policy())
-		a.ticket.settle(v)
+		a.pass.apply(v)
 		res.tell(a, v, g.clock.Now(), false)
 		s := p.decide(a, v)
 		res.Attempts = p.attempts

@@ -143,7 +143,7 @@ func TestPlannerTransitions(t *testing.T) {
 		m1 := candidate{rt: primary, role: rolePool}
 		m2 := candidate{rt: fallback, role: rolePool}
 		body := candidate{rt: ctxfb, role: roleBody}
-		p := newPlanner([]candidate{m1, m2, body}, &failoverBudget{attempts: 1, deadline: clock.Now().Add(time.Minute)}, clock, 8)
+		p := newPlanner([]candidate{m1, m2, body}, &failover{attempts: 1, deadline: clock.Now().Add(time.Minute)}, clock, 8)
 		eq(t, walk(t, p, outcomeConnect, outcomeGood), "p:next", "big:commit")
 	})
 }

@@ -67,7 +67,7 @@ func (g *Gateway) servePassthrough(w http.ResponseWriter, r *http.Request, res *
 		res.refuse(w, gerr)
 		return
 	}
-	defer settle(t, req, res)
+	defer charge(t, req, res)
 	withPriority(req, res)
 	g.proxyPassthrough(w, req, rt, tail, res)
 }

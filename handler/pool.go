@@ -30,19 +30,19 @@ type poolMember struct {
 
 // pool is a pool at runtime.
 type pool struct {
-	cfg      config.PoolConfig
-	members  []*poolMember
-	next     atomic.Uint64 // round-robin position
-	attempts int
-	budget   time.Duration
-	fleet    bool // a member is a models_from node
-	bal      config.Balance
-	index    *prefix.Index // the prompt prefixes each member was sent (affinity)
+	cfg          config.PoolConfig
+	members      []*poolMember
+	next         atomic.Uint64 // round-robin position
+	attempts     int
+	failoverTime time.Duration
+	fleet        bool // a member is a models_from node
+	bal          config.Balance
+	index        *prefix.Index // the prompt prefixes each member was sent (affinity)
 }
 
 func newPool(cfg config.PoolConfig, byName map[string]*route, now func() time.Time) *pool {
 	cfg = cfg.WithDefaults()
-	p := &pool{cfg: cfg, attempts: cfg.FailoverAttempts, budget: time.Duration(cfg.FailoverTime), bal: *cfg.Balance}
+	p := &pool{cfg: cfg, attempts: cfg.FailoverAttempts, failoverTime: time.Duration(cfg.FailoverTime), bal: *cfg.Balance}
 	p.index = prefix.New(len(cfg.Members), p.bal.IndexSize)
 	cool := time.Duration(cfg.BreakerCooldown)
 	for _, id := range cfg.Members {

@@ -358,7 +358,7 @@ func (g *Gateway) cut(rp *reply, a *attempt, err error) {
 	if a.stream != nil || rp.preamble {
 		reason := rootCause(err)
 		if a.outcome == outcomeTimeout {
-			reason = "no event within its " + a.timeout.Error() + " of " + a.budget().String()
+			reason = "no event within its " + a.timeout.Error() + " of " + a.timeoutLength().String()
 		}
 		rp.errorEvent(&apierror.Error{Status: http.StatusBadGateway, Type: apierror.TypeUpstream, Code: "upstream_stream_cut", Message: "engine " + a.c.rt.cfg.Name + " cut the stream: " + reason})
 	}

@@ -27,9 +27,9 @@ type request struct {
 	fields    jsonmember.Fields
 	model     string
 	stream    bool
-	fallbacks []byte    // the raw "fallbacks" value, if the body had one
-	op        operation // what it is, decided once from its path (operation.go)
-	budget    *failoverBudget
+	fallbacks []byte            // the raw "fallbacks" value, if the body had one
+	op        operation         // what it is, decided once from its path (operation.go)
+	failover  *failover         // a pool request's bounds across members
 	pool      string            // the pool being served, if any
 	keptError bool              // an attempt kept its error body whole already
 	form      *multipart.Fields // a multipart body's fields; nil for JSON
@@ -223,8 +223,8 @@ func ambiguousMember(f *jsonmember.Fields) *apierror.Error {
 		"the request body has more than one %q member (names are compared ignoring case, as many engines do); send it once", f.Ambiguous))
 }
 
-// failoverBudget bounds a pool request's attempts across members.
-type failoverBudget struct {
+// failover bounds a pool request's attempts across members.
+type failover struct {
 	attempts int
 	deadline time.Time
 }

@@ -71,7 +71,7 @@ func (g *Gateway) continueOn(rp *reply, a *attempt, c candidate, cause error) *a
 	req2.body, req2.fields = body, fields
 	b := g.try(rp, &req2, c)
 	v := judge(b.judgement(g.clock.Now()), c.policy())
-	b.ticket.settle(v)
+	b.pass.apply(v)
 	rp.res.tell(b, v, g.clock.Now(), true)
 	if b.outcome != outcomeGood || b.stream == nil {
 		g.log.Warn("resuming a cut stream failed", zap.String("engine", a.c.rt.cfg.Name),

@@ -51,7 +51,7 @@ func (g *Gateway) serveRouted(w http.ResponseWriter, r *http.Request, res *Resul
 		return
 	}
 	if t != nil {
-		defer settle(t, req, res)
+		defer charge(t, req, res)
 		req.askUsage()
 	}
 	withPriority(req, res)
@@ -95,7 +95,7 @@ func (g *Gateway) servePool(w http.ResponseWriter, req *request, p *pool, res *R
 		res.refuse(w, p.unavailable())
 		return
 	}
-	req.budget = &failoverBudget{attempts: p.attempts, deadline: g.clock.Now().Add(p.budget)}
+	req.failover = &failover{attempts: p.attempts, deadline: g.clock.Now().Add(p.failoverTime)}
 	req.pool = p.cfg.Name
 	plan, err := g.withBodyFallbacks(req, plan)
 	if err != nil {

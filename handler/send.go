@@ -19,14 +19,14 @@ import (
 // c.slow could take over), send the request through the engine's transport,
 // and for an event stream read up to the first content event. Nothing but
 // SSE comments reaches the client here. The breakers hear the verdict in
-// the loop, through the attempt's ticket.
+// the loop, through the attempt's breaker pass.
 func (g *Gateway) try(rp *reply, req *request, c candidate) *attempt {
 	a := &attempt{c: c, req: req, sent: req.model, started: g.clock.Now()}
 	if c.model != "" {
 		a.sent = c.model
 	}
 	t, ok := c.admit(a.sent)
-	a.ticket = t
+	a.pass = t
 	if !ok {
 		a.outcome = outcomeOpen
 		return a

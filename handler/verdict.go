@@ -173,9 +173,9 @@ func (c *candidate) cutFailure(model string, timedOut bool) {
 	}
 }
 
-// ticket is what a candidate's breakers allowed for one attempt, so that
-// the verdict is settled on exactly the breakers that let it through.
-type ticket struct {
+// breakerPass is what a candidate's breakers allowed for one attempt, so that
+// the verdict is applied to exactly the breakers that let it through.
+type breakerPass struct {
 	engine, model           *engines.Breaker
 	engineTrial, modelTrial bool
 	eng                     *engines.Engine // told when its host answered (its reported state)
@@ -184,17 +184,17 @@ type ticket struct {
 // admit asks whether an attempt may go out: the engine's health checks
 // first, then its breaker (the host), then the model's. A pool member has
 // one breaker of its own for both scopes.
-func (c *candidate) admit(model string) (ticket, bool) {
+func (c *candidate) admit(model string) (breakerPass, bool) {
 	if !c.rt.eng.Healthy() {
 		// down (failed its health checks): like an open breaker, the plan
 		// moves on without an attempt
-		return ticket{}, false
+		return breakerPass{}, false
 	}
 	if c.brk != nil {
 		ok, trial := c.brk.Allow()
-		return ticket{model: c.brk, modelTrial: trial, eng: c.rt.eng}, ok
+		return breakerPass{model: c.brk, modelTrial: trial, eng: c.rt.eng}, ok
 	}
-	t := ticket{eng: c.rt.eng}
+	t := breakerPass{eng: c.rt.eng}
 	eb := c.rt.eng.Breaker()
 	ok, trial := eb.Allow()
 	if !ok {
@@ -210,8 +210,8 @@ func (c *candidate) admit(model string) (ticket, bool) {
 	return t, true
 }
 
-// settle applies a verdict to the breakers that admitted the attempt.
-func (t ticket) settle(v verdict) {
+// apply applies a verdict to the breakers that admitted the attempt.
+func (t breakerPass) apply(v verdict) {
 	if v.answered && t.eng != nil {
 		t.eng.Heard(true)
 	}

@@ -63,7 +63,7 @@ func TestVerdictTable(t *testing.T) {
 	}
 }
 
-// settle puts a verdict on the breaker of its scope, and nothing else.
+// apply puts a verdict on the breaker of its scope, and nothing else.
 func TestSettleTouchesOnlyTheBreakerOfTheVerdictsScope(t *testing.T) {
 	e, err := engines.New(engines.Config{Name: "e", To: "http://127.0.0.1:1", Models: []string{"a", "b"}, BreakerFailures: 1}, http.DefaultTransport, zap.NewNop())
 	if err != nil {
@@ -77,7 +77,7 @@ func TestSettleTouchesOnlyTheBreakerOfTheVerdictsScope(t *testing.T) {
 	if !ok {
 		t.Fatal("refused")
 	}
-	tk.settle(judge(judgement{outcome: outcomeStatus, status: 503}, pol))
+	tk.apply(judge(judgement{outcome: outcomeStatus, status: 503}, pol))
 	if e.ModelBreaker("a").State() != engines.BreakerOpen || e.Breaker().State() != engines.BreakerClosed {
 		t.Fatalf("a 503 of model a: model %s, engine %s", e.ModelBreaker("a").State(), e.Breaker().State())
 	}
@@ -88,7 +88,7 @@ func TestSettleTouchesOnlyTheBreakerOfTheVerdictsScope(t *testing.T) {
 	if !ok {
 		t.Fatal("model a's breaker kept model b away")
 	}
-	tk.settle(judge(judgement{outcome: outcomeConnect}, pol))
+	tk.apply(judge(judgement{outcome: outcomeConnect}, pol))
 	if e.Breaker().State() != engines.BreakerOpen || e.ModelBreaker("b").State() != engines.BreakerClosed {
 		t.Fatalf("a connect failure: engine %s, model b %s", e.Breaker().State(), e.ModelBreaker("b").State())
 	}

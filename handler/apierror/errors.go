@@ -142,4 +142,3 @@ func (e *Error) Anthropic() (int, []byte) {
 	b = jsonmember.AppendString(b, e.Message)
 	return status, append(b, "}}"...)
 }
-
