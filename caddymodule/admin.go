@@ -1,16 +1,17 @@
 package caddymodule
 
 import (
-	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 
-	"github.com/llmgateway/caddy-llm-gateway/engines"
 	"github.com/llmgateway/caddy-llm-gateway/handler"
+	"github.com/llmgateway/caddy-llm-gateway/history"
 )
 
 func init() {
@@ -116,25 +117,6 @@ func servePoolsAdmin(w http.ResponseWriter, r *http.Request, parts []string) err
 	return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("unknown pools path %s", r.URL.Path)}
 }
 
-// engineAction runs an engine action of the admin API: "start" (and wait
-// until ready) or "stop" (drain: let the requests in flight finish first).
-// The status page's buttons call it too.
-func engineAction(ctx context.Context, e *engines.Engine, action string, drain bool) error {
-	switch action {
-	case "start":
-		if err := e.Start(ctx); err != nil {
-			return caddy.APIError{HTTPStatus: http.StatusServiceUnavailable, Err: err}
-		}
-	case "stop":
-		if err := e.Stop(ctx, drain, engines.StopAdmin); err != nil {
-			return caddy.APIError{HTTPStatus: http.StatusConflict, Err: err}
-		}
-	default:
-		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("unknown engine action %q: use start or stop", action)}
-	}
-	return nil
-}
-
 func allPass(results []handler.ProbeResult) bool {
 	for _, r := range results {
 		if !r.Pass {
@@ -142,14 +124,6 @@ func allPass(results []handler.ProbeResult) bool {
 		}
 	}
 	return true
-}
-
-func adminEngine(name string) (*engines.Engine, error) {
-	e := lookupEngine(name)
-	if e == nil {
-		return nil, caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("no engine named %q in the running config", name)}
-	}
-	return e, nil
 }
 
 func writeAdminJSON(w http.ResponseWriter, v any) error {
@@ -163,9 +137,6 @@ func writeAdminJSONStatus(w http.ResponseWriter, status int, v any) error {
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }
-
-// Interface guards
-var _ caddy.AdminRouter = (*adminAPI)(nil)
 
 // serveKeysAdmin serves GET /llm_gateway/keys (each named key with limits:
 // requests and tokens used, reserved, remaining and reset times, by its
@@ -183,20 +154,30 @@ func serveKeysAdmin(w http.ResponseWriter, r *http.Request, parts []string) erro
 	return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("%s %s is not supported", r.Method, r.URL.Path)}
 }
 
-// resetKey clears a named key's counters in every live config that limits
-// it: the admin API's reset, and the status page's. It is a 404 APIError
-// when no live config has limits for the key.
-func resetKey(name string) error {
-	found := false
-	for _, g := range newestGateways() {
-		ok, err := g.ResetKey(name)
-		if err != nil {
-			return caddy.APIError{HTTPStatus: http.StatusInternalServerError, Err: err}
-		}
-		found = found || ok
+// serveRequestsAdmin serves GET /llm_gateway/requests: the history, filtered
+// and paged (history.ParseQuery), as JSON or, with ?format=jsonl or
+// Accept: application/x-ndjson, as JSON lines (every record selected).
+func serveRequestsAdmin(w http.ResponseWriter, r *http.Request) error {
+	if r.Method != http.MethodGet {
+		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("%s %s is not supported", r.Method, r.URL.Path)}
 	}
-	if !found {
-		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("no key named %q has limits in the running config", name)}
+	st := newestHistory()
+	if st == nil {
+		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: errors.New("the request history is off in the running config (history off)")}
 	}
-	return nil
+	f, err := history.ParseQuery(r.URL.Query(), time.Now())
+	if err != nil {
+		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: err}
+	}
+	if history.WantsLines(r) {
+		return st.WriteLines(w, f)
+	}
+	page, err := st.QueryPage(f)
+	if err != nil {
+		return caddy.APIError{HTTPStatus: http.StatusInternalServerError, Err: err}
+	}
+	return writeAdminJSON(w, page)
 }
+
+// Interface guards
+var _ caddy.AdminRouter = (*adminAPI)(nil)

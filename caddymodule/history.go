@@ -3,22 +3,18 @@ package caddymodule
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
-	"github.com/llmgateway/caddy-llm-gateway/engines"
 	"github.com/llmgateway/caddy-llm-gateway/handler"
 	"github.com/llmgateway/caddy-llm-gateway/history"
-	"github.com/llmgateway/caddy-llm-gateway/statuspage"
 )
 
 // The request history (issue 27): each finished request's story, kept in
@@ -110,89 +106,3 @@ func keepStory(st *history.Store, w http.ResponseWriter, r *http.Request, res *h
 		historyDropped().Inc()
 	}
 }
-
-// maskedHead bounds what maskClient reads of a header: the history and the
-// spans keep at most 128 bytes of one, and a secret that starts in them is
-// shorter than the rest of the head, so it is masked whole.
-const maskedHead = 4 << 10
-
-// maskClient is a header the client sent (User-Agent, X-Session-Id), as the
-// history and the spans keep it (issue 39, SPEC §19): masked as engine
-// output is (engines.Mask: the gateway's key tokens and whatever looks like
-// a credential), so that a token sent there is neither stored nor exported.
-// Only its head is masked: a header may be as long as the server allows,
-// and the masks' patterns cost per byte.
-func maskClient(v string) string {
-	if v == "" {
-		return ""
-	}
-	return engines.Mask(v[:min(len(v), maskedHead)], nil)
-}
-
-// failureReason is why a request failed, for the history and the page: the
-// key rule that refused it, or its last attempt's verdict.
-func failureReason(res *handler.Result) string {
-	switch {
-	case res.Refused != "":
-		return "key " + res.Refused
-	case res.Status < 400:
-		return ""
-	case res.Status == handler.StatusClientClosed:
-		return "client closed"
-	case len(res.Tries) > 0:
-		return res.Tries[len(res.Tries)-1].Reason
-	}
-	return ""
-}
-
-// failureScope is whose health a failed try speaks of; an answer's is none.
-func failureScope(t handler.Try) string {
-	if t.Reason == "ok" {
-		return ""
-	}
-	return t.Scope
-}
-
-// clientAddress is the client's IP as Caddy sees it (its trusted proxies
-// honoured), else the connection's.
-func clientAddress(r *http.Request) string {
-	if ip, ok := caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey).(string); ok && ip != "" {
-		return ip
-	}
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
-}
-
-// serveRequestsAdmin serves GET /llm_gateway/requests: the history, filtered
-// and paged (history.ParseQuery), as JSON or, with ?format=jsonl or
-// Accept: application/x-ndjson, as JSON lines (every record selected).
-func serveRequestsAdmin(w http.ResponseWriter, r *http.Request) error {
-	if r.Method != http.MethodGet {
-		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("%s %s is not supported", r.Method, r.URL.Path)}
-	}
-	st := newestHistory()
-	if st == nil {
-		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: errors.New("the request history is off in the running config (history off)")}
-	}
-	f, err := history.ParseQuery(r.URL.Query(), time.Now())
-	if err != nil {
-		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: err}
-	}
-	if history.WantsLines(r) {
-		return st.WriteLines(w, f)
-	}
-	page, err := st.QueryPage(f)
-	if err != nil {
-		return caddy.APIError{HTTPStatus: http.StatusInternalServerError, Err: err}
-	}
-	return writeAdminJSON(w, page)
-}
-
-// History gives the status pages the newest live history.
-func (liveSource) History() *history.Store { return newestHistory() }
-
-// Interface guards
-var _ statuspage.HistorySource = liveSource{}

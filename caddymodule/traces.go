@@ -109,20 +109,6 @@ func maskUserAgent(server trace.Span, r *http.Request) {
 	}
 }
 
-// arrival is when the request arrived: the handler's start, else (a
-// request the handler did not take) its duration back from now, but no
-// later than its first attempt began.
-func arrival(res *handler.Result, now time.Time) time.Time {
-	if !res.Start.IsZero() {
-		return res.Start
-	}
-	at := now.Add(-res.Duration)
-	if len(res.Tries) > 0 && res.Tries[0].Start.Before(at) {
-		at = res.Tries[0].Start
-	}
-	return at
-}
-
 // traceTry writes one attempt's span and returns its context, which the
 // next try links to when it resumes this one's cut stream.
 func traceTry(ctx context.Context, tracer trace.Tracer, op string, t handler.Try, after []handler.Try, prev trace.SpanContext) trace.SpanContext {
