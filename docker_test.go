@@ -9,7 +9,7 @@ import (
 )
 
 // The image's run line publishes the keyless quickstart on the host's
-// loopback only, and the image says whether it is up (issue 28).
+// loopback only, and the image says whether it is up.
 func TestDockerfileRunLineIsLoopbackAndTheImageHasAHealthCheck(t *testing.T) {
 	b, err := os.ReadFile("xcaddy.Dockerfile")
 	if err != nil {

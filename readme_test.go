@@ -460,7 +460,7 @@ var caddyInvocation = regexp.MustCompile("(?:go run \\./cmd/caddy|[\\w./-]*caddy
 // Every run line, in the README, the docs and the examples, runs the binary
 // the README's build step writes, `./caddy`: a `caddy` on PATH is not what
 // ./build.sh makes. The one exception is the README's first command, which
-// runs before any build (issue 28).
+// runs before any build.
 func TestRunLinesUseTheBinaryTheBuildWrites(t *testing.T) {
 	const quickstart = "go run ./cmd/caddy run --config examples/quickstart/Caddyfile"
 	files := []string{"README.md"}
@@ -491,7 +491,7 @@ func TestRunLinesUseTheBinaryTheBuildWrites(t *testing.T) {
 
 // The quick test subsets the README and docs name are packages with tests,
 // and the text around the README's first command says what a cold cache
-// costs, where a person reads it (issue 28).
+// costs, where a person reads it.
 func TestREADMESaysWhatTheFirstRunCostsAndAQuickSubset(t *testing.T) {
 	readme, err := os.ReadFile("README.md")
 	if err != nil {
@@ -528,7 +528,7 @@ func TestREADMESaysWhatTheFirstRunCostsAndAQuickSubset(t *testing.T) {
 // docs/llama-swap.md holds a real llama-swap config and its translation,
 // which is examples/llama-swap/translated/Caddyfile as printed (the
 // caddymodule tests adapt and validate that file), and says how long a key
-// must be and how to make one (issue 28).
+// must be and how to make one.
 func TestLlamaSwapPageHoldsTheTranslationTheTestsLoad(t *testing.T) {
 	const page, example = "docs/llama-swap.md", "examples/llama-swap/translated/Caddyfile"
 	want, err := os.ReadFile(example)

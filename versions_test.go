@@ -7,8 +7,8 @@ import (
 )
 
 // The image is built on caddy:<version>-builder and runs on caddy:<version>;
-// a Caddy other than go.mod's may not build with this module (issue 18:
-// v2.11.2 did not). go.mod is the one place the version is chosen; the
+// a Caddy other than go.mod's may not build with this module
+// (v2.11.2 did not). go.mod is the one place the version is chosen; the
 // Dockerfile's default must follow it.
 func TestDockerfilePinsGoModsCaddyVersion(t *testing.T) {
 	gomod, err := os.ReadFile("go.mod")

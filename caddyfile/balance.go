@@ -21,7 +21,7 @@ var balanceOptions = []string{"cache_threshold", "balance_abs_threshold", "balan
 //		index_size            <blocks>      # 65536
 //	}
 //
-// (issue 25; the block is optional).
+// (the block is optional).
 func parseBalance(d *cf.Dispenser) (*hconfig.Balance, error) {
 	b := &hconfig.Balance{}
 	if !d.NextArg() {

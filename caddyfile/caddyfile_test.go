@@ -1060,7 +1060,7 @@ func TestParseErrorsNameTheProblemAndTheLine(t *testing.T) {
 	transport http
 	transport http` + remote + `
 }`, "transport is set twice in this block (first at Testfile:2)", 3},
-		// device sets (issue 29)
+		// device sets
 		{"a device set's budget given twice", `llm_gateway {
 	memory_budget 24GiB devices 1
 	memory_budget 20GiB devices 1` + remote + `
@@ -1173,7 +1173,7 @@ func TestParseGolden(t *testing.T) {
 }
 
 // An {env.*} the config cannot do without is checked where it is written:
-// the error names the variable and the Caddyfile line (issue 18).
+// the error names the variable and the Caddyfile line.
 func TestEmptyEnvironmentVariablesAreNamedWithTheirLine(t *testing.T) {
 	t.Setenv("LLMGW_TEST_SET", "http://127.0.0.1:9")
 	os.Unsetenv("LLMGW_TEST_UNSET")
@@ -1206,7 +1206,7 @@ func TestEmptyEnvironmentVariablesAreNamedWithTheirLine(t *testing.T) {
 	}
 }
 
-// Issue 24, item 10: what a request waits for Redis is the operator's to
+// What a request waits for Redis is the operator's to
 // choose, since a host's load alone can meet 100ms.
 func TestParseStoreTimeout(t *testing.T) {
 	cfg := parse(t, `llm_gateway {

@@ -32,8 +32,8 @@ func EmptyEnv(values ...string) []string {
 
 // requireEnv refuses, at the directive's file:line, a value whose {env.*}
 // placeholders name empty variables where an empty value cannot work (an
-// engine's address or program): the error names the variables to set
-// (issue 18). Caddy resolves {env.*} when the config loads, in the same
+// engine's address or program): the error names the variables to set.
+// Caddy resolves {env.*} when the config loads, in the same
 // environment that `caddy run` parses the Caddyfile in.
 func requireEnv(d *cf.Dispenser, directive string, values ...string) error {
 	names := EmptyEnv(values...)

@@ -468,7 +468,7 @@ func noKeyResolves(keys []hconfig.Key) bool {
 // checkNamedKeys refuses a named key whose {env.*} placeholders name empty
 // variables, at its line, naming the key and the variables: with other keys
 // that resolve, the gateway would load and the key's callers be refused
-// with no word of why (issue 28).
+// with no word of why.
 func checkNamedKeys(keys []hconfig.Key, keyAt map[string]pos) error {
 	for _, k := range keys {
 		if k.Name == "" {

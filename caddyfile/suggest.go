@@ -30,7 +30,7 @@ var (
 )
 
 // llamaSwapNames are llama-swap's names of options that have another name
-// here: a user coming from it writes them first (issue 28).
+// here: a user coming from it writes them first.
 var llamaSwapNames = map[string]string{
 	"ttl":                  "idle_timeout",
 	"globalTTL":            "idle_timeout (in defaults)",

@@ -8,7 +8,7 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 )
 
-// Warm swaps (issue 26): an engine's
+// Warm swaps: an engine's
 //
 //	swap stop|sleep {            # the block only with sleep
 //		sleep_path    <path>     # /sleep?level=1

@@ -8,7 +8,7 @@ import (
 	cf "github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 )
 
-// Warm swaps' syntax (issue 26); the whole of it parses in
+// Warm swaps' syntax; the whole of it parses in
 // testdata/warmswap.caddyfile (TestParseGolden).
 
 func TestWarmSwapParseErrorsNameTheProblemAndTheLine(t *testing.T) {

@@ -163,7 +163,7 @@ func findHandlers(v any, name string) []map[string]any {
 // llama-swap's ${PORT} and Caddy's {port} (which the adapter turns into
 // {http.request.port} before the directive sees it) would reach the engine
 // as written: `caddy adapt` refuses them at their line, saying to write
-// {engine.port} (issue 28).
+// {engine.port}.
 func TestForeignPortPlaceholdersAreRefusedAtTheirLine(t *testing.T) {
 	for _, tc := range []struct{ value, want string }{
 		{"${PORT}", "${PORT} is llama-swap's placeholder and nothing fills it in here: write {engine.port}"},

@@ -12,7 +12,7 @@ import (
 
 // The real binary, built from ./cmd/caddy once per test run: what users run
 // goes through Caddy's command runner and its exit codes, which calling a
-// command's function does not (issue 18: llm-probe returned 1 without an
+// command's function does not (llm-probe returned 1 without an
 // error, and Caddy exits 0 for that).
 var (
 	binaryOnce sync.Once

@@ -13,7 +13,7 @@ import (
 )
 
 // Every route the README lists works on the quickstart's demo engine the way
-// the SDKs expect, through the gateway (issue 18: the Node SDK asks for
+// the SDKs expect, through the gateway (the Node SDK asks for
 // base64 embeddings by default and decoded the floats it got as garbage; the
 // demo engine had no /v1/responses).
 func TestSDKDefaultsWorkOnTheDemoEngine(t *testing.T) {
@@ -105,7 +105,7 @@ func TestSDKDefaultsWorkOnTheDemoEngine(t *testing.T) {
 	})
 }
 
-// Issue 28, item 8: docs/apis.md's Anthropic section can be tried on the demo
+// docs/apis.md's Anthropic section can be tried on the demo
 // engine: /v1/messages through the gateway with the official Anthropic SDK,
 // as JSON and as its typed events (the demo engine answered a plain-text
 // 404 page not found).

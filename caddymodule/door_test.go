@@ -9,7 +9,7 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/internal/laxengine"
 )
 
-// The door, round 2 (issue 39), through Caddy: a key holder's attacks
+// The door, round 2, through Caddy: a key holder's attacks
 // against an engine that reads requests as the laxest real engines do
 // (the first JSON value whatever the Content-Type, pydantic-lax numbers
 // and booleans, a BOM and UTF-16 decoded). The engine may run only what the

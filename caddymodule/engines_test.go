@@ -503,7 +503,7 @@ func TestReloadReturnsAtOnceWhileARemovedEngineDrains(t *testing.T) {
 }
 
 // An engine's log (its life and its output) is under the module's logger,
-// so a log that includes http.handlers.llm_gateway gets it (issue 18).
+// so a log that includes http.handlers.llm_gateway gets it.
 func TestEngineLogsAreUnderTheModulesLoggerName(t *testing.T) {
 	moduleLog := filepath.Join(t.TempDir(), "module.log")
 	initRaw(t, `{

@@ -103,7 +103,7 @@ func setRunLineEnv(t *testing.T, file string) {
 
 // Every example loads with the environment its run line sets, through the
 // real binary (`caddy validate` loads a config as `caddy run` does, without
-// serving it, so no example's ports are taken) (issue 18: the llama-cpp
+// serving it, so no example's ports are taken) (the llama-cpp
 // example needed GATEWAY_KEYS and its run line did not set it).
 func TestExampleRunLinesLoadAsPrinted(t *testing.T) {
 	caddy := caddyBinary(t)
@@ -112,7 +112,7 @@ func TestExampleRunLinesLoadAsPrinted(t *testing.T) {
 			rl := exampleRunLine(t, file)
 			// one form, the binary ./build.sh writes; the quickstart is
 			// the README's first command, which runs before any build
-			// (issue 28)
+			//
 			form := "./caddy run "
 			if name == "quickstart" {
 				form = "go run ./cmd/caddy run "
@@ -164,7 +164,7 @@ func lineOf(t *testing.T, file, s string) string {
 	return ""
 }
 
-// Issue 28, item 12: `caddy validate` of examples/public creates its access
+// `caddy validate` of examples/public creates its access
 // log. That is Caddy's file log writer, opened while the config is
 // provisioned, with or without the gateway; the gateway writes nothing when
 // validated. The example and the README say so.

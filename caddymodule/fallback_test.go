@@ -248,7 +248,7 @@ func TestInvalidFallbacksAreRefusedNamingBothEngines(t *testing.T) {
 		"contextx": "engine a {\n to http://127.0.0.1:1\n models a\n context_fallback zz/m\n}",
 	}
 	// a fallback that names no engine, or the engine itself, is pointed at
-	// its own line (issue 28); a chain, which is about two engines, at the
+	// its own line; a chain, which is about two engines, at the
 	// engine's
 	want := map[string][]string{
 		"unknown":  {"engine a", "fallback nope", "Caddyfile:9"},

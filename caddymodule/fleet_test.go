@@ -225,7 +225,7 @@ http://%s {
 	}
 }
 
-// Issue 28, item 6: the fleet example's front door, as printed (on this
+// The fleet example's front door, as printed (on this
 // run's addresses): every name its /v1/models lists is servable, with the
 // state the nodes report. It listed node-a and node-b, which the nodes
 // answered 404 (they serve demo), and the nodes' demo was the front door's

@@ -34,7 +34,7 @@ func TestSDKListsCompletesAndStreamsThroughOnDemandEngine(t *testing.T) {
 	for _, m := range page.Data {
 		ids = append(ids, m.ID+"/"+m.OwnedBy)
 	}
-	// one entry per engine: its other names are aliases (issue 28)
+	// one entry per engine: its other names are aliases
 	if got := strings.Join(ids, ","); got != "qwen2.5-7b/demo" || !strings.Contains(page.Data[0].RawJSON(), `"aliases":["qwen"]`) {
 		t.Fatalf("models: %s: %s", got, page.RawJSON())
 	}
@@ -163,7 +163,7 @@ func TestGatewayErrorsAreOpenAIShaped(t *testing.T) {
 	// the SDK surfaces them as typed errors
 	_, err := sdk("secret-one-000001").Chat.Completions.New(context.Background(), chatParams("gpt-9", "hi"))
 	apiError(t, err, 404)
-	// max_body as configured, not "1024 bytes" (issue 28)
+	// max_body as configured, not "1024 bytes"
 	_, err = sdk("secret-one-000001").Chat.Completions.New(context.Background(), chatParams("m", strings.Repeat("x", 2000)))
 	if e := apiError(t, err, 413); !strings.HasSuffix(e.Message, "max_body of 1KiB") {
 		t.Fatalf("413 says %q", e.Message)
@@ -473,7 +473,7 @@ func TestChunkedBodyBeyondMaxBodyIs413(t *testing.T) {
 	}
 }
 
-// Issue 28, item 2: aliases are not listed by default (five engines with
+// Aliases are not listed by default (five engines with
 // aliases made nine entries in a model picker), list_aliases lists them,
 // and an unlisted engine is served but not listed.
 func TestAliasesAndUnlistedEnginesInTheModelList(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// Active health checks of remote engines (issue 16): a node that dies is
+// Active health checks of remote engines: a node that dies is
 // found by a cheap GET, not by a client's request.
 
 // node is a remote engine that can be killed (its port refuses connections)
@@ -248,7 +248,7 @@ func pageEngineStates(t *testing.T) map[string]string {
 	return out
 }
 
-// Issue 28, item 7: a remote engine has one state, the engine's own, on
+// A remote engine has one state, the engine's own, on
 // every surface. The admin API said "ready" next to "breaker":"open" for a
 // host nobody answered, while the status page and /v1/models said down and
 // unloaded; and "ready" for an engine nobody had heard from yet.

@@ -30,7 +30,7 @@ func streamWithUsage(w http.ResponseWriter, r *http.Request) {
 	io.WriteString(w, `data: {"id":"s1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":20,"total_tokens":25}}`+"\n\ndata: [DONE]\n\n")
 }
 
-// The history section (issue 27): its charts drawn from the history, its
+// The history section: its charts drawn from the history, its
 // table filtered by model and status, a failed request with its reason.
 func TestStatusPageChartsAndFiltersTheHistoryInARealBrowser(t *testing.T) {
 	ctx := browser(t)

@@ -142,7 +142,7 @@ func TestHistoryInMemoryHasTheSameLimits(t *testing.T) {
 }
 
 // BenchmarkKeepStory is the history's cost on the request path: the record
-// made from the result and handed to the writer. Issue 27: at most 2 µs.
+// made from the result and handed to the writer. At most 2 µs.
 func BenchmarkKeepStory(b *testing.B) {
 	st, err := history.Open(history.Options{Path: b.TempDir() + "/quota.db"})
 	if err != nil {

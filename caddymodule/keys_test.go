@@ -73,7 +73,7 @@ func TestKeyRulesThroughCaddy(t *testing.T) {
 		e.Response.Header.Get("X-Ratelimit-Remaining-Requests") != "0" || e.Response.Header.Get("X-Ratelimit-Limit-Requests") != "3" {
 		t.Fatalf("%+v %v", e, e.Response.Header)
 	}
-	// the passthrough is a route like the others (issue 24)
+	// the passthrough is a route like the others
 	req := mustReq(http.MethodGet, gwURL+"/upstream/demo/health")
 	req.Header.Set("Authorization", "Bearer "+teamKey)
 	if resp, body := do(t, req); resp.StatusCode != 429 {

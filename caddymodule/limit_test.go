@@ -14,7 +14,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 )
 
-// max_concurrent and queue (issue 15) through Caddy: real sockets, the
+// max_concurrent and queue through Caddy: real sockets, the
 // official SDK as client, an upstream that holds its requests until the test
 // lets them go.
 

@@ -167,7 +167,7 @@ func TestLoadingStatusIsReasoningContentInTheSDK(t *testing.T) {
 	}
 }
 
-// Issue 28, item 14: the loading status chunks and the engine's chunks are
+// The loading status chunks and the engine's chunks are
 // one stream: one id, one created, one model. The loading chunks go out
 // before the engine answers, so the engine's chunks take theirs; the SDK's
 // accumulator refused the engine's first chunk when its id changed.

@@ -95,7 +95,7 @@ func pickPorts() {
 
 // freePort is a free loopback port, as text, for a config that is loaded
 // but not served (adapted, validated, probed): no test depends on a fixed
-// port being free (issue 28).
+// port being free.
 func freePort(t *testing.T) string {
 	t.Helper()
 	_, port, err := net.SplitHostPort(freeAddr(t))

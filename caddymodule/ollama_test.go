@@ -28,8 +28,8 @@ import (
 
 // The TestRealOllama tests run the gateway in front of a real `ollama serve`
 // that it starts on demand, with the tiny random-weight model of
-// testdata/tinygguf (issue 8), through OpenAI's API and Anthropic's Messages
-// API (issue 19). They are opt-in: building ollama takes most of
+// testdata/tinygguf, through OpenAI's API and Anthropic's Messages
+// API. They are opt-in: building ollama takes most of
 // an hour (docs/real-engines.md), so they run only when LLMGW_OLLAMA names
 // an ollama binary. The model's text is garbage: they assert structure
 // (status, chunks, finish, usage, [DONE], the engine's life), never content.
@@ -422,7 +422,7 @@ func checkMessageStream(t *testing.T, what string, types []string, msg anthropic
 	checkMessageUsage(t, what, msg.Usage.InputTokens, msg.Usage.OutputTokens)
 }
 
-// Issue 19: Anthropic's Messages API through the gateway to a real ollama
+// Anthropic's Messages API through the gateway to a real ollama
 // (which answers /v1/messages itself), started on demand, with the official
 // Anthropic Go SDK as the client.
 func TestRealOllamaAnswersAnthropicMessagesThroughTheGateway(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 )
 
-// One box, many models (issue 29), through Caddy with the OpenAI SDK: a
+// One box, many models, through Caddy with the OpenAI SDK: a
 // memory budget that holds two of three engines; the third's request stops
 // the least recently used idle one, and the admin API says what is loaded.
 func TestAMemoryBudgetSwapsTheLeastRecentlyUsedEngineThroughCaddy(t *testing.T) {

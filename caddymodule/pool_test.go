@@ -253,7 +253,7 @@ func TestProbeTableAndExitCode(t *testing.T) {
 }
 
 // A deploy gates on the exit status of the real binary: Caddy's command
-// runner, not the command's function, decides it (issue 18).
+// runner, not the command's function, decides it.
 func TestProbeBinaryExitsNonZeroWhenAMemberFails(t *testing.T) {
 	caddy := caddyBinary(t)
 	good := newRecorder(t, answerAs("good"))
@@ -400,7 +400,7 @@ func TestProbeChecksEachEnginesPrefillClaim(t *testing.T) {
 	}
 }
 
-// Issue 28, item 15: a pool that mixes an embedding engine (api
+// A pool that mixes an embedding engine (api
 // embeddings) with a chat engine sends chat requests to the chat engine
 // only, and embeddings to both; a chat request naming the embedding model
 // is refused at the door, saying what its engine speaks.

@@ -179,7 +179,7 @@ var (
 )
 
 // The quickstart has no keys: it must listen where nobody else can reach it,
-// so that its first log line is not the warning above (issue 18).
+// so that its first log line is not the warning above.
 func TestQuickstartListensOnLoopbackOnly(t *testing.T) {
 	out, _, err := adaptCaddyfile(readFileBytes(t, "../examples/quickstart/Caddyfile"))
 	if err != nil {

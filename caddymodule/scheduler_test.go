@@ -10,7 +10,7 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 )
 
-// Priority protects warm engines (issue 39), through Caddy: a priority-0
+// Priority protects warm engines, through Caddy: a priority-0
 // key's request for another model on a box of one place does not stop the
 // priority-10 key's engine while its last use is within priority_grace; the
 // high key is served warm meanwhile, the swap comes once the engine has

@@ -11,7 +11,7 @@ import (
 	"github.com/chromedp/chromedp"
 )
 
-// The scheduler on the status page, in a real browser (issue 29): the
+// The scheduler on the status page, in a real browser: the
 // memory used of the budget, the start waiting for room with why, the
 // engine that keeps it out with why it is kept and why it started.
 func TestStatusPageShowsTheMemoryAndTheWaitingStartsInABrowser(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"github.com/chromedp/chromedp"
 )
 
-// The page's fixes of issue 27: a starting engine shows its pid and for how
+// The page's fixes of A starting engine shows its pid and for how
 // long it has been starting; the output opens on a running engine, each
 // line stamped, with a line between two runs.
 func TestStatusPageShowsAStartingEngineAndItsRunsInARealBrowser(t *testing.T) {

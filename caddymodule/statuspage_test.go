@@ -437,7 +437,7 @@ func TestStatusPageOnTheSiteRefusesAnyCallWithoutAKey(t *testing.T) {
 func TestKeysNeverReachThePageTheAdminAPIOrAStartError(t *testing.T) {
 	const engineKey = "engine-secret-4242"
 	// passwords in URLs, and the gateway's own keys printed bare, where no
-	// key-like pattern finds them (issue 24, item 11)
+	// key-like pattern finds them
 	const redisPassword, dbPassword = "redis-pw-5150", "pg-pw-6160"
 	startGateway(t, `
 		key ops `+uiKey+`

@@ -10,8 +10,8 @@ import (
 )
 
 // An engine's connections keep a 1 KiB write buffer, not Go's 4 KiB: it
-// holds a request's headers, and an open stream keeps its connection
-// (issue 30); a transport block's write_buffer_size still wins.
+// holds a request's headers, and an open stream keeps its connection;
+// a transport block's write_buffer_size still wins.
 func TestEngineTransportsKeepASmallWriteBuffer(t *testing.T) {
 	ctx, cancel := caddy.NewContext(caddy.Context{Context: t.Context()})
 	defer cancel()

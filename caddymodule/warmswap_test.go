@@ -16,7 +16,7 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/internal/demoengine"
 )
 
-// Warm swaps (issue 26) through Caddy with the OpenAI SDK and the demo
+// Warm swaps through Caddy with the OpenAI SDK and the demo
 // engine, which sleeps and wakes as vLLM does and saves slots as
 // llama-server does.
 

@@ -10,7 +10,7 @@ import (
 	"github.com/dustin/go-humanize"
 )
 
-// A box is what engines share and cannot all hold at once (issue 29): a
+// A box is what engines share and cannot all hold at once: a
 // GPU's memory (memory_budget, each engine's memory), or an exclusive group,
 // which is the same rule with a budget of one and each member one. Boxes are
 // process-wide by name, because what they guard is: two sites or two config
@@ -39,7 +39,7 @@ import (
 // Claims are served one at a time, in order: the claims that have waited
 // max_wait first, then the engine whose waiting requests have the highest
 // priority, then the oldest (the most requests waiting breaks a tie).
-// Oldest first measured as well as most-wanted first on issue 29's trace
+// Oldest first measured as well as most-wanted first on the scheduler bench's trace
 // (9 starts against 9 to 10) and cannot starve a rarely asked model. So
 // while a swap is pending, a loaded engine's requests are served (it is
 // busy, so it stays), and the waiting engines come in turn; a claim that
@@ -412,7 +412,7 @@ func (s *swapCount) counts() (total, room, drained, refused uint64) {
 }
 
 // keySwaps counts a box's swaps by the key whose request began the start
-// that stopped engines (issue 39: who causes them). Key names come from the
+// that stopped engines (who causes them). Key names come from the
 // config, so the map is as small as the keys are few. Guarded by the box's
 // mu.
 type keySwaps map[string]uint64

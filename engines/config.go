@@ -72,7 +72,7 @@ type Config struct {
 	// OpenAI's /v1/embeddings and llama-server's /embedding(s), which
 	// "openai" includes). A request of a family the engine does not speak
 	// never reaches it, so a pool may mix an embedding engine with chat
-	// engines (issue 28), and an engine's fallbacks must speak every
+	// engines, and an engine's fallbacks must speak every
 	// family the engine does. Default: openai and anthropic (llama.cpp's
 	// server, ollama and vLLM answer both).
 	APIs []string `json:"apis,omitempty"`
@@ -207,7 +207,7 @@ type Config struct {
 	Devices []int `json:"devices,omitempty"`
 
 	// Swap is what the scheduler does to the engine when it makes room or
-	// sleep_after passes (issue 26, sleep.go): "stop" ends its process;
+	// sleep_after passes (sleep.go): "stop" ends its process;
 	// "sleep" asks the engine to free its GPU and keep its weights in host
 	// memory (vLLM's --enable-sleep-mode), and a request wakes it. A sleep
 	// or a wake that fails falls back to a stop or a restart. Default: stop.
@@ -225,7 +225,7 @@ type Config struct {
 	// Slots saves the KV cache slots of the engine's recent sessions to
 	// disk before it is stopped or put to sleep, and restores a session's
 	// slot when its next turn arrives (llama-server's --slot-save-path;
-	// issue 26, slots.go). Default: none.
+	// slots.go). Default: none.
 	Slots *SlotsConfig `json:"slots,omitempty"`
 
 	// DialTimeout bounds connecting to the engine. Default: 10s.

@@ -15,7 +15,7 @@ import (
 
 // A placeholder pasted from llama-swap, or Caddy's request {port}, would
 // reach the engine as written and fail at the first request: it is refused
-// at load, saying what to write instead (issue 28).
+// at load, saying what to write instead.
 func TestForeignPortPlaceholdersAreRefusedWithWhatToWrite(t *testing.T) {
 	base := Config{Name: "qwen", Models: []string{"qwen"},
 		Cmd: []string{"llama-server", "--port", "{engine.port}"}, To: "http://127.0.0.1:{engine.port}"}
@@ -63,7 +63,7 @@ func TestForeignPortPlaceholdersAreRefusedWithWhatToWrite(t *testing.T) {
 
 // {engine.name} (llama-swap's ${MODEL_ID}) is the engine's name wherever
 // {engine.port} may be written, also when it comes from the defaults that
-// every engine shares, which are left as they are (issue 28).
+// every engine shares, which are left as they are.
 func TestEngineNamePlaceholderIsTheEnginesName(t *testing.T) {
 	defaults := Config{
 		Cmd:     []string{"llama-server", "-m", "/models/{engine.name}.gguf", "--alias", "{engine.name}", "--port", "{engine.port}"},

@@ -10,7 +10,7 @@ import (
 	"github.com/dustin/go-humanize"
 )
 
-// Device sets (issue 29): a box with several GPUs gives each set of
+// Device sets: a box with several GPUs gives each set of
 // devices its own memory_budget (memory_budget 24GiB devices 0;
 // memory_budget 48GiB devices 1,2), and an engine that says devices 1,2
 // counts its memory against that set's budget only: each set is a box of

@@ -9,7 +9,7 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
 )
 
-// Active health checks of a remote engine (issue 16), modelled on Caddy's
+// Active health checks of a remote engine, modelled on Caddy's
 // reverse_proxy active checks (health_uri, health_interval, health_passes,
 // health_fails), which run only inside reverse_proxy: one cheap GET of the
 // health path every interval, never a completion. An engine the gateway

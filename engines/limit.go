@@ -10,7 +10,7 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
 )
 
-// The concurrency limit of an engine (max_concurrent, queue; issue 15): at
+// The concurrency limit of an engine (max_concurrent, queue): at
 // most max requests are in flight on it, up to queueMax more wait for a
 // place in order of arrival, and any further one is refused at once with a
 // *BusyError, as is one whose wait outlasts the queue timeout. llama-swap
@@ -295,7 +295,7 @@ func (l *limiter) queued() int {
 // may lower, never raise) and its key's name travel in its context: higher
 // priority goes first in an engine's queue, and the start of the engine
 // its highest-priority waiter wants goes first in the scheduler; equal
-// priorities take turns by key (issue 29).
+// priorities take turns by key.
 
 type priorityKey struct{}
 

@@ -71,8 +71,7 @@ func Mask(line string, secrets []string) string {
 // by the known secrets alone. The patterns cost about 7 µs a line (five
 // case-insensitive, unanchored expressions); looking for the words about
 // 0.2 µs (BenchmarkMaskHeaders), which lets a request's history record and
-// span mask its User-Agent and X-Session-Id within the record's 2 µs
-// (issue 39).
+// span mask its User-Agent and X-Session-Id within the record's 2 µs.
 // FuzzMaskWordsNeverSkipAMatch holds the list to the patterns.
 var patternWords = []string{
 	"://",             // urlPassword
@@ -152,8 +151,7 @@ func secretName(name string) bool {
 
 // gatewaySecrets are secrets that no engine defines but every engine's output
 // must hide: the gateway's own key tokens, which an engine prints bare when
-// it logs a request's headers or a wrapper logs its environment (issue 24,
-// item 11). Each owner (a provisioned config) registers its own, so that a
+// it logs a request's headers or a wrapper logs its environment. Each owner (a provisioned config) registers its own, so that a
 // reload replaces them and Cleanup drops them; engines outlive configs, so
 // they read the union at every line instead of holding a copy.
 var gatewaySecrets struct {

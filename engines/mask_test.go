@@ -9,7 +9,7 @@ import (
 
 // Passwords in URLs are masked, and only they: the scheme, the user, the
 // host and the path stay readable, so an operator still sees which Redis or
-// database an engine reached (issue 24, item 11).
+// database an engine reached.
 func TestMaskHidesPasswordsInURLs(t *testing.T) {
 	for _, c := range []struct{ line, want string }{
 		{"connecting to redis://:hunter22@cache:6379/0", "connecting to redis://:****@cache:6379/0"},

@@ -45,7 +45,7 @@ func TestAHeaderWithoutAKeyIsMaskedWithoutThePatterns(t *testing.T) {
 }
 
 // BenchmarkMaskHeaders is a request's two headers as its history record
-// masks them (issue 39): within the record's 2 µs.
+// masks them: within the record's 2 µs.
 func BenchmarkMaskHeaders(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {

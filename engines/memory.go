@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// What the scheduler shows (issue 29): for each box, what is used of its
+// What the scheduler shows: for each box, what is used of its
 // budget, the starts waiting in the order they will be served and why each
 // waits, each member's share, why it may not be stopped now and why it
 // last started and stopped, and its swaps. The admin API
@@ -35,7 +35,7 @@ type MemoryUse struct {
 	SwapsLastHour int    `json:"swaps_last_hour"`
 	// SwapsByKey are the swaps by the name of the key whose request began
 	// the start ("" for a key without a name, a request without a key, an
-	// admin start), since the process started: who causes them (issue 39).
+	// admin start), since the process started: who causes them.
 	SwapsByKey map[string]uint64 `json:"swaps_by_key,omitempty"`
 	// Stops are the scheduler's stops since the process started, by
 	// reason: room (an idle engine stopped for a start), drained (a busy
@@ -45,7 +45,7 @@ type MemoryUse struct {
 	Refused uint64            `json:"refused"`
 	// Asleep are the engines put to sleep (swap sleep): they hold no share
 	// of the budget, but their processes and weights stay in host memory,
-	// AsleepMemory in all (their memory; issue 26).
+	// AsleepMemory in all (their memory).
 	Asleep       []string `json:"asleep"`
 	AsleepMemory int64    `json:"asleep_memory"`
 }

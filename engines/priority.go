@@ -8,7 +8,7 @@ import (
 // A request's priority travels in its context (WithPriority, limit.go,
 // where it orders an engine's queue); here it orders the scheduler's starts.
 
-// Priority protects warm engines (issue 39). Without it a priority-0 key
+// Priority protects warm engines. Without it a priority-0 key
 // alternating two models stopped a priority-10 key's engine at each of its
 // pauses (14 swaps in 20 s, the high key's median from 0.002 s to 2.65 s):
 // the evict order put the low-priority engines first, but when the

@@ -9,7 +9,7 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
 )
 
-// Priority protects warm engines (issue 39), on engines without processes
+// Priority protects warm engines, on engines without processes
 // (a state set by hand) and a fake clock: a lower-priority start does not
 // stop an engine of a higher-priority use within priority_grace, and does
 // once the grace or its max_wait has passed.

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Why the scheduler did what it did (issue 29): every start, stop and keep
+// Why the scheduler did what it did: every start, stop and keep
 // it decides carries a reason in words, kept on the engine (its last start
 // and its last stop) and on the claims that wait (why each waits), for the
 // admin API, the status page and the log; and counters of its stops and

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Issue 27: a starting engine shows its pid and since when it starts, and
+// A starting engine shows its pid and since when it starts, and
 // its output says when each line came and which start printed it.
 func TestAStartingEngineShowsItsPidAndItsOutputItsRuns(t *testing.T) {
 	e := testEngine(t, "runs", nil, "--load-time", "2s")

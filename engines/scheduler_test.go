@@ -14,7 +14,7 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
 )
 
-// The scheduler's reasons, refusals and device sets (issue 29), on engines
+// The scheduler's reasons, refusals and device sets, on engines
 // without processes (a state set by hand) and a fake clock, then on real
 // engines.
 

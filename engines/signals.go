@@ -15,7 +15,7 @@ import (
 	"github.com/prometheus/common/model"
 )
 
-// Signals (issue 25): what an engine says of its own load, read in the
+// Signals: what an engine says of its own load, read in the
 // background on the gateway's clock and never on a request's path, so a
 // pool can pass over an engine whose own queue is long even when this
 // gateway sent it nothing (another front door did, or its slots are held

@@ -14,7 +14,7 @@ import (
 	"go.uber.org/zap"
 )
 
-// Warm swaps (issue 26): an engine with `swap sleep` is put to sleep where
+// Warm swaps: an engine with `swap sleep` is put to sleep where
 // another would be stopped, and woken where another would be started.
 // vLLM with --enable-sleep-mode frees the GPU on POST /sleep?level=1 and
 // keeps its weights in host memory; POST /wake_up brings it back in a

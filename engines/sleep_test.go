@@ -21,7 +21,7 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/internal/demoengine"
 )
 
-// Warm swaps (issue 26) on real processes (the test binary as the demo
+// Warm swaps on real processes (the test binary as the demo
 // engine, which sleeps, wakes and saves slots): every transition of
 // sleep.go's diagram and slots.go's save and restore.
 

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// llama-server's slot list (issue 25): GET /slots answers one object per
+// llama-server's slot list: GET /slots answers one object per
 // slot, each saying whether it is processing a request:
 //
 //	[{"id":0,"id_task":12,"n_ctx":8192,"is_processing":true,…},{"id":1,…,"is_processing":false,…}]

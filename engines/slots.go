@@ -16,7 +16,7 @@ import (
 	"go.uber.org/zap"
 )
 
-// Slots save (issue 26): llama-server keeps a conversation's KV cache in
+// Slots save: llama-server keeps a conversation's KV cache in
 // one of its slots (--parallel of them) and, with --slot-save-path, writes
 // a slot to a file and reads it back on request:
 //
@@ -36,7 +36,7 @@ import (
 //   - Before the engine is stopped or put to sleep, once its requests have
 //     drained, the slot of each session in the table is saved to a file
 //     named after the engine and the session (a hash: no session key reaches
-//     a file name). A session is the caller's key's own (issue 39): the
+//     a file name). A session is the caller's key's own: the
 //     handler scopes session keys and prompt blocks by the key's name, so
 //     another key's same session id or prompt names another file.
 //   - When a session that has a file takes a slot (after a restart, or after

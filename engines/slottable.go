@@ -53,7 +53,7 @@ type SlotsStatus struct {
 }
 
 // sessionHash names a session key; never 0. The key comes scoped by the
-// caller's gateway key (handler's req.session, issue 39), so the hash, and
+// caller's gateway key (handler's req.session), so the hash, and
 // the file named after it, carry the scope. The hash is SHA-256's first 8
 // bytes, not a fast one: a client chooses its key, and with FNV it could
 // search for a key of its own scope that hashes as another tenant's

@@ -83,7 +83,7 @@ func (e *Engine) Status() Status {
 		s.Health = "up"
 	}
 	if !s.Managed {
-		// one state on every surface (issue 28): the admin API, the
+		// one state on every surface: the admin API, the
 		// status page, /v1/models and the metrics all read this one
 		s.State = e.remoteState()
 		s.Ready = s.State == "ready"

@@ -14,7 +14,7 @@ import (
 
 // Stopping an engine's process. Without a stop command: SIGTERM to its
 // process group, SIGKILL after stop_timeout. With one (stop_cmd, llama-swap's
-// cmdStop; issue 15), the command goes first: `docker stop qwen` for an
+// cmdStop), the command goes first: `docker stop qwen` for an
 // engine run with `docker run`, whose CLI would not pass a signal on to the
 // container. The signals still follow when the command fails at once (SIGTERM
 // then), or when the engine outlives stop_timeout (SIGTERM, and SIGKILL

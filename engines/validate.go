@@ -22,7 +22,7 @@ var foreignPlaceholder = regexp.MustCompile(`\$\{[^}]*\}?`)
 // CheckPlaceholders refuses, in an option that takes {engine.port} (named
 // option, for the error), the placeholders that nothing here fills in and
 // that would reach the engine as written: llama-swap's ${PORT} validates
-// today and fails at the first request with "invalid port" (issue 28), and
+// today and fails at the first request with "invalid port", and
 // {port} is the request's port in a Caddyfile (the adapter turns it into
 // {http.request.port}), never the engine's.
 func CheckPlaceholders(option string, values ...string) error {
@@ -277,7 +277,7 @@ func (c Config) validateTransport() error {
 }
 
 // errNoLocalEngines refuses a `cmd` engine on a platform where the gateway
-// cannot stop a process tree (issue 18: Windows), naming the way out.
+// cannot stop a process tree (Windows), naming the way out.
 func errNoLocalEngines(name string) error {
 	return fmt.Errorf("engine %s: 'cmd' (an engine the gateway starts) is not supported on %s: "+
 		"start the model server yourself and give its address with 'to' (remote engines work on every platform)", name, runtime.GOOS)

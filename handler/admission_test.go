@@ -16,7 +16,7 @@ import (
 
 const opsKey = "ops-key-0123456789abcdef"
 
-// One door for every route (issue 24): each test is an item of the issue
+// One door for every route: each test is an item of the issue
 // that failed before, tried as a hostile key holder would.
 
 // call sends method path body with the key, and answers the status and body.

@@ -315,7 +315,7 @@ func pinnedIn(p *pool, key string) string {
 	return p.order(scoped, nil)[0].id
 }
 
-// A tenant's data is its own (issue 39): a key's prompt prefix and session
+// A tenant's data is its own: a key's prompt prefix and session
 // keys are found only by the same key.
 
 // keyed is the request as the key named name sends it ("" for a key

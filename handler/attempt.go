@@ -282,7 +282,7 @@ func (st *stream) release() {
 var outPool = sync.Pool{New: func() any { b := make([]byte, 0, 1<<10); return &b }}
 
 // tlsReason says why a TLS handshake with the engine failed, naming the
-// transport option that fixes it (issue 16), or "" for another error.
+// transport option that fixes it, or "" for another error.
 func tlsReason(err error) string {
 	var unknownCA x509.UnknownAuthorityError
 	var badName x509.HostnameError

@@ -11,7 +11,7 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 )
 
-// One body, one reading (SPEC §12, issue 39). The gateway routes, counts and
+// One body, one reading (SPEC §12). The gateway routes, counts and
 // filters a request by what it reads of the body; an engine runs what it
 // reads. Wherever the two readings could differ, the body is refused:
 //
@@ -128,7 +128,7 @@ func readCounts(b []byte, f *jsonmember.Fields) (counts, *apierror.Error) {
 const maxEcho = 256
 
 // shorten shortens what the gateway echoes of a caller's input: a message names
-// it, never carries it whole (issue 39: a 404 echoed a 100 KB model name).
+// it, never carries it whole (a 404 echoed a 100 KB model name).
 func shorten(s string, n int) string {
 	if len(s) <= n {
 		return s

@@ -17,7 +17,7 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/internal/laxengine"
 )
 
-// Issue 39, tried as a key holder would against an engine that reads every
+// tried as a key holder would against an engine that reads every
 // request as the laxest real engines do (internal/laxengine): whatever the
 // gateway admits, the engine runs exactly what the gateway read.
 

@@ -149,7 +149,7 @@ func (a *attempt) failureError() *apierror.Error {
 			msg = a.err.Error()
 		}
 		// the scheduler found no room for its start: the box is full, not
-		// the caller too fast (issue 29)
+		// the caller too fast
 		if busy := (*engines.BusyError)(nil); errors.As(a.err, &busy) && busy.Room() {
 			return &apierror.Error{Status: http.StatusServiceUnavailable, Type: apierror.TypeUnavailable, Code: "engine_busy", Message: msg + "; retry later"}
 		}

@@ -67,7 +67,7 @@ func (rt *route) listable(status string) bool {
 
 // listed are the names of rt that /v1/models lists for a key: none for an
 // unlisted engine; every name the key may use with list_aliases; else the
-// first of them, the others being its aliases (issue 28: five engines with
+// first of them, the others being its aliases (five engines with
 // aliases made nine entries in a client's model picker).
 func (g *Gateway) listed(rt *route, kr *keys.Rules) (ids, aliases []string) {
 	if rt.cfg.Unlisted {
@@ -173,7 +173,7 @@ func (g *Gateway) poolIDs(kr *keys.Rules) []string {
 
 // status is a pool's model status: the best of its members' (loaded,
 // then loading, then unloaded), so that a fleet's front door lists the
-// model its nodes serve with the state they report (issue 28).
+// model its nodes serve with the state they report.
 func (p *pool) status(f *fleet) string {
 	best := "unloaded"
 	for _, m := range p.members {

@@ -116,7 +116,7 @@ func (g *Gateway) readPassthrough(w http.ResponseWriter, r *http.Request, rt *ro
 		}
 	} else if len(body) > 0 && looksJSON(ct, body) {
 		// a body an engine reads as JSON is read here as every route
-		// reads one (issue 39: a BOM or UTF-16 passed unread, with a
+		// reads one (a BOM or UTF-16 passed unread, with a
 		// model the key may not use and no filters applied)
 		if gerr := g.scanJSON(body, &req.fields); gerr != nil {
 			return nil, gerr

@@ -82,7 +82,7 @@ func (p *pool) sessionKey(req *request) string {
 	return string(v)
 }
 
-// A tenant's data is its own (issue 39, SPEC §19). What the gateway keeps
+// A tenant's data is its own (SPEC §19). What the gateway keeps
 // on a caller's behalf and finds again by what a later request sends (a
 // pool's sticky sessions and its prefix index here, an engine's saved KV
 // slots in warmswap.go) is found only by requests of the same key.
@@ -252,7 +252,7 @@ func (p *pool) unavailable() *apierror.Error {
 	return &apierror.Error{Status: http.StatusServiceUnavailable, Type: apierror.TypeUnavailable, Code: "pool_unavailable", Message: fmt.Sprintf("every member of pool %s is failing (breakers open) or down, or, with wake off, has the model unloaded; try again shortly", p.cfg.Name)}
 }
 
-// Why a pool chose the member it tried first (issue 25): the access log's
+// Why a pool chose the member it tried first: the access log's
 // pool_choice and llm_gateway_pool_choices_total's reason.
 const (
 	ChoiceSession  = "session"  // the request's session key (rendezvous)

@@ -9,7 +9,7 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 )
 
-// The prefill probe (issue 24): `prefill on` is the operator's word that an
+// The prefill probe: `prefill on` is the operator's word that an
 // engine continues a final assistant message instead of answering it anew,
 // which is what a resumed stream relies on. A chat template that closes the
 // last assistant turn (ollama's) makes the engine start a new answer, and a

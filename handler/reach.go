@@ -2,8 +2,8 @@ package handler
 
 import "github.com/llmgateway/caddy-llm-gateway/handler/keys"
 
-// Every candidate a request can reach is a model its key may use (SPEC §12,
-// issue 39). The door checks the model a request names; a plan reaches
+// Every candidate a request can reach is a model its key may use (SPEC §12).
+// The door checks the model a request names; a plan reaches
 // further: the engine's fallback and context_fallback, the body's
 // "fallbacks", a resume on the fallback. A key that could make its own
 // primary fail (hold its engine's one max_concurrent place with a slow

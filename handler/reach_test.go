@@ -8,7 +8,7 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/handler/config"
 )
 
-// Issue 39's second HIGH finding: a body fallback was checked by its engine
+// The door's second attack found it: a body fallback was checked by its engine
 // only, never by the model it sends.
 func TestEveryCandidateIsAModelTheKeyMayUse(t *testing.T) {
 	lax, laxURL := laxUpstream(t)

@@ -138,7 +138,7 @@ func TestAStreamThatWaitedNamesItsEngineInTrailers(t *testing.T) {
 // BenchmarkRelayPerEvent is what one more event of a committed stream
 // costs the gateway: streams of 1,050 chunks against streams of 50 (the
 // upstream, the client and the request's own cost cancel out), in
-// allocations and bytes per event. Issue 30: none.
+// allocations and bytes per event. None.
 func BenchmarkRelayPerEvent(b *testing.B) {
 	srv := benchGateway(b)
 	client := &http.Client{Transport: &http.Transport{}}

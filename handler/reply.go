@@ -216,7 +216,7 @@ func (rp *reply) pause(ctx context.Context, d time.Duration) bool {
 // the id and model the engine will use; instead the engine's chunks are
 // given the loading chunks' id, created and model (rp.ids, applied at
 // commit as resume applies its own), so that the client sees one stream:
-// SDKs' accumulators refuse a chunk whose id changes mid-stream (issue 28).
+// SDKs' accumulators refuse a chunk whose id changes mid-stream.
 // The engine that answered is named in the stream's comment and trailers.
 type loading struct {
 	rp      *reply

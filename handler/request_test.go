@@ -50,7 +50,7 @@ func (b *pipeBody) Close() error { b.closed = true; return nil }
 // A body read whole over HTTP/2 is closed at once. A read that stops at
 // its Content-Length never asks for the end, and the stream's body buffer
 // stays held until the body is closed, which the server does only when the
-// answer ends: 1 KiB per open stream (issue 30).
+// answer ends: 1 KiB per open stream.
 func TestABodyReadWholeIsClosedAtOnce(t *testing.T) {
 	up, _ := failing(t)
 	g, _ := testGateway(t, fiveEngines(up.URL), nil)

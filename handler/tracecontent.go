@@ -6,7 +6,7 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 )
 
-// trace_content (issue 27): with it on, Result keeps the request's prompt
+// trace_content: with it on, Result keeps the request's prompt
 // and the answer's text for the request's trace span (caddymodule/traces.go),
 // each at most maxTraceContent bytes. With it off (the default) nothing is
 // kept: prompts are the callers'.

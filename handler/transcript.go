@@ -35,7 +35,7 @@ func (t *transcript) add(ev []byte) {
 
 // addScanned records one event from what its scan (grammar.Scan) found,
 // reading the members it needs where the scan found them: no decoding, no
-// allocation but the text's growth (issue 30: this runs for every event of
+// allocation but the text's growth (this runs for every event of
 // a resumable stream).
 func (t *transcript) addScanned(e *grammar.Event) {
 	if t == nil || t.off || e.Kind != grammar.Content || len(e.Data) == 0 || e.Data[0] != '{' {

@@ -13,7 +13,7 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 )
 
-// An engine's max_concurrent (issue 15) as the handler sees it: a request
+// An engine's max_concurrent as the handler sees it: a request
 // beyond the limit (and its queue) is an engine that is busy, which moves on
 // like an upstream 429 but touches no breaker, and without anywhere to go is
 // a 429 engine_busy of the gateway's own, with Retry-After.

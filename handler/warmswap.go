@@ -7,7 +7,7 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/internal/prefix"
 )
 
-// Warm swaps, the request's side (issue 26): on an engine with `slots
+// Warm swaps, the request's side: on an engine with `slots
 // save`, a request is pinned to the slot of its session (engines/slots.go
 // decides which, and restores the session's saved slot first when the
 // engine was stopped or slept since its last turn), by sending llama-server

@@ -14,7 +14,7 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/handler/config"
 )
 
-// Slots save across keys (issue 39): a session is its key's own. The engine
+// Slots save across keys: a session is its key's own. The engine
 // is a fake llama-server (httptest) that records the slot each completion
 // is pinned to and each slot save and restore; the gateway runs a dummy
 // process for it, so that a stop saves the slots and the next request

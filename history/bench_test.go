@@ -10,8 +10,8 @@ import (
 )
 
 // BenchmarkAdd is the history's cost on the request path: a record handed
-// to the writer (the writer itself runs on another goroutine). Issue 27
-// asks for at most 2 µs.
+// to the writer (the writer itself runs on another goroutine). The goal is at most
+// 2 µs.
 func BenchmarkAdd(b *testing.B) {
 	s, err := Open(Options{Path: filepath.Join(b.TempDir(), "quota.db")})
 	if err != nil {

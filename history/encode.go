@@ -9,7 +9,7 @@ import (
 
 // A record is written by hand, not by encoding/json: the writer encodes
 // every request the gateway serves, and reflection made that the larger
-// part of the history's cost (issue 30: 1 % of Caddy's CPU on 50-chunk
+// part of the history's cost (1 % of Caddy's CPU on 50-chunk
 // streams). The bytes are encoding/json's own, member for member and
 // escape for escape (FuzzEncode), so files written before and after read
 // alike; records are still read with encoding/json.

@@ -87,7 +87,7 @@ func (l *Limiter) Admit(key string, rules Rules, estimate int64) (*Ticket, Decis
 		// script Redis received may still run there (a stalled Redis runs
 		// what it was sent when the stall ends) and count this request
 		// itself: then pushing the local count too would count it twice
-		// (issue 24, item 10). So it is counted here and left out of the
+		//. So it is counted here and left out of the
 		// push; the next sync brings Redis's total, with it or without.
 		push = outcome == unsent
 	}
@@ -171,7 +171,7 @@ func (ks *keyState) reserve(c *core, rules Rules, estimate int64, now time.Time)
 // fits says whether a reservation of need tokens may join a counter under
 // a limit of n tokens: used + reserved + need must stay within n, except
 // that a request whose reservation alone is larger than n goes alone, when
-// nothing is reserved in flight and the window is not spent (issue 24, item
+// nothing is reserved in flight and the window is not spent (item
 // 4). Refused by the plain rule it could never pass, however long it
 // waited; admitted alone, it reserves its whole estimate, so every other
 // request waits for it and the overshoot is bounded by that one request.

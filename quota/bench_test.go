@@ -7,7 +7,7 @@ import (
 )
 
 // The hot path as the handler pays it: Admit then Done, on the wall clock,
-// with the embedded store flushing in the background. Issue 14 allows a
+// with the embedded store flushing in the background. The goal allows a
 // key with limits at most 5 µs more than a key without; compare
 // no-rules with the others (ns/op).
 func BenchmarkAdmitDone(b *testing.B) {

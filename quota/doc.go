@@ -1,5 +1,5 @@
 // Package quota counts what named gateway keys spend, requests and tokens,
-// against their rate limits and token budgets (issue 14). It knows key
+// against their rate limits and token budgets. It knows key
 // names only, never a key's secret, and nothing of HTTP: the handler asks
 // Admit before a request, settles the ticket when the answer ends, and turns
 // the Decision into a 429 and OpenAI's x-ratelimit-* headers.
@@ -31,7 +31,7 @@
 //
 // Admit and Done hold the key's mutex for a few additions and never across
 // I/O; a key with three limits costs a few hundred nanoseconds more than a
-// key without (BenchmarkAdmitDone), far inside issue 14's 5 µs.
+// key without (BenchmarkAdmitDone), far inside the goal of 5 µs.
 //
 // # Overshoot bounds
 //
@@ -74,8 +74,8 @@
 // may still run there: a stalled Redis runs what it was sent when it
 // resumes, though the client has given up. Its request is decided and
 // counted on the local counters but left out of the push, so that it is
-// counted once, by the script, and not a second time by the push (issue 24,
-// item 10: a stall had left 11 counted for 5 admitted). A request that
+// counted once, by the script, and not a second time by the push (a stall
+// had left 11 counted for 5 admitted). A request that
 // never reached Redis (no connection) is pushed, as any counted while
 // degraded. Left over: such a request refused locally is still counted if
 // its script runs and fits, and one whose script dies with Redis is counted

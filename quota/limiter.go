@@ -269,7 +269,7 @@ func (c *core) handle(onDegraded func(error)) *Limiter {
 // configuration, so the map stays as small as the config. With Redis, first
 // sight reads the key's counters from Redis (pull) before anything is
 // counted or shown: a key over its budget there is over it here too, right
-// after a restart (issue 24, item 5). Callers that come meanwhile wait for
+// after a restart. Callers that come meanwhile wait for
 // that read.
 func (c *core) state(key string) *keyState {
 	v, ok := c.keys.Load(key)

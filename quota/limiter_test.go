@@ -317,7 +317,7 @@ func TestUsageAndReset(t *testing.T) {
 	}
 }
 
-// Issue 24, item 4: an estimate larger than the budget itself is not
+// An estimate larger than the budget itself is not
 // refused forever. It goes alone, when nothing is reserved and the window
 // is not spent, and everything else waits for it.
 func TestAnEstimateLargerThanTheBudgetGoesAlone(t *testing.T) {

@@ -345,7 +345,7 @@ func TestTwoProcessesShareOneRedis(t *testing.T) {
 	}
 }
 
-// Issue 24, item 5: a gateway that starts (a restart, a new instance) reads
+// A gateway that starts (a restart, a new instance) reads
 // a key's counters from Redis before its first admission, and shows them.
 func TestARestartedGatewayReadsTheKeysCountsFromRedisFirst(t *testing.T) {
 	srv := startRedis(t)
@@ -421,7 +421,7 @@ func TestARestartedGatewayReadsTheKeysCountsFromRedisFirst(t *testing.T) {
 	}
 }
 
-// Issue 24, item 10: a Redis stall leaves the count at what was admitted.
+// A Redis stall leaves the count at what was admitted.
 // A rate script sent to a stalled Redis times out here and runs there when
 // the stall ends; its request was decided on the local counters meanwhile,
 // and must not be pushed as well. Requests that never reached Redis (here:
@@ -472,7 +472,7 @@ func TestARedisStallCountsEachAdmissionOnce(t *testing.T) {
 	}
 }
 
-// Issue 24, item 10: the request path's budget is RedisConfig.Timeout, not
+// The request path's budget is RedisConfig.Timeout, not
 // a fixed 100ms a loaded host can miss.
 func TestTheRequestPathWaitsForRedisAsLongAsTimeoutSays(t *testing.T) {
 	srv := startRedis(t)

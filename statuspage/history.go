@@ -11,7 +11,7 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/history"
 )
 
-// The page's request history and its charts (issue 27), read from the
+// The page's request history and its charts, read from the
 // gateway's history store:
 //
 //	GET <prefix>/api/history?model=&key=&engine=&status=&since=&before=&limit=   one page, newest first (history.ParseQuery); ?format=jsonl: every record, as JSON lines

@@ -4,8 +4,7 @@ import "github.com/llmgateway/caddy-llm-gateway/engines"
 
 // linesEvent is one "lines" event of an engine's output: the lines, and
 // beside them each line's time (Unix ms) and run (the engine's start that
-// printed it), so the page stamps each line and draws a line between runs
-// (issue 27).
+// printed it), so the page stamps each line and draws a line between runs.
 type linesEvent struct {
 	Lines []string `json:"lines"`
 	At    []int64  `json:"at"`

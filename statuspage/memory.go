@@ -7,7 +7,7 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 )
 
-// The scheduler on the page (issue 29): for each memory budget (the
+// The scheduler on the page: for each memory budget (the
 // handler's, each device set's) and each exclusive group, what is used of
 // it, the starts waiting in the order they will be served and why, each
 // engine's share, why it may not be stopped now and why it last started and

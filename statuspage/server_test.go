@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// TestTheAdminPageOpensItsStreamsWhenOperatorsHoldTheRest (issue 39):
+// TestTheAdminPageOpensItsStreamsWhenOperatorsHoldTheRest:
 // operators' pages on sites may hold every stream they are allowed, 56 of
 // the 64; the admin endpoint's page still opens its own, up to the 8 kept in
 // reserve for it.

@@ -6,7 +6,7 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 )
 
-// Warm swaps on the page (issue 26): a sleeping engine shows as "sleeping"
+// Warm swaps on the page: a sleeping engine shows as "sleeping"
 // with its pid (its process and weights stay in host memory), the moment
 // its idle_timeout will stop it; a ready idle engine with sleep_after
 // shows when it will sleep. The memory card lists the sleeping engines and

@@ -67,7 +67,7 @@ type engineView struct {
 	RemoteReachable  *bool             `json:"reachable,omitempty"`    // a remote engine's last probe
 	RemoteProbedAtMs int64             `json:"probed_at,omitempty"`
 	// Limit is the engine's max_concurrent and queue with their use now
-	// (issue 15); absent without max_concurrent.
+	//; absent without max_concurrent.
 	Limit *engines.LimitStatus `json:"limit,omitempty"`
 }
 
@@ -89,7 +89,7 @@ type memberView struct {
 	Skipped     bool   `json:"skipped,omitempty"`
 }
 
-// keyView is a named key with limits (issue 14), by its configured name:
+// keyView is a named key with limits, by its configured name:
 // the page is never sent a token.
 type keyView struct {
 	Name   string      `json:"name"`

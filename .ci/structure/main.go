@@ -1,5 +1,5 @@
 // Command structure measures the module's production packages, so that no
-// size or structure figure is taken by hand (issue 40). Run it from the
+// size or structure figure is taken by hand. Run it from the
 // module's root:
 //
 //	go run ./.ci/structure              # print, and fail when a limit is broken
@@ -50,7 +50,7 @@ const (
 )
 
 // allowedLarge names the files, relative to the module root, that may pass
-// maxFileLines: the JSON member scanner is one concern (issue 40).
+// maxFileLines: the JSON member scanner is one concern.
 var allowedLarge = map[string]bool{
 	"internal/jsonmember/scan.go": true,
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/internal/prefix"
 )
 
-// engine is a fake inference engine with a prefix cache (issue 25): it keeps
+// engine is a fake inference engine with a prefix cache: it keeps
 // an LRU of the block hashes of the prompts it processed, charges prompt
 // time per block it does not hold and decode time per token, serves a
 // bounded number of requests at once (its slots) and queues the rest, and

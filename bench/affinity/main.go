@@ -1,4 +1,4 @@
-// Command affinity measures how a pool chooses (issue 25): four fake engines
+// Command affinity measures how a pool chooses: four fake engines
 // with a prefix cache (engine.go) behind llm_gateway, run in this process,
 // and the same workload under balance round_robin, least_loaded and
 // affinity, interleaved in rounds whose order rotates. Two workloads: (a)

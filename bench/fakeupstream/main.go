@@ -25,7 +25,7 @@
 //     id and the tokens its answers cost (prompt and completion, reported
 //     or not).
 //
-// The door's part of the hostile phase (issue 24) counts tokens, so the
+// The door's part of the hostile phase counts tokens, so the
 // upstream answers as an engine does: an answer is X-Bench-Answer-Tokens
 // completion tokens long (default 24, or 48 for a stream: its content
 // chunks), cut to the request's max_tokens or max_completion_tokens, and a
@@ -79,7 +79,7 @@ type upstream struct {
 
 // errorBodySize is the size of a failing answer's body: large, like the
 // 64 KiB error pages that made the gateway's memory grow with every
-// attempt before it kept only 4 KiB of each later one (issue 13).
+// attempt before it kept only 4 KiB of each later one.
 const errorBodySize = 64 << 10
 
 // maxPad bounds X-Bench-Chunk-Pad.
@@ -241,7 +241,7 @@ func (a ask) usage() []byte {
 // readAsk reads the answer's length (X-Bench-Answer-Tokens, cut to the
 // body's token limits, for each of its n or best_of choices) and
 // stream_options.include_usage. Numbers are read as pydantic engines read
-// them (5e3, 5000.0 and "5000" are 5000): the door's round 2 (issue 39)
+// them (5e3, 5000.0 and "5000" are 5000): the door's round 2
 // spends what a lax engine would. The body is decoded only when it names
 // one of them: the other phases pay a search.
 func readAsk(r *http.Request, body []byte, stream bool) ask {

@@ -8,7 +8,7 @@ import (
 )
 
 // A stream that ended without data: [DONE] is reported with its last event:
-// a gateway's in-band error says why it ended (issue 30: the one stream in
+// a gateway's in-band error says why it ended (the one stream in
 // 20,000 that ended so was never explained).
 func TestLastEventNamesWhatEndedAStream(t *testing.T) {
 	tail := []byte("data: {\"choices\":[]}\n\ndata: {\"error\":{\"message\":\"engine up: connect refused\"}}\n\n")

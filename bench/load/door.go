@@ -16,7 +16,7 @@ import (
 	"time"
 )
 
-// The door (issue 24): keys with rules, tried as a hostile key holder
+// The door: keys with rules, tried as a hostile key holder
 // would, on every route of llm_gateway alone, in a Caddy of its own whose
 // counters start at zero. Four parts:
 //
@@ -196,7 +196,7 @@ var doorBursts = []struct {
 	{"burst-max-tokens", "max_tokens", fmt.Sprintf(`{"model":"bench","stream":true,"max_tokens":%d,%s}`, doorAnswer, doorMessages), 1.2},
 	{"burst-max-completion", "max_completion_tokens", fmt.Sprintf(`{"model":"bench","stream":true,"max_completion_tokens":%d,%s}`, doorAnswer, doorMessages), 1.2},
 	{"burst-none", "no token limit", doorStream, 2},
-	// round 2 (issue 39): the limit and the choices as lax engines read them
+	// round 2: the limit and the choices as lax engines read them
 	{"burst-string", `max_tokens "905"`, fmt.Sprintf(`{"model":"bench","stream":true,"max_tokens":"%d",%s}`, doorAnswer, doorMessages), 1.2},
 	{"burst-float", "max_tokens 9.05e2", `{"model":"bench","stream":true,"max_tokens":9.05e2,` + doorMessages + `}`, 1.2},
 	{"burst-n", "n 10, max_tokens 90", `{"model":"bench","stream":true,"n":10,"max_tokens":90,` + doorMessages + `}`, 1.2},
@@ -205,7 +205,7 @@ var doorBursts = []struct {
 
 // caseVariants are streams that name stream or stream_options in another
 // spelling: a Go engine reads them as the member, the gateway must refuse
-// them (issue 24, item 3).
+// them.
 var caseVariants = []string{
 	`{"model":"bench","Stream":true,` + doorMessages + `}`,
 	`{"model":"bench","STREAM":true,` + doorMessages + `}`,
@@ -412,7 +412,7 @@ func runDoor(ctx context.Context, e *env) (doorResult, error) {
 	reset := doorCall{method: http.MethodPost, path: "/llm/api/keys/burst-none/reset", key: "ops"}.send(ctx, client, gw, "door-ops-reset")
 	res.operatorControl = fmt.Sprintf("%d, %d", state.status, reset.status)
 
-	// 5 and 6: round 2 (issue 39)
+	// 5 and 6: round 2
 	res.round2, err = runDoor2(ctx, e, client, gw, up)
 	return res, err
 }

@@ -18,7 +18,7 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/internal/laxengine"
 )
 
-// The door, round 2 (issue 39), after the door's four parts, in the same
+// The door, round 2, after the door's four parts, in the same
 // Caddy (the bursts of part 2 hold the lax spellings of the limits and of
 // n):
 //

@@ -23,7 +23,7 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/bench/internal/harness"
 )
 
-// The hostile mix (issue 13) runs against llm_gateway alone. Its limits are
+// The hostile mix runs against llm_gateway alone. Its limits are
 // the gateway's defaults (hconfig.DefaultMaxFallbacks and
 // DefaultMaxAttempts; a test keeps them equal), written into its Caddyfile.
 const (
@@ -70,7 +70,7 @@ var mixWeights = [kinds]int{35, 15, 10, 10, 30}
 
 // notRetried are the failing statuses that move on to the next candidate
 // without a retry and without touching a breaker: nothing but the caps
-// shortens such a walk (issue 13: 60,000 items were 60,001 calls).
+// shortens such a walk (60,000 items were 60,001 calls).
 var notRetried = []string{"401", "403", "404"}
 
 // mixResult is one request of the mix as its client saw it.

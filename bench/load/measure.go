@@ -73,7 +73,7 @@ type latencyResult struct {
 // share one loop and take turns, request by request: a pause of the
 // machine or of the one Caddy both sites live in falls on each alike,
 // where one run after the other left it to chance which target's tail it
-// made (issue 30: the p99 of one round's pair differed 0.08-3.46x).
+// made (the p99 of one round's pair differed 0.08-3.46x).
 func latency(ctx context.Context, urls []string, rate int, dur time.Duration) []latencyResult {
 	clients := make([]*http.Client, len(urls))
 	for i := range urls {

@@ -12,7 +12,7 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/bench/internal/harness"
 )
 
-// The phases of issue 30: what a streamed chunk costs in system calls, and
+// The phases of What a streamed chunk costs in system calls, and
 // ten thousand streams held open at once.
 
 // syscallsPhase counts the Caddy process's system calls per streamed chunk

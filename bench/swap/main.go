@@ -1,7 +1,7 @@
 //go:build unix
 
 // Command swap measures how well a gateway shares one GPU between models that
-// do not fit together (issue 29): engines that take a scripted time to load
+// do not fit together: engines that take a scripted time to load
 // (the gateway binary's demo engine, --load-time), only one running at a time,
 // and a request trace in which the models alternate. It plays the same trace
 // against each target and prints, per target, the engine starts, the time
@@ -12,7 +12,7 @@
 //	gw-memory   this gateway, `memory 1` per engine and `memory_budget 1` (the
 //	            scheduler of issue 29); "not available" while the config does
 //	            not adapt
-//	gw-sleep    gw-memory with `swap sleep` (issue 26): an evicted engine sleeps
+//	gw-sleep    gw-memory with `swap sleep`: an evicted engine sleeps
 //	            (the demo engine's -wake-time, -sleep-time) instead of stopping
 //	llama-swap  llama-swap (-llama-swap names its binary), the engines in one
 //	            group with swap: true, exclusive: true
@@ -25,7 +25,7 @@
 // saturating model A while an interactive key asks A once a second, with and
 // without the scheduler's `priority` per key.
 //
-// A third, warm (issue 26, warm.go): the time of a swap between two
+// A third, warm (warm.go): the time of a swap between two
 // sleep-capable engines against their cold start, and the prompt tokens an
 // engine processes for a conversation resumed after it was swapped out,
 // with and without `slots save`.

@@ -18,7 +18,7 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/bench/internal/harness"
 )
 
-// Warm swaps (issue 26), with the demo engine's scripted sleep mode
+// Warm swaps, with the demo engine's scripted sleep mode
 // (-wake-time, -sleep-time: vLLM's published level-1 wake is 0.1-0.4 s
 // against 30-100+ s for a cold load) and slots (-slots, -slot-save-path,
 // -prefill-per-token):

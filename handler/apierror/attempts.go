@@ -11,7 +11,7 @@ import (
 // The note is spliced into the body as the engine wrote it: the body is
 // scanned, not decoded and encoded again, because a failing engine's
 // error body can be large and a hostile caller can make many of them
-// (issue 30's mix beside the streams).
+// (the hostile mix the bench runs beside the streams).
 func WithAttempts(body []byte, attempts string) []byte {
 	f, err := jsonmember.ScanAnswer(body)
 	if err != nil || !f.Error.OK() {

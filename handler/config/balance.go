@@ -3,7 +3,7 @@ package config
 import "fmt"
 
 // Balance is how a pool chooses a member for a request without a session
-// key (issue 25): by the prompt prefix a member already holds, gated by
+// key: by the prompt prefix a member already holds, gated by
 // load, as SGLang's and vLLM's cache-aware routers do.
 type Balance struct {
 	// Policy is affinity (the member that was sent the longest prefix of

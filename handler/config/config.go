@@ -80,7 +80,7 @@ type Config struct {
 	// caller's key may use, with the others as "aliases": a model picker
 	// shows each model once, as llama-swap does by default
 	// (includeAliasesInList: false), and an alias, there for clients that
-	// hard-code a name, is still served (issue 28). Default: false.
+	// hard-code a name, is still served. Default: false.
 	ListAliases bool `json:"list_aliases,omitempty"`
 
 	// AnnotateResponse adds "extra_fields" (provider, model, latency_ms,
@@ -126,7 +126,7 @@ type Config struct {
 
 	// MemoryBudget is the memory the engines with a memory size share on
 	// this box (a GPU's): the scheduler starts an engine only if it fits
-	// beside what runs, stopping idle engines to make room (issue 29).
+	// beside what runs, stopping idle engines to make room.
 	// Default: 0 (engines may not declare memory).
 	MemoryBudget int64 `json:"memory_budget,omitempty"`
 
@@ -142,7 +142,7 @@ type Config struct {
 
 	// PriorityGrace is how long an idle engine whose last use was of a
 	// higher key priority is kept from being stopped for a lower-priority
-	// start (issue 39); a start that has waited max_wait stops it all the
+	// start; a start that has waited max_wait stops it all the
 	// same. 0 turns the protection off. Default: 30s.
 	PriorityGrace *caddy.Duration `json:"priority_grace,omitempty"`
 

@@ -9,7 +9,7 @@ import (
 )
 
 // Every default of the handler and its pools is filled by WithDefaults, in
-// one place (issue 40), and filling a filled config changes nothing.
+// one place, and filling a filled config changes nothing.
 func TestWithDefaultsFillsEveryDefaultOnce(t *testing.T) {
 	c := Config{Pools: []PoolConfig{{Name: "auto", Members: []string{"a", "b", "c"}}}}.WithDefaults()
 	checks := []struct {

@@ -104,7 +104,7 @@ func SplitKeys(keys []Key) []Key {
 // the page names no operator keys of its own: the keys marked operator, or,
 // when none is, every key without rules. A key with rules (models, rates,
 // budgets) is never an operator: it could reset its own budget, stop every
-// engine and read other teams' usage and engines' output (issue 24).
+// engine and read other teams' usage and engines' output.
 func OperatorTokens(keys []Key) []string {
 	marked := slices.ContainsFunc(keys, func(k Key) bool { return k.Operator })
 	var out []string

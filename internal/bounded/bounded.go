@@ -19,7 +19,7 @@ var ErrTooLarge = errors.New("body too large")
 // (4 KiB to 1 MiB), joined once at the end: a body that stalls holds at most
 // about 1.04 times what it sent, and one that passes the limit is refused
 // at the chunk that passes it. Growing one buffer by appending held up to
-// three times the body while it was copied (issue 39: ten unsized bodies
+// three times the body while it was copied (ten unsized bodies
 // over max_body took 780 MB before their 413s).
 func Read(rc io.Reader, length, limit int64) ([]byte, error) {
 	const firstRead = 4 << 10
@@ -63,7 +63,7 @@ func join(chunks [][]byte, total int64) []byte {
 // SizeText says a size the way an operator writes it in the Caddyfile: in
 // the largest unit it is a whole number of (1KiB, 32MiB, 5MB), else in
 // bytes. The config keeps only the number, and humanize.IBytes would say
-// "1.0 KiB" for `max_body 1KiB` (issue 28: the 413 said "1024 bytes").
+// "1.0 KiB" for `max_body 1KiB` (the 413 said "1024 bytes").
 func SizeText(n int64) string {
 	units := []struct {
 		size int64

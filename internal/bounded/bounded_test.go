@@ -37,7 +37,7 @@ func allocated(f func()) uint64 {
 	return after.TotalAlloc - before.TotalAlloc
 }
 
-// Issue 39: an unsized body grew one buffer by appending, and held up to
+// An unsized body grew one buffer by appending, and held up to
 // three times what it sent while it was copied; 100 stalled uploads of
 // 900 KB held about 2 MB each.
 func TestAStalledUnsizedBodyHoldsLittleMoreThanItSent(t *testing.T) {
@@ -93,7 +93,7 @@ func TestAnAnnouncedBodyIsNotAllocatedBeforeItArrives(t *testing.T) {
 	}
 }
 
-// The 413 says max_body as the operator writes it (issue 28, item 13).
+// The 413 says max_body as the operator writes it.
 func TestSizeTextSaysASizeAsConfigured(t *testing.T) {
 	t.Parallel()
 	for n, want := range map[int64]string{

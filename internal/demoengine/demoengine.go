@@ -6,7 +6,7 @@
 // embeddings (floats or base64, as the SDKs ask), /v1/models and a
 // llama-server-like /health that answers 503 "Loading model" while it
 // "loads". Every answer has the shape OpenAI's API gives it, so every SDK's
-// defaults work against it (issue 18: the Node SDK asks embeddings in base64
+// defaults work against it (the Node SDK asks embeddings in base64
 // and silently decoded floats as garbage).
 //
 // It runs as `caddy llm-demo-engine --port N` (the module registers the

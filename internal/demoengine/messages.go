@@ -71,7 +71,7 @@ func anthropicError(w http.ResponseWriter, status int, typ, msg string) {
 // content_block_start, ping, content_block_delta (a few words each),
 // content_block_stop, message_delta (the stop reason and the output
 // tokens) and message_stop. A word counts as a token: an answer longer than
-// max_tokens stops there with stop_reason "max_tokens" (issue 28: the
+// max_tokens stops there with stop_reason "max_tokens" (the
 // README advertised /v1/messages and the demo engine answered 404).
 func (s *server) messages(w http.ResponseWriter, r *http.Request) {
 	body, ok := s.readAnthropic(w, r)

@@ -6,7 +6,7 @@ import (
 )
 
 // The demo engine's /metrics, in llama-server's names (its --metrics), so
-// an engine with `signals metrics` can be tried on it (issue 25): the
+// an engine with `signals metrics` can be tried on it: the
 // requests it is answering, and none deferred (it never queues).
 
 // withMetrics serves GET /metrics on mux and counts the requests in flight

@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// Warm swaps (issue 26), played with scripted timings so tests and the
+// Warm swaps, played with scripted timings so tests and the
 // bench can measure them:
 //
 //   - vLLM's sleep mode: POST /sleep?level=N (takes -sleep-time), POST

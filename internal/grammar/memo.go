@@ -41,7 +41,7 @@ func (m *Memo) scan(f *jsonmember.Fields, data []byte, mode jsonmember.Mode) err
 }
 
 // memos are pooled: a relay holds one only while it relays the events of
-// one read, and a stream waiting for its engine none (issue 30: memory per
+// one read, and a stream waiting for its engine none (memory per
 // open stream). A memo another stream used is safe to take: it resumes
 // only an event that repeats its bytes.
 var memos = sync.Pool{New: func() any { return new(Memo) }}

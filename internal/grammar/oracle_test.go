@@ -8,7 +8,7 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/internal/sse"
 )
 
-// The classifiers Scan replaced (issue 30), kept as the fuzz test's
+// The classifiers Scan replaced, kept as the fuzz test's
 // oracle: each read an event again, and probe decoded it.
 
 // classify says what an event is. With probe, a data event is decoded

@@ -14,7 +14,7 @@ type Grammar struct {
 	End       int
 }
 
-// Event is what one pass over an event tells the relay (issue 30: the
+// Event is what one pass over an event tells the relay (the
 // classifiers in one pass). Before this, an event was classified, then
 // searched for the end of the answer, for an empty choices array, for
 // Anthropic's prompt usage, and scanned again to rewrite its ids.

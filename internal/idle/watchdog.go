@@ -16,7 +16,7 @@ import (
 // watchdog's turn comes, the scheduler looks at its last read and either
 // fires it or puts it back for the rest of the gap, so a busy stream costs
 // no timer operation per event, and an open stream neither a timer nor a
-// goroutine of its own (issue 30: ten thousand open streams).
+// goroutine of its own (ten thousand open streams).
 //
 // It measures the engine only: while the relay is blocked writing to a slow
 // client (blocked), the budget does not run, so a client that stops

@@ -148,7 +148,7 @@ func insertMember(b []byte, obj int, name string, value []byte) []byte {
 // reader could take two ways: one whose name folds to the path's name
 // without being it ("Chat_Template_Kwargs"), or the name given twice. A
 // filter edits the exact name, an engine that folds names may read the
-// other: such a body is refused rather than guessed (issue 24).
+// other: such a body is refused rather than guessed.
 func Misspelled(body []byte, path []string) (string, bool) {
 	obj := SkipSpace(body, 0)
 	for _, seg := range path {

@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// Numbers as the laxest engines read them (issue 39). vLLM and SGLang
+// Numbers as the laxest engines read them. vLLM and SGLang
 // validate requests with pydantic in lax mode: a token limit or a choice
 // count may come as 5000, 5e3, 5000.0 or "5000", and every one of them is
 // the engine's 5000. The gateway reserves tokens by the same reading, or

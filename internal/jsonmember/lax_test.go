@@ -8,7 +8,7 @@ import (
 )
 
 // The spellings vLLM and SGLang (pydantic, lax mode) read as a whole
-// number, read alike here (issue 39).
+// number, read alike here.
 func TestLaxIntReadsWhatPydanticReads(t *testing.T) {
 	for raw, want := range map[string]int64{
 		`5000`: 5000, `5e3`: 5000, `5000.0`: 5000, `"5000"`: 5000, `" 5000 "`: 5000,

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// FuzzOneReading is the differential check of the spelling rule (issue 24):
+// FuzzOneReading is the differential check of the spelling rule:
 // for any body the gateway accepts, what it routes by (model), counts by
 // (stream, max_tokens) and filters (a nested set) is what Go's
 // encoding/json reads (names folded, the last one wins: ollama, LocalAI)

@@ -141,7 +141,7 @@ const (
 // keep: a Fields is over 500 bytes, and each copy returned by value takes
 // room in one more stack frame. On HTTP/2, where every request has a
 // goroutine of its own, those copies grew the handler's stack from 8 to
-// 16 KiB per open stream (issue 30).
+// 16 KiB per open stream.
 func (f *Fields) Scan(b []byte, mode Mode) error { return f.scan(b, mode, nil) }
 
 func (f *Fields) scan(b []byte, mode Mode, note *Resume) error {
@@ -277,7 +277,7 @@ func (f *Fields) slot(rawName []byte) *Member {
 // ignoring case and takes the last, Python's json takes the exact name, so a
 // variant would be read one way by the gateway and another by an engine.
 //
-// n and best_of (issue 39) are read for the reservation: every engine
+// n and best_of are read for the reservation: every engine
 // answers n choices, each up to the token limit.
 var ReadNames = [...]string{"model", "stream", "stream_options", "fallbacks", "max_tokens",
 	"max_completion_tokens", "max_output_tokens", "user", "prompt_cache_key", "messages",

@@ -6,7 +6,7 @@ package jsonmember
 // chunk) and differ from the first member whose value is an object or an
 // array ("choices", Anthropic's "delta"): a chunk that repeats the last
 // one's bytes up to there is scanned from there, with what the last scan
-// had found before it (issue 30: the scan is the gateway's own cost per
+// had found before it (the scan is the gateway's own cost per
 // event).
 type Resume struct {
 	// At is the offset of that member's key (its opening quote) in the

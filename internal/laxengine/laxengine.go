@@ -1,6 +1,6 @@
 // Package laxengine is an OpenAI-shaped model server that reads requests
-// the way the laxest real engines do, for tests of the gateway's door
-// (issue 39): it knows nothing of the gateway, and runs what it reads.
+// the way the laxest real engines do, for tests of the gateway's door:
+// it knows nothing of the gateway, and runs what it reads.
 //
 //   - the body: the first JSON value, whatever the Content-Type (ollama's
 //     OpenAI layer binds with json.NewDecoder), after a byte order mark is

@@ -57,7 +57,7 @@ func Boundary(contentType string) (string, bool) {
 // given twice (under any case, as with JSON members) is an error: the engine
 // might read the other one.
 //
-// The framing is read strictly (issue 39), because engines do not all read
+// The framing is read strictly, because engines do not all read
 // a form as a form: ollama's OpenAI layer decodes the first JSON value of a
 // body whatever its Content-Type, so a JSON object in the preamble would be
 // run by the engine while the gateway routed and counted the form. Only

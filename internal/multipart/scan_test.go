@@ -35,7 +35,7 @@ func TestAFormAsTheSDKsWriteItIsRead(t *testing.T) {
 	}
 }
 
-// The first HIGH finding of issue 39: a JSON object before the form's first
+// The first HIGH finding of A JSON object before the form's first
 // boundary is what ollama runs (it decodes the first JSON value whatever the
 // Content-Type) while the gateway would route by the form.
 func TestAFormWithDataAroundItsPartsIsRefused(t *testing.T) {

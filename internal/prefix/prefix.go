@@ -1,5 +1,5 @@
 // Package prefix is an approximate index of the prompt prefixes a pool sent
-// to each of its members (issue 25), so a conversation's next turn can go
+// to each of its members, so a conversation's next turn can go
 // where its earlier turns are still in the engine's KV cache.
 //
 // A prompt is cut into fixed-size blocks of bytes (no tokenizer), and block

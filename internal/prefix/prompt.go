@@ -2,7 +2,7 @@ package prefix
 
 import "github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 
-// The prompt an index hashes (issue 25): the bytes of a request's
+// The prompt an index hashes: the bytes of a request's
 // conversation as the client sent them: Anthropic's "system" then
 // "messages" for a chat; "prompt" or "input" otherwise. A client resends a
 // conversation's earlier turns byte for byte, so the next turn's prompt

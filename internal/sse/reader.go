@@ -33,7 +33,7 @@ const MaxEventSize = 1 << 20
 // half of (never one it fills, so never one it grows from again): a stream
 // that was fast for a while (a relay that fell behind its engine, a large
 // event) is back at 1 KiB at its first slow event instead of halving once
-// per event (issue 30: a thousand streams opened at once kept 5 KiB each
+// per event (a thousand streams opened at once kept 5 KiB each
 // for their first seconds), and a stream whose reads bring a steady 1 or
 // 2 KiB keeps the size it needs instead of going back and forth.
 const (
@@ -160,7 +160,7 @@ func (s *Reader) Next() ([]byte, error) {
 // sign. Reading into the space left after the events already taken would
 // fill it whenever a slow stream's read found an event and a half waiting
 // (the relay a little behind the engine, as on a busy gateway), and every
-// slow stream would grow its buffer, 2 KiB and more, for nothing (issue 30).
+// slow stream would grow its buffer, 2 KiB and more, for nothing.
 func (s *Reader) fill() {
 	if s.start > 0 {
 		s.end = copy(s.buf, s.buf[s.start:s.end])

@@ -43,8 +43,8 @@ func readEvents(t *testing.T, r *Reader, n int) {
 
 // A slow stream keeps its first, small buffer however its events fall
 // against it: a read that finds an event and a half waiting fills what is
-// left of the buffer, and that is no sign of a fast stream (issue 30:
-// thousands of open streams each kept 2 KiB and more).
+// left of the buffer, and that is no sign of a fast stream
+// (thousands of open streams each kept 2 KiB and more).
 func TestSlowStreamKeepsItsSmallBuffer(t *testing.T) {
 	src := &lagging{rest: bytes.Repeat(benchChunk, 500), perTick: len(benchChunk) * 5 / 2}
 	r := NewReader(src)

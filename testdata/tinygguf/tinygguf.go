@@ -1,6 +1,6 @@
 // Package tinygguf writes a tiny random-weight llama model as a GGUF v3 file,
 // so that tests and examples can run a real model server (ollama,
-// llama.cpp's llama-server) without downloading a model (issue 8).
+// llama.cpp's llama-server) without downloading a model.
 //
 // The model is architecture llama with F32 tensors: embedding 64, 2 blocks,
 // 4 heads, feed-forward 128, context 2048, and a SentencePiece-style
