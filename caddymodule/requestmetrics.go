@@ -1,0 +1,85 @@
+package caddymodule
+
+import (
+	"strconv"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/llmgateway/caddy-llm-gateway/handler"
+)
+
+// hooks are the handler's counters.
+var hooks = handler.Hooks{
+	Fallback: func(engine, fallback, reason string) {
+		metrics.fallbacks.WithLabelValues(engine, fallback, reason).Inc()
+		emit("llm_gateway.fallback_used", map[string]any{"engine": engine, "fallback": fallback, "reason": reason})
+	},
+	Retry:   func(engine string) { metrics.retries.WithLabelValues(engine).Inc() },
+	Replay:  func(pool string) { metrics.replays.WithLabelValues(pool).Inc() },
+	Dropped: func(engine string) { metrics.dropped.WithLabelValues(engine).Inc() },
+	Resume: func(engine, fallback, outcome string) {
+		metrics.resumes.WithLabelValues(engine, fallback, outcome).Inc()
+	},
+}
+
+// observeRequest counts one finished request.
+func observeRequest(res *handler.Result) {
+	model := res.ModelAsked
+	if !res.Known {
+		model = "" // a name the client made up is no label value
+	}
+	s := seriesOf(requestLabels{engine: res.Engine, model: model, status: res.Status, key: res.KeyName})
+	s.requests.Inc()
+	if res.TTFB > 0 {
+		s.ttfb.Observe(res.TTFB.Seconds())
+	}
+	s.duration.Observe(res.Duration.Seconds())
+	if res.HasUsage {
+		metrics.tokens.WithLabelValues(res.Engine, model, "prompt").Add(float64(res.Usage.Prompt))
+		metrics.tokens.WithLabelValues(res.Engine, model, "completion").Add(float64(res.Usage.Completion))
+		if res.KeyName != "" {
+			metrics.keyTokens.WithLabelValues(res.KeyName, "prompt").Add(float64(res.Usage.Prompt))
+			metrics.keyTokens.WithLabelValues(res.KeyName, "completion").Add(float64(res.Usage.Completion))
+		}
+	}
+	if res.Refused != "" {
+		metrics.refusals.WithLabelValues(res.KeyName, res.Refused).Inc()
+	}
+	observePoolChoice(res)
+}
+
+// requestLabels are the labels of the series every request is counted in.
+type requestLabels struct {
+	engine, model, key string
+	status             int
+}
+
+// requestSeries are a label set's series: the request counter, and the
+// engine's time to first byte and duration.
+type requestSeries struct {
+	requests       prometheus.Counter
+	ttfb, duration prometheus.Observer
+}
+
+// series holds a requestSeries per label set seen. The same few label sets
+// come back request after request; WithLabelValues would format the status
+// and hash and look up each series under the vector's lock every time
+// (issue 30: what a request costs beyond reverse_proxy). The vectors live as
+// long as the process and no series is ever deleted, so a series once found
+// stays valid; label sets are bounded by the config's engines, models and
+// keys, as the vectors' own series are.
+var series sync.Map // requestLabels → *requestSeries
+
+func seriesOf(l requestLabels) *requestSeries {
+	if s, ok := series.Load(l); ok {
+		return s.(*requestSeries)
+	}
+	s := &requestSeries{
+		requests: metrics.requests.WithLabelValues(l.engine, l.model, strconv.Itoa(l.status), l.key),
+		ttfb:     metrics.ttfb.WithLabelValues(l.engine),
+		duration: metrics.duration.WithLabelValues(l.engine),
+	}
+	got, _ := series.LoadOrStore(l, s)
+	return got.(*requestSeries)
+}
