@@ -23,9 +23,7 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 	"github.com/llmgateway/caddy-llm-gateway/handler"
 	hconfig "github.com/llmgateway/caddy-llm-gateway/handler/config"
-	"github.com/llmgateway/caddy-llm-gateway/history"
 	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
-	"github.com/llmgateway/caddy-llm-gateway/quota"
 	"github.com/llmgateway/caddy-llm-gateway/statuspage"
 )
 
@@ -34,41 +32,6 @@ func init() {
 	httpcaddyfile.RegisterHandlerDirective("llm_gateway", parseCaddyfile)
 	// no `order` line needed in users' Caddyfiles
 	httpcaddyfile.RegisterDirectiveOrder("llm_gateway", httpcaddyfile.Before, "reverse_proxy")
-}
-
-// Gateway is the `llm_gateway` HTTP handler: an OpenAI-compatible front door
-// that routes requests by model to engines it may start on demand.
-type Gateway struct {
-	hconfig.Config
-
-	// UI mounts the status page on the site at UI.Path, behind the
-	// handler's keys (which it requires). Default: none; the page is always
-	// on Caddy's admin endpoint at /llm_gateway/ui/.
-	UI *statuspage.Config `json:"ui,omitempty"`
-
-	// History keeps each finished request's story for the admin API and
-	// the status page. Default: on, 100000 requests for at most 7 days, in
-	// the key counters' embedded file under Caddy's data directory.
-	History *history.Config `json:"history,omitempty"`
-
-	gw      *handler.Gateway
-	ui      *statuspage.Server
-	engines []*engines.Engine
-	poolKey []string
-	limiter *quota.Limiter
-	history *history.Store
-	logger  *zap.Logger
-}
-
-// CaddyModule returns the Caddy module information. Its receiver is a
-// pointer that it never reads: Caddy's events app asks the emitting module
-// for its ID from an engine's goroutine (a health check), which may run
-// while Provision still fills the struct in.
-func (*Gateway) CaddyModule() caddy.ModuleInfo {
-	return caddy.ModuleInfo{
-		ID:  "http.handlers.llm_gateway",
-		New: func() caddy.Module { return new(Gateway) },
-	}
 }
 
 // Provision resolves placeholders, validates the config and builds (or
@@ -219,7 +182,7 @@ func (g *Gateway) provisionUI(keys []hconfig.Key, repl *caddy.Replacer) error {
 // maskKeysInEngineOutput has every engine mask this config's key tokens
 // (its keys' and its page's) in the output it keeps and logs, before any
 // engine starts: an engine that logs a request's headers prints a caller's
-// token bare, where no key-like pattern finds it (issue 24, item 11).
+// token bare, where no key-like pattern finds it.
 // Cleanup drops them, and the next config registers its own.
 func (g *Gateway) maskKeysInEngineOutput(keys []hconfig.Key, repl *caddy.Replacer) {
 	all := slices.Clone(keys)
@@ -317,7 +280,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 // setPlaceholders makes {http.llm_gateway.*} answer, for the access log:
 // one provider that reads them when asked, not ten entries set in the
 // replacer's map (and a string or two formatted) for every request whether
-// anything reads them or not (issue 30: what a request costs beyond
+// anything reads them or not (what a request costs beyond
 // reverse_proxy).
 func setPlaceholders(r *http.Request, res *handler.Result) {
 	repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
@@ -363,7 +326,7 @@ func (p *placeholders) get(key string) (any, bool) {
 		return p.ttfb.Milliseconds(), true
 	case "pool":
 		return p.pool, true
-	case "pool_choice": // session, affinity, load, rotation (issue 25)
+	case "pool_choice": // session, affinity, load, rotation
 		return p.poolChoice, true
 	case "prompt_tokens":
 		return p.usage.Prompt, p.hasUsage
@@ -389,11 +352,3 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 	err := g.UnmarshalCaddyfile(h.Dispenser)
 	return g, err
 }
-
-// Interface guards
-var (
-	_ caddy.Provisioner           = (*Gateway)(nil)
-	_ caddy.CleanerUpper          = (*Gateway)(nil)
-	_ caddyhttp.MiddlewareHandler = (*Gateway)(nil)
-	_ caddyfile.Unmarshaler       = (*Gateway)(nil)
-)
