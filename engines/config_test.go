@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+
 	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
 )
 

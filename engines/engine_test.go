@@ -17,9 +17,8 @@ import (
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 
-	"github.com/llmgateway/caddy-llm-gateway/internal/demoengine"
-
 	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
+	"github.com/llmgateway/caddy-llm-gateway/internal/demoengine"
 )
 
 // The test binary is also the engine: with LLMGW_TEST_ENGINE=1 it runs the

@@ -1,18 +1,11 @@
 package handler
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"io"
-
-	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
-	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
-	"github.com/llmgateway/caddy-llm-gateway/internal/idle"
-	"github.com/llmgateway/caddy-llm-gateway/internal/retry"
-	"github.com/llmgateway/caddy-llm-gateway/internal/sse"
-
-	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -23,6 +16,11 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
+	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
+	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
+	"github.com/llmgateway/caddy-llm-gateway/internal/idle"
+	"github.com/llmgateway/caddy-llm-gateway/internal/retry"
+	"github.com/llmgateway/caddy-llm-gateway/internal/sse"
 )
 
 // maxErrorBody bounds the first upstream error body of a request, kept to

@@ -1,14 +1,14 @@
 package handler
 
 import (
-	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
-	"github.com/llmgateway/caddy-llm-gateway/handler/keys"
-	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
-
 	"fmt"
 	"net/http"
 	"slices"
 	"strings"
+
+	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
+	"github.com/llmgateway/caddy-llm-gateway/handler/keys"
+	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 )
 
 // A client may name its own fallback chain in the body, as Bifrost and

@@ -1,14 +1,13 @@
 package handler
 
 import (
-	"github.com/llmgateway/caddy-llm-gateway/handler/config"
-
 	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
+	"github.com/llmgateway/caddy-llm-gateway/handler/config"
 )
 
 func TestABusyEngineWithNowhereToGoAnswers429EngineBusyWithRetryAfter(t *testing.T) {

@@ -13,12 +13,13 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"go.uber.org/zap"
+
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 	"github.com/llmgateway/caddy-llm-gateway/handler/config"
 	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
 	"github.com/llmgateway/caddy-llm-gateway/internal/laxengine"
 	"github.com/llmgateway/caddy-llm-gateway/quota"
-	"go.uber.org/zap"
 )
 
 // The fixtures the handler's tests share. Decisions below Caddy: a Gateway

@@ -4,22 +4,19 @@
 package handler
 
 import (
-	"sync"
-
-	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
-	"github.com/llmgateway/caddy-llm-gateway/handler/keys"
-	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
-	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
-
-	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
-
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
+	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
+	"github.com/llmgateway/caddy-llm-gateway/handler/keys"
+	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
+	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
+	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 	"github.com/llmgateway/caddy-llm-gateway/quota"
 )
 

@@ -2,7 +2,6 @@ package handler
 
 import (
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
-
 	"github.com/llmgateway/caddy-llm-gateway/quota"
 )
 

@@ -1,12 +1,6 @@
 package handler
 
 import (
-	"github.com/llmgateway/caddy-llm-gateway/handler/config"
-	"github.com/llmgateway/caddy-llm-gateway/handler/keys"
-	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
-	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
-	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
-
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +10,11 @@ import (
 	"time"
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
+	"github.com/llmgateway/caddy-llm-gateway/handler/config"
+	"github.com/llmgateway/caddy-llm-gateway/handler/keys"
+	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
+	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
+	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 	"github.com/llmgateway/caddy-llm-gateway/quota"
 )
 

@@ -1,14 +1,13 @@
 package handler
 
 import (
-	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
-
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
+	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
 )
 
 func TestMaxAttemptsBoundsEveryKindOfAttempt(t *testing.T) {

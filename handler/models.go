@@ -2,17 +2,15 @@ package handler
 
 import (
 	"fmt"
+	"net/http"
+	"strconv"
 	"strings"
 
+	"github.com/llmgateway/caddy-llm-gateway/engines"
 	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
 	"github.com/llmgateway/caddy-llm-gateway/handler/config"
 	"github.com/llmgateway/caddy-llm-gateway/handler/keys"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
-
-	"net/http"
-	"strconv"
-
-	"github.com/llmgateway/caddy-llm-gateway/engines"
 )
 
 // modelStatus maps an engine's state to the model status llama.cpp's router

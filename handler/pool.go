@@ -1,12 +1,6 @@
 package handler
 
 import (
-	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
-	"github.com/llmgateway/caddy-llm-gateway/handler/config"
-	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
-	"github.com/llmgateway/caddy-llm-gateway/internal/prefix"
-	"github.com/llmgateway/caddy-llm-gateway/internal/rendezvous"
-
 	"fmt"
 	"net/http"
 	"slices"
@@ -16,6 +10,11 @@ import (
 	"time"
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
+	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
+	"github.com/llmgateway/caddy-llm-gateway/handler/config"
+	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
+	"github.com/llmgateway/caddy-llm-gateway/internal/prefix"
+	"github.com/llmgateway/caddy-llm-gateway/internal/rendezvous"
 )
 
 // poolMember is one way a pool serves a request.

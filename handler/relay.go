@@ -1,12 +1,6 @@
 package handler
 
 import (
-	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
-	"github.com/llmgateway/caddy-llm-gateway/handler/upstream"
-	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
-	"github.com/llmgateway/caddy-llm-gateway/internal/idle"
-	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
-
 	"context"
 	"errors"
 	"io"
@@ -17,6 +11,12 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
+	"github.com/llmgateway/caddy-llm-gateway/handler/upstream"
+	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
+	"github.com/llmgateway/caddy-llm-gateway/internal/idle"
+	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 )
 
 // The relay: the commit point, the relay of an answer to the client, and

@@ -1,15 +1,11 @@
 package handler
 
 import (
-	"runtime"
-	"strconv"
-
-	"github.com/llmgateway/caddy-llm-gateway/handler/config"
-	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
-
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -18,6 +14,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
+	"github.com/llmgateway/caddy-llm-gateway/handler/config"
+	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
 )
 
 func TestAClientThatStopsReadingIsNotBlamedOnTheEngine(t *testing.T) {

@@ -1,12 +1,6 @@
 package handler
 
 import (
-	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
-	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
-	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
-
-	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
-
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -16,6 +10,10 @@ import (
 	"time"
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
+	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
+	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
+	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
+	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 )
 
 // The client's side of a reply: what has been sent so far, and the few

@@ -1,9 +1,6 @@
 package handler
 
 import (
-	"github.com/llmgateway/caddy-llm-gateway/handler/config"
-	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
-
 	"bufio"
 	"io"
 	"net/http"
@@ -13,6 +10,8 @@ import (
 	"time"
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
+	"github.com/llmgateway/caddy-llm-gateway/handler/config"
+	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
 )
 
 func TestAStreamWaitingForItsFirstTokenGetsThePreambleAndKeepAlives(t *testing.T) {

@@ -1,12 +1,9 @@
 package handler
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/json"
-
-	"github.com/llmgateway/caddy-llm-gateway/handler/config"
-
-	"bytes"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
+	"github.com/llmgateway/caddy-llm-gateway/handler/config"
 )
 
 func TestAMemberNamedTwiceUnderCaseFoldingIsRefused(t *testing.T) {

@@ -1,11 +1,11 @@
 package handler
 
 import (
+	"go.uber.org/zap"
+
 	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 	"github.com/llmgateway/caddy-llm-gateway/internal/sse"
-
-	"go.uber.org/zap"
 )
 
 // Resuming a cut stream: when an engine with `resume on` dies or stalls

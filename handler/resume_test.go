@@ -1,9 +1,6 @@
 package handler
 
 import (
-	"github.com/llmgateway/caddy-llm-gateway/handler/config"
-	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
-
 	"bufio"
 	"encoding/json"
 	"io"
@@ -14,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
+	"github.com/llmgateway/caddy-llm-gateway/handler/config"
+	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
 )
 
 func TestCutStreamIsCompletedByTheSameEngine(t *testing.T) {

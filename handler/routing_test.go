@@ -1,8 +1,6 @@
 package handler
 
 import (
-	"github.com/llmgateway/caddy-llm-gateway/handler/config"
-
 	"encoding/json"
 	"io"
 	"net/http"
@@ -10,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
+	"github.com/llmgateway/caddy-llm-gateway/handler/config"
 )
 
 // Extra paths, as a llama-swap user reaches for them: llama-server's own

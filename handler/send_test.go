@@ -1,8 +1,6 @@
 package handler
 
 import (
-	"github.com/llmgateway/caddy-llm-gateway/handler/config"
-
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
+	"github.com/llmgateway/caddy-llm-gateway/handler/config"
 )
 
 func TestCallersKeyNeverReachesTheEngine(t *testing.T) {

@@ -1,9 +1,6 @@
 package handler
 
 import (
-	"github.com/llmgateway/caddy-llm-gateway/handler/config"
-	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
-
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -11,6 +8,8 @@ import (
 	"time"
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
+	"github.com/llmgateway/caddy-llm-gateway/handler/config"
+	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
 )
 
 // An engine's max_concurrent as the handler sees it: a request

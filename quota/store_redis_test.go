@@ -15,10 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmgateway/caddy-llm-gateway/internal/redistest"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
+	"github.com/llmgateway/caddy-llm-gateway/internal/redistest"
 )
 
 // redisServer is a real redis-server on a free loopback port (see

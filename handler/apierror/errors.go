@@ -3,10 +3,10 @@
 package apierror
 
 import (
-	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
-
 	"net/http"
 	"strconv"
+
+	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 )
 
 // Error is an answer the gateway makes itself, shaped as OpenAI's errors are

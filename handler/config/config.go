@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 )
 

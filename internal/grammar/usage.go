@@ -1,10 +1,10 @@
 package grammar
 
 import (
-	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
-
 	"bytes"
 	"strconv"
+
+	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 )
 
 // Usage is the token count an answer reports, when it reports one.

@@ -3,14 +3,13 @@
 package multipart
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
-
-	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
-
-	"bytes"
 	"mime"
 	"strings"
+
+	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 )
 
 // Multipart bodies (audio transcriptions and translations, image edits) are
