@@ -6,7 +6,7 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/handler"
 )
 
-// poolChoices counts why pools chose the member they tried first (issue 25):
+// poolChoices counts why pools chose the member they tried first:
 // session, affinity, load or rotation. A pool whose share of affinity is low
 // with multi-turn traffic has a cache_threshold too high, or clients that
 // do not resend the conversation byte for byte.

@@ -10,7 +10,7 @@ import (
 // engineLog is the logger of an engine's life and output. An engine outlives
 // the config that started it, so its logger cannot be one config's; and a
 // log's include/exclude (`log { include http.handlers.llm_gateway }`) only
-// sees loggers that come from the module's own logger (issue 18). So the
+// sees loggers that come from the module's own logger. So the
 // engine logs through a core that each config that uses the engine points
 // at its own module logger's core, under the name
 // http.handlers.llm_gateway.engine.<name>.

@@ -7,7 +7,7 @@ import (
 )
 
 // engineSignalsCollector re-exposes what engines with `signals metrics`
-// publish on their own /metrics (issue 25), relabelled with the engine's
+// publish on their own /metrics, relabelled with the engine's
 // name, so one scrape of the gateway sees the fleet: vllm:num_requests_waiting
 // {model_name="qwen"} of engine gpu1 becomes
 // llm_gateway_engine_vllm_num_requests_waiting{engine="gpu1",model_name="qwen"}.

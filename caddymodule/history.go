@@ -17,7 +17,7 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/history"
 )
 
-// The request history (issue 27): each finished request's story, kept in
+// The request history: each finished request's story, kept in
 // the key counters' embedded file (its own bucket) under Caddy's data
 // directory, so it survives reloads and restarts, or in memory with
 // `history { memory }`. The request only hands its record to the history's

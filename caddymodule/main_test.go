@@ -19,11 +19,10 @@ import (
 
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddytest"
+	_ "github.com/caddyserver/caddy/v2/modules/standard"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/packages/ssestream"
-
-	_ "github.com/caddyserver/caddy/v2/modules/standard"
 
 	"github.com/llmgateway/caddy-llm-gateway/internal/demoengine"
 )

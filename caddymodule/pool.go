@@ -114,7 +114,7 @@ func newTransport(ctx caddy.Context, ec engines.Config) (*reverseproxy.HTTPTrans
 		// a connection's write buffer holds a request's headers; a body
 		// larger than what is left of it is written past it, so 1 KiB
 		// costs no system call a 4 KiB one (Go's default) would save,
-		// and keeps 3 KiB per open stream (issue 30)
+		// and keeps 3 KiB per open stream
 		t.WriteBufferSize = defaultWriteBuffer
 	}
 	// the gateway owns the header budget (it needs to tell a timeout from

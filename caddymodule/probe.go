@@ -70,7 +70,7 @@ func cmdProbe(fl caddycmd.Flags) (int, error) {
 	}
 	if failed, total := printProbe(os.Stdout, tables); failed > 0 {
 		// Caddy's command runner exits 0 for a status of 1 without an
-		// error (issue 18): the error is what makes the exit status 1
+		// error: the error is what makes the exit status 1
 		return 1, fmt.Errorf("%d of %d pool members failed the probe", failed, total)
 	}
 	return caddy.ExitCodeSuccess, nil

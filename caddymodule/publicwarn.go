@@ -10,7 +10,7 @@ import (
 
 // warnIfOpen logs a warning when a gateway without keys is served in plain
 // text on an address others can reach: a listener of its server that is
-// neither loopback (nor a unix socket) nor TLS (issue 8). Without keys behind
+// neither loopback (nor a unix socket) nor TLS. Without keys behind
 // TLS, or on loopback only, the site is somebody's deliberate choice; without
 // keys on an open plain-text port it is most likely a mistake.
 //

@@ -65,7 +65,7 @@ type requestSeries struct {
 // series holds a requestSeries per label set seen. The same few label sets
 // come back request after request; WithLabelValues would format the status
 // and hash and look up each series under the vector's lock every time
-// (issue 30: what a request costs beyond reverse_proxy). The vectors live as
+// (what a request costs beyond reverse_proxy). The vectors live as
 // long as the process and no series is ever deleted, so a series once found
 // stays valid; label sets are bounded by the config's engines, models and
 // keys, as the vectors' own series are.

@@ -7,7 +7,7 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/handler"
 )
 
-// The scheduler as Caddy shows it (issue 29): the admin API's
+// The scheduler as Caddy shows it: the admin API's
 // GET /llm_gateway/memory, its metrics, and the priority of each engine's
 // last use, which the caddy module tells the engine when a request ends.
 
@@ -42,7 +42,7 @@ var (
 	descSwaps   = prometheus.NewDesc(metricsNS+"_swaps_total", "Engine starts that stopped other engines to make room, by memory budget (devices) or exclusive group.", []string{"devices", "group"}, nil)
 	descSched   = prometheus.NewDesc(metricsNS+"_scheduler_stops_total", "Engines the scheduler stopped, by reason: room (an idle engine stopped for a start), drained (a busy engine drained for a start that waited max_wait).", []string{"devices", "group", "reason"}, nil)
 	descRefused = prometheus.NewDesc(metricsNS+"_scheduler_refusals_total", "Engine starts the scheduler refused: no room within max_wait (their requests got 503 engine_busy or their fallback).", []string{"devices", "group"}, nil)
-	// issue 39: who causes the swaps. A key appears by its configured name
+	// Who causes the swaps. A key appears by its configured name
 	// only, never its token; "" is a key without a name, a request without
 	// a key or an admin start, as in llm_gateway_requests_total.
 	descKeySwaps = prometheus.NewDesc(metricsNS+"_swaps_by_key_total", "Engine starts that stopped other engines to make room, by the name of the key whose request began the start (empty: a key without a name, no key, an admin start), memory budget (devices) or exclusive group.", []string{"devices", "group", "key"}, nil)

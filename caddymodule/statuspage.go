@@ -18,7 +18,7 @@ import (
 // adminPage is the status page on Caddy's admin endpoint: no key, since
 // Caddy guards its admin endpoint itself (loopback, origin checks). It may
 // take the streams kept in reserve for it, so that operator keys holding
-// every stream of the sites' pages do not lock it out (issue 39).
+// every stream of the sites' pages do not lock it out.
 var adminPage = &statuspage.Server{Prefix: "/llm_gateway/ui", Board: board, Source: liveSource{}, Admin: true}
 
 // liveSource is the running gateway for the status page: the live configs'

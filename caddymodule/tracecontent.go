@@ -9,8 +9,8 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/handler"
 )
 
-// With trace_content on, a request's span holds its prompt and its answer
-// (issue 27), in OpenTelemetry's GenAI shape: gen_ai.input.messages and
+// With trace_content on, a request's span holds its prompt and its answer,
+// in OpenTelemetry's GenAI shape: gen_ai.input.messages and
 // gen_ai.output.messages, JSON arrays of {role, parts: [{type, content}]}.
 // The handler keeps at most 64 KiB of each; off, it keeps nothing and no
 // attribute is written.

@@ -16,7 +16,7 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/handler"
 )
 
-// A request's story as OpenTelemetry spans (issue 27), under Caddy's own
+// A request's story as OpenTelemetry spans, under Caddy's own
 // `tracing` directive: its exporter, its sampler and its server span, which
 // it puts in the request's context. Nothing here runs without it: the
 // context's span is then a no-op that records nothing.
@@ -37,7 +37,7 @@ import (
 // gen_ai.gateway.*); the verdicts are llm_gateway.*. No prompt or answer
 // text, no key (a key's configured name only), and what the client sent in
 // headers (its session id; its User-Agent in Caddy's server span) masked as
-// engine output is (issue 39).
+// engine output is.
 
 // tracerName is the instrumentation scope of the gateway's spans.
 const tracerName = "github.com/llmgateway/caddy-llm-gateway"
@@ -99,7 +99,7 @@ func traceStory(r *http.Request, res *handler.Result, now time.Time) {
 
 // maskUserAgent masks the User-Agent in Caddy's server span (otelhttp's
 // user_agent.original, as the client sent it): a token sent there is not
-// exported (issue 39). The span is still open (the request's handler
+// exported. The span is still open (the request's handler
 // runs inside it), and an attribute set again replaces the first; a
 // User-Agent the masks leave as it is stays untouched.
 func maskUserAgent(server trace.Span, r *http.Request) {

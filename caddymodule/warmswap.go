@@ -8,7 +8,7 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 )
 
-// Warm swaps' metrics (issue 26): sleeps and wakes by outcome and how long
+// Warm swaps' metrics: sleeps and wakes by outcome and how long
 // they took, and what slots save did for each engine. The state gauge
 // (llm_gateway_engine_state) has "sleeping" beside the other states.
 
