@@ -455,7 +455,7 @@ func TestChangelogHasDatedVersionsOneLinePerChange(t *testing.T) {
 
 // caddyInvocation is a command line that runs Caddy: `./caddy run`,
 // `caddy llm-probe`, `go run ./cmd/caddy run`, … with a config.
-var caddyInvocation = regexp.MustCompile("(?:go run \\./cmd/caddy|[\\w./-]*caddy) (?:run|llm-probe|validate|adapt) --config \\S+")
+var caddyInvocation = regexp.MustCompile(`(?:go run \./cmd/caddy|[\w./-]*caddy) (?:run|llm-probe|validate|adapt) --config \S+`)
 
 // Every run line, in the README, the docs and the examples, runs the binary
 // the README's build step writes, `./caddy`: a `caddy` on PATH is not what

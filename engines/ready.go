@@ -20,14 +20,9 @@ const (
 	probeTimeout       = 2 * time.Second
 )
 
-// awaitReady probes base+Ready with a short back-off until a 2xx, the process
-// exits, the start times out, or the engine is torn down. It returns why the
-// engine is not ready, or "" when it is.
-func (e *Engine) awaitReady(proc *process, base *url.URL) string {
-	return e.awaitReadyWithin(proc, base, time.Duration(e.cfg.StartTimeout))
-}
-
-// awaitReadyWithin is awaitReady within timeout.
+// awaitReadyWithin probes base+Ready with a short back-off until a 2xx, the
+// process exits, timeout passes, or the engine is torn down. It returns why
+// the engine is not ready, or "" when it is.
 func (e *Engine) awaitReadyWithin(proc *process, base *url.URL, timeout time.Duration) string {
 	if !e.cfg.ProbesReady() {
 		return "" // ready none: a running process is all there is to know
