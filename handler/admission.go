@@ -63,6 +63,10 @@ func (g *Gateway) reserve(w http.ResponseWriter, req *request, res *Result) (*re
 	if g.limiter == nil || kr.Limits.Empty() {
 		return req, nil, nil
 	}
+	if req.unbounded && len(kr.Limits.Tokens) > 0 {
+		return nil, nil, apierror.BadRequest("unbounded_answer", fmt.Sprintf(
+			"key %s has a token budget, and this request asks for an answer no limit bounds (n_predict -1, or ignore_eos without max_tokens): name a max_tokens", kr.Name))
+	}
 	t, d := g.limiter.Admit(kr.Name, kr.Limits, estimateTokens(req))
 	req.rateHeaders = keys.RateHeaders(d)
 	for k, v := range req.rateHeaders {
@@ -78,6 +82,7 @@ func (g *Gateway) reserve(w http.ResponseWriter, req *request, res *Result) (*re
 				return nil, nil, err
 			}
 			over.overBudget = true
+			over.fallbacks = nil // what is over budget reaches the cheaper model alone
 			return over, t, nil
 		case d.Reason == quota.ReasonTokens:
 			t.Cancel()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
+	"github.com/llmgateway/caddy-llm-gateway/internal/multipart"
 )
 
 // One body, one reading (SPEC §12). The gateway routes, counts and
@@ -34,9 +35,13 @@ import (
 //	                          or a 400                                a stream the gateway did not ask
 //	                                                                  usage of was charged its reserve
 
-// checkMediaType refuses a body the route does not read: a form route's
-// body that is not multipart/form-data, another route's that is multipart.
+// checkMediaType refuses a body the route does not read: an encoded body
+// on any route, a form route's body that is not multipart/form-data,
+// another route's that is multipart.
 func checkMediaType(r *http.Request, op operation) *apierror.Error {
+	if gerr := checkEncoding(r); gerr != nil {
+		return gerr
+	}
 	ct := r.Header.Get("Content-Type")
 	mt, _, _ := mime.ParseMediaType(ct)
 	isMultipart := strings.HasPrefix(strings.ToLower(strings.TrimSpace(ct)), "multipart/")
@@ -45,6 +50,30 @@ func checkMediaType(r *http.Request, op operation) *apierror.Error {
 		return unsupportedMedia(fmt.Sprintf("this route takes a multipart/form-data body (its file and a \"model\" field), not %s", mediaName(ct)))
 	case !form && isMultipart:
 		return unsupportedMedia(fmt.Sprintf("this route takes a JSON object, not a %s body: engines read such a body two ways (as a form, or as the JSON before it)", mediaName(mt)))
+	}
+	return nil
+}
+
+// checkEncoding refuses a body sent with a Content-Encoding: the gateway
+// reads bodies as they are sent, and an engine that decodes one would run
+// what the gateway never read.
+func checkEncoding(r *http.Request) *apierror.Error {
+	if ce := r.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+		return unsupportedMedia(fmt.Sprintf("the body is sent with Content-Encoding %s: send it unencoded, the gateway reads bodies as they are", shorten(ce, 32)))
+	}
+	return nil
+}
+
+// checkPassthroughMedia refuses an /upstream/ body the gateway cannot read
+// as what it claims: an encoded one, or a multipart one whose Content-Type
+// does not parse (an engine's lenient parser would still read its form).
+func checkPassthroughMedia(r *http.Request) *apierror.Error {
+	if gerr := checkEncoding(r); gerr != nil {
+		return gerr
+	}
+	ct := r.Header.Get("Content-Type")
+	if _, ok := multipart.Boundary(ct); !ok && strings.HasPrefix(strings.ToLower(strings.TrimSpace(ct)), "multipart/") {
+		return unsupportedMedia(fmt.Sprintf("the body's Content-Type %s does not parse as multipart/form-data with a boundary", mediaName(ct)))
 	}
 	return nil
 }
@@ -93,7 +122,17 @@ func looksJSON(ct string, body []byte) bool {
 type counts struct {
 	most    int64 // the largest token limit the body names, 0 for none
 	choices int64 // n or best_of, the larger; 0 for none
+	// unbounded: the body asks for an answer no limit bounds: llama-server's
+	// n_predict -1 (it overrides max_tokens), or ignore_eos without a
+	// limit. A key with a token budget may not send it (admission.go).
+	unbounded bool
 }
+
+// limitNames are the members that bound an answer's tokens, as the engines
+// read them: OpenAI's three, llama-server's n_predict (which its OpenAI
+// layer takes over max_tokens), and vLLM's min_tokens (a floor the answer
+// reaches whatever the limits say).
+var limitNames = [...]string{"max_tokens", "max_completion_tokens", "max_output_tokens", "n_predict", "min_tokens", "n", "best_of"}
 
 // readCounts reads the numbers a reservation reads (the token limits, n,
 // best_of) and checks the stream flag, as the laxest engine would; a value
@@ -104,7 +143,7 @@ func readCounts(b []byte, f *jsonmember.Fields) (counts, *apierror.Error) {
 		return c, apierror.BadRequest("invalid_stream", fmt.Sprintf(`the body's "stream" is %s: send true or false (engines read strings and numbers as true, and the gateway would not see the stream)`, shorten(string(m.Raw(b)), 32)))
 	}
 	obj := jsonmember.SkipSpace(b, 0)
-	for _, name := range [...]string{"max_tokens", "max_completion_tokens", "max_output_tokens", "n", "best_of"} {
+	for _, name := range limitNames {
 		m, ok := jsonmember.LastMember(b, obj, name)
 		if !ok {
 			continue
@@ -117,9 +156,14 @@ func readCounts(b []byte, f *jsonmember.Fields) (counts, *apierror.Error) {
 		case !ok:
 		case name == "n" || name == "best_of":
 			c.choices = max(c.choices, n)
+		case name == "n_predict" && n < 0:
+			c.unbounded = true
 		default:
 			c.most = max(c.most, n)
 		}
+	}
+	if m, ok := jsonmember.LastMember(b, obj, "ignore_eos"); ok && string(m.Raw(b)) != "false" && string(m.Raw(b)) != "null" && c.most <= 0 {
+		c.unbounded = true
 	}
 	return c, nil
 }

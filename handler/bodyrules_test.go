@@ -78,6 +78,8 @@ func TestEverySpellingOfALimitReservesWhatTheEngineGenerates(t *testing.T) {
 		`{"model":"x","stream":true,"max_tokens":1000,"n":10,"messages":[]}`,
 		`{"model":"x","stream":true,"max_tokens":"1000","n":"5","best_of":10,"messages":[]}`,
 		`{"model":"x","stream":true,"n":10,"messages":[]}`,
+		`{"model":"x","stream":true,"max_tokens":1,"n_predict":5000,"messages":[]}`,
+		`{"model":"x","stream":true,"max_tokens":1,"min_tokens":"5000","messages":[]}`,
 	} {
 		t.Run(body, func(t *testing.T) {
 			lax, laxURL := laxUpstream(t)
@@ -155,5 +157,77 @@ func TestAnErrorNamesAHugeModelWithoutEchoingIt(t *testing.T) {
 	st, body := call(t, url, "", "POST", "/v1/chat/completions", `{"model":"`+huge+`"}`)
 	if st != 404 || len(body) > 2<<10 {
 		t.Fatalf("%d, %d bytes", st, len(body))
+	}
+}
+
+// A body that asks for an answer without an end (llama-server's n_predict
+// -1 overrides max_tokens; ignore_eos without a limit) has no reservation
+// that bounds it: a key with a token budget may not send one.
+func TestAnAnswerWithoutAnEndIsRefusedToABudget(t *testing.T) {
+	lax, laxURL := laxUpstream(t)
+	url := budgetGateway(t, config.Config{
+		Keys: []config.Key{{Name: "team-a", Value: teamKey, Tokens: limits(t, "20000/d")}, {Name: "ops", Value: opsKey}},
+		Engines: []engines.Config{{Name: "x", To: laxURL, Models: []string{"x"}}},
+	}, clock.NewFake())
+	for _, body := range []string{
+		`{"model":"x","max_tokens":1,"n_predict":-1,"messages":[]}`,
+		`{"model":"x","ignore_eos":true,"messages":[]}`,
+	} {
+		if st, out := call(t, url, teamKey, "POST", "/v1/chat/completions", body); st != 400 || !strings.Contains(out, "unbounded_answer") {
+			t.Errorf("%s: %d %s", body, st, out)
+		}
+	}
+	if ran := lax.Ran(); len(ran) != 0 {
+		t.Fatalf("the engine ran %v", ran)
+	}
+	// a limit bounds ignore_eos; a key without a budget is not held
+	if st, out := call(t, url, teamKey, "POST", "/v1/chat/completions", `{"model":"x","ignore_eos":true,"max_tokens":5,"messages":[]}`); st != 200 {
+		t.Fatalf("%d %s", st, out)
+	}
+	if st, out := call(t, url, opsKey, "POST", "/v1/chat/completions", `{"model":"x","n_predict":-1,"messages":[]}`); st != 200 {
+		t.Fatalf("%d %s", st, out)
+	}
+}
+
+// Bodies the gateway would not read as sent are refused, on /v1/ and on
+// /upstream/: an encoded one, and a form whose Content-Type does not parse
+// (a lenient engine would still read its form).
+func TestABodyTheGatewayCannotReadAsSentIsRefused(t *testing.T) {
+	lax, laxURL := laxUpstream(t)
+	_, url := testGateway(t, config.Config{Engines: []engines.Config{{Name: "x", To: laxURL, Models: []string{"x"}}}}, nil)
+	for _, c := range []struct{ path, body, header, value string }{
+		{"/v1/chat/completions", `{"model":"x"}`, "Content-Encoding", "gzip"},
+		{"/upstream/x/v1/chat/completions", "\x1f\x8b", "Content-Encoding", "gzip"},
+		{"/upstream/x/inference", form, "Content-Type", "multipart/form-data; boundary=b; junk"},
+	} {
+		if st, out := call(t, url, "", "POST", c.path, c.body, c.header, c.value); st != http.StatusUnsupportedMediaType {
+			t.Errorf("%s with %s %s: %d %s", c.path, c.header, c.value, st, out)
+		}
+	}
+	if ran := lax.Ran(); len(ran) != 0 {
+		t.Fatalf("the engine ran %v", ran)
+	}
+}
+
+const form = "--b\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\nsecret\r\n--b--\r\n"
+
+// A refused body's connection is closed after the refusal: net/http would
+// otherwise read up to 256 KiB more of it, with no deadline.
+func TestARefusedBodysConnectionIsClosed(t *testing.T) {
+	_, laxURL := laxUpstream(t)
+	_, url := testGateway(t, config.Config{MaxBody: 1024, Engines: []engines.Config{{Name: "x", To: laxURL, Models: []string{"x"}}}}, nil)
+	conn, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n800\r\n%s\r\n", strings.Repeat("a", 2048))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || !resp.Close {
+		t.Fatalf("%d, closed %v", resp.StatusCode, resp.Close)
 	}
 }

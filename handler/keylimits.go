@@ -83,7 +83,7 @@ func estimateTokens(req *request) int64 {
 	prompt := int64(len(req.body)/4 + 1)
 	answer := max(req.most, 0)
 	if answer == 0 {
-		answer = req.key.Reserve()
+		answer = min(req.key.Reserve(), 1<<40) // as LaxInt caps a limit
 	}
 	// LaxInt caps a limit at 2^40; 2^20 choices keep the product in an int64
 	return prompt + answer*min(max(req.choices, 1), 1<<20)

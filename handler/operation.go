@@ -56,14 +56,16 @@ func operationOf(p string, passthrough bool) operation {
 	case takesForm(p):
 		return opUpload
 	}
-	switch strings.TrimPrefix(p, "/v1") {
-	case "/chat/completions":
+	// by the path's end, as an extra path such as /api/v1/chat/completions
+	// is the same operation as OpenAI's
+	switch {
+	case strings.HasSuffix(p, "/chat/completions"):
 		return opChat
-	case "/completions":
+	case strings.HasSuffix(p, "/completions"):
 		return opCompletion
-	case "/embeddings", "/embedding":
+	case strings.HasSuffix(p, "/embeddings"), p == "/embedding":
 		return opEmbeddings
-	case "/responses":
+	case strings.HasSuffix(p, "/responses"):
 		return opResponses
 	}
 	return opOther

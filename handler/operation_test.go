@@ -31,6 +31,8 @@ func TestEachPathIsOneOperation(t *testing.T) {
 		{"/v1/audio/transcriptions", v1Path, opUpload, "openai", grammar.EndConnection, false, false, false},
 		{"/v1/images/edits", v1Path, opUpload, "openai", grammar.EndConnection, false, false, false},
 		{"/v1/rerank", v1Path, opOther, "openai", grammar.EndConnection, false, false, false},
+		{"/api/v1/chat/completions", extraPath, opChat, "openai", grammar.EndFinish, true, true, false},
+		{"/openai/responses", extraPath, opResponses, "openai", grammar.EndResponse, false, false, false},
 		{"/upstream/m/v1/chat/completions", passthroughPath, opPassthrough, "openai", grammar.EndConnection, false, false, false},
 	} {
 		op := operationOf(c.path, c.kind == passthroughPath)

@@ -52,7 +52,7 @@ func (g *Gateway) servePassthrough(w http.ResponseWriter, r *http.Request, res *
 		return
 	}
 	res.Known = true
-	if gerr := g.mayPassthrough(w, r, kr, model); gerr != nil {
+	if gerr := g.mayPassthrough(w, r, kr, rt, model, tail); gerr != nil {
 		res.refuse(w, gerr)
 		return
 	}
@@ -75,13 +75,16 @@ func (g *Gateway) servePassthrough(w http.ResponseWriter, r *http.Request, res *
 // mayPassthrough is what a key may do on /upstream/: the path's model, the
 // route's methods, and, for a key with a token budget, only where the
 // operator lets budgets reach an engine's own endpoints.
-func (g *Gateway) mayPassthrough(w http.ResponseWriter, r *http.Request, kr *keys.Rules, model string) *apierror.Error {
+func (g *Gateway) mayPassthrough(w http.ResponseWriter, r *http.Request, kr *keys.Rules, rt *route, model, tail string) *apierror.Error {
 	if !slices.Contains(g.ptMethods, r.Method) {
 		w.Header().Set("Allow", strings.Join(g.ptMethods, ", "))
 		return &apierror.Error{Status: http.StatusMethodNotAllowed, Type: apierror.TypeInvalidRequest, Code: "method_not_allowed", Message: fmt.Sprintf("%s %s…: the passthrough serves %s (passthrough methods)", r.Method, config.UpstreamPrefix, strings.Join(g.ptMethods, ", "))}
 	}
 	if !kr.Allows(model) {
 		return kr.NotAllowed(model)
+	}
+	if gerr := mayReachEngine(kr, rt, tail); gerr != nil {
+		return gerr
 	}
 	if kr != nil && len(kr.Limits.Tokens) > 0 && !g.ptBudgets {
 		return &apierror.Error{Status: http.StatusForbidden, Type: apierror.TypeInvalidRequest, Code: "passthrough_not_allowed", Message: fmt.Sprintf("key %s has a token budget, and %s… is not counted for it here: use the /v1/ API (or the operator sets passthrough budgets on)", kr.Name, config.UpstreamPrefix)}
@@ -97,6 +100,9 @@ func (g *Gateway) readPassthrough(w http.ResponseWriter, r *http.Request, rt *ro
 	req := &request{r: r, model: model, op: opPassthrough, passthrough: true}
 	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
 		return req, nil
+	}
+	if gerr := checkPassthroughMedia(r); gerr != nil {
+		return nil, gerr
 	}
 	body, gerr := g.readBodyOnce(w, r)
 	if gerr != nil {

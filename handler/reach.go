@@ -1,6 +1,14 @@
 package handler
 
-import "github.com/llmgateway/caddy-llm-gateway/handler/keys"
+import (
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
+	"github.com/llmgateway/caddy-llm-gateway/handler/config"
+	"github.com/llmgateway/caddy-llm-gateway/handler/keys"
+)
 
 // Every candidate a request can reach is a model its key may use (SPEC §12).
 // The door checks the model a request names; a plan reaches
@@ -34,6 +42,22 @@ func (g *Gateway) mayReach(kr *keys.Rules, c candidate) bool {
 		}
 	}
 	return false
+}
+
+// mayReachEngine is what a key with model rules may reach of an engine's
+// own pages on /upstream/: never its slots (llama-server's /slots lists each
+// slot's prompt, and saves, restores and erases them: other callers'
+// conversations, which the gateway scopes by key). A key that may use
+// every model is not held.
+func mayReachEngine(kr *keys.Rules, rt *route, tail string) *apierror.Error {
+	if kr.AllowsAll() {
+		return nil
+	}
+	if tail == "/slots" || strings.HasPrefix(tail, "/slots/") {
+		return &apierror.Error{Status: http.StatusForbidden, Type: apierror.TypeInvalidRequest, Code: "passthrough_not_allowed", Message: fmt.Sprintf(
+			"key %s may not read or act on engine %s's slots at %s…: they hold other callers' conversations", kr.Name, rt.cfg.Name, config.UpstreamPrefix)}
+	}
+	return nil
 }
 
 // reachFilter is the planner's check for req's key: nil for a key that may

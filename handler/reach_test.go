@@ -6,6 +6,7 @@ import (
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 	"github.com/llmgateway/caddy-llm-gateway/handler/config"
+	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
 )
 
 // The door's second attack found it: a body fallback was checked by its engine
@@ -53,5 +54,47 @@ func TestAConfiguredFallbackServesAKeyThatMayUseIt(t *testing.T) {
 	}, nil)
 	if st, body := call(t, url, teamKey, "POST", "/v1/chat/completions", `{"model":"x","messages":[]}`); st != 200 || len(lax.Ran()) != 1 {
 		t.Fatalf("%d %s", st, body)
+	}
+}
+
+// A key that is over its budget reaches the over_budget model alone: its
+// body's fallbacks went with the request it was over budget for.
+func TestARequestOverBudgetReachesTheCheaperModelAlone(t *testing.T) {
+	lax, laxURL := laxUpstream(t)
+	down, _ := failing(t)
+	url := budgetGateway(t, config.Config{
+		Keys: []config.Key{{Name: "team-a", Value: teamKey, Models: []string{"big", "small"}, Tokens: limits(t, "100/d"), OverBudgetFallback: "small"}},
+		Engines: []engines.Config{
+			{Name: "big", To: laxURL, Models: []string{"big"}},
+			{Name: "small", To: down.URL, Models: []string{"small"}, Retries: new(0)}, // no back-off on the fake clock
+		},
+	}, clock.NewFake())
+	if st, out := call(t, url, teamKey, "POST", "/v1/chat/completions", `{"model":"big","max_tokens":200,"messages":[]}`); st != 200 {
+		t.Fatalf("%d %s", st, out) // alone, it may spend the budget
+	}
+	st, out := call(t, url, teamKey, "POST", "/v1/chat/completions", `{"model":"big","max_tokens":10,"messages":[],"fallbacks":["big"]}`)
+	if st == 200 || len(lax.Ran()) != 1 {
+		t.Fatalf("over budget, its fallback big answered: %d %s (big ran %d times)", st, out, len(lax.Ran()))
+	}
+}
+
+// A key with model rules never reaches an engine's slots on /upstream/:
+// they hold other callers' conversations.
+func TestAKeyWithRulesNeverReachesAnEnginesSlots(t *testing.T) {
+	upURL, seen := loggingUpstream(t, func(r *http.Request, b []byte) string { return r.URL.Path }, answerJSON(`[]`))
+	_, url := testGateway(t, config.Config{
+		Keys:    []config.Key{{Name: "team-a", Value: teamKey, Models: []string{"x"}}, {Name: "ops", Value: opsKey}},
+		Engines: []engines.Config{{Name: "x", To: upURL, Models: []string{"x"}}},
+	}, nil)
+	for _, p := range []string{"/upstream/x/slots", "/upstream/x/slots/0?action=save"} {
+		if st, out := call(t, url, teamKey, "GET", p, ""); st != http.StatusForbidden {
+			t.Errorf("%s: %d %s", p, st, out)
+		}
+	}
+	if len(seen()) != 0 {
+		t.Fatalf("the engine was asked %v", seen())
+	}
+	if st, out := call(t, url, opsKey, "GET", "/upstream/x/slots", ""); st != 200 {
+		t.Fatalf("the operator: %d %s", st, out)
 	}
 }

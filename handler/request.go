@@ -99,18 +99,27 @@ func (g *Gateway) readRequest(w http.ResponseWriter, r *http.Request, op operati
 // body_timeout: its one read on every route.
 func (g *Gateway) readBodyOnce(w http.ResponseWriter, r *http.Request) ([]byte, *apierror.Error) {
 	if r.ContentLength > g.maxBody {
+		closeAfter(w, r) // not a byte more of it is read
 		return nil, g.tooLarge()
 	}
 	// the deadline is the connection's (a socket's, or an HTTP/2 stream's),
-	// so a body that trickles is cut where it waits; it is lifted once the
-	// body is read, or net/http's background read of an HTTP/1.1
-	// connection would fail at it and cancel the request
+	// so a body that trickles is cut where it waits. Once the body is read
+	// it is lifted, or net/http's background read of an HTTP/1.1
+	// connection would fail at it and cancel the request. A body refused
+	// keeps a deadline of now and its connection is closed after the
+	// answer: net/http would otherwise read up to 256 KiB more of it, with
+	// no deadline, before writing the refusal.
 	rc := http.NewResponseController(w)
-	if rc.SetReadDeadline(time.Now().Add(g.bodyTimeout)) == nil {
-		defer rc.SetReadDeadline(time.Time{})
-	}
+	deadline := rc.SetReadDeadline(time.Now().Add(g.bodyTimeout)) == nil
 	body, err := bounded.Read(r.Body, r.ContentLength, g.maxBody)
+	if deadline && err == nil {
+		_ = rc.SetReadDeadline(time.Time{})
+	}
 	if err != nil {
+		if deadline {
+			_ = rc.SetReadDeadline(time.Now())
+		}
+		closeAfter(w, r)
 		var ne net.Error
 		switch {
 		case errors.Is(err, bounded.ErrTooLarge):
@@ -131,6 +140,14 @@ func (g *Gateway) readBodyOnce(w http.ResponseWriter, r *http.Request) ([]byte, 
 		r.Body.Close()
 	}
 	return body, nil
+}
+
+// closeAfter closes an HTTP/1.1 connection after the answer: its body is
+// not read further. HTTP/2 has no such header; its stream is reset.
+func closeAfter(w http.ResponseWriter, r *http.Request) {
+	if r.ProtoMajor == 1 {
+		w.Header().Set("Connection", "close")
+	}
 }
 
 // scanJSON is the one reader of a JSON body, with one set of spelling

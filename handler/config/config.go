@@ -18,8 +18,11 @@ import (
 
 // Defaults of the handler's limits.
 const (
-	DefaultMaxBody      = 32 << 20
-	DefaultBodyTimeout  = 2 * time.Minute
+	DefaultMaxBody     = 32 << 20
+	DefaultBodyTimeout = 2 * time.Minute
+	// MaxMaxBody bounds max_body: a body is held whole in memory, and the
+	// reader's arithmetic stays far from an overflow.
+	MaxMaxBody          = 1 << 40
 	DefaultMaxFallbacks = 4
 	DefaultMaxAttempts  = 8
 	// MinKeyLength is the shortest gateway key accepted: a shorter one is
@@ -268,8 +271,11 @@ func (c Config) inherited() Config {
 // fallbacks that exist and do not chain). An error about one engine or pool
 // is a *ConfigError naming it.
 func (c Config) Validate() error {
-	if c.MaxBody < 0 || c.MaxFallbacks < 0 || c.MaxAttempts < 0 {
-		return fmt.Errorf("max_body, max_fallbacks and max_attempts may not be negative")
+	if c.MaxBody < 0 || c.MaxFallbacks < 0 || c.MaxAttempts < 0 || c.BodyTimeout < 0 {
+		return fmt.Errorf("max_body, body_timeout, max_fallbacks and max_attempts may not be negative")
+	}
+	if c.MaxBody > MaxMaxBody {
+		return fmt.Errorf("max_body %d is over the most a body may hold here, 1TiB", c.MaxBody)
 	}
 	if c.ExtraPaths != nil {
 		for _, p := range *c.ExtraPaths {

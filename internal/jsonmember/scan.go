@@ -84,7 +84,7 @@ type Fields struct {
 	// Spelled is how the body wrote Ambiguous when it was a variant; ""
 	// when the member was given twice.
 	Spelled string
-	seen    uint16 // which of ReadNames were seen, as a bit each
+	seen    uint32 // which of ReadNames were seen, as a bit each
 }
 
 // errBadJSON wraps every scanning failure so callers can answer 400.
@@ -281,7 +281,7 @@ func (f *Fields) slot(rawName []byte) *Member {
 // answers n choices, each up to the token limit.
 var ReadNames = [...]string{"model", "stream", "stream_options", "fallbacks", "max_tokens",
 	"max_completion_tokens", "max_output_tokens", "user", "prompt_cache_key", "messages",
-	"best_of", "n"}
+	"best_of", "n", "n_predict", "min_tokens", "ignore_eos"}
 
 // fold records a member name against ReadNames.
 func (f *Fields) fold(rawName []byte) {

@@ -7,7 +7,9 @@
 //     dropped and UTF-16 decoded (Python's json.loads detects both); a form
 //     when no JSON value starts it;
 //   - numbers: max_tokens, max_completion_tokens, max_output_tokens, n and
-//     best_of as pydantic's lax int (5000, 5e3, 5000.0, "5000");
+//     best_of as pydantic's lax int (5000, 5e3, 5000.0, "5000"); llama-
+//     server's n_predict over max_tokens (-1: no end), vLLM's min_tokens,
+//     ignore_eos;
 //   - stream: pydantic's lax bool (true, 1, "true", "1", "yes", "on", …).
 //
 // Every answer generates the token limit (default 905) for each choice, and
@@ -29,8 +31,13 @@ import (
 	"unicode/utf16"
 )
 
-// DefaultTokens is what an answer generates per choice without a limit.
-const DefaultTokens = 905
+// DefaultTokens is what an answer generates per choice without a limit,
+// and ContextTokens what one without an end does (n_predict -1, or
+// ignore_eos without a limit): the end of its context.
+const (
+	DefaultTokens = 905
+	ContextTokens = 32768
+)
 
 // Run is one request the engine ran.
 type Run struct {
@@ -74,10 +81,17 @@ func (e *Engine) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	model, _ := m["model"].(string)
 	limit := int64(DefaultTokens)
-	for _, k := range []string{"max_tokens", "max_completion_tokens", "max_output_tokens"} {
+	for _, k := range []string{"max_tokens", "max_completion_tokens", "max_output_tokens", "n_predict"} {
 		if n, ok := Int(m[k]); ok {
-			limit = n
+			limit = n // llama-server's n_predict overrides max_tokens
 		}
+	}
+	if n, ok := Int(m["min_tokens"]); ok && n > limit {
+		limit = n
+	}
+	_, named := m["max_tokens"]
+	if limit < 0 || Bool(m["ignore_eos"]) && !named {
+		limit = ContextTokens // generated to the end of the context
 	}
 	choices := int64(1)
 	for _, k := range []string{"n", "best_of"} {

@@ -182,6 +182,29 @@ func skipWhite(b []byte, i int) int {
 	return i
 }
 
+// extendedParam reports whether a Content-Disposition value has a
+// parameter whose name holds a '*' (RFC 2231's continuations and charsets),
+// outside quoted strings.
+func extendedParam(v []byte) bool {
+	inQuote, inName := false, false
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; {
+		case inQuote && c == '\\':
+			i++
+		case c == '"':
+			inQuote = !inQuote
+		case inQuote:
+		case c == ';':
+			inName = true
+		case c == '=':
+			inName = false
+		case c == '*' && inName:
+			return true
+		}
+	}
+	return false
+}
+
 // partName reads a part's form field name from its Content-Disposition, and
 // whether the part is a file. A part with two Content-Disposition headers,
 // or one that is not a well-formed form-data disposition, is refused:
@@ -197,6 +220,12 @@ func partName(headers []byte) (name string, isFile bool, err error) {
 			return "", false, errors.New("a part of the multipart body has two Content-Disposition headers")
 		}
 		seen = true
+		if extendedParam(v) {
+			// name*0="mo"; name*2="del": Go joins only contiguous
+			// sections, Python's email.utils joins them all (RFC 7578
+			// §4.2 forbids the encoding in forms anyway)
+			return "", false, errors.New("a part of the multipart body's Content-Disposition uses RFC 2231 parameters (name*=…): send plain ones")
+		}
 		// readers that do not parse it as Go does might still find a
 		// name in it: a part every reader reads alike, or none
 		disp, params, perr := mime.ParseMediaType(string(bytes.TrimSpace(v)))

@@ -124,3 +124,23 @@ func FuzzScanForm(f *testing.F) {
 		}
 	})
 }
+
+// Python's email.utils joins RFC 2231 sections whatever the gaps between
+// them, Go's only when they are contiguous: the same part would be named
+// two ways.
+func TestAPartNamedWithRFC2231ParametersIsRefused(t *testing.T) {
+	for _, disp := range []string{
+		`form-data; name*0="mo"; name*2="del"`,
+		`form-data; name*=utf-8''model`,
+		`form-data; name="note"; filename*=utf-8''a.wav`,
+	} {
+		body := "--b\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\nwhisper-1\r\n--b\r\nContent-Disposition: " + disp + "\r\n\r\nx\r\n--b--\r\n"
+		if _, err := Scan([]byte(body), "b"); err == nil {
+			t.Errorf("%s was read", disp)
+		}
+	}
+	ok := "--b\r\nContent-Disposition: form-data; name=\"model\"; filename=\"a*b.wav\"\r\n\r\nx\r\n--b--\r\n"
+	if _, err := Scan([]byte(ok), "b"); err == nil || !strings.Contains(err.Error(), "file") {
+		t.Fatalf("a quoted * is not a parameter's: %v", err)
+	}
+}
