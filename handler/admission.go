@@ -60,6 +60,9 @@ func (g *Gateway) reserve(w http.ResponseWriter, req *request, res *Result) (*re
 	if !kr.Allows(req.model) {
 		return nil, nil, kr.NotAllowed(req.model)
 	}
+	if gerr := mayPinSlot(kr, req); gerr != nil {
+		return nil, nil, gerr
+	}
 	if g.limiter == nil || kr.Limits.Empty() {
 		return req, nil, nil
 	}

@@ -166,7 +166,7 @@ func TestAnErrorNamesAHugeModelWithoutEchoingIt(t *testing.T) {
 func TestAnAnswerWithoutAnEndIsRefusedToABudget(t *testing.T) {
 	lax, laxURL := laxUpstream(t)
 	url := budgetGateway(t, config.Config{
-		Keys: []config.Key{{Name: "team-a", Value: teamKey, Tokens: limits(t, "20000/d")}, {Name: "ops", Value: opsKey}},
+		Keys:    []config.Key{{Name: "team-a", Value: teamKey, Tokens: limits(t, "20000/d")}, {Name: "ops", Value: opsKey}},
 		Engines: []engines.Config{{Name: "x", To: laxURL, Models: []string{"x"}}},
 	}, clock.NewFake())
 	for _, body := range []string{

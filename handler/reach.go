@@ -8,6 +8,7 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
 	"github.com/llmgateway/caddy-llm-gateway/handler/config"
 	"github.com/llmgateway/caddy-llm-gateway/handler/keys"
+	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 )
 
 // Every candidate a request can reach is a model its key may use (SPEC §12).
@@ -56,6 +57,21 @@ func mayReachEngine(kr *keys.Rules, rt *route, tail string) *apierror.Error {
 	if tail == "/slots" || strings.HasPrefix(tail, "/slots/") {
 		return &apierror.Error{Status: http.StatusForbidden, Type: apierror.TypeInvalidRequest, Code: "passthrough_not_allowed", Message: fmt.Sprintf(
 			"key %s may not read or act on engine %s's slots at %s…: they hold other callers' conversations", kr.Name, rt.cfg.Name, config.UpstreamPrefix)}
+	}
+	return nil
+}
+
+// mayPinSlot refuses a key with model rules a body that names llama-server's
+// id_slot: the slot is the gateway's to choose (slots save pins a session's
+// own), and a slot the caller picks can hold another caller's cached
+// prompt, whose reuse shows in the answer's timings.
+func mayPinSlot(kr *keys.Rules, req *request) *apierror.Error {
+	if kr.AllowsAll() || !req.json() {
+		return nil
+	}
+	if _, ok := jsonmember.LastMember(req.body, jsonmember.SkipSpace(req.body, 0), "id_slot"); ok {
+		return &apierror.Error{Status: http.StatusForbidden, Type: apierror.TypeInvalidRequest, Code: "slot_not_allowed", Message: fmt.Sprintf(
+			"key %s may not name an engine slot (id_slot): slots hold other callers' conversations; remove the field", kr.Name)}
 	}
 	return nil
 }

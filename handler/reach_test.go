@@ -2,6 +2,7 @@ package handler
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
@@ -95,6 +96,29 @@ func TestAKeyWithRulesNeverReachesAnEnginesSlots(t *testing.T) {
 		t.Fatalf("the engine was asked %v", seen())
 	}
 	if st, out := call(t, url, opsKey, "GET", "/upstream/x/slots", ""); st != 200 {
+		t.Fatalf("the operator: %d %s", st, out)
+	}
+}
+
+// A key with model rules may not pick a llama-server slot: one can hold
+// another caller's cached prompt, and its reuse shows in the timings.
+func TestAKeyWithRulesMayNotPickAnEngineSlot(t *testing.T) {
+	lax, laxURL := laxUpstream(t)
+	_, url := testGateway(t, config.Config{
+		Keys:    []config.Key{{Name: "team-a", Value: teamKey, Models: []string{"x"}}, {Name: "ops", Value: opsKey}},
+		Engines: []engines.Config{{Name: "x", To: laxURL, Models: []string{"x"}}},
+	}, nil)
+	body := `{"model":"x","id_slot":0,"messages":[]}`
+	if st, out := call(t, url, teamKey, "POST", "/v1/chat/completions", body); st != http.StatusForbidden || !strings.Contains(out, "slot_not_allowed") {
+		t.Fatalf("%d %s", st, out)
+	}
+	if st, out := call(t, url, teamKey, "POST", "/upstream/x/completion", body); st != http.StatusForbidden {
+		t.Fatalf("on /upstream/: %d %s", st, out)
+	}
+	if len(lax.Ran()) != 0 {
+		t.Fatalf("the engine ran %v", lax.Ran())
+	}
+	if st, out := call(t, url, opsKey, "POST", "/v1/chat/completions", body); st != 200 {
 		t.Fatalf("the operator: %d %s", st, out)
 	}
 }
