@@ -132,7 +132,7 @@ type counts struct {
 // read them: OpenAI's three, llama-server's n_predict (which its OpenAI
 // layer takes over max_tokens), and vLLM's min_tokens (a floor the answer
 // reaches whatever the limits say).
-var limitNames = [...]string{"max_tokens", "max_completion_tokens", "max_output_tokens", "n_predict", "min_tokens", "n", "best_of"}
+var limitNames = []string{"max_tokens", "max_completion_tokens", "max_output_tokens", "n_predict", "min_tokens", "n", "best_of", "ignore_eos"}
 
 // readCounts reads the numbers a reservation reads (the token limits, n,
 // best_of) and checks the stream flag, as the laxest engine would; a value
@@ -142,17 +142,19 @@ func readCounts(b []byte, f *jsonmember.Fields) (counts, *apierror.Error) {
 	if m := f.Stream; m.OK() && !jsonmember.IsBool(b, m) && string(m.Raw(b)) != "null" {
 		return c, apierror.BadRequest("invalid_stream", fmt.Sprintf(`the body's "stream" is %s: send true or false (engines read strings and numbers as true, and the gateway would not see the stream)`, shorten(string(m.Raw(b)), 32)))
 	}
-	obj := jsonmember.SkipSpace(b, 0)
-	for _, name := range limitNames {
-		m, ok := jsonmember.LastMember(b, obj, name)
-		if !ok {
-			continue
+	// one walk of the body's members for all of them: a body's messages
+	// are skipped once, not once per name (each is given once: ReadNames)
+	var gerr *apierror.Error
+	ignoreEOS := false
+	jsonmember.Named(b, jsonmember.SkipSpace(b, 0), limitNames, func(name string, m jsonmember.Member) {
+		if name == "ignore_eos" {
+			ignoreEOS = string(m.Raw(b)) != "false" && string(m.Raw(b)) != "null"
+			return
 		}
 		n, ok, err := jsonmember.LaxInt(b, m)
-		if err != nil {
-			return c, apierror.BadRequest("invalid_number", fmt.Sprintf(`the body's %q is %s: send a whole number`, name, shorten(string(m.Raw(b)), 32)))
-		}
 		switch {
+		case err != nil && gerr == nil:
+			gerr = apierror.BadRequest("invalid_number", fmt.Sprintf(`the body's %q is %s: send a whole number`, name, shorten(string(m.Raw(b)), 32)))
 		case !ok:
 		case name == "n" || name == "best_of":
 			c.choices = max(c.choices, n)
@@ -161,10 +163,11 @@ func readCounts(b []byte, f *jsonmember.Fields) (counts, *apierror.Error) {
 		default:
 			c.most = max(c.most, n)
 		}
+	})
+	if gerr != nil {
+		return counts{}, gerr
 	}
-	if m, ok := jsonmember.LastMember(b, obj, "ignore_eos"); ok && string(m.Raw(b)) != "false" && string(m.Raw(b)) != "null" && c.most <= 0 {
-		c.unbounded = true
-	}
+	c.unbounded = c.unbounded || ignoreEOS && c.most <= 0
 	return c, nil
 }
 

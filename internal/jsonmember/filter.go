@@ -120,6 +120,21 @@ func LastMember(b []byte, obj int, name string) (Member, bool) {
 	return found, ok
 }
 
+// Named calls fn, in order, for each member of the object at obj whose name
+// is one of names as LastMember matches them: one walk of the object for
+// several names, where a LastMember per name walks it (and skips its
+// largest values) once each.
+func Named(b []byte, obj int, names []string, fn func(name string, m Member)) {
+	eachMember(b, obj, func(raw []byte, m Member) bool {
+		for _, name := range names {
+			if matches(raw, name) {
+				fn(name, m)
+			}
+		}
+		return true
+	})
+}
+
 // removeAll removes every member of the object at obj named name.
 func removeAll(b []byte, obj int, name string) []byte {
 	for {
