@@ -1,0 +1,335 @@
+package translate
+
+import "strconv"
+
+// Chat Completions streams: data lines only, no event names; the answer's
+// parts are told in choices[0].delta, tool calls in fragments keyed by
+// their index among tool calls, and the end by finish_reason, a usage
+// chunk (choices []) and [DONE] (TRANSLATION.md §3).
+
+// A Chat upstream has no blocks: its text and its reasoning are each one
+// running block, and its tool calls are keyed by their own index (>= 0).
+const (
+	stKeyText     = -1
+	stKeyThinking = -2
+)
+
+// decodeChat reads one Chat chunk (or error payload).
+func (s *Stream) decodeChat(dst, data []byte) []byte {
+	var id, model []byte
+	var created int64
+	choices, usage, errv, errEnd := -1, -1, -1, -1
+	for it := stObject(data, 0); ; {
+		key, v, end, ok := it.next()
+		if !ok {
+			break
+		}
+		switch string(key) {
+		case "id":
+			id, _ = stStr(data, v, end)
+		case "model":
+			model, _ = stStr(data, v, end)
+		case "created":
+			created = int64(stInt(data, v, end))
+		case "choices":
+			choices = v
+		case "usage":
+			usage = v
+		case "error":
+			errv, errEnd = v, end
+		}
+	}
+	if errv >= 0 && choices < 0 {
+		return s.chatError(dst, data, errv, errEnd)
+	}
+	dst = s.begin(dst, id, model, created)
+	for it := stArray(data, choices); ; {
+		_, v, _, ok := it.next()
+		if !ok {
+			break
+		}
+		if c, ok := s.chatChoice(data, v); ok {
+			dst = s.decodeChatChoice(dst, data, c)
+			break // the request side refuses n > 1: choice 0 is the answer
+		}
+	}
+	if usage >= 0 && data[usage] == '{' {
+		s.usage = s.usage.Update(stChatUsage(data, usage))
+	}
+	return dst
+}
+
+// stChatChoice is where a choice's members are.
+type stChatChoice struct {
+	delta  int
+	finish []byte
+}
+
+// chatChoice reads the choice at v, and whether it is choice 0.
+func (s *Stream) chatChoice(data []byte, v int) (stChatChoice, bool) {
+	c := stChatChoice{delta: -1}
+	first := true
+	for it := stObject(data, v); ; {
+		key, v, end, ok := it.next()
+		if !ok {
+			return c, first
+		}
+		switch string(key) {
+		case "index":
+			first = stInt(data, v, end) == 0
+		case "delta":
+			c.delta = v
+		case "finish_reason":
+			c.finish, _ = stStr(data, v, end)
+		}
+	}
+}
+
+func (s *Stream) decodeChatChoice(dst, data []byte, c stChatChoice) []byte {
+	var content, reasoning []byte
+	calls := -1
+	for it := stObject(data, c.delta); ; {
+		key, v, end, ok := it.next()
+		if !ok {
+			break
+		}
+		switch string(key) {
+		case "content":
+			content, _ = stStr(data, v, end)
+		case "reasoning_content", "reasoning":
+			if r, ok := stStr(data, v, end); ok && len(r) > 0 {
+				reasoning = r
+			}
+		case "tool_calls":
+			calls = v
+		}
+	}
+	if len(reasoning) > 0 {
+		dst = s.closeKey(dst, stKeyText)
+		dst = s.delta(dst, stThought, stKeyThinking, reasoning)
+	}
+	if len(content) > 0 {
+		dst = s.closeKey(dst, stKeyThinking)
+		dst = s.delta(dst, stTextPiece, stKeyText, content)
+	}
+	for it := stArray(data, calls); ; {
+		_, v, _, ok := it.next()
+		if !ok {
+			break
+		}
+		dst = s.decodeChatCall(dst, data, v)
+	}
+	if len(c.finish) > 0 {
+		// the answer is whole; its usage chunk and [DONE] follow
+		s.stop = ChatStop(string(c.finish))
+		for i := range s.blocks {
+			if s.blocks[i].open {
+				dst = s.close(dst, &s.blocks[i])
+			}
+		}
+	}
+	return dst
+}
+
+// decodeChatCall reads one tool call fragment: the first names the call,
+// the rest carry pieces of its arguments, each keyed by the call's index.
+func (s *Stream) decodeChatCall(dst, data []byte, v int) []byte {
+	var id, name, args []byte
+	index := -1
+	for it := stObject(data, v); ; {
+		key, v, end, ok := it.next()
+		if !ok {
+			break
+		}
+		switch string(key) {
+		case "index":
+			index = stIndex(data, v, end)
+		case "id":
+			id, _ = stStr(data, v, end)
+		case "function":
+			for f := stObject(data, v); ; {
+				key, v, end, ok := f.next()
+				if !ok {
+					break
+				}
+				switch string(key) {
+				case "name":
+					name, _ = stStr(data, v, end)
+				case "arguments":
+					args, _ = stStr(data, v, end)
+				}
+			}
+		}
+	}
+	if index < 0 {
+		// an engine that leaves out the index sends its calls one after
+		// the other: a fragment with an id starts the next one
+		index = s.chatCalls - 1
+		if len(id) > 0 || index < 0 {
+			index = s.chatCalls
+		}
+	}
+	if s.find(index) == nil && !s.finished {
+		dst = s.closeKey(dst, stKeyText)
+		dst = s.closeKey(dst, stKeyThinking)
+		dst = s.open(dst, stTool, index, id, name)
+		s.chatCalls = max(s.chatCalls, index+1)
+	}
+	return s.delta(dst, stArgs, index, args)
+}
+
+// chatError reads an error payload ({"error":{"message","type","code"}}
+// or {"error":"text"}).
+func (s *Stream) chatError(dst, data []byte, v, end int) []byte {
+	if data[v] == '"' {
+		return s.fail(dst, nil, nil, data[v:end])
+	}
+	var typ, code, msg []byte
+	for it := stObject(data, v); ; {
+		key, v, end, ok := it.next()
+		if !ok {
+			break
+		}
+		switch string(key) {
+		case "type":
+			typ = data[v:end]
+		case "code":
+			code = data[v:end]
+		case "message":
+			msg = data[v:end]
+		}
+	}
+	return s.fail(dst, typ, code, msg)
+}
+
+// chatDone reads [DONE]: the answer is whole.
+func (s *Stream) chatDone(dst []byte) []byte {
+	if s.stop == StopNone {
+		s.stop = StopEnd
+	}
+	return s.finish(dst)
+}
+
+// stChatUsage reads a Chat usage object.
+func stChatUsage(data []byte, v int) Usage {
+	var u Usage
+	for it := stObject(data, v); ; {
+		key, v, end, ok := it.next()
+		if !ok {
+			return u
+		}
+		switch string(key) {
+		case "prompt_tokens":
+			u.Input = stInt(data, v, end)
+		case "completion_tokens":
+			u.Output = stInt(data, v, end)
+		case "prompt_tokens_details":
+			u.CacheRead = stNestedInt(data, v, "cached_tokens")
+		case "completion_tokens_details":
+			u.Reasoning = stNestedInt(data, v, "reasoning_tokens")
+		}
+	}
+}
+
+// stNestedInt is the integer member name of the object at v.
+func stNestedInt(data []byte, v int, name string) int {
+	for it := stObject(data, v); ; {
+		key, v, end, ok := it.next()
+		if !ok {
+			return 0
+		}
+		if string(key) == name {
+			return stInt(data, v, end)
+		}
+	}
+}
+
+// A Chat client's chunks all start alike: the head is written once.
+
+func (s *Stream) chatAnnounce(dst []byte) []byte {
+	s.announced = true
+	s.head = append(s.head[:0], `{"id":"chatcmpl-`...)
+	s.head = append(s.head, s.id...)
+	s.head = append(s.head, `","object":"chat.completion.chunk","created":`...)
+	s.head = strconv.AppendInt(s.head, s.created, 10)
+	s.head = append(s.head, `,"model":"`...)
+	s.head = append(s.head, s.model...)
+	s.head = append(s.head, '"')
+	dst = s.chatChunk(dst)
+	return append(dst, `{"role":"assistant","content":""}`+stChatTail...)
+}
+
+// chatChunk starts a chunk, up to its delta's value.
+func (s *Stream) chatChunk(dst []byte) []byte {
+	dst = append(dst, "data: "...)
+	dst = append(dst, s.head...)
+	return append(dst, `,"choices":[{"index":0,"delta":`...)
+}
+
+const stChatTail = `,"logprobs":null,"finish_reason":null}]}` + "\n\n"
+
+func (s *Stream) chatOpen(dst []byte, b *stBlock) []byte {
+	if b.kind != stTool {
+		return dst // text and reasoning need no announcement
+	}
+	dst = s.chatChunk(dst)
+	dst = append(dst, `{"tool_calls":[{"index":`...)
+	dst = strconv.AppendInt(dst, int64(b.idx), 10)
+	dst = append(dst, `,"id":"`...)
+	dst = append(dst, b.id...)
+	dst = append(dst, `","type":"function","function":{"name":"`...)
+	dst = append(dst, b.name...)
+	return append(dst, `","arguments":""}}]}`+stChatTail...)
+}
+
+func (s *Stream) chatDelta(dst []byte, b *stBlock, p stPiece, text []byte) []byte {
+	switch p {
+	case stSignature:
+		return dst // Chat has no field for it
+	case stArgs:
+		dst = s.chatChunk(dst)
+		dst = append(dst, `{"tool_calls":[{"index":`...)
+		dst = strconv.AppendInt(dst, int64(b.idx), 10)
+		dst = append(dst, `,"function":{"arguments":"`...)
+		dst = append(dst, text...)
+		return append(dst, `"}}]}`+stChatTail...)
+	case stThought:
+		dst = append(s.chatChunk(dst), `{"reasoning_content":"`...)
+	default:
+		dst = append(s.chatChunk(dst), `{"content":"`...)
+	}
+	dst = append(dst, text...)
+	return append(dst, `"}`+stChatTail...)
+}
+
+func (s *Stream) chatFinish(dst []byte) []byte {
+	dst = append(s.chatChunk(dst), `{},"logprobs":null,"finish_reason":"`...)
+	dst = append(dst, s.stop.Chat()...)
+	dst = append(dst, "\"}]}\n\n"...)
+	if s.opt.IncludeUsage {
+		dst = append(dst, "data: "...)
+		dst = append(dst, s.head...)
+		dst = append(dst, `,"choices":[],"usage":`...)
+		dst = s.usage.AppendChat(dst)
+		dst = append(dst, "}\n\n"...)
+	}
+	return append(dst, "data: [DONE]\n\n"...)
+}
+
+func (s *Stream) chatFail(dst, typ, code, msg []byte) []byte {
+	dst = append(dst, `data: {"error":{"message":`...)
+	dst = append(dst, msg...)
+	dst = append(dst, `,"type":`...)
+	dst = stOr(dst, typ, `"server_error"`)
+	dst = append(dst, `,"param":null,"code":`...)
+	dst = stOr(dst, code, "null")
+	return append(dst, "}}\n\n"...)
+}
+
+// stOr appends the JSON string v, or def when v is none.
+func stOr(dst, v []byte, def string) []byte {
+	if len(v) > 1 && v[0] == '"' {
+		return append(dst, v...)
+	}
+	return append(dst, def...)
+}

@@ -1,0 +1,301 @@
+package translate
+
+import (
+	"bytes"
+	"strconv"
+)
+
+// Messages streams: named events, each with its type in the data too:
+// message_start, then per block content_block_start, _delta…, _stop (by
+// index), then message_delta (stop_reason, cumulative usage) and
+// message_stop; ping and error anywhere; unknown types are to be ignored
+// (TRANSLATION.md §3).
+
+// decodeMessages reads one Messages event.
+func (s *Stream) decodeMessages(dst, data []byte) []byte {
+	var typ []byte
+	index, block, delta, message, usage, errv := -1, -1, -1, -1, -1, -1
+	for it := stObject(data, 0); ; {
+		key, v, end, ok := it.next()
+		if !ok {
+			break
+		}
+		switch string(key) {
+		case "type":
+			typ, _ = stStr(data, v, end)
+		case "index":
+			index = stIndex(data, v, end)
+		case "content_block":
+			block = v
+		case "delta":
+			delta = v
+		case "message":
+			message = v
+		case "usage":
+			usage = v
+		case "error":
+			errv = v
+		}
+	}
+	switch string(typ) {
+	case "content_block_delta":
+		return s.messagesPiece(dst, data, index, delta)
+	case "content_block_start":
+		return s.messagesBlock(dst, data, index, block)
+	case "content_block_stop":
+		return s.closeKey(dst, index)
+	case "message_start":
+		return s.messagesStart(dst, data, message)
+	case "message_delta":
+		if r, ok := stFindStr(data, delta, "stop_reason"); ok {
+			s.stop = MessagesStop(string(r))
+		}
+		if usage >= 0 {
+			s.usage = s.usage.Update(stMessagesUsage(data, usage))
+		}
+	case "message_stop":
+		return s.finish(dst)
+	case "ping":
+		return append(dst, ": ping\n\n"...) // keeps the client's proxies from timing out
+	case "error":
+		typ, msg := stFindRaw(data, errv, "type"), stFindRaw(data, errv, "message")
+		return s.fail(dst, typ, nil, msg)
+	}
+	return dst
+}
+
+func (s *Stream) messagesStart(dst, data []byte, message int) []byte {
+	var id, model []byte
+	for it := stObject(data, message); ; {
+		key, v, end, ok := it.next()
+		if !ok {
+			break
+		}
+		switch string(key) {
+		case "id":
+			id, _ = stStr(data, v, end)
+		case "model":
+			model, _ = stStr(data, v, end)
+		case "usage":
+			s.usage = s.usage.Update(stMessagesUsage(data, v))
+		}
+	}
+	return s.begin(dst, id, model, 0)
+}
+
+// messagesBlock reads content_block_start. Text and thinking open with
+// their first piece (never a block for nothing); tool_use opens with its
+// id and name; server tools and redacted thinking have no counterpart and
+// stay closed, so their pieces are dropped.
+func (s *Stream) messagesBlock(dst, data []byte, index, block int) []byte {
+	var typ, id, name, text, thinking []byte
+	for it := stObject(data, block); ; {
+		key, v, end, ok := it.next()
+		if !ok {
+			break
+		}
+		switch string(key) {
+		case "type":
+			typ, _ = stStr(data, v, end)
+		case "id":
+			id, _ = stStr(data, v, end)
+		case "name":
+			name, _ = stStr(data, v, end)
+		case "text":
+			text, _ = stStr(data, v, end)
+		case "thinking":
+			thinking, _ = stStr(data, v, end)
+		}
+	}
+	switch string(typ) {
+	case "tool_use":
+		return s.open(dst, stTool, index, id, name)
+	case "text":
+		return s.delta(dst, stTextPiece, index, text)
+	case "thinking":
+		return s.delta(dst, stThought, index, thinking)
+	}
+	return dst
+}
+
+// messagesPiece reads content_block_delta.
+func (s *Stream) messagesPiece(dst, data []byte, index, delta int) []byte {
+	var typ, text []byte
+	for it := stObject(data, delta); ; {
+		key, v, end, ok := it.next()
+		if !ok {
+			break
+		}
+		switch string(key) {
+		case "type":
+			typ, _ = stStr(data, v, end)
+		case "text", "partial_json", "thinking", "signature":
+			text, _ = stStr(data, v, end)
+		}
+	}
+	switch string(typ) {
+	case "text_delta":
+		return s.delta(dst, stTextPiece, index, text)
+	case "input_json_delta":
+		return s.delta(dst, stArgs, index, text)
+	case "thinking_delta":
+		return s.delta(dst, stThought, index, text)
+	case "signature_delta":
+		return s.delta(dst, stSignature, index, text)
+	}
+	return dst // citations_delta and what comes next
+}
+
+// stMessagesUsage reads a Messages usage object.
+func stMessagesUsage(data []byte, v int) Usage {
+	var input, read, write, output int
+	for it := stObject(data, v); ; {
+		key, v, end, ok := it.next()
+		if !ok {
+			break
+		}
+		switch string(key) {
+		case "input_tokens":
+			input = stInt(data, v, end)
+		case "cache_read_input_tokens":
+			read = stInt(data, v, end)
+		case "cache_creation_input_tokens":
+			write = stInt(data, v, end)
+		case "output_tokens":
+			output = stInt(data, v, end)
+		}
+	}
+	return MessagesUsage(input, read, write, output)
+}
+
+// stFindStr is the string member name of the object at v, as escaped.
+func stFindStr(data []byte, v int, name string) ([]byte, bool) {
+	r := stFindRaw(data, v, name)
+	if len(r) > 1 && r[0] == '"' {
+		return r[1 : len(r)-1], true
+	}
+	return nil, false
+}
+
+// stFindRaw is the value of the member name of the object at v, or nil.
+func stFindRaw(data []byte, v int, name string) []byte {
+	for it := stObject(data, v); ; {
+		key, v, end, ok := it.next()
+		if !ok {
+			return nil
+		}
+		if string(key) == name {
+			return data[v:end]
+		}
+	}
+}
+
+// A Messages client hears message_start with the first block, not with
+// the upstream's first event: the input count a Chat or Responses engine
+// gives only at the end is not known either way, and an engine that fails
+// before its first token then answers with an error event alone.
+
+func (s *Stream) messagesAnnounce(dst []byte) []byte {
+	if s.announced {
+		return dst
+	}
+	s.announced = true
+	dst = append(dst, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_"...)
+	dst = append(dst, s.id...)
+	dst = append(dst, `","type":"message","role":"assistant","model":"`...)
+	dst = append(dst, s.model...)
+	dst = append(dst, `","content":[],"stop_reason":null,"stop_sequence":null,"usage":`...)
+	u := s.usage
+	u.Output = 0
+	dst = u.AppendMessages(dst)
+	return append(dst, "}}\n\n"...)
+}
+
+func (s *Stream) messagesEvent(dst []byte, typ string, index int) []byte {
+	dst = append(dst, "event: "...)
+	dst = append(dst, typ...)
+	dst = append(dst, "\ndata: {\"type\":\""...)
+	dst = append(dst, typ...)
+	dst = append(dst, `","index":`...)
+	return strconv.AppendInt(dst, int64(index), 10)
+}
+
+func (s *Stream) messagesOpen(dst []byte, b *stBlock) []byte {
+	dst = s.messagesAnnounce(dst)
+	dst = s.messagesEvent(dst, "content_block_start", b.idx)
+	switch b.kind {
+	case stTool:
+		dst = append(dst, `,"content_block":{"type":"tool_use","id":"`...)
+		dst = append(dst, b.id...)
+		dst = append(dst, `","name":"`...)
+		dst = append(dst, b.name...)
+		dst = append(dst, `","input":{}`...)
+	case stThinking:
+		dst = append(dst, `,"content_block":{"type":"thinking","thinking":"","signature":""`...)
+	default:
+		dst = append(dst, `,"content_block":{"type":"text","text":""`...)
+	}
+	return append(dst, "}}\n\n"...)
+}
+
+func (s *Stream) messagesDelta(dst []byte, b *stBlock, p stPiece, text []byte) []byte {
+	dst = s.messagesEvent(dst, "content_block_delta", b.idx)
+	switch p {
+	case stArgs:
+		dst = append(dst, `,"delta":{"type":"input_json_delta","partial_json":"`...)
+	case stThought:
+		dst = append(dst, `,"delta":{"type":"thinking_delta","thinking":"`...)
+	case stSignature:
+		dst = append(dst, `,"delta":{"type":"signature_delta","signature":"`...)
+	default:
+		dst = append(dst, `,"delta":{"type":"text_delta","text":"`...)
+	}
+	dst = append(dst, text...)
+	return append(dst, "\"}}\n\n"...)
+}
+
+func (s *Stream) messagesClose(dst []byte, b *stBlock) []byte {
+	dst = s.messagesEvent(dst, "content_block_stop", b.idx)
+	return append(dst, "}\n\n"...)
+}
+
+func (s *Stream) messagesFinish(dst []byte) []byte {
+	dst = s.messagesAnnounce(dst)
+	dst = append(dst, "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\""...)
+	dst = append(dst, s.stop.Messages()...)
+	dst = append(dst, `","stop_sequence":null},"usage":`...)
+	dst = s.usage.AppendMessages(dst)
+	dst = append(dst, "}\n\n"...)
+	return append(dst, "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"...)
+}
+
+func (s *Stream) messagesFail(dst, typ, code, msg []byte) []byte {
+	dst = append(dst, "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\""...)
+	dst = append(dst, stMessagesErrorType(typ, code)...)
+	dst = append(dst, `","message":`...)
+	dst = append(dst, msg...)
+	return append(dst, "}}\n\n"...)
+}
+
+// stMessagesErrorType is the Messages error type closest to an OpenAI
+// error's type and code (JSON strings, or nil).
+func stMessagesErrorType(typ, code []byte) string {
+	for _, v := range [...][]byte{typ, code} {
+		switch {
+		case len(v) == 0:
+		case bytes.Contains(v, []byte("overload")):
+			return "overloaded_error"
+		case bytes.Contains(v, []byte("rate_limit")):
+			return "rate_limit_error"
+		case bytes.Contains(v, []byte("invalid_request")):
+			return "invalid_request_error"
+		case bytes.Contains(v, []byte("authentication")):
+			return "authentication_error"
+		case bytes.Contains(v, []byte("permission")):
+			return "permission_error"
+		case bytes.Contains(v, []byte("not_found")):
+			return "not_found_error"
+		}
+	}
+	return "api_error"
+}

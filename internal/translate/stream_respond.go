@@ -1,0 +1,293 @@
+package translate
+
+import "strconv"
+
+// A Responses client's stream: response.created and .in_progress first;
+// each block an output item (message, function_call, custom_tool_call or
+// reasoning) from output_item.added to output_item.done; then
+// response.completed or .incomplete with every item and the usage. Every
+// event has its type and a sequence_number rising from 0.
+//
+// Reasoning goes out as a reasoning item's summary
+// (reasoning_summary_text), which Codex shows by default, where
+// reasoning_text is shown only on request; a Messages signature rides along
+// as the item's encrypted_content, the field a client returns unchanged.
+
+func (s *Stream) respEvent(dst []byte, typ string) []byte {
+	dst = append(dst, "event: "...)
+	dst = append(dst, typ...)
+	dst = append(dst, "\ndata: {\"type\":\""...)
+	dst = append(dst, typ...)
+	return append(dst, '"')
+}
+
+func (s *Stream) respEnd(dst []byte) []byte {
+	dst = append(dst, `,"sequence_number":`...)
+	dst = strconv.AppendInt(dst, int64(s.seq), 10)
+	s.seq++
+	return append(dst, "}\n\n"...)
+}
+
+// respResponse appends the response object; final adds its output items
+// and usage.
+func (s *Stream) respResponse(dst []byte, final bool) []byte {
+	status, reason := "in_progress", ""
+	if final {
+		status, reason = s.stop.Responses()
+	}
+	dst = append(dst, `,"response":{"id":"resp_`...)
+	dst = append(dst, s.id...)
+	dst = append(dst, `","object":"response","created_at":`...)
+	dst = strconv.AppendInt(dst, s.created, 10)
+	dst = append(dst, `,"status":"`...)
+	dst = append(dst, status...)
+	dst = append(dst, `","error":null,"incomplete_details":`...)
+	if reason != "" {
+		dst = append(append(append(dst, `{"reason":"`...), reason...), `"}`...)
+	} else {
+		dst = append(dst, "null"...)
+	}
+	dst = append(dst, `,"model":"`...)
+	dst = append(dst, s.model...)
+	dst = append(dst, `","output":[`...)
+	if final {
+		for i := range s.blocks {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = s.respItem(dst, &s.blocks[i], true)
+		}
+	}
+	dst = append(dst, `],"parallel_tool_calls":true,"tool_choice":"auto","tools":[],"usage":`...)
+	if final {
+		dst = s.usage.AppendResponses(dst)
+	} else {
+		dst = append(dst, "null"...)
+	}
+	return append(dst, '}')
+}
+
+func (s *Stream) respAnnounce(dst []byte) []byte {
+	s.announced = true
+	dst = s.respResponse(s.respEvent(dst, "response.created"), false)
+	dst = s.respEnd(dst)
+	dst = s.respResponse(s.respEvent(dst, "response.in_progress"), false)
+	return s.respEnd(dst)
+}
+
+// respItemID appends the block's item id: its kind's prefix, the stream's
+// token and its output_index.
+func (s *Stream) respItemID(dst []byte, b *stBlock) []byte {
+	switch {
+	case b.custom:
+		dst = append(dst, "ctc_"...)
+	case b.kind == stTool:
+		dst = append(dst, "fc_"...)
+	case b.kind == stThinking:
+		dst = append(dst, "rs_"...)
+	default:
+		dst = append(dst, "msg_"...)
+	}
+	dst = append(dst, s.token...)
+	return strconv.AppendInt(append(dst, '_'), int64(b.idx), 10)
+}
+
+// respItem appends the block as an output item, whole when done.
+func (s *Stream) respItem(dst []byte, b *stBlock, done bool) []byte {
+	status := `","status":"in_progress"`
+	if done {
+		status = `","status":"completed"`
+	}
+	dst = s.respItemID(append(dst, `{"id":"`...), b)
+	switch {
+	case b.custom:
+		dst = append(dst, `","type":"custom_tool_call`...)
+		dst = append(dst, status...)
+		dst = s.respCall(dst, b)
+		dst = append(dst, `,"input":`...)
+		if done {
+			return append(append(dst, b.input...), '}')
+		}
+		return append(dst, `""}`...)
+	case b.kind == stTool:
+		dst = append(dst, `","type":"function_call`...)
+		dst = append(dst, status...)
+		dst = s.respCall(dst, b)
+		dst = append(dst, `,"arguments":"`...)
+		if done {
+			dst = stArguments(dst, b.text)
+		}
+		return append(dst, `"}`...)
+	case b.kind == stThinking:
+		dst = append(dst, `","type":"reasoning","summary":[`...)
+		if done && len(b.text) > 0 {
+			dst = append(dst, `{"type":"summary_text","text":"`...)
+			dst = append(append(dst, b.text...), `"}`...)
+		}
+		dst = append(dst, ']')
+		if done && len(b.sig) > 0 {
+			dst = append(dst, `,"encrypted_content":"`...)
+			dst = append(append(dst, b.sig...), '"')
+		}
+		return append(dst, '}')
+	}
+	dst = append(dst, `","type":"message`...)
+	dst = append(dst, status...)
+	dst = append(dst, `,"role":"assistant","content":[`...)
+	if done {
+		dst = s.respTextPart(dst, b, true)
+	}
+	return append(dst, "]}"...)
+}
+
+func (s *Stream) respCall(dst []byte, b *stBlock) []byte {
+	dst = append(dst, `,"call_id":"`...)
+	dst = append(dst, b.id...)
+	dst = append(dst, `","name":"`...)
+	dst = append(dst, b.name...)
+	return append(dst, '"')
+}
+
+// stArguments appends a call's arguments, "{}" for none: a call without
+// parameters streams no arguments, and clients parse them as JSON.
+func stArguments(dst, args []byte) []byte {
+	if len(args) == 0 {
+		return append(dst, "{}"...)
+	}
+	return append(dst, args...)
+}
+
+func (s *Stream) respTextPart(dst []byte, b *stBlock, done bool) []byte {
+	dst = append(dst, `{"type":"output_text","text":"`...)
+	if done {
+		dst = append(dst, b.text...)
+	}
+	return append(dst, `","annotations":[]}`...)
+}
+
+// respAt appends the members that place an event: item_id and
+// output_index.
+func (s *Stream) respAt(dst []byte, b *stBlock) []byte {
+	dst = s.respItemID(append(dst, `,"item_id":"`...), b)
+	dst = append(dst, `","output_index":`...)
+	return strconv.AppendInt(dst, int64(b.idx), 10)
+}
+
+func (s *Stream) respOpen(dst []byte, b *stBlock) []byte {
+	if !s.announced {
+		dst = s.respAnnounce(dst)
+	}
+	dst = s.respEvent(dst, "response.output_item.added")
+	dst = append(dst, `,"output_index":`...)
+	dst = strconv.AppendInt(dst, int64(b.idx), 10)
+	dst = s.respItem(append(dst, `,"item":`...), b, false)
+	dst = s.respEnd(dst)
+	if b.kind == stText {
+		b.part = true
+		dst = s.respAt(s.respEvent(dst, "response.content_part.added"), b)
+		dst = s.respTextPart(append(dst, `,"content_index":0,"part":`...), b, false)
+		dst = s.respEnd(dst)
+	}
+	return dst
+}
+
+func (s *Stream) respDelta(dst []byte, b *stBlock, p stPiece, text []byte) []byte {
+	switch p {
+	case stSignature:
+		b.sig = append(b.sig, text...)
+		return dst
+	case stArgs:
+		b.text = append(b.text, text...)
+		if b.custom {
+			return dst // its input is known when its arguments are whole
+		}
+		dst = s.respAt(s.respEvent(dst, "response.function_call_arguments.delta"), b)
+	case stThought:
+		if !b.part {
+			b.part = true
+			dst = s.respAt(s.respEvent(dst, "response.reasoning_summary_part.added"), b)
+			dst = append(dst, `,"summary_index":0,"part":{"type":"summary_text","text":""}`...)
+			dst = s.respEnd(dst)
+		}
+		b.text = append(b.text, text...)
+		dst = s.respAt(s.respEvent(dst, "response.reasoning_summary_text.delta"), b)
+		dst = append(dst, `,"summary_index":0`...)
+	default:
+		b.text = append(b.text, text...)
+		dst = s.respAt(s.respEvent(dst, "response.output_text.delta"), b)
+		dst = append(dst, `,"content_index":0,"logprobs":[]`...)
+	}
+	dst = append(dst, `,"delta":"`...)
+	dst = append(dst, text...)
+	return s.respEnd(append(dst, '"'))
+}
+
+func (s *Stream) respClose(dst []byte, b *stBlock) []byte {
+	switch {
+	case b.custom:
+		b.input = s.customInput(b.input[:0], b.text)
+		dst = s.respAt(s.respEvent(dst, "response.custom_tool_call_input.delta"), b)
+		dst = s.respEnd(append(append(dst, `,"delta":`...), b.input...))
+		dst = s.respAt(s.respEvent(dst, "response.custom_tool_call_input.done"), b)
+		dst = s.respEnd(append(append(dst, `,"input":`...), b.input...))
+	case b.kind == stTool:
+		dst = s.respAt(s.respEvent(dst, "response.function_call_arguments.done"), b)
+		dst = append(append(dst, `,"name":"`...), b.name...)
+		dst = stArguments(append(dst, `","arguments":"`...), b.text)
+		dst = s.respEnd(append(dst, '"'))
+	case b.kind == stThinking && b.part:
+		dst = s.respAt(s.respEvent(dst, "response.reasoning_summary_text.done"), b)
+		dst = append(append(dst, `,"summary_index":0,"text":"`...), b.text...)
+		dst = s.respEnd(append(dst, '"'))
+		dst = s.respAt(s.respEvent(dst, "response.reasoning_summary_part.done"), b)
+		dst = append(append(dst, `,"summary_index":0,"part":{"type":"summary_text","text":"`...), b.text...)
+		dst = s.respEnd(append(dst, `"}`...))
+	case b.kind == stText:
+		dst = s.respAt(s.respEvent(dst, "response.output_text.done"), b)
+		dst = append(append(dst, `,"content_index":0,"logprobs":[],"text":"`...), b.text...)
+		dst = s.respEnd(append(dst, '"'))
+		dst = s.respAt(s.respEvent(dst, "response.content_part.done"), b)
+		dst = s.respEnd(s.respTextPart(append(dst, `,"content_index":0,"part":`...), b, true))
+	}
+	dst = s.respEvent(dst, "response.output_item.done")
+	dst = append(dst, `,"output_index":`...)
+	dst = strconv.AppendInt(dst, int64(b.idx), 10)
+	dst = s.respItem(append(dst, `,"item":`...), b, true)
+	return s.respEnd(dst)
+}
+
+// customInput appends a custom tool call's input, a JSON string: the
+// argument "input" of the function call it went upstream as, or, when an
+// engine wrote something else, its arguments as they are.
+func (s *Stream) customInput(dst, args []byte) []byte {
+	s.scratch = stUnescape(s.scratch[:0], args)
+	if stValidObject(s.scratch) {
+		if in := stFindRaw(s.scratch, 0, "input"); len(in) > 0 && in[0] == '"' {
+			return append(dst, in...)
+		}
+	}
+	return append(append(append(dst, '"'), args...), '"')
+}
+
+func (s *Stream) respFinish(dst []byte) []byte {
+	if !s.announced {
+		dst = s.respAnnounce(dst)
+	}
+	typ := "response.completed"
+	if status, _ := s.stop.Responses(); status == "incomplete" {
+		typ = "response.incomplete"
+	}
+	return s.respEnd(s.respResponse(s.respEvent(dst, typ), true))
+}
+
+func (s *Stream) respFail(dst, typ, code, msg []byte) []byte {
+	dst = s.respEvent(dst, "error")
+	dst = append(dst, `,"code":`...)
+	if len(code) > 1 && code[0] == '"' {
+		dst = append(dst, code...)
+	} else {
+		dst = stOr(dst, typ, `"server_error"`)
+	}
+	dst = append(append(dst, `,"message":`...), msg...)
+	return s.respEnd(append(dst, `,"param":null`...))
+}
