@@ -1,0 +1,175 @@
+package translate
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// A request is translated in two steps: the client's API is read into one
+// neutral representation (rqRequest, request_ir.go), which is then written
+// in the engine's API. Each API has one reader and one writer
+// (request_chat.go, request_messages.go, request_responses.go), so a rule
+// such as "tool ids must match ^[a-zA-Z0-9_-]+$ on Messages" lives in the
+// one writer that needs it, whatever the client spoke.
+//
+// What each member becomes, per direction, is the table in
+// docs/translation.md; the comments next to each rule say why.
+
+// RequestOptions are what the gateway knows that a request does not say.
+type RequestOptions struct {
+	// MaxTokens is max_tokens of a request translated to Messages (which
+	// requires it) that sets no limit; 0 means DefaultMaxTokens.
+	MaxTokens int
+}
+
+// Request translates a request body of API from into API to. dropped names
+// the client's members that the target cannot carry and that the documented
+// rules drop (the gateway logs them and counts them in a metric); err is a
+// *Error for a member the target cannot carry that must not be dropped
+// silently (the gateway answers 400 naming it and the engine), or another
+// error for a body that is not a JSON object. from == to returns body
+// unchanged.
+func Request(from, to API, body []byte, o RequestOptions) (out []byte, dropped []string, err error) {
+	if from == to {
+		return body, nil, nil
+	}
+	top, err := rqObject(body)
+	if err != nil {
+		return nil, nil, err
+	}
+	r := &rqRequest{from: from, to: to}
+	switch from {
+	case Chat:
+		err = rqReadChat(r, top)
+	case Messages:
+		err = rqReadMessages(r, top)
+	case Responses:
+		err = rqReadResponses(r, top)
+	default:
+		return nil, nil, fmt.Errorf("translating a request from %v: unknown API", from)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	r.pairToolResults()
+	switch to {
+	case Chat:
+		out, err = rqWriteChat(r)
+	case Messages:
+		out, err = rqWriteMessages(r, o)
+	case Responses:
+		out, err = rqWriteResponses(r)
+	default:
+		return nil, nil, fmt.Errorf("translating a request to %v: unknown API", to)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return out, r.drops.list, nil
+}
+
+// rqObject reads body's top-level members; a body that is not a JSON object
+// is a plain error (the gateway's reader has refused most of those already).
+func rqObject(body []byte) (map[string]json.RawMessage, error) {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(body, &top); err != nil || top == nil {
+		if err == nil {
+			err = errors.New("null")
+		}
+		return nil, fmt.Errorf("request body is not a JSON object: %v", err)
+	}
+	return top, nil
+}
+
+// rqField decodes top[key] into dst, if present and not null; a value of the
+// wrong type is a *Error naming the member, since guessing what the client
+// meant would send the engine something the client did not ask for.
+func rqField(top map[string]json.RawMessage, key string, dst any) (bool, error) {
+	raw, ok := top[key]
+	if !ok || rqIsNull(raw) {
+		return false, nil
+	}
+	if err := json.Unmarshal(raw, dst); err != nil {
+		return false, &Error{Member: key, Reason: "not a valid value: " + err.Error()}
+	}
+	return true, nil
+}
+
+func rqIsNull(raw json.RawMessage) bool {
+	return len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null"
+}
+
+// rqString reads raw as a JSON string; ok is false for anything else.
+func rqString(raw json.RawMessage) (string, bool) {
+	var s string
+	if len(raw) == 0 || raw[0] != '"' {
+		if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '"' {
+			return "", false
+		}
+	}
+	if json.Unmarshal(raw, &s) != nil {
+		return "", false
+	}
+	return s, true
+}
+
+// rqDrops lists the client's members a translation drops, one entry per kind
+// of member: a transcript with forty thinking blocks logs one line, not
+// forty, and the first one's path is enough to find them.
+type rqDrops struct {
+	list []string
+	seen map[string]bool
+}
+
+// add records member, of kind (a short name such as "thinking" or the
+// member's own name), unless a member of that kind was recorded already.
+func (d *rqDrops) add(kind, member string) {
+	if d.seen[kind] {
+		return
+	}
+	if d.seen == nil {
+		d.seen = map[string]bool{}
+	}
+	d.seen[kind] = true
+	d.list = append(d.list, member)
+}
+
+// rqMarshal encodes v without HTML escaping: a prompt's "<" and "&" reach the
+// engine as the client wrote them, not as \u003c.
+func rqMarshal(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(b.Bytes(), "\n"), nil
+}
+
+// rqCompact is raw JSON without insignificant white space, or nil when raw
+// is not valid JSON.
+func rqCompact(raw []byte) json.RawMessage {
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return nil
+	}
+	return b.Bytes()
+}
+
+// rqUnknown lists the top-level members of top that the reader did not
+// know: a vendor extension the target's engine would not read either.
+func rqUnknown(r *rqRequest, top map[string]json.RawMessage, known map[string]bool) {
+	keys := make([]string, 0, len(top))
+	for k := range top {
+		if !known[k] {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		r.drops.add(k, k)
+	}
+}
