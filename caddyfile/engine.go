@@ -82,6 +82,11 @@ func parseEngineOptions(d *cf.Dispenser, ec *engines.Config, where string) (sett
 			if len(ec.APIs) == 0 {
 				err = d.ArgErr()
 			}
+		case "translate":
+			var b bool
+			if b, err = parseOnOff(d); err == nil {
+				ec.Translate = &b
+			}
 		case "api_key":
 			args := d.RemainingArgs()
 			switch len(args) {

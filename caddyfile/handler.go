@@ -200,6 +200,12 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config, hist **history.Conf
 				return cfg, err
 			}
 			cfg.BodyFallbacks = &b
+		case "translate":
+			b, err := parseOnOff(d)
+			if err != nil {
+				return cfg, err
+			}
+			cfg.Translate = &b
 		case "annotate_response":
 			b, err := parseOnOff(d)
 			if err != nil {

@@ -30,6 +30,8 @@ var metrics struct {
 	busy          *prometheus.CounterVec
 	keyTokens     *prometheus.CounterVec
 	refusals      *prometheus.CounterVec
+	translated    *prometheus.CounterVec
+	untranslated  *prometheus.CounterVec
 	quotaDegraded *prometheus.GaugeVec
 	live          liveCollector
 }

@@ -290,7 +290,7 @@ func setPlaceholders(r *http.Request, res *handler.Result) {
 	p := &placeholders{
 		engine: res.Engine, model: res.ModelAsked, modelSent: res.ModelSent, attempts: res.Attempts,
 		keyName: res.KeyName, fallback: res.Fallback, ttfb: res.TTFB, pool: res.Pool, poolChoice: res.PoolChoice,
-		usage: res.Usage, hasUsage: res.HasUsage,
+		usage: res.Usage, hasUsage: res.HasUsage, api: res.API, engineAPI: res.EngineAPI,
 	}
 	repl.Map(p.get)
 }
@@ -298,6 +298,7 @@ func setPlaceholders(r *http.Request, res *handler.Result) {
 // placeholders are a request's {http.llm_gateway.*} values.
 type placeholders struct {
 	engine, model, modelSent, keyName, fallback, pool, poolChoice string
+	api, engineAPI                                                string
 	attempts                                                      int
 	ttfb                                                          time.Duration
 	usage                                                         grammar.Usage
@@ -326,6 +327,10 @@ func (p *placeholders) get(key string) (any, bool) {
 		return p.ttfb.Milliseconds(), true
 	case "pool":
 		return p.pool, true
+	case "api": // the client's: chat, messages, responses, …
+		return p.api, true
+	case "engine_api": // the answering engine's, another when translated
+		return p.engineAPI, true
 	case "pool_choice": // session, affinity, load, rotation
 		return p.poolChoice, true
 	case "prompt_tokens":

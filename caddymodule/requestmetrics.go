@@ -21,6 +21,7 @@ var hooks = handler.Hooks{
 	Resume: func(engine, fallback, outcome string) {
 		metrics.resumes.WithLabelValues(engine, fallback, outcome).Inc()
 	},
+	Untranslated: func(engine, member string) { metrics.untranslated.WithLabelValues(engine, member).Inc() },
 }
 
 // observeRequest counts one finished request.
@@ -42,6 +43,9 @@ func observeRequest(res *handler.Result) {
 			metrics.keyTokens.WithLabelValues(res.KeyName, "prompt").Add(float64(res.Usage.Prompt))
 			metrics.keyTokens.WithLabelValues(res.KeyName, "completion").Add(float64(res.Usage.Completion))
 		}
+	}
+	if res.EngineAPI != res.API && res.Engine != "" {
+		metrics.translated.WithLabelValues(res.Engine, res.API, res.EngineAPI).Inc()
 	}
 	if res.Refused != "" {
 		metrics.refusals.WithLabelValues(res.KeyName, res.Refused).Inc()

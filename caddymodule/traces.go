@@ -75,7 +75,8 @@ func traceStory(r *http.Request, res *handler.Result, now time.Time) {
 		attrs = append(attrs, attribute.Int("gen_ai.usage.input_tokens", res.Usage.Prompt),
 			attribute.Int("gen_ai.usage.output_tokens", res.Usage.Completion))
 	}
-	for k, v := range map[string]string{"llm_gateway.engine": res.Engine, "llm_gateway.fallback": res.Fallback, "llm_gateway.key.name": res.KeyName, "llm_gateway.refused": res.Refused} {
+	for k, v := range map[string]string{"llm_gateway.engine": res.Engine, "llm_gateway.fallback": res.Fallback, "llm_gateway.key.name": res.KeyName, "llm_gateway.refused": res.Refused,
+		"llm_gateway.api": res.API, "llm_gateway.engine_api": res.EngineAPI} {
 		if v != "" {
 			attrs = append(attrs, attribute.String(k, v))
 		}

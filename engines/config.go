@@ -66,21 +66,33 @@ type Config struct {
 	// resolved at provision time. Default: no key is sent.
 	APIKey string `json:"api_key,omitempty"`
 
-	// APIs are the API families the engine speaks: "openai" (chat
-	// completions, responses, embeddings, …), "anthropic" (the Messages
-	// API, /v1/messages) and "embeddings" (an embedding model: only
-	// OpenAI's /v1/embeddings and llama-server's /embedding(s), which
-	// "openai" includes). A request of a family the engine does not speak
-	// never reaches it, so a pool may mix an embedding engine with chat
-	// engines, and an engine's fallbacks must speak every
-	// family the engine does. Default: openai and anthropic (llama.cpp's
-	// server, ollama and vLLM answer both).
+	// APIs are the APIs the engine speaks natively: "chat" (Chat
+	// Completions), "completions" (text completions), "responses" (OpenAI's
+	// Responses), "anthropic" or "messages" (Anthropic's Messages, with
+	// count_tokens), "embeddings" (OpenAI's /v1/embeddings and
+	// llama-server's /embedding(s)), and "openai": chat, completions,
+	// responses, embeddings and every other OpenAI route (audio, images,
+	// rerank, …). A request of an API the engine does not speak reaches it
+	// only through translation (Translate) between Chat Completions,
+	// Responses and Messages; never otherwise, so a pool may mix an
+	// embedding engine with chat engines. Default: every API (llama.cpp's
+	// server, ollama and vLLM answer all of them); a hosted
+	// OpenAI-compatible provider that answers only Chat Completions says
+	// `api chat`.
 	APIs []string `json:"apis,omitempty"`
 
 	// APIKeyHeader is the header that carries APIKey. Default:
 	// "Authorization" with the value "Bearer <key>"; any other header
 	// carries the bare key.
 	APIKeyHeader string `json:"api_key_header,omitempty"`
+
+	// Translate lets a request of an API the engine does not speak (Chat
+	// Completions, Responses or Messages) reach it through translation
+	// into one it does. Set on the handler (`translate`) or per engine.
+	// Default: on. A request always goes natively, byte for byte, to an
+	// engine that speaks its API: translation only ever turns what would
+	// be a 404 into an answer.
+	Translate *bool `json:"translate,omitempty"`
 
 	// Cmd is the command that runs the engine; without it the engine is
 	// remote and never started by the gateway. Default: none.
@@ -394,43 +406,97 @@ func (c *Config) SetKey(h http.Header) {
 	h.Set(c.APIKeyHeader, c.APIKey)
 }
 
-// API is an API family: one a request speaks, and one an engine's `api`
-// line may name. The config keeps its names; everything else the type.
+// API is one API a request speaks, and one an engine's `api` line may
+// name. The config keeps its names; everything else the type.
 type API uint8
 
 const (
-	APIOpenAI     API = iota // Chat Completions, Completions, Responses, …
-	APIAnthropic             // the Messages API
-	APIEmbeddings            // embeddings only
+	APIOther       API = iota // OpenAI's other routes: audio, images, rerank, …
+	APIChat                   // Chat Completions
+	APICompletions            // text completions
+	APIResponses              // OpenAI's Responses
+	APIMessages               // Anthropic's Messages (and count_tokens)
+	APIEmbeddings             // embeddings
 )
 
-// APIs are the families, in the order `api` names them.
-var APIs = [...]API{APIOpenAI, APIAnthropic, APIEmbeddings}
+// APIs are every API, in the order `api` lists them.
+var APIs = [...]API{APIChat, APICompletions, APIResponses, APIMessages, APIEmbeddings, APIOther}
 
-// String is the family's name in the config.
+// Translatable are the APIs a request can be translated between, in the
+// order a translation prefers its target: Chat Completions is what most
+// engines speak best, and what every OpenAI-compatible one speaks.
+var Translatable = [...]API{APIChat, APIMessages, APIResponses}
+
+// apiNames are the names `api` takes, each the set of APIs it declares.
+var apiNames = map[string][]API{
+	"openai":      {APIChat, APICompletions, APIResponses, APIEmbeddings, APIOther},
+	"chat":        {APIChat},
+	"completions": {APICompletions},
+	"responses":   {APIResponses},
+	"anthropic":   {APIMessages},
+	"messages":    {APIMessages},
+	"embeddings":  {APIEmbeddings},
+}
+
+// APINames are the names `api` takes, for its error.
+const APINames = "openai, chat, completions, responses, anthropic (or messages) and embeddings"
+
+// String is the API's name in the config.
 func (a API) String() string {
 	switch a {
-	case APIAnthropic:
-		return "anthropic"
+	case APIChat:
+		return "chat"
+	case APICompletions:
+		return "completions"
+	case APIResponses:
+		return "responses"
+	case APIMessages:
+		return "messages"
 	case APIEmbeddings:
 		return "embeddings"
 	}
 	return "openai"
 }
 
-// Speaks reports whether the engine speaks an API family: an embeddings
-// request is OpenAI's too.
-func (c *Config) Speaks(family API) bool {
+// Speaks reports whether the engine speaks API a natively.
+func (c *Config) Speaks(a API) bool {
 	if len(c.APIs) == 0 {
 		return true
 	}
-	for _, a := range c.APIs {
-		if a == family.String() || (family == APIEmbeddings && a == "openai") {
-			return true
+	for _, name := range c.APIs {
+		for _, b := range apiNames[name] {
+			if a == b {
+				return true
+			}
 		}
 	}
 	return false
 }
+
+// Translates reports whether requests may reach the engine through
+// translation (Translate, default on).
+func (c *Config) Translates() bool { return c.Translate == nil || *c.Translate }
+
+// Reads says how the engine reads a request of API a: in a itself when it
+// speaks it, else in the first API of Translatable it speaks when a can be
+// translated and the engine allows it; ok is false when it cannot read the
+// request at all.
+func (c *Config) Reads(a API) (in API, ok bool) {
+	if c.Speaks(a) {
+		return a, true
+	}
+	if !translatable(a) || !c.Translates() {
+		return 0, false
+	}
+	for _, t := range Translatable {
+		if c.Speaks(t) {
+			return t, true
+		}
+	}
+	return 0, false
+}
+
+func translatable(a API) bool { return a == APIChat || a == APIMessages || a == APIResponses }
 
 // BodySetting is one `set <path> <json>` filter.
 type BodySetting struct {

@@ -147,3 +147,35 @@ func TestAModelListedTwiceIsSaidSo(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+func TestAnEngineReadsItsOwnAPIsNativelyAndTheConversationsByTranslation(t *testing.T) {
+	off := false
+	for _, c := range []struct {
+		apis      []string
+		translate *bool
+		asked     API
+		in        API
+		ok        bool
+	}{
+		{nil, nil, APIResponses, APIResponses, true}, // the default: every API natively
+		{[]string{"chat"}, nil, APIChat, APIChat, true},
+		{[]string{"chat"}, nil, APIResponses, APIChat, true}, // Codex on a chat-only engine
+		{[]string{"chat"}, nil, APIMessages, APIChat, true},  // Claude Code on a chat-only engine
+		{[]string{"chat"}, nil, APICompletions, 0, false},    // no translation of text completions
+		{[]string{"chat"}, nil, APIEmbeddings, 0, false},     // nor of embeddings
+		{[]string{"chat"}, &off, APIMessages, 0, false},      // translate off
+		{[]string{"anthropic"}, nil, APIChat, APIMessages, true},
+		{[]string{"messages"}, nil, APIResponses, APIMessages, true},
+		{[]string{"responses"}, nil, APIMessages, APIResponses, true},
+		{[]string{"openai"}, nil, APIMessages, APIChat, true}, // chat preferred over responses
+		{[]string{"openai"}, nil, APIOther, APIOther, true},
+		{[]string{"chat", "embeddings"}, nil, APIOther, 0, false},
+		{[]string{"embeddings"}, nil, APIChat, 0, false},
+	} {
+		cfg := Config{APIs: c.apis, Translate: c.translate}
+		in, ok := cfg.Reads(c.asked)
+		if in != c.in || ok != c.ok {
+			t.Errorf("api %v, translate %v: a %s request read in %s, %v; want %s, %v", c.apis, c.translate, c.asked, in, ok, c.in, c.ok)
+		}
+	}
+}

@@ -167,8 +167,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("engine %s: models_from takes a path starting with '/' and is for remote engines (no cmd): the gateway knows its own engines' state", c.Name)
 	}
 	for _, a := range c.APIs {
-		if a != "openai" && a != "anthropic" && a != "embeddings" {
-			return fmt.Errorf("engine %s: api takes openai, anthropic and/or embeddings, not %q", c.Name, a)
+		if apiNames[a] == nil {
+			return fmt.Errorf("engine %s: api takes %s, not %q", c.Name, APINames, a)
 		}
 	}
 	usesPort := strings.Contains(c.To, PortPlaceholder) || strings.Contains(strings.Join(c.Cmd, " "), PortPlaceholder)

@@ -57,7 +57,7 @@ func (g *Gateway) reserve(w http.ResponseWriter, req *request, res *Result) (*re
 	if kr == nil {
 		return req, nil, nil
 	}
-	if !kr.Allows(req.model) {
+	if !kr.Allows(req.model) && !g.mayName(kr, req.model) {
 		return nil, nil, kr.NotAllowed(req.model)
 	}
 	if gerr := mayPinSlot(kr, req); gerr != nil {

@@ -3,7 +3,6 @@ package handler
 import (
 	"net/http"
 
-	"github.com/llmgateway/caddy-llm-gateway/engines"
 	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
 	"github.com/llmgateway/caddy-llm-gateway/handler/keys"
 	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
@@ -24,7 +23,7 @@ func wantsAnthropic(r *http.Request) bool { return r.Header.Get("Anthropic-Versi
 // a pool, or a model whose engine speaks the Messages API.
 func (g *Gateway) serveAnthropicModel(w http.ResponseWriter, r *http.Request, id string, kr *keys.Rules) int {
 	if g.pools[id] == nil || !kr.Allows(id) {
-		if rt, _, ok := g.modelStatus(r, id, kr); !ok || !rt.cfg.Speaks(engines.APIAnthropic) {
+		if rt, _, ok := g.modelStatus(r, id, kr); !ok || !readsMessages(rt) {
 			e := g.unknownModel(id, kr)
 			e.WriteAs(w, apierror.Anthropic)
 			return e.Status
@@ -32,6 +31,13 @@ func (g *Gateway) serveAnthropicModel(w http.ResponseWriter, r *http.Request, id
 	}
 	writeJSON(w, r, append(appendAnthropicModel(nil, id), '\n'))
 	return http.StatusOK
+}
+
+// readsMessages reports whether a route's engine reads the Messages API,
+// natively or through translation: its models are an Anthropic client's.
+func readsMessages(rt *route) bool {
+	_, ok := opMessages.reads(&rt.cfg)
+	return ok
 }
 
 // appendAnthropicModel appends one model object of Anthropic's list.
@@ -49,7 +55,7 @@ func (g *Gateway) serveAnthropicModels(w http.ResponseWriter, r *http.Request, k
 	f := g.fleet(r.Context())
 	var ids []string
 	for _, rt := range g.routes {
-		if !rt.cfg.Speaks(engines.APIAnthropic) {
+		if !readsMessages(rt) {
 			continue
 		}
 		listed, _ := g.listed(rt, kr)

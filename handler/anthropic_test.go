@@ -145,7 +145,8 @@ func anthropicGateway(t *testing.T) (*anthropicEngine, *anthropicEngine, string)
 		Engines: []engines.Config{
 			{Name: "local", To: primary.URL, Models: []string{"qwen"}, Fallback: "backup", Retries: &zero},
 			{Name: "backup", To: backup.URL, Models: []string{"claude-backup"}, APIKey: "backup-own-key-0001", APIKeyHeader: "x-api-key"},
-			{Name: "openai", To: primary.URL, Models: []string{"gpt-only"}, APIs: []string{"openai"}},
+			// translate off: a Messages request never reaches it
+			{Name: "openai", To: primary.URL, Models: []string{"gpt-only"}, APIs: []string{"openai"}, Translate: new(bool)},
 		},
 	}, nil)
 	return primary, backup, url
@@ -280,6 +281,6 @@ func TestAnthropicClientsListModelsInTheirShape(t *testing.T) {
 		ids = append(ids, m.ID)
 	}
 	if strings.Join(ids, ",") != "qwen,claude-backup" {
-		t.Fatalf("models %v (gpt-only speaks only OpenAI's API)", ids)
+		t.Fatalf("models %v (gpt-only speaks only OpenAI's API, and no translation)", ids)
 	}
 }

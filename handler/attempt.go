@@ -58,6 +58,7 @@ type attempt struct {
 	index    int           // the candidate's position in the plan walked
 	started  time.Time     // when the attempt began
 	leasedAt time.Time     // when it got its lease (after any wait)
+	tr       translation   // an engine reading another API than the client's (translate.go)
 }
 
 // judgement is what the verdict table needs of this attempt.

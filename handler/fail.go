@@ -141,6 +141,10 @@ func (a *attempt) failureError() *apierror.Error {
 		}
 		return &apierror.Error{Status: http.StatusServiceUnavailable, Type: apierror.TypeUnavailable, Code: "engine_circuit_open", Message: fmt.Sprintf("%s failed %d times in a row; its breaker keeps requests away for another %s",
 			what, a.c.rt.cfg.BreakerFailures, b.RetryIn().Round(time.Second))}
+	case outcomeUntranslatable:
+		return &apierror.Error{Status: http.StatusBadRequest, Type: apierror.TypeInvalidRequest, Code: "untranslatable", Message: fmt.Sprintf("engine %s speaks %s, and the request cannot be translated into it: %s", name, a.tr.via, rootCause(a.err))}
+	case outcomeBadAnswer:
+		return &apierror.Error{Status: http.StatusBadGateway, Type: apierror.TypeUpstream, Code: "upstream_bad_answer", Message: fmt.Sprintf("engine %s answered in a shape its API (%s) does not have: %s", name, a.tr.via, rootCause(a.err))}
 	case outcomeSlow:
 		return &apierror.Error{Status: http.StatusServiceUnavailable, Type: apierror.TypeUnavailable, Code: "engine_starting", Message: fmt.Sprintf("engine %s was still starting after %s", name, a.waited.Round(time.Millisecond))}
 	case outcomeBusy:

@@ -104,6 +104,12 @@ type Result struct {
 	// the request's messages (or prompt, input) as JSON, the answer's text.
 	Prompt []byte
 	Answer string
+	// API is the API the client spoke (chat, messages, responses,
+	// completions, embeddings, openai for OpenAI's other routes);
+	// EngineAPI the one the answering engine was spoken to in, another
+	// of the three conversations when the request went through
+	// translation (translate.go).
+	API, EngineAPI string
 
 	op  operation   // what the request is (operation.go): the shape of refusals
 	key *keys.Rules // the caller's key's rules, nil for none
@@ -124,6 +130,10 @@ type Hooks struct {
 	// Resume: a cut stream of engine was (outcome "ok") or could not be
 	// ("failed") continued on its fallback.
 	Resume func(engine, fallback, outcome string)
+	// Untranslated: a request member engine's API cannot carry was
+	// dropped on the way there (translate.go); member is its path
+	// without indexes.
+	Untranslated func(engine, member string)
 }
 
 // refuse answers with an error of the gateway's own.

@@ -6,7 +6,6 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/llmgateway/caddy-llm-gateway/engines"
 	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
 	"github.com/llmgateway/caddy-llm-gateway/internal/retry"
 )
@@ -44,15 +43,15 @@ type planner struct {
 	failover *failover // a pool's bounds, or nil
 	rewaited bool      // the engine was waited for again after its fallback failed a slow start
 	clock    clock.Clock
-	max      int         // upstream attempts allowed in all (max_attempts)
-	family   engines.API // the request's API family: candidates that do not speak it are skipped
+	max      int       // upstream attempts allowed in all (max_attempts)
+	op       operation // the request's: candidates that cannot read it are skipped
 	// may is the caller's key's check of each candidate (reach.go); nil
 	// for a key that may use every model
 	may func(candidate) bool
 }
 
 func newPlanner(plan []candidate, fo *failover, clock clock.Clock, maxAttempts int) *planner {
-	return &planner{walk: plan, failover: fo, clock: clock, i: -1, max: maxAttempts, family: engines.APIOpenAI}
+	return &planner{walk: plan, failover: fo, clock: clock, i: -1, max: maxAttempts, op: opChat}
 }
 
 // next moves to the next candidate worth trying: a pool member is skipped
@@ -65,7 +64,7 @@ func (p *planner) next() (candidate, bool) {
 	for p.i++; p.i < len(p.walk); p.i++ {
 		p.retries = 0
 		c := p.walk[p.i]
-		if !c.rt.cfg.Speaks(p.family) {
+		if _, ok := p.op.reads(&c.rt.cfg); !ok {
 			continue // a pool member or body fallback that cannot read this request
 		}
 		if !p.allowed(c) {
@@ -186,7 +185,7 @@ func (p *planner) spend() bool {
 func (g *Gateway) run(w http.ResponseWriter, req *request, plan []candidate, res *Result) {
 	rp := g.newReply(w, req.stream, req.op.api(), res)
 	p := newPlanner(plan, req.failover, g.clock, g.maxAttempts)
-	p.family = req.op.family()
+	p.op = req.op
 	p.may = g.reachFilter(req)
 	rp.spend = p.spend
 	for c, ok := p.next(); ok; {
@@ -258,6 +257,10 @@ func (g *Gateway) logMove(req *request, p *planner, a *attempt, v verdict) {
 func (g *Gateway) answer(rp *reply, p *planner, a *attempt) {
 	c := a.c
 	rp.res.Engine, rp.res.ModelSent = c.rt.cfg.Name, a.sent
+	rp.res.EngineAPI = rp.res.API
+	if a.tr.via != 0 {
+		rp.res.EngineAPI = a.tr.via.String()
+	}
 	if len(a.req.blocks) > 0 {
 		g.pools[a.req.pool].answered(c.label, a.req.blocks)
 	}

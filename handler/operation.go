@@ -91,17 +91,32 @@ func (o operation) api() apierror.API {
 	return apierror.OpenAI
 }
 
-// family is the API family an engine must speak to serve the operation: an
-// embeddings request is served by an embedding engine (api embeddings) as
-// well as an OpenAI one.
+// family is the API an engine must speak to serve the operation natively.
 func (o operation) family() engines.API {
-	switch {
-	case o == opEmbeddings:
+	switch o {
+	case opChat:
+		return engines.APIChat
+	case opCompletion:
+		return engines.APICompletions
+	case opResponses:
+		return engines.APIResponses
+	case opMessages, opAnthropicOther:
+		return engines.APIMessages
+	case opEmbeddings:
 		return engines.APIEmbeddings
-	case o.api() == apierror.Anthropic:
-		return engines.APIAnthropic
 	}
-	return engines.APIOpenAI
+	return engines.APIOther
+}
+
+// reads says whether an engine can read a request of the operation, and
+// in which API: its own, or through translation (translate.go) for the
+// three conversations. Messages' count_tokens has no translation: it goes
+// only to engines that speak Messages.
+func (o operation) reads(cfg *engines.Config) (engines.API, bool) {
+	if o == opChat || o == opMessages || o == opResponses {
+		return cfg.Reads(o.family())
+	}
+	return o.family(), cfg.Speaks(o.family())
 }
 
 // grammar is how the operation's streams are read: their events, and how

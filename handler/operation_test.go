@@ -19,20 +19,20 @@ func TestEachPathIsOneOperation(t *testing.T) {
 		usage, tr bool
 		anthropic bool
 	}{
-		{"/v1/chat/completions", v1Path, opChat, "openai", grammar.EndFinish, true, true, false},
-		{"/v1/completions", v1Path, opCompletion, "openai", grammar.EndFinish, true, false, false},
-		{"/completions", extraPath, opCompletion, "openai", grammar.EndFinish, true, false, false},
+		{"/v1/chat/completions", v1Path, opChat, "chat", grammar.EndFinish, true, true, false},
+		{"/v1/completions", v1Path, opCompletion, "completions", grammar.EndFinish, true, false, false},
+		{"/completions", extraPath, opCompletion, "completions", grammar.EndFinish, true, false, false},
 		{"/completion", extraPath, opOther, "openai", grammar.EndConnection, false, false, false},
 		{"/v1/embeddings", v1Path, opEmbeddings, "embeddings", grammar.EndConnection, false, false, false},
 		{"/embedding", extraPath, opEmbeddings, "embeddings", grammar.EndConnection, false, false, false},
-		{"/v1/responses", v1Path, opResponses, "openai", grammar.EndResponse, false, false, false},
-		{"/v1/messages", v1Path, opMessages, "anthropic", grammar.EndMessage, false, true, true},
-		{"/v1/messages/count_tokens", v1Path, opAnthropicOther, "anthropic", grammar.EndConnection, false, false, true},
+		{"/v1/responses", v1Path, opResponses, "responses", grammar.EndResponse, false, false, false},
+		{"/v1/messages", v1Path, opMessages, "messages", grammar.EndMessage, false, true, true},
+		{"/v1/messages/count_tokens", v1Path, opAnthropicOther, "messages", grammar.EndConnection, false, false, true},
 		{"/v1/audio/transcriptions", v1Path, opUpload, "openai", grammar.EndConnection, false, false, false},
 		{"/v1/images/edits", v1Path, opUpload, "openai", grammar.EndConnection, false, false, false},
 		{"/v1/rerank", v1Path, opOther, "openai", grammar.EndConnection, false, false, false},
-		{"/api/v1/chat/completions", extraPath, opChat, "openai", grammar.EndFinish, true, true, false},
-		{"/openai/responses", extraPath, opResponses, "openai", grammar.EndResponse, false, false, false},
+		{"/api/v1/chat/completions", extraPath, opChat, "chat", grammar.EndFinish, true, true, false},
+		{"/openai/responses", extraPath, opResponses, "responses", grammar.EndResponse, false, false, false},
 		{"/upstream/m/v1/chat/completions", passthroughPath, opPassthrough, "openai", grammar.EndConnection, false, false, false},
 	} {
 		op := operationOf(c.path, c.kind == passthroughPath)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
 	"github.com/llmgateway/caddy-llm-gateway/handler/config"
+	"github.com/llmgateway/caddy-llm-gateway/handler/keys"
 )
 
 // Routing: which of the gateway's paths a request is on, and which engine,
@@ -61,21 +62,68 @@ func (g *Gateway) serveRouted(w http.ResponseWriter, r *http.Request, res *Resul
 		return
 	}
 	rt := g.byModel[req.model]
+	plan := rt.planOrNil()
 	if rt == nil {
-		res.refuse(w, g.unknownModel(req.model, req.key))
-		return
+		if rt, plan = g.namedPlan(req); rt == nil {
+			res.refuse(w, g.unknownModel(req.model, req.key))
+			return
+		}
 	}
 	res.Known = true
-	if !rt.cfg.Speaks(req.op.family()) {
+	if _, ok := req.op.reads(&rt.cfg); !ok {
 		res.refuse(w, &apierror.Error{Status: http.StatusNotFound, Type: apierror.TypeInvalidRequest, Code: "model_not_found", Message: fmt.Sprintf("the model %q is not served over this API here: its engine %s speaks only %s", req.model, rt.cfg.Name, config.APIsOf(rt.cfg.APIs))})
 		return
 	}
-	plan, perr := g.withBodyFallbacks(req, rt.plan)
+	plan, perr := g.withBodyFallbacks(req, plan)
 	if perr != nil {
 		res.refuse(w, perr)
 		return
 	}
 	g.run(w, req, plan, res)
+}
+
+// planOrNil is the route's plan, or nil for no route.
+func (rt *route) planOrNil() []candidate {
+	if rt == nil {
+		return nil
+	}
+	return rt.plan
+}
+
+// namedPlan serves "model": "engine/model" (or a bare engine name), as
+// Meridian, LiteLLM and Bifrost clients name a provider's model: the
+// engine's plan with the model sent as named, which the key may use like
+// any candidate (the planner checks it). A model this handler serves under
+// that very name was found before: it wins.
+func (g *Gateway) namedPlan(req *request) (*route, []candidate) {
+	c, ok := g.named(req.model, req.key)
+	if !ok {
+		return nil, nil
+	}
+	primary := candidate{rt: c.rt, model: c.model, role: rolePrimary, acquire: true, slow: c.rt.fallback}
+	plan := []candidate{primary}
+	if fb := c.rt.fallback; fb != nil {
+		plan = append(plan, candidate{rt: fb, model: c.rt.cfg.FallbackModel, role: roleFallback})
+	}
+	return c.rt, plan
+}
+
+// named resolves a request's model of the form engine/model (or engine):
+// never one a pool or engine serves under that very name.
+func (g *Gateway) named(model string, kr *keys.Rules) (candidate, bool) {
+	if g.byModel[model] != nil || g.pools[model] != nil {
+		return candidate{}, false
+	}
+	c, err := g.bodyCandidate(model, kr)
+	return c, err == nil
+}
+
+// mayName reports whether a key may name engine/model as its request's
+// model: the engine and the model it is sent are checked as for a body
+// fallback (reach.go).
+func (g *Gateway) mayName(kr *keys.Rules, model string) bool {
+	c, ok := g.named(model, kr)
+	return ok && g.mayReach(kr, c)
 }
 
 // servePool serves a request for a pool (or "auto") with its members.

@@ -25,6 +25,9 @@ func (g *Gateway) try(rp *reply, req *request, c candidate) *attempt {
 	if c.model != "" {
 		a.sent = c.model
 	}
+	if !g.translateRequest(req, a) {
+		return a
+	}
 	t, ok := c.admit(a.sent)
 	a.pass = t
 	if !ok {
@@ -61,7 +64,10 @@ func (g *Gateway) send(rp *reply, req *request, a *attempt) {
 		a.deadline = g.clock.AfterFunc(d, func() { a.cancel(errRequestTimeout) })
 	}
 
-	body := req.bodyFor(a.sent)
+	body := a.tr.body
+	if body == nil {
+		body = req.bodyFor(a.sent)
+	}
 	if fs := c.rt.filters; len(fs) > 0 && req.json() {
 		body = jsonmember.ApplyFilters(body, fs)
 	}
@@ -69,6 +75,9 @@ func (g *Gateway) send(rp *reply, req *request, a *attempt) {
 		body = g.warmSlot(req, a, body) // slots save: the session's slot (warmswap.go)
 	}
 	up := upstream.NewRequest(ctx, req.r, base, cfg, body)
+	if a.tr.via != 0 {
+		retarget(up, base, a.tr.via)
+	}
 
 	sentAt := g.clock.Now()
 	rp.during(func() {
@@ -76,6 +85,9 @@ func (g *Gateway) send(rp *reply, req *request, a *attempt) {
 		a.resp, a.err = c.rt.eng.Transport().RoundTrip(up)
 		header.Stop()
 		a.outcome = classify(ctx, a.resp, a.err)
+		if a.outcome == outcomeGood && a.tr.via != 0 {
+			g.translateAnswer(a)
+		}
 		if a.outcome == outcomeGood && isEventStream(a.resp.Header.Get("Content-Type")) {
 			g.awaitFirstContent(a)
 		}
@@ -92,6 +104,9 @@ func (g *Gateway) send(rp *reply, req *request, a *attempt) {
 		}
 		a.errBody, _ = io.ReadAll(io.LimitReader(resp.Body, limit))
 		resp.Body.Close()
+		if a.tr.via != 0 {
+			a.translateError()
+		}
 	default:
 		a.silence = g.clock.Now().Sub(sentAt)
 		if resp != nil {

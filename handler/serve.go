@@ -113,6 +113,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, res *Result)
 	res.Start = start
 	res.Handled = true
 	res.op = operationOf(p, kind == passthroughPath)
+	res.API = res.op.family().String()
 	defer func() {
 		now := g.clock.Now()
 		res.Duration = now.Sub(start)

@@ -31,6 +31,12 @@ const (
 	outcomeSlow                       // still starting after fallback_after: switched
 	outcomeBusy                       // max_concurrent reached: its queue full, or the wait ran out
 	outcomeCanceled                   // the client went away
+	// the request has a member the engine's API cannot carry through
+	// translation (translate.go): nothing was sent
+	outcomeUntranslatable
+	// the engine answered 200 in a shape its API's translation cannot
+	// read (translate.go)
+	outcomeBadAnswer
 )
 
 // scope is whose health a failure speaks of.
@@ -97,6 +103,8 @@ type policy struct {
 //	breaker open         no       -                  no                   yes
 //	busy (max_concurrent) no      -                  no                   yes   (429 engine_busy if nothing answers)
 //	client went away     no       abandon            no                   no
+//	untranslatable       no       -                  no                   yes   (400 naming the member if nothing answers)
+//	bad answer           yes      failure (model)    no                   yes   (a 200 translation cannot read)
 //
 // After commit nothing switches: a cut answer counts a failure against the
 // engine (the connection broke) or the model (it went silent), see cutFailure.
@@ -139,6 +147,11 @@ func judge(j judgement, p policy) verdict {
 		// upstream 429 it moves on (to the fallback, the next member),
 		// but nothing was sent, so no breaker hears of it
 		return verdict{moveOn: true, reason: "busy"}
+	case outcomeUntranslatable:
+		// the request, not the engine: another candidate may read it
+		return verdict{moveOn: true, reason: "untranslatable"}
+	case outcomeBadAnswer:
+		return verdict{attempt: true, answered: true, effect: effectFailure, scope: scopeModel, moveOn: true, reason: "bad-answer"}
 	}
 	return verdict{effect: effectAbandon, scope: scopeModel, reason: "canceled"}
 }

@@ -123,6 +123,11 @@ type Config struct {
 	// them across reloads and restarts of this instance.
 	Store *StoreConfig `json:"store,omitempty"`
 
+	// Translate lets requests reach engines that do not speak their API
+	// (Chat Completions, Responses, Messages) through translation; an
+	// engine's own `translate` wins. Default: on.
+	Translate *bool `json:"translate,omitempty"`
+
 	// Defaults sets any engine option for every engine that leaves it
 	// unset (llama-swap's globalTTL and more): `defaults { idle_timeout
 	// 10m }`. Not a name, models or model_name. Default: none.
@@ -263,6 +268,13 @@ func (c Config) inherited() Config {
 			c.Engines[i] = c.Engines[i].Inherit(*c.Defaults)
 		}
 	}
+	if c.Translate != nil {
+		for i := range c.Engines {
+			if c.Engines[i].Translate == nil {
+				c.Engines[i].Translate = c.Translate
+			}
+		}
+	}
 	return c
 }
 
@@ -397,12 +409,11 @@ func validateFallbacks(e engines.Config, byName map[string]engines.Config) error
 	return nil
 }
 
-// speaksAll reports whether fb speaks every API family e does: a fallback
-// between formats is refused rather than translated (a faithful translation
-// of tool use and streams between the two APIs is its own product).
+// speaksAll reports whether fb reads every API e speaks: natively, or
+// through translation between Chat Completions, Responses and Messages.
 func speaksAll(fb, e engines.Config) bool {
-	for _, family := range engines.APIs {
-		if e.Speaks(family) && !fb.Speaks(family) {
+	for _, a := range engines.APIs {
+		if _, ok := fb.Reads(a); e.Speaks(a) && !ok {
 			return false
 		}
 	}

@@ -103,12 +103,14 @@ func TestValidateRefuses(t *testing.T) {
 			c.Engines[0].Fallback, c.Engines[1].Fallback = "b", "c"
 		}, want: "fallbacks do not chain", engine: "a"},
 		{name: "a fallback that speaks fewer APIs", edit: func(_ *testing.T, c *Config) {
-			c.Engines[0].Fallback, c.Engines[1].APIs = "b", []string{"openai"}
+			// chat only: translation reaches it from Responses and
+			// Messages, never from completions or embeddings
+			c.Engines[0].Fallback, c.Engines[1].APIs = "b", []string{"chat"}
 		}, want: "does not speak every API", engine: "a"},
 		{name: "a context_fallback that is no engine", edit: func(_ *testing.T, c *Config) { c.Engines[0].ContextFallback = "nowhere/m" }, want: "not an engine of this handler", engine: "a"},
 		{name: "a context_fallback that is the engine itself", edit: func(_ *testing.T, c *Config) { c.Engines[0].ContextFallback = "a" }, want: "is the engine itself", engine: "a"},
 		{name: "a context_fallback that speaks fewer APIs", edit: func(_ *testing.T, c *Config) {
-			c.Engines[0].ContextFallback, c.Engines[1].APIs = "b/m2", []string{"openai"}
+			c.Engines[0].ContextFallback, c.Engines[1].APIs = "b/m2", []string{"chat"}
 		}, want: "does not speak every API", engine: "a"},
 		{name: "two engines of a group that both preload", edit: func(_ *testing.T, c *Config) {
 			c.Engines[0], c.Engines[1] = managed("a", "m1", "m1-alias"), managed("b", "m2")
@@ -336,15 +338,19 @@ func TestDefaultsFillWhatEnginesLeaveUnset(t *testing.T) {
 	}
 }
 
-func TestAFallbackBetweenAPIFamiliesIsRefusedAtLoad(t *testing.T) {
+func TestAFallbackBetweenAPIsNeedsTranslation(t *testing.T) {
 	t.Parallel()
 	cfg := Config{Engines: []engines.Config{
 		{Name: "claude-local", To: "http://127.0.0.1:1", Models: []string{"a"}, Fallback: "gpt"},
 		{Name: "gpt", To: "http://127.0.0.1:2", Models: []string{"b"}, APIs: []string{"openai"}},
 	}}
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("an OpenAI fallback of an engine that speaks Messages too, through translation: %v", err)
+	}
+	cfg.Translate = new(bool)
 	err := cfg.Validate()
 	if err == nil || !strings.Contains(err.Error(), "engine claude-local") || !strings.Contains(err.Error(), "fallback gpt") {
-		t.Fatalf("%v", err)
+		t.Fatalf("translate off: %v", err)
 	}
 }
 

@@ -1,0 +1,160 @@
+package handler
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/llmgateway/caddy-llm-gateway/engines"
+	"github.com/llmgateway/caddy-llm-gateway/handler/upstream"
+	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
+	"github.com/llmgateway/caddy-llm-gateway/internal/translate"
+)
+
+// Any client, any engine (SPEC §15): a conversation in Chat Completions,
+// Responses or Messages reaches an engine that speaks another of the three
+// through internal/translate. This is translation's one hook in a request's
+// path, at the attempt's edges: try translates the body before anything is
+// started (a member the engine cannot carry is a 400 naming it, if no other
+// candidate reads the request); send sends it to the engine's own path; and
+// the answer is turned back into the client's API before anything reads
+// it, so the hold before the first content, the relay, usage, the charge,
+// the transcript and resume all see the client's grammar as if the engine
+// spoke it. An engine that speaks the request's API always gets it
+// natively, byte for byte.
+
+// maxTranslatedAnswer bounds a JSON answer read whole to translate it.
+const maxTranslatedAnswer = 16 << 20
+
+// wireAPI is the translation's name of an engine API; 0 for one that is
+// not a conversation.
+func wireAPI(a engines.API) translate.API {
+	switch a {
+	case engines.APIChat:
+		return translate.Chat
+	case engines.APIMessages:
+		return translate.Messages
+	case engines.APIResponses:
+		return translate.Responses
+	}
+	return 0
+}
+
+// translation is what an attempt through translation keeps: the API its
+// engine reads, and what the client's request said that shapes the answer.
+type translation struct {
+	via    translate.API // 0: the engine reads the request natively
+	client translate.API
+	body   []byte   // the request in via's API
+	custom []string // a Responses client's custom (freeform) tools
+}
+
+// translateRequest decides which API a's engine reads the request in and,
+// when it is not the request's own, translates the body (with the model
+// the attempt sends). It reports false for a member the engine's API
+// cannot carry (outcomeUntranslatable).
+func (g *Gateway) translateRequest(req *request, a *attempt) bool {
+	in, _ := req.op.reads(&a.c.rt.cfg)
+	if in == req.op.family() || !req.json() {
+		return true
+	}
+	t := &a.tr
+	t.via, t.client = wireAPI(in), wireAPI(req.op.family())
+	body := req.bodyFor(a.sent)
+	out, dropped, err := translate.Request(t.client, t.via, body, translate.RequestOptions{})
+	if err != nil {
+		a.outcome, a.err = outcomeUntranslatable, err
+		return false
+	}
+	for _, m := range dropped {
+		g.log.Info("dropped a request member the engine's API cannot carry", zap.String("engine", a.c.rt.cfg.Name),
+			zap.Stringer("api", t.via), zap.String("member", m))
+		if g.Hooks.Untranslated != nil {
+			g.Hooks.Untranslated(a.c.rt.cfg.Name, memberKind(m))
+		}
+	}
+	t.body = out
+	if t.client == translate.Responses {
+		t.custom = translate.CustomTools(t.client, body)
+	}
+	return true
+}
+
+// indexes are the array indexes in a member's path: a metric counts kinds
+// of members, not each tool of each request.
+var indexes = regexp.MustCompile(`\[[0-9]+\]`)
+
+// memberKind is a dropped member's path without its indexes.
+func memberKind(m string) string { return indexes.ReplaceAllString(m, "[]") }
+
+// retarget points a translated request at the path of the engine's API
+// (the client's query, Claude Code's ?beta=true, is the client's API's)
+// with the headers that API needs: Messages requires anthropic-version,
+// and the other two have no use for a Messages client's anthropic-*.
+func retarget(up *http.Request, base *url.URL, via translate.API) {
+	up.URL.Path = upstream.JoinPath(base.Path, via.Path())
+	up.URL.RawQuery = base.RawQuery
+	for k := range up.Header {
+		if strings.HasPrefix(k, "Anthropic-") {
+			delete(up.Header, k)
+		}
+	}
+	if via == translate.Messages {
+		up.Header.Set("Anthropic-Version", "2023-06-01")
+	}
+}
+
+// translateAnswer turns a good answer of a's engine into the client's API:
+// an event stream event by event as the relay reads it, a JSON answer
+// whole, here, so that one the translation cannot read is the attempt's
+// failure (outcomeBadAnswer) while another candidate may still answer.
+func (g *Gateway) translateAnswer(a *attempt) {
+	t := &a.tr
+	h := a.resp.Header
+	switch {
+	case isEventStream(h.Get("Content-Type")):
+		s := translate.NewStream(t.via, t.client, translate.StreamOptions{IncludeUsage: includesUsage(a.req), CustomTools: t.custom})
+		a.resp.Body = translate.NewReader(a.resp.Body, s)
+		h.Del("Content-Length")
+	case isJSON(h):
+		body, err := io.ReadAll(io.LimitReader(a.resp.Body, maxTranslatedAnswer+1))
+		a.resp.Body.Close()
+		if err != nil {
+			a.broke(err)
+			return
+		}
+		if len(body) > maxTranslatedAnswer {
+			a.outcome, a.err = outcomeBadAnswer, fmt.Errorf("an answer over %d MiB is too large to translate", maxTranslatedAnswer>>20)
+			return
+		}
+		if body, err = translate.Answer(t.via, t.client, body, translate.AnswerOptions{CustomTools: t.custom}); err != nil {
+			a.outcome, a.err = outcomeBadAnswer, err
+			return
+		}
+		a.resp.Body = io.NopCloser(bytes.NewReader(body))
+		h.Set("Content-Length", strconv.Itoa(len(body)))
+		a.resp.ContentLength = int64(len(body))
+	}
+}
+
+// translateError gives an engine's error answer the client's API's shape,
+// keeping its status and message.
+func (a *attempt) translateError() {
+	t := &a.tr
+	a.errBody = translate.ErrorBody(t.via, t.client, a.resp.StatusCode, a.errBody)
+	a.resp.Header.Set("Content-Type", "application/json")
+	a.resp.Header.Del("Content-Length")
+}
+
+// includesUsage reports whether a Chat client's stream asked for its usage
+// chunk (or the gateway asked for it, to charge a token budget).
+func includesUsage(req *request) bool {
+	return jsonmember.IsTrue(req.body, jsonmember.Nested(req.body, "stream_options", "include_usage"))
+}
