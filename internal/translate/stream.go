@@ -173,7 +173,10 @@ func stComments(dst, ev []byte) []byte {
 		if line[0] != ':' {
 			continue
 		}
-		dst = append(dst, bytes.TrimRight(line, "\r\n")...)
+		if i := bytes.IndexAny(line, "\r\n"); i >= 0 {
+			line = line[:i] // a lone CR ends a line for the client: it must not start one
+		}
+		dst = append(dst, line...)
 		dst = append(dst, '\n')
 		found = true
 	}

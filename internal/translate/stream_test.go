@@ -50,6 +50,9 @@ func stSplit(t testing.TB, out []byte) []stTestEvent {
 				t.Fatalf("unexpected line %q in event %q", line, ev)
 			}
 		}
+		if e.comment && (e.data != "" || e.name != "") {
+			t.Fatalf("a comment event with fields: %q", ev)
+		}
 		if !e.comment && e.data != "[DONE]" && !json.Valid([]byte(e.data)) {
 			t.Fatalf("event data is not JSON: %q", e.data)
 		}

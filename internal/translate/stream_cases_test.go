@@ -1,0 +1,153 @@
+package translate
+
+import (
+	"strings"
+	"testing"
+)
+
+// stFeed runs upstream events (each a complete SSE event) through a
+// Stream and returns what the client got, End included.
+func stFeed(s *Stream, evs ...string) string {
+	var out []byte
+	for _, ev := range evs {
+		out = s.Event(out, []byte(ev))
+	}
+	return string(s.End(out))
+}
+
+func stChatChunk(delta string, finish string) string {
+	if finish != "" {
+		finish = `"` + finish + `"`
+	} else {
+		finish = "null"
+	}
+	return `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":` + delta + `,"finish_reason":` + finish + "}]}\n\n"
+}
+
+func TestStreamCommentsPassAndNonJSONIsDropped(t *testing.T) {
+	for _, d := range stDirections {
+		s := NewStream(d[0], d[1], StreamOptions{})
+		got := stFeed(s, ": keep-alive\r\n\r\n", "data: not json\n\n", "event: x\n\n")
+		if got != ": keep-alive\n\n" {
+			t.Errorf("%v-%v: %q", d[0], d[1], got)
+		}
+	}
+}
+
+func TestStreamCutUpstreamGetsNoEnd(t *testing.T) {
+	for _, d := range stDirections {
+		text := map[API]string{
+			Chat:      stChatChunk(`{"content":"Hi"}`, ""),
+			Messages:  "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi\"}}\n\n",
+			Responses: "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"output_index\":0,\"delta\":\"Hi\"}\n\n",
+		}[d[0]]
+		s := NewStream(d[0], d[1], StreamOptions{})
+		out := s.Event(nil, []byte(text))
+		if !strings.Contains(string(out), "Hi") {
+			t.Errorf("%v-%v: the text did not pass: %q", d[0], d[1], out)
+		}
+		if end := s.End(nil); len(end) != 0 {
+			t.Errorf("%v-%v: End after a cut stream: %q", d[0], d[1], end)
+		}
+	}
+}
+
+func TestStreamMessagesPingBecomesAComment(t *testing.T) {
+	s := NewStream(Messages, Chat, StreamOptions{})
+	if got := stFeed(s, "event: ping\ndata: {\"type\":\"ping\"}\n\n", "event: future_thing\ndata: {\"type\":\"future_thing\"}\n\n"); got != ": ping\n\n" {
+		t.Errorf("%q", got)
+	}
+}
+
+// TestStreamChatToMessagesWaitsForContent: message_start goes out with the
+// first block, so the role chunk alone sends nothing, and an engine that
+// fails at once answers with the error event alone.
+func TestStreamChatToMessagesWaitsForContent(t *testing.T) {
+	s := NewStream(Chat, Messages, StreamOptions{})
+	if got := s.Event(nil, []byte(stChatChunk(`{"role":"assistant","content":""}`, ""))); len(got) != 0 {
+		t.Errorf("role chunk: %q", got)
+	}
+	got := string(s.Event(nil, []byte(`data: {"error":{"message":"no","type":"rate_limit_exceeded","code":null}}`+"\n\n")))
+	want := "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"rate_limit_error\",\"message\":\"no\"}}\n\n"
+	if got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if more := stFeed(s, stChatChunk(`{"content":"late"}`, ""), "data: [DONE]\n\n"); more != "" {
+		t.Errorf("after the error: %q", more)
+	}
+}
+
+// TestStreamChatToolCallsWithoutIDsOrIndexes: engines that leave out the
+// index send calls one after another; a call without an id gets one.
+func TestStreamChatToolCallsWithoutIDsOrIndexes(t *testing.T) {
+	s := NewStream(Chat, Messages, StreamOptions{})
+	got := stFeed(s,
+		stChatChunk(`{"tool_calls":[{"function":{"name":"a","arguments":"{}"}}]}`, ""),
+		stChatChunk(`{"tool_calls":[{"id":"x/1","function":{"name":"b","arguments":"{\"k\":"}}]}`, ""),
+		stChatChunk(`{"tool_calls":[{"function":{"arguments":"1}"}}]}`, ""),
+		stChatChunk(`{}`, "stop"),
+		"data: [DONE]\n\n")
+	a := stReassembleMessages(t, stSplit(t, []byte(got)))
+	if len(a.Tools) != 2 || !strings.HasPrefix(a.Tools[0].ID, "toolu_") || a.Tools[0].Name != "a" || a.Tools[0].Args != "{}" ||
+		a.Tools[1].ID != "x_1" || a.Tools[1].Args != `{"k":1}` || a.Stop != StopTool {
+		t.Errorf("%+v\n%s", a, got)
+	}
+}
+
+// TestStreamMessagesToChatToolIndexCountsTools: a text block before the
+// calls does not shift their index (trap T7).
+func TestStreamMessagesToChatToolIndexCountsTools(t *testing.T) {
+	out := stRun(t, Messages, Chat, StreamOptions{}, stCapture(t, Messages, "tools"))
+	if !strings.Contains(string(out), `"tool_calls":[{"index":0,"id":"call_abc1","type":"function","function":{"name":"get_weather","arguments":""}}]`) ||
+		!strings.Contains(string(out), `"tool_calls":[{"index":1,"id":"functions.get_time:1"`) {
+		t.Errorf("%s", out)
+	}
+	if strings.Contains(string(out), `"usage"`) {
+		t.Error("a usage chunk nobody asked for")
+	}
+}
+
+func TestStreamResponsesCustomToolCall(t *testing.T) {
+	s := NewStream(Chat, Responses, StreamOptions{CustomTools: []string{"apply_patch"}})
+	got := stFeed(s,
+		stChatChunk(`{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"apply_patch","arguments":""}}]}`, ""),
+		stChatChunk(`{"tool_calls":[{"index":0,"function":{"arguments":"{\"input\":\"*** Begin"}}]}`, ""),
+		stChatChunk(`{"tool_calls":[{"index":0,"function":{"arguments":" Patch\\n\\\"x\\\"\"}"}}]}`, ""),
+		stChatChunk(`{}`, "tool_calls"),
+		"data: [DONE]\n\n")
+	want := `"item":{"id":"ctc_` // checked whole below
+	if !strings.Contains(got, want) {
+		t.Fatalf("%s", got)
+	}
+	for _, e := range stSplit(t, []byte(got)) {
+		if e.name != "response.output_item.done" {
+			continue
+		}
+		m := stM(stDecode(t, e.data)["item"])
+		if m["type"] != "custom_tool_call" || m["call_id"] != "call_1" || m["name"] != "apply_patch" || m["input"] != "*** Begin Patch\n\"x\"" {
+			t.Errorf("%v", m)
+		}
+		return
+	}
+	t.Errorf("no output_item.done: %s", got)
+}
+
+func TestStreamResetReuses(t *testing.T) {
+	s := NewStream(Chat, Messages, StreamOptions{})
+	first := stRun(t, Chat, Messages, StreamOptions{}, stCapture(t, Chat, "tools"))
+	_ = stFeed(s, strings.SplitAfter(string(stCapture(t, Chat, "tools")), "\n\n")...)
+	s.Reset(Messages, Responses, StreamOptions{})
+	s.Reset(Chat, Messages, StreamOptions{})
+	again := stFeed(s, strings.SplitAfter(string(stCapture(t, Chat, "tools")), "\n\n")...)
+	if again != string(first) {
+		t.Errorf("after Reset:\n%s\nfirst:\n%s", again, first)
+	}
+}
+
+func TestStreamSameAPIPassesThrough(t *testing.T) {
+	s := NewStream(Chat, Chat, StreamOptions{})
+	ev := stChatChunk(`{"content":"x"}`, "")
+	if got := stFeed(s, ev); got != ev {
+		t.Errorf("%q", got)
+	}
+}
