@@ -1,0 +1,246 @@
+package caddymodule
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Real coding agents through translation: Claude Code (Messages) and Codex
+// CLI (Responses) against an engine that speaks only Chat Completions and
+// asks the agent to run a shell command; the agent runs it and sends the
+// result back, which must reach the engine as a Chat tool message. They
+// are opt-in (LLMGW_AGENT_TESTS=1): they fetch the agents from the npm
+// registry with npx and take a minute each.
+
+// agentMarker is what the engine asks the agent's shell to echo: it can
+// only come back in a request if the agent ran the command.
+const agentMarker = "llmgw-agent-marker-7f3a"
+
+func agentTests(t *testing.T) {
+	t.Helper()
+	if os.Getenv("LLMGW_AGENT_TESTS") != "1" {
+		t.Skip("agent test: set LLMGW_AGENT_TESTS=1 to run it (needs npx and the npm registry)")
+	}
+	if _, err := exec.LookPath("npx"); err != nil {
+		t.Fatalf("LLMGW_AGENT_TESTS=1 but no npx: %v", err)
+	}
+}
+
+// shellCall is a call of whichever shell tool the agent offers, with the
+// arguments that tool takes, or "" when it offers none.
+func shellCall(tools []string) (name, args string) {
+	echo := "echo " + agentMarker
+	switch {
+	case slices.Contains(tools, "Bash"): // Claude Code
+		return "Bash", fmt.Sprintf(`{"command":%q,"description":"Print a marker"}`, echo)
+	case slices.Contains(tools, "shell_command"): // Codex
+		return "shell_command", fmt.Sprintf(`{"command":%q}`, echo)
+	case slices.Contains(tools, "exec_command"):
+		return "exec_command", fmt.Sprintf(`{"cmd":%q}`, echo)
+	case slices.Contains(tools, "shell"):
+		return "shell", fmt.Sprintf(`{"command":["bash","-lc",%q]}`, echo)
+	}
+	return "", ""
+}
+
+// agentEngine speaks Chat Completions only: offered a shell tool, it calls
+// it once; once a tool message is in the conversation it says it is done.
+// Side requests (titles, quota checks) get a short text.
+func agentEngine(t *testing.T) *scriptedEngine {
+	t.Helper()
+	e := &scriptedEngine{}
+	e.recorder = newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/chat/completions" {
+			openAIError(w, 404, "invalid_request_error", "Invalid URL ("+r.Method+" "+r.URL.Path+")")
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		var req chatRequest
+		if msg := checkChat(body, &req); msg != "" {
+			e.refuse(msg)
+			openAIError(w, 400, "invalid_request_error", msg)
+			return
+		}
+		var tools []string
+		for _, tl := range req.Tools {
+			tools = append(tools, tl.Function.Name)
+		}
+		text, finish := "OK.", "stop"
+		name, args := shellCall(tools)
+		if slices.ContainsFunc(req.Messages, func(m chatMessage) bool { return m.Role == "tool" }) {
+			text, name = "The command ran. Done.", ""
+		}
+		if name != "" {
+			finish = "tool_calls"
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		chunk := func(delta, finish string) {
+			fmt.Fprintf(w, `data: {"id":"chatcmpl-agent","object":"chat.completion.chunk","created":1700000000,"model":%q,"choices":[{"index":0,"delta":%s,"finish_reason":%s}]}`+"\n\n", req.Model, delta, finish)
+		}
+		if !req.Stream {
+			msg := map[string]any{"role": "assistant", "content": text}
+			if name != "" {
+				msg = map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{map[string]any{"id": "call_agent1", "type": "function",
+					"function": map[string]any{"name": name, "arguments": args}}}}
+			}
+			b, _ := json.Marshal(map[string]any{"id": "chatcmpl-agent", "object": "chat.completion", "created": 1700000000, "model": req.Model,
+				"choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": finish}},
+				"usage":   map[string]any{"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}})
+			w.Header().Set("Content-Type", "application/json")
+			w.Write(b)
+			return
+		}
+		chunk(`{"role":"assistant","content":""}`, "null")
+		if name != "" {
+			chunk(fmt.Sprintf(`{"tool_calls":[{"index":0,"id":"call_agent1","type":"function","function":{"name":%q,"arguments":""}}]}`, name), "null")
+			half := len(args) / 2
+			for _, frag := range []string{args[:half], args[half:]} {
+				q, _ := json.Marshal(frag)
+				chunk(`{"tool_calls":[{"index":0,"function":{"arguments":`+string(q)+`}}]}`, "null")
+			}
+		} else {
+			q, _ := json.Marshal(text)
+			chunk(`{"content":`+string(q)+`}`, "null")
+		}
+		chunk(`{}`, `"`+finish+`"`)
+		if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
+			fmt.Fprintf(w, `data: {"id":"chatcmpl-agent","object":"chat.completion.chunk","created":1700000000,"model":%q,"choices":[],"usage":{"prompt_tokens":100,"completion_tokens":10,"total_tokens":110}}`+"\n\n", req.Model)
+		}
+		io.WriteString(w, "data: [DONE]\n\n")
+	})
+	return e
+}
+
+// sawToolResult asserts that a request after the engine's call carried the
+// command's output back as a Chat tool message.
+func (e *scriptedEngine) sawToolResult(t *testing.T, agentOutput string) {
+	t.Helper()
+	for _, r := range e.all() {
+		var req chatRequest
+		if json.Unmarshal(r.body, &req) != nil {
+			continue
+		}
+		for _, m := range req.Messages {
+			if m.Role == "tool" && strings.Contains(textOf(m.Content), agentMarker) {
+				return
+			}
+		}
+	}
+	var paths []string
+	for _, r := range e.all() {
+		paths = append(paths, fmt.Sprintf("%s %.300s", r.path, r.body))
+	}
+	t.Fatalf("no request carried the command's output %q in a tool message; the engine got:\n%s\nthe agent said:\n%s",
+		agentMarker, strings.Join(paths, "\n"), agentOutput)
+}
+
+// runAgent runs an agent command with env and a deadline, and returns what
+// it printed.
+func runAgent(t *testing.T, dir string, env []string, name string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	cmd.WaitDelay = 5 * time.Second
+	out, err := cmd.CombinedOutput()
+	t.Logf("%s %s:\n%s", name, strings.Join(args, " "), out)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return string(out)
+}
+
+// agentGateway serves model agent-model from the agent engine, for one
+// gateway key.
+func agentGateway(t *testing.T) *scriptedEngine {
+	t.Helper()
+	e := agentEngine(t)
+	startGateway(t, fmt.Sprintf(`
+		keys %s
+		engine agent {
+			to %s
+			api chat
+			api_key agent-engine-key
+			models agent-model
+		}`, callerKey, e.URL))
+	return e
+}
+
+func TestTranslatedClaudeCodeRunsAToolOnAChatEngine(t *testing.T) {
+	agentTests(t)
+	e := agentGateway(t)
+	dir := t.TempDir()
+	home := t.TempDir()
+	out := runAgent(t, dir, []string{
+		"HOME=" + home, "npm_config_cache=" + npmCache(t),
+		"ANTHROPIC_BASE_URL=" + gwURL, "ANTHROPIC_API_KEY=" + callerKey,
+		"ANTHROPIC_MODEL=agent-model", "ANTHROPIC_SMALL_FAST_MODEL=agent-model",
+		"ANTHROPIC_DEFAULT_HAIKU_MODEL=agent-model", "ANTHROPIC_DEFAULT_SONNET_MODEL=agent-model", "ANTHROPIC_DEFAULT_OPUS_MODEL=agent-model",
+		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_AUTOUPDATER=1", "DISABLE_TELEMETRY=1", "DISABLE_ERROR_REPORTING=1",
+	}, "npx", "-y", "@anthropic-ai/claude-code", "-p", "Print a marker with the shell, then stop.",
+		"--model", "agent-model", "--allowedTools", "Bash", "--max-turns", "4")
+	e.sawToolResult(t, out)
+	if !strings.Contains(out, "The command ran. Done.") {
+		t.Fatalf("Claude Code did not print the engine's final answer")
+	}
+	e.sawOnly(t, "/v1/chat/completions", "Authorization", "agent-engine-key", callerKey)
+	e.noneRefused(t)
+}
+
+func TestTranslatedCodexRunsAToolOnAChatEngine(t *testing.T) {
+	agentTests(t)
+	e := agentGateway(t)
+	dir := t.TempDir()
+	codexHome := t.TempDir()
+	config := fmt.Sprintf(`model = "agent-model"
+model_provider = "llmgw"
+approval_policy = "never"
+sandbox_mode = "danger-full-access"
+
+[model_providers.llmgw]
+name = "LLM gateway"
+base_url = "%s/v1"
+env_key = "LLMGW_GATEWAY_KEY"
+wire_api = "responses"
+request_max_retries = 0
+stream_max_retries = 0
+`, gwURL)
+	if err := os.WriteFile(filepath.Join(codexHome, "config.toml"), []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := runAgent(t, dir, []string{
+		"CODEX_HOME=" + codexHome, "LLMGW_GATEWAY_KEY=" + callerKey, "npm_config_cache=" + npmCache(t),
+	}, "npx", "-y", "@openai/codex", "exec", "--skip-git-repo-check", "Print a marker with the shell, then stop.")
+	e.sawToolResult(t, out)
+	if !strings.Contains(out, "The command ran. Done.") {
+		t.Fatalf("Codex did not print the engine's final answer")
+	}
+	e.sawOnly(t, "/v1/chat/completions", "Authorization", "agent-engine-key", callerKey)
+	e.noneRefused(t)
+}
+
+// npmCache is npm's cache of the user running the tests, so that an agent
+// run with its own HOME does not fetch the agent again.
+func npmCache(t *testing.T) string {
+	t.Helper()
+	if c := os.Getenv("npm_config_cache"); c != "" {
+		return c
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(home, ".npm")
+}
