@@ -200,7 +200,8 @@ func rqResultsFirst(blocks []rqMsgBlockOut) []rqMsgBlockOut {
 func rqMsgBlock(r *rqRequest, p rqPart) (rqMsgBlockOut, bool) {
 	switch p.kind {
 	case rqText:
-		if p.text == "" {
+		if strings.TrimSpace(p.text) == "" {
+			// "text content blocks must contain non-whitespace text" (T1)
 			return rqMsgBlockOut{}, false
 		}
 		return rqMsgBlockOut{Type: "text", Text: &p.text}, true
