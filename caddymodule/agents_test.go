@@ -82,6 +82,7 @@ func agentEngine(t *testing.T) *scriptedEngine {
 		}
 		if name != "" {
 			finish = "tool_calls"
+			t.Logf("the engine calls %s %s (of the tools %v)", name, args, tools)
 		}
 		w.Header().Set("Content-Type", "text/event-stream")
 		chunk := func(delta, finish string) {

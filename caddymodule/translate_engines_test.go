@@ -91,6 +91,39 @@ func unknownMembers(body []byte, known ...string) []string {
 	return out
 }
 
+// bothCities in the user's message makes the engines call get_weather
+// twice in one turn.
+const bothCities = "Paris and Lyon"
+
+var lyonFragments = []string{`{"city"`, `: "Ly`, `on"}`}
+
+const msgToolUseID2 = "toolu_02ScriptedWeather"
+
+// scriptedCall is a tool call an engine makes: its id and its arguments
+// in the fragments it streams them in.
+type scriptedCall struct {
+	id        string
+	fragments []string
+}
+
+// parallelChatCalls are two calls in one turn with the ids some
+// OpenAI-compatible engines give (Kimi's functions.name:n), which
+// Anthropic's tool ids may not contain.
+var parallelChatCalls = []scriptedCall{
+	{"functions.get_weather:0", weatherFragments},
+	{"functions.get_weather:1", lyonFragments},
+}
+
+// toolResults are the contents of the tool messages that end a Chat
+// conversation.
+func toolResults(msgs []chatMessage) []string {
+	var out []string
+	for i := len(msgs) - 1; i >= 0 && msgs[i].Role == "tool"; i-- {
+		out = append([]string{textOf(msgs[i].Content)}, out...)
+	}
+	return out
+}
+
 // ---- Chat Completions ----
 
 // chatMembers are Chat Completions' request members: OpenAI answers 400
@@ -208,11 +241,15 @@ func scriptedChat(t *testing.T) *scriptedEngine {
 		last := req.Messages[len(req.Messages)-1]
 		var text, finish string
 		var call bool
+		calls := []scriptedCall{{chatCallID, weatherFragments}}
 		switch {
 		case last.Role == "tool":
-			text, finish = toolSaid+textOf(last.Content), "stop"
+			text, finish = toolSaid+strings.Join(toolResults(req.Messages), "; "), "stop"
 		case len(req.Tools) > 0:
 			call, finish = true, "tool_calls"
+			if strings.Contains(textOf(last.Content), bothCities) {
+				calls = parallelChatCalls
+			}
 		default:
 			text, finish = chatGreeting, "stop"
 		}
@@ -221,8 +258,12 @@ func scriptedChat(t *testing.T) *scriptedEngine {
 		if !req.Stream {
 			msg := map[string]any{"role": "assistant", "content": nil, "refusal": nil}
 			if call {
-				msg["tool_calls"] = []any{map[string]any{"id": chatCallID, "type": "function",
-					"function": map[string]any{"name": "get_weather", "arguments": weatherArgs}}}
+				var tcs []any
+				for _, c := range calls {
+					tcs = append(tcs, map[string]any{"id": c.id, "type": "function",
+						"function": map[string]any{"name": "get_weather", "arguments": strings.Join(c.fragments, "")}})
+				}
+				msg["tool_calls"] = tcs
 			} else {
 				msg["content"] = text
 			}
@@ -246,10 +287,12 @@ func scriptedChat(t *testing.T) *scriptedEngine {
 		}
 		if call {
 			chunk(`{"role":"assistant","content":null,"refusal":null}`, "null")
-			chunk(`{"tool_calls":[{"index":0,"id":"`+chatCallID+`","type":"function","function":{"name":"get_weather","arguments":""}}]}`, "null")
-			for _, f := range weatherFragments {
-				a, _ := json.Marshal(f)
-				chunk(`{"tool_calls":[{"index":0,"function":{"arguments":`+string(a)+`}}]}`, "null")
+			for i, c := range calls {
+				chunk(fmt.Sprintf(`{"tool_calls":[{"index":%d,"id":%q,"type":"function","function":{"name":"get_weather","arguments":""}}]}`, i, c.id), "null")
+				for _, f := range c.fragments {
+					a, _ := json.Marshal(f)
+					chunk(fmt.Sprintf(`{"tool_calls":[{"index":%d,"function":{"arguments":%s}}]}`, i, a), "null")
+				}
 			}
 		} else {
 			chunk(`{"role":"assistant","content":"","refusal":null}`, "null")
@@ -450,27 +493,31 @@ func scriptedMessages(t *testing.T) *scriptedEngine {
 			return
 		}
 		last := req.Messages[len(req.Messages)-1]
-		var result *messagesBlock
-		for i, b := range last.blocks {
+		var results []string
+		for _, b := range last.blocks {
 			if b.Type == "tool_result" {
-				result = &last.blocks[i]
+				results = append(results, textOf(b.Content))
 			}
 		}
 		type block struct {
 			kind   string // text or tool_use
 			deltas []string
+			id     string
 		}
 		var blocks []block
 		stop := "end_turn"
 		switch {
-		case last.Role == "user" && result != nil:
-			blocks = []block{{"text", words(toolSaid + textOf(result.Content))}}
+		case last.Role == "user" && len(results) > 0:
+			blocks = []block{{"text", words(toolSaid + strings.Join(results, "; ")), ""}}
 		case len(req.Tools) > 0:
 			// Claude says a line before a call: the call is block 1, not 0
-			blocks = []block{{"text", words(msgToolPreface)}, {"tool_use", weatherFragments}}
+			blocks = []block{{"text", words(msgToolPreface), ""}, {"tool_use", weatherFragments, msgToolUseID}}
+			if strings.Contains(textOf(last.Content), bothCities) {
+				blocks = append(blocks, block{"tool_use", lyonFragments, msgToolUseID2})
+			}
 			stop = "tool_use"
 		default:
-			blocks = []block{{"text", words(msgGreeting)}}
+			blocks = []block{{"text", words(msgGreeting), ""}}
 		}
 		if !req.Stream {
 			var content []any
@@ -478,8 +525,8 @@ func scriptedMessages(t *testing.T) *scriptedEngine {
 				if b.kind == "text" {
 					content = append(content, map[string]any{"type": "text", "text": strings.Join(b.deltas, "")})
 				} else {
-					content = append(content, map[string]any{"type": "tool_use", "id": msgToolUseID, "name": "get_weather",
-						"input": json.RawMessage(weatherArgs)})
+					content = append(content, map[string]any{"type": "tool_use", "id": b.id, "name": "get_weather",
+						"input": json.RawMessage(strings.Join(b.deltas, ""))})
 				}
 			}
 			out, _ := json.Marshal(map[string]any{"id": "msg_01Scripted", "type": "message", "role": "assistant", "model": req.Model,
@@ -507,7 +554,7 @@ func scriptedMessages(t *testing.T) *scriptedEngine {
 					event("content_block_delta", fmt.Sprintf(`{"type":"content_block_delta","index":%d,"delta":{"type":"text_delta","text":%s}}`, i, q))
 				}
 			} else {
-				event("content_block_start", fmt.Sprintf(`{"type":"content_block_start","index":%d,"content_block":{"type":"tool_use","id":%q,"name":"get_weather","input":{}}}`, i, msgToolUseID))
+				event("content_block_start", fmt.Sprintf(`{"type":"content_block_start","index":%d,"content_block":{"type":"tool_use","id":%q,"name":"get_weather","input":{}}}`, i, b.id))
 				event("content_block_delta", fmt.Sprintf(`{"type":"content_block_delta","index":%d,"delta":{"type":"input_json_delta","partial_json":""}}`, i))
 				for _, d := range b.deltas {
 					q, _ := json.Marshal(d)

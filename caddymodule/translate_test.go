@@ -886,3 +886,130 @@ func TestTranslatedMessagesStreamResumesOnAChatFallback(t *testing.T) {
 	}
 	backup.noneRefused(t)
 }
+
+// ---- parallel tool calls ----
+
+// Two calls in one turn keep apart in both directions, streamed and not
+// (every fragment under one index merged them in other translators), ids
+// an Anthropic client may not get are made ones it may, and the two
+// results go back to the engine as its API wants them: two tool messages
+// after the calls for Chat, one user message with both tool_results for
+// Messages.
+func TestTranslatedParallelToolCalls(t *testing.T) {
+	const paris, lyon = "sunny in Paris", "rainy in Lyon"
+	ask := "What is the weather in " + bothCities + "?"
+	ctx := context.Background()
+
+	t.Run("anthropic-sdk on chat", func(t *testing.T) {
+		e := chatEngineGateway(t)
+		c := anthropicClient(callerKey)
+		first := []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock(ask))}
+		params := func(msgs []anthropic.MessageParam) anthropic.MessageNewParams {
+			return anthropic.MessageNewParams{Model: "gpt-chat", MaxTokens: 1024, Messages: msgs, Tools: weatherToolAnthropic()}
+		}
+		turn := func(t *testing.T, stream bool, msgs []anthropic.MessageParam) anthropic.Message {
+			t.Helper()
+			if !stream {
+				m, err := c.Messages.New(ctx, params(msgs))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return *m
+			}
+			s := c.Messages.NewStreaming(ctx, params(msgs))
+			var acc anthropic.Message
+			for s.Next() {
+				if err := acc.Accumulate(s.Current()); err != nil {
+					t.Fatalf("accumulating %s: %v", s.Current().RawJSON(), err)
+				}
+			}
+			if err := s.Err(); err != nil {
+				t.Fatal(err)
+			}
+			return acc
+		}
+		for _, stream := range []bool{false, true} {
+			t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
+				msg := turn(t, stream, first)
+				var uses []anthropic.ContentBlockUnion
+				for _, b := range msg.Content {
+					if b.Type == "tool_use" {
+						uses = append(uses, b)
+					}
+				}
+				if msg.StopReason != anthropic.StopReasonToolUse || len(uses) != 2 || uses[0].ID == uses[1].ID {
+					t.Fatalf("want two tool_use blocks with their own ids: %s", msg.RawJSON())
+				}
+				for i, city := range []string{"Paris", "Lyon"} {
+					if !toolUseID.MatchString(uses[i].ID) {
+						t.Errorf("tool_use id %q does not match ^[a-zA-Z0-9_-]+$: Anthropic refuses it in the next turn", uses[i].ID)
+					}
+					var in struct{ City string }
+					if json.Unmarshal(uses[i].Input, &in); in.City != city {
+						t.Fatalf("tool_use %d input %s, want %s", i, uses[i].Input, city)
+					}
+				}
+				msgs := append(append([]anthropic.MessageParam{}, first...), msg.ToParam(), anthropic.NewUserMessage(
+					anthropic.NewToolResultBlock(uses[0].ID, paris, false), anthropic.NewToolResultBlock(uses[1].ID, lyon, false)))
+				final := turn(t, stream, msgs)
+				if final.StopReason != anthropic.StopReasonEndTurn || len(final.Content) != 1 || final.Content[0].Text != toolSaid+paris+"; "+lyon {
+					t.Fatalf("final answer: %s", final.RawJSON())
+				}
+			})
+		}
+		e.noneRefused(t)
+	})
+
+	t.Run("openai-go on messages", func(t *testing.T) {
+		e := messagesEngineGateway(t)
+		client := sdk(callerKey)
+		first := []openai.ChatCompletionMessageParamUnion{openai.UserMessage(ask)}
+		params := func(msgs []openai.ChatCompletionMessageParamUnion) openai.ChatCompletionNewParams {
+			return openai.ChatCompletionNewParams{Model: "claude-x", Messages: msgs, Tools: weatherToolChat()}
+		}
+		turn := func(t *testing.T, stream bool, msgs []openai.ChatCompletionMessageParamUnion) openai.ChatCompletion {
+			t.Helper()
+			if !stream {
+				c, err := client.Chat.Completions.New(ctx, params(msgs))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return *c
+			}
+			s := client.Chat.Completions.NewStreaming(ctx, params(msgs))
+			var acc openai.ChatCompletionAccumulator
+			for s.Next() {
+				if !acc.AddChunk(s.Current()) {
+					t.Fatalf("the accumulator refused %s", s.Current().RawJSON())
+				}
+			}
+			if err := s.Err(); err != nil {
+				t.Fatal(err)
+			}
+			return acc.ChatCompletion
+		}
+		for _, stream := range []bool{false, true} {
+			t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
+				c := turn(t, stream, first)
+				m := c.Choices[0].Message
+				if c.Choices[0].FinishReason != "tool_calls" || len(m.ToolCalls) != 2 || m.ToolCalls[0].ID == m.ToolCalls[1].ID ||
+					m.Content != msgToolPreface {
+					t.Fatalf("want the text and two calls: %s", c.RawJSON())
+				}
+				for i, city := range []string{"Paris", "Lyon"} {
+					var in struct{ City string }
+					if json.Unmarshal([]byte(m.ToolCalls[i].Function.Arguments), &in); in.City != city {
+						t.Fatalf("call %d arguments %q, want %s", i, m.ToolCalls[i].Function.Arguments, city)
+					}
+				}
+				msgs := append(append([]openai.ChatCompletionMessageParamUnion{}, first...), m.ToParam(),
+					openai.ToolMessage(paris, m.ToolCalls[0].ID), openai.ToolMessage(lyon, m.ToolCalls[1].ID))
+				final := turn(t, stream, msgs)
+				if final.Choices[0].FinishReason != "stop" || final.Choices[0].Message.Content != toolSaid+paris+"; "+lyon {
+					t.Fatalf("final answer: %s", final.RawJSON())
+				}
+			})
+		}
+		e.noneRefused(t)
+	})
+}
