@@ -119,7 +119,7 @@ func TestMeridianFallbackToAMessagesEngine(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if raw.Header.Get("X-LLM-Fallback") == "" && raw.Header.Get("X-LLM-Engine") != "anthropic" {
+		if raw.Header.Get("X-LLM-Engine") != "anthropic" {
 			t.Fatalf("headers %v", raw.Header)
 		}
 		check(t, *c, c.RawJSON())
@@ -1012,4 +1012,74 @@ func TestTranslatedParallelToolCalls(t *testing.T) {
 		}
 		e.noneRefused(t)
 	})
+}
+
+// ---- translate off ----
+
+// With translation off (for the handler or the engine) a request of an
+// API the engine does not speak never reaches it: the client hears an
+// error in its own shape instead.
+func TestTranslateOffKeepsOtherAPIsAway(t *testing.T) {
+	for _, where := range []string{"handler", "engine"} {
+		t.Run(where, func(t *testing.T) {
+			e := scriptedChat(t)
+			handlerLine, engineLine := "translate off", ""
+			if where == "engine" {
+				handlerLine, engineLine = "", "translate off"
+			}
+			startGateway(t, fmt.Sprintf(`
+				%s
+				engine chatty {
+					to %s
+					api chat
+					models gpt-chat
+					%s
+				}`, handlerLine, e.URL, engineLine))
+			c := anthropicSDK()
+			_, err := c.Messages.New(context.Background(), anthropic.MessageNewParams{Model: "gpt-chat", MaxTokens: 10,
+				Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))}})
+			var ae *anthropic.Error
+			if !errors.As(err, &ae) || ae.StatusCode < 400 || ae.StatusCode >= 500 || !strings.Contains(ae.RawJSON(), `"type":"error"`) {
+				t.Fatalf("want a 4xx in Anthropic's shape, got %v", err)
+			}
+			if n := len(e.all()); n != 0 {
+				t.Fatalf("the engine was sent %d requests", n)
+			}
+			// its own API still reaches it
+			if c, err := sdk("").Chat.Completions.New(context.Background(), chatParams("gpt-chat", "hi")); err != nil || c.Choices[0].Message.Content != chatGreeting {
+				t.Fatalf("chat: %v", err)
+			}
+		})
+	}
+}
+
+// A Chat engine's stream cut mid-answer reaches an Anthropic client as a
+// stream that says so (an error), never as a message that looks whole.
+func TestTranslatedCutStreamIsAnErrorForTheClient(t *testing.T) {
+	cut := newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
+		streamWords(w, "c1", 1, "m", []string{"Once ", "upon ", "a "})
+		panic(http.ErrAbortHandler)
+	})
+	startGateway(t, fmt.Sprintf(`
+		engine chatty {
+			to %s
+			api chat
+			models gpt-chat
+			retries 0
+		}`, cut.URL))
+	c := anthropicSDK()
+	s := c.Messages.NewStreaming(context.Background(), anthropic.MessageNewParams{Model: "gpt-chat", MaxTokens: 100,
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("a story"))}})
+	var types []string
+	var acc anthropic.Message
+	for s.Next() {
+		types = append(types, s.Current().Type)
+		acc.Accumulate(s.Current())
+	}
+	if s.Err() == nil {
+		t.Fatalf("the cut stream ended without an error: events %v, message %s", types, acc.RawJSON())
+	}
+	if len(acc.Content) == 0 || acc.Content[0].Text != "Once upon a " {
+		t.Fatalf("the text before the cut: %s (events %v)", acc.RawJSON(), types)
+	}
 }
