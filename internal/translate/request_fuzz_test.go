@@ -184,6 +184,9 @@ func FuzzRequest(f *testing.F) {
 	f.Add([]byte(`{"input":[{"type":"function_call_output","output":[{"type":"input_image","image_url":"data:x"}]}]}`), uint8(Responses), uint8(Messages))
 	f.Fuzz(func(t *testing.T, body []byte, from, to uint8) {
 		a, b := API(from%3+1), API(to%3+1)
+		if a == b {
+			return // the body itself, whatever it is
+		}
 		out, _, err := Request(a, b, body, RequestOptions{})
 		if err != nil {
 			return
@@ -191,8 +194,6 @@ func FuzzRequest(f *testing.F) {
 		if !json.Valid(out) {
 			t.Fatalf("%v->%v: output is not JSON: %s", a, b, out)
 		}
-		if a != b {
-			rqRoundTrip(t, a, b, body)
-		}
+		rqRoundTrip(t, a, b, body)
 	})
 }
