@@ -57,6 +57,35 @@ else
 	echo "docs: building.md, the Docker image: no Docker daemon here; not run"
 fi
 
+echo "docs: translation.md, the example's clients through translation"
+go build -o "$work/caddy" ./cmd/caddy
+set -m
+{
+	"$work/caddy" run --config examples/translation/Caddyfile
+} >"$work/translation.log" 2>&1 &
+bg=$!
+set +m
+for _ in $(seq 1 120); do
+	curl -s -o /dev/null http://localhost:8080/v1/models && break
+	kill -0 "$bg" 2>/dev/null || { cat "$work/translation.log" >&2; exit 1; }
+	sleep 1
+done
+out=$(
+curl -s localhost:8080/v1/messages -H 'anthropic-version: 2023-06-01' -d '{"model":"demo","max_tokens":64,"messages":[{"role":"user","content":"hi"}]}'
+)
+grep -q '"type":"message"' <<<"$out" || { echo "docs: translation.md's Messages request got $out" >&2; exit 1; }
+out=$(
+curl -s localhost:8080/v1/responses -d '{"model":"demo","input":"hi"}'
+)
+grep -q '"object":"response"' <<<"$out" || { echo "docs: translation.md's Responses request got $out" >&2; exit 1; }
+out=$(
+curl -sN localhost:8080/v1/messages -H 'anthropic-version: 2023-06-01' -d '{"model":"demo","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"hi"}]}'
+)
+grep -q 'event: message_stop' <<<"$out" || { echo "docs: translation.md's Messages stream got $out" >&2; exit 1; }
+stop
+bg=
+work=$(mktemp -d)
+
 if [ "${LLMGW_DOCS_OLLAMA:-}" = 1 ]; then
 	echo "docs: real-engines.md, building ollama and the real-ollama tests"
 apt-get install -y nlohmann-json3-dev libstb-dev
