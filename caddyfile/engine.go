@@ -72,6 +72,18 @@ func parseEngineOptions(d *cf.Dispenser, ec *engines.Config, where string) (sett
 			}
 		case "model_name":
 			err = oneArg(d, &ec.ModelName)
+		case "provider":
+			if err = oneArg(d, &ec.Provider); err == nil && !engines.IsProvider(ec.Provider) {
+				err = d.Errf("provider takes %s, not %q", engines.ProviderNames, ec.Provider)
+			}
+		case "region":
+			err = oneArg(d, &ec.Region)
+		case "project":
+			err = oneArg(d, &ec.Project)
+		case "location":
+			err = oneArg(d, &ec.Location)
+		case "api_version":
+			err = oneArg(d, &ec.APIVersion)
 		case "unlisted":
 			ec.Unlisted = true
 			if d.CountRemainingArgs() > 0 {

@@ -86,6 +86,31 @@ type Config struct {
 	// carries the bare key.
 	APIKeyHeader string `json:"api_key_header,omitempty"`
 
+	// Provider is the cloud provider the engine is: anthropic, bedrock,
+	// gemini, vertex or azure. It sets the engine's API, its default `to`,
+	// the paths of its requests (which name the model for Bedrock, Gemini
+	// and Vertex, and the deployment for Azure), its credentials (api_key
+	// in the provider's header; else SigV4 from AWS's default chain for
+	// Bedrock, Application Default Credentials for Vertex) and how its
+	// failures read. Default: none (an engine that speaks OpenAI's or
+	// Anthropic's API at `to`).
+	Provider string `json:"provider,omitempty"`
+
+	// Region is a Bedrock engine's AWS region (its endpoint
+	// bedrock-runtime.<region>.amazonaws.com and its SigV4 scope).
+	// Default: AWS_REGION, then AWS's shared config.
+	Region string `json:"region,omitempty"`
+
+	// Project and Location are a Vertex engine's Google Cloud project
+	// and location (us-central1, global, …). Default: none (required).
+	Project  string `json:"project,omitempty"`
+	Location string `json:"location,omitempty"`
+
+	// APIVersion is the anthropic-version an anthropic engine sends when
+	// the client sent none (default 2023-06-01), or an Azure engine's
+	// api-version (default: none, Azure's v1 API at /openai/v1/).
+	APIVersion string `json:"api_version,omitempty"`
+
 	// Translate lets a request of an API the engine does not speak (Chat
 	// Completions, Responses or Messages) reach it through translation
 	// into one it does. Set on the handler (`translate`) or per engine.
@@ -417,15 +442,18 @@ const (
 	APIResponses              // OpenAI's Responses
 	APIMessages               // Anthropic's Messages (and count_tokens)
 	APIEmbeddings             // embeddings
+	APIConverse               // AWS Bedrock's Converse (provider bedrock)
+	APIGemini                 // Google's generateContent (provider gemini, vertex)
 )
 
 // APIs are every API, in the order `api` lists them.
-var APIs = [...]API{APIChat, APICompletions, APIResponses, APIMessages, APIEmbeddings, APIOther}
+var APIs = [...]API{APIChat, APICompletions, APIResponses, APIMessages, APIEmbeddings, APIOther, APIConverse, APIGemini}
 
-// Translatable are the APIs a request can be translated between, in the
+// Translatable are the APIs a request can be translated into, in the
 // order a translation prefers its target: Chat Completions is what most
-// engines speak best, and what every OpenAI-compatible one speaks.
-var Translatable = [...]API{APIChat, APIMessages, APIResponses}
+// engines speak best, and what every OpenAI-compatible one speaks; a
+// cloud provider's own API only where the engine speaks nothing else.
+var Translatable = [...]API{APIChat, APIMessages, APIResponses, APIConverse, APIGemini}
 
 // apiNames are the names `api` takes, each the set of APIs it declares.
 var apiNames = map[string][]API{
@@ -436,10 +464,12 @@ var apiNames = map[string][]API{
 	"anthropic":   {APIMessages},
 	"messages":    {APIMessages},
 	"embeddings":  {APIEmbeddings},
+	"converse":    {APIConverse},
+	"gemini":      {APIGemini},
 }
 
 // APINames are the names `api` takes, for its error.
-const APINames = "openai, chat, completions, responses, anthropic (or messages) and embeddings"
+const APINames = "openai, chat, completions, responses, anthropic (or messages), embeddings, converse and gemini"
 
 // String is the API's name in the config.
 func (a API) String() string {
@@ -454,6 +484,10 @@ func (a API) String() string {
 		return "messages"
 	case APIEmbeddings:
 		return "embeddings"
+	case APIConverse:
+		return "converse"
+	case APIGemini:
+		return "gemini"
 	}
 	return "openai"
 }

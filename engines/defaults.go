@@ -14,7 +14,7 @@ import (
 // {engine.name} filled in: every engine's config passes here after it has
 // inherited the handler's defaults, so a `defaults` cmd names each engine.
 func (c Config) WithDefaults() Config {
-	c = c.withName()
+	c = c.withName().withProvider()
 	if c.Ready == "" {
 		c.Ready = DefaultReady
 	}

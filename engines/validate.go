@@ -100,6 +100,10 @@ func (c Config) ValidateFilters() error {
 // Validate checks one engine's definition on its own; cross-engine rules
 // (unique names and models) are the handler's.
 func (c Config) Validate() error {
+	c = c.withProvider()
+	if err := c.validateProvider(); err != nil {
+		return err
+	}
 	if c.Name == "" {
 		return fmt.Errorf("an engine needs a name")
 	}

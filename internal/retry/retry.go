@@ -27,11 +27,14 @@ func Backoff(n int) time.Duration {
 }
 
 // After parses a Retry-After header: delay-seconds or an HTTP date
-// (RFC 9110 §10.2.3). It returns 0 when there is none or it is unreadable.
+// (RFC 9110 §10.2.3). Without one, Anthropic's anthropic-ratelimit-*-reset
+// headers (RFC 3339 times, one per limit) say when the limit that ran out
+// resets: the latest of them. It returns 0 when there is none or it is
+// unreadable.
 func After(h http.Header, now time.Time) time.Duration {
 	v := h.Get("Retry-After")
 	if v == "" {
-		return 0
+		return anthropicReset(h, now)
 	}
 	if secs, err := strconv.Atoi(v); err == nil {
 		if secs < 0 {
@@ -43,4 +46,22 @@ func After(h http.Header, now time.Time) time.Duration {
 		return max(0, t.Sub(now))
 	}
 	return 0
+}
+
+// anthropicResets are the reset headers of Anthropic's rate limits.
+var anthropicResets = []string{
+	"Anthropic-Ratelimit-Requests-Reset", "Anthropic-Ratelimit-Tokens-Reset",
+	"Anthropic-Ratelimit-Input-Tokens-Reset", "Anthropic-Ratelimit-Output-Tokens-Reset",
+}
+
+// anthropicReset is the wait until the latest of Anthropic's limit resets
+// in h, or 0.
+func anthropicReset(h http.Header, now time.Time) time.Duration {
+	var d time.Duration
+	for _, name := range anthropicResets {
+		if t, err := time.Parse(time.RFC3339, h.Get(name)); err == nil {
+			d = max(d, t.Sub(now))
+		}
+	}
+	return d
 }

@@ -22,6 +22,16 @@ const (
 	Chat      API = iota + 1 // POST /v1/chat/completions
 	Messages                 // POST /v1/messages (Anthropic)
 	Responses                // POST /v1/responses
+	// Converse is AWS Bedrock's Converse API (an engine's only: no client
+	// speaks it to the gateway); its path names the model
+	// (/model/{id}/converse, /converse-stream) and its stream is AWS's
+	// binary event stream, which the provider turns into SSE events
+	// ("event: <type>\ndata: <payload>") before translation reads them.
+	Converse
+	// Gemini is Google's generateContent (the Gemini API and Vertex AI),
+	// an engine's only too; its path names the model and the method
+	// (:generateContent, :streamGenerateContent?alt=sse).
+	Gemini
 )
 
 // APIs are the three, in the order a translation prefers a target: Chat
@@ -36,11 +46,16 @@ func (a API) String() string {
 		return "messages"
 	case Responses:
 		return "responses"
+	case Converse:
+		return "converse"
+	case Gemini:
+		return "gemini"
 	}
 	return "none"
 }
 
-// Path is the API's path under an engine's base URL.
+// Path is the API's path under an engine's base URL; a provider's API
+// (Converse, Gemini) has its path from the provider, which knows the model.
 func (a API) Path() string {
 	switch a {
 	case Messages:
