@@ -74,3 +74,23 @@ func TestAfterReadsRetryAfter(t *testing.T) {
 		})
 	}
 }
+
+func TestAfterReadsAnthropicsLimitResets(t *testing.T) {
+	now := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
+	h := http.Header{}
+	h.Set("Anthropic-Ratelimit-Requests-Reset", now.Add(5*time.Second).Format(time.RFC3339))
+	h.Set("Anthropic-Ratelimit-Tokens-Reset", now.Add(20*time.Second).Format(time.RFC3339))
+	h.Set("Anthropic-Ratelimit-Input-Tokens-Reset", "not a time")
+	if got := After(h, now); got != 20*time.Second {
+		t.Fatalf("the latest reset: %v, want 20s", got)
+	}
+	h.Set("Retry-After", "3")
+	if got := After(h, now); got != 3*time.Second {
+		t.Fatalf("Retry-After wins: %v", got)
+	}
+	past := http.Header{}
+	past.Set("Anthropic-Ratelimit-Requests-Reset", now.Add(-time.Minute).Format(time.RFC3339))
+	if got := After(past, now); got != 0 {
+		t.Fatalf("a reset in the past: %v", got)
+	}
+}
