@@ -28,6 +28,8 @@ func appendValue(b []byte, r *Record) []byte {
 	b = appendField(b, "model", r.Model, false)
 	b = appendField(b, "engine", r.Engine, true)
 	b = appendField(b, "fallback", r.Fallback, true)
+	b = appendField(b, "api", r.API, true)
+	b = appendField(b, "engine_api", r.EngineAPI, true)
 	b = append(b, `,"status":`...)
 	b = strconv.AppendInt(b, int64(r.Status), 10)
 	b = appendField(b, "reason", r.Reason, true)

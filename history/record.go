@@ -92,6 +92,8 @@ type Record struct {
 	Model      string  `json:"model"`                // as the client asked, cut to 128 bytes
 	Engine     string  `json:"engine,omitempty"`     // that answered
 	Fallback   string  `json:"fallback,omitempty"`   // that answered instead of the engine asked for
+	API        string  `json:"api,omitempty"`        // the client's: chat, messages, responses, …
+	EngineAPI  string  `json:"engine_api,omitempty"` // the answering engine's, when translated another
 	Status     int     `json:"status"`
 	Reason     string  `json:"reason,omitempty"` // a failed request's last verdict, or the key rule that refused it
 	TTFBMs     float64 `json:"ttfb_ms"`
