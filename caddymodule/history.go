@@ -80,7 +80,7 @@ func keepStory(st *history.Store, w http.ResponseWriter, r *http.Request, res *h
 		Time: arrived.UnixMilli(), Path: r.URL.Path,
 		Key: res.KeyName, Client: clientAddress(r),
 		UserAgent: history.Cut(maskClient(r.Header.Get("User-Agent"))), Session: history.Cut(maskClient(r.Header.Get("X-Session-Id"))),
-		Model: history.Cut(res.ModelAsked), Engine: res.Engine, Fallback: res.Fallback,
+		Model: history.Cut(res.ModelAsked), Engine: res.Engine, Fallback: res.Fallback, API: res.API, EngineAPI: res.EngineAPI,
 		Status: res.Status, TTFBMs: ms(res.TTFB), DurationMs: ms(res.Duration),
 		TokensIn: -1, TokensOut: -1,
 		Stream: strings.HasPrefix(w.Header().Get("Content-Type"), "text/event-stream"),
