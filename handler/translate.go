@@ -52,8 +52,9 @@ func wireAPI(a engines.API) translate.API {
 type translation struct {
 	via    translate.API // 0: the engine reads the request natively
 	client translate.API
-	body   []byte   // the request in via's API
-	custom []string // a Responses client's custom (freeform) tools
+	body   []byte               // the request in via's API
+	custom []string             // a Responses client's custom (freeform) tools
+	ns     map[string][2]string // a Responses client's namespace tools: flattened name → {namespace, name}
 }
 
 // translateRequest decides which API a's engine reads the request in and,
@@ -83,6 +84,7 @@ func (g *Gateway) translateRequest(req *request, a *attempt) bool {
 	t.body = out
 	if t.client == translate.Responses {
 		t.custom = translate.CustomTools(t.client, body)
+		t.ns = translate.NamespaceTools(t.client, body)
 	}
 	return true
 }
@@ -120,7 +122,7 @@ func (g *Gateway) translateAnswer(a *attempt) {
 	h := a.resp.Header
 	switch {
 	case isEventStream(h.Get("Content-Type")):
-		s := translate.NewStream(t.via, t.client, translate.StreamOptions{IncludeUsage: includesUsage(a.req), CustomTools: t.custom})
+		s := translate.NewStream(t.via, t.client, translate.StreamOptions{IncludeUsage: includesUsage(a.req), CustomTools: t.custom, Namespaces: t.ns})
 		a.resp.Body = translate.NewReader(a.resp.Body, s)
 		h.Del("Content-Length")
 	case isJSON(h):
@@ -134,7 +136,7 @@ func (g *Gateway) translateAnswer(a *attempt) {
 			a.outcome, a.err = outcomeBadAnswer, fmt.Errorf("an answer over %d MiB is too large to translate", maxTranslatedAnswer>>20)
 			return
 		}
-		if body, err = translate.Answer(t.via, t.client, body, translate.AnswerOptions{CustomTools: t.custom}); err != nil {
+		if body, err = translate.Answer(t.via, t.client, body, translate.AnswerOptions{CustomTools: t.custom, Namespaces: t.ns}); err != nil {
 			a.outcome, a.err = outcomeBadAnswer, err
 			return
 		}

@@ -18,6 +18,12 @@ type AnswerOptions struct {
 	// tools with one string parameter "input"; their calls go back to the
 	// client as custom_tool_call items {call_id, name, input}.
 	CustomTools []string
+	// Namespaces are, for Responses clients, the function names Request
+	// gave the tools of the request's namespaces (Codex's MCP servers),
+	// each with its namespace and name (NamespaceTools): Codex runs a call
+	// only when it names both, so a call of a flattened name goes back as
+	// {namespace, name}.
+	Namespaces map[string][2]string
 }
 
 // Answer translates a whole JSON answer (status 200) of API from into API

@@ -227,16 +227,18 @@ type anOutFunctionCall struct {
 	ID        string `json:"id"`
 	CallID    string `json:"call_id"`
 	Name      string `json:"name"`
+	Namespace string `json:"namespace,omitempty"`
 	Arguments string `json:"arguments"`
 	Status    string `json:"status"`
 }
 
 type anOutCustomCall struct {
-	Type   string `json:"type"`
-	ID     string `json:"id"`
-	CallID string `json:"call_id"`
-	Name   string `json:"name"`
-	Input  string `json:"input"`
+	Type      string `json:"type"`
+	ID        string `json:"id"`
+	CallID    string `json:"call_id"`
+	Name      string `json:"name"`
+	Namespace string `json:"namespace,omitempty"`
+	Input     string `json:"input"`
 }
 
 type anOutReasoning struct {
@@ -298,10 +300,16 @@ func anWriteResponses(a *anAnswer, o AnswerOptions) ([]byte, error) {
 			tools++
 			// The item's id is its own, fc_…; the call's id is call_id
 			// (trap T6).
+			// A namespace's tool went upstream under its flattened name;
+			// Codex runs the call only as {namespace, name}.
+			namespace, name := "", p.name
+			if nn, ok := o.Namespaces[p.name]; ok {
+				namespace, name = nn[0], nn[1]
+			}
 			if slices.Contains(o.CustomTools, p.name) {
-				out.Output = append(out.Output, anOutCustomCall{Type: "custom_tool_call", ID: "ctc_" + anSanitizeID(id), CallID: id, Name: p.name, Input: anCustomInput(p.args)})
+				out.Output = append(out.Output, anOutCustomCall{Type: "custom_tool_call", ID: "ctc_" + anSanitizeID(id), CallID: id, Name: name, Namespace: namespace, Input: anCustomInput(p.args)})
 			} else {
-				out.Output = append(out.Output, anOutFunctionCall{Type: "function_call", ID: "fc_" + anSanitizeID(id), CallID: id, Name: p.name, Arguments: anFirst(p.args, "{}"), Status: "completed"})
+				out.Output = append(out.Output, anOutFunctionCall{Type: "function_call", ID: "fc_" + anSanitizeID(id), CallID: id, Name: name, Namespace: namespace, Arguments: anFirst(p.args, "{}"), Status: "completed"})
 			}
 		case anThinking, anRedacted:
 			r := anOutReasoning{Type: "reasoning", ID: "rs_" + a.base + "_" + n, Summary: []anSummaryText{}}

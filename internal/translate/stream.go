@@ -32,6 +32,12 @@ import (
 type StreamOptions struct {
 	IncludeUsage bool     // Chat clients: stream_options.include_usage was asked: one last chunk with choices [] and usage
 	CustomTools  []string // Responses clients: names of tools the client declared as `custom` (freeform), sent upstream as function tools with one string parameter "input": their calls go back as custom_tool_call items with input = the argument "input"
+	// Namespaces are, for Responses clients, the flattened function names
+	// of the tools of the request's namespaces (Codex's MCP servers), each
+	// with its namespace and name (NamespaceTools): Codex runs a call only
+	// when it names both, so a call of a flattened name goes back as
+	// {namespace, name}.
+	Namespaces map[string][2]string
 }
 
 // Stream translates one event stream from the engine's API into the client's, event by event.
@@ -99,6 +105,7 @@ type stBlock struct {
 	idx    int  // the client's index: content index, output_index or tool call index
 	id     []byte
 	name   []byte
+	ns     []byte // a Responses client's namespace of a tool call whose name was flattened (name is then the plain one), JSON-escaped
 	text   []byte // text, thinking or arguments so far (Responses clients only)
 	sig    []byte // a thinking block's signature (Responses clients only)
 	input  []byte // a custom tool call's input, a JSON string
@@ -238,6 +245,23 @@ func stSanitize(dst, id []byte) []byte {
 	return dst
 }
 
+// stEscape appends v as the inside of a JSON string: the names from
+// NamespaceTools come decoded, and the stream writes names as escaped.
+func stEscape(dst []byte, v string) []byte {
+	const hex = "0123456789abcdef"
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; {
+		case c == '"' || c == '\\':
+			dst = append(dst, '\\', c)
+		case c < 0x20:
+			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		default:
+			dst = append(dst, c)
+		}
+	}
+	return dst
+}
+
 // find returns the open block the upstream calls key, or nil.
 func (s *Stream) find(key int) *stBlock {
 	for i := len(s.blocks) - 1; i >= 0; i-- {
@@ -263,14 +287,22 @@ func (s *Stream) open(dst []byte, kind stKind, key int, id, name []byte) []byte 
 	}
 	b := &s.blocks[n]
 	*b = stBlock{kind: kind, key: key, open: true, idx: s.nBlocks,
-		id: b.id[:0], name: b.name[:0], text: b.text[:0], sig: b.sig[:0], input: b.input[:0]}
+		id: b.id[:0], name: b.name[:0], ns: b.ns[:0], text: b.text[:0], sig: b.sig[:0], input: b.input[:0]}
 	s.nBlocks++
 	if kind == stTool {
 		b.idx = s.toolIndex()
 		s.nTools++
 		b.name = append(b.name, name...)
 		b.id = s.toolID(b.id, id)
-		b.custom = s.to == Responses && s.isCustom(name)
+		if s.to == Responses {
+			b.custom = s.isCustom(name)
+			// Looked up once per call, not per delta; the conversion in
+			// the index does not allocate.
+			if nn, ok := s.opt.Namespaces[string(name)]; ok {
+				b.ns = stEscape(b.ns, nn[0])
+				b.name = stEscape(b.name[:0], nn[1])
+			}
+		}
 	}
 	switch s.to {
 	case Chat:

@@ -145,6 +145,10 @@ func (s *Stream) respCall(dst []byte, b *stBlock) []byte {
 	dst = append(dst, b.id...)
 	dst = append(dst, `","name":"`...)
 	dst = append(dst, b.name...)
+	if len(b.ns) > 0 {
+		dst = append(dst, `","namespace":"`...)
+		dst = append(dst, b.ns...)
+	}
 	return append(dst, '"')
 }
 

@@ -1,0 +1,134 @@
+package translate
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/openai/openai-go/v3/responses"
+)
+
+// nsRequest declares what Codex does: a plain function, and MCP servers as
+// namespaces, one with a function and one with a custom tool.
+const nsRequest = `{"input":[],"tools":[{"type":"function","name":"shell","parameters":{"type":"object"}},` +
+	`{"type":"namespace","name":"mcp__node_repl","description":"node","tools":[{"type":"function","name":"js","parameters":{"type":"object"}}]},` +
+	`{"type":"namespace","name":"mcp__x","tools":[{"type":"custom","name":"exec"}]}]}`
+
+// nsWant is each call's name, namespace and type as Codex must get them.
+var nsWant = []struct{ typ, callID, name, namespace string }{
+	{"function_call", "call_js", "js", "mcp__node_repl"},
+	{"custom_tool_call", "call_ex", "exec", "mcp__x"},
+	{"function_call", "call_sh", "shell", ""},
+}
+
+func nsCheck(t *testing.T, where string, items []responses.ResponseOutputItemUnion, whole bool) {
+	t.Helper()
+	if len(items) != len(nsWant) {
+		t.Fatalf("%s: %d items, want %d", where, len(items), len(nsWant))
+	}
+	for i, w := range nsWant {
+		it := items[i]
+		anEq(t, where+" type", it.Type, w.typ)
+		if w.typ == "custom_tool_call" {
+			c := it.AsCustomToolCall()
+			anEq(t, where+" call_id", c.CallID, w.callID)
+			anEq(t, where+" name", c.Name, w.name)
+			anEq(t, where+" namespace", c.Namespace, w.namespace)
+			if whole {
+				anEq(t, where+" input", c.Input, "ls")
+			}
+			continue
+		}
+		c := it.AsFunctionCall()
+		anEq(t, where+" call_id", c.CallID, w.callID)
+		anEq(t, where+" name", c.Name, w.name)
+		anEq(t, where+" namespace", c.Namespace, w.namespace)
+		if w.namespace == "" && c.JSON.Namespace.Valid() {
+			t.Errorf("%s: a call of no namespace has a namespace member: %s", where, c.RawJSON())
+		}
+	}
+}
+
+func TestAnswerNamespaceCallsGoBackSplit(t *testing.T) {
+	body := []byte(nsRequest)
+	const chat = `{"id":"c","created":1,"model":"m","choices":[{"message":{"tool_calls":[
+		{"id":"call_js","type":"function","function":{"name":"mcp__node_repl__js","arguments":"{\"code\":\"1\"}"}},
+		{"id":"call_ex","type":"function","function":{"name":"mcp__x__exec","arguments":"{\"input\":\"ls\"}"}},
+		{"id":"call_sh","type":"function","function":{"name":"shell","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}`
+	out, err := Answer(Chat, Responses, []byte(chat), AnswerOptions{
+		CustomTools: CustomTools(Responses, body), Namespaces: NamespaceTools(Responses, body)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := anAsResponse(t, out)
+	nsCheck(t, "answer", r.Output, true)
+	anEq(t, "arguments", r.Output[0].AsFunctionCall().Arguments, `{"code":"1"}`)
+}
+
+func TestStreamNamespaceCallsGoBackSplit(t *testing.T) {
+	body := []byte(nsRequest)
+	o := StreamOptions{CustomTools: CustomTools(Responses, body), Namespaces: NamespaceTools(Responses, body)}
+	upstream := []string{
+		stChatChunk(`{"role":"assistant","tool_calls":[{"index":0,"id":"call_js","type":"function","function":{"name":"mcp__node_repl__js","arguments":""}}]}`, ""),
+		stChatChunk(`{"tool_calls":[{"index":0,"function":{"arguments":"{\"code\":\"1\"}"}}]}`, ""),
+		stChatChunk(`{"tool_calls":[{"index":1,"id":"call_ex","type":"function","function":{"name":"mcp__x__exec","arguments":"{\"input\":\"ls\"}"}}]}`, ""),
+		stChatChunk(`{"tool_calls":[{"index":2,"id":"call_sh","type":"function","function":{"name":"shell","arguments":"{}"}}]}`, ""),
+		stChatChunk(`{}`, "tool_calls"),
+		"data: [DONE]\n\n",
+	}
+	s := NewStream(Chat, Responses, o)
+	got := stFeed(s, upstream...)
+	var added, done []responses.ResponseOutputItemUnion
+	var completed *responses.Response
+	for _, e := range stSplit(t, []byte(got)) {
+		switch e.name {
+		case "response.output_item.added":
+			var ev responses.ResponseOutputItemAddedEvent
+			if err := json.Unmarshal([]byte(e.data), &ev); err != nil {
+				t.Fatalf("%v: %s", err, e.data)
+			}
+			added = append(added, ev.Item)
+		case "response.output_item.done":
+			var ev responses.ResponseOutputItemDoneEvent
+			if err := json.Unmarshal([]byte(e.data), &ev); err != nil {
+				t.Fatalf("%v: %s", err, e.data)
+			}
+			done = append(done, ev.Item)
+		case "response.completed":
+			var ev responses.ResponseCompletedEvent
+			if err := json.Unmarshal([]byte(e.data), &ev); err != nil {
+				t.Fatalf("%v: %s", err, e.data)
+			}
+			completed = &ev.Response
+		}
+	}
+	if completed == nil {
+		t.Fatalf("no response.completed: %s", got)
+	}
+	nsCheck(t, "output_item.added", added, false)
+	nsCheck(t, "output_item.done", done, true)
+	nsCheck(t, "response.completed", completed.Output, true)
+	if strings.Contains(got, "mcp__node_repl__js") || strings.Contains(got, "mcp__x__exec") {
+		t.Errorf("a flattened name reached the client: %s", got)
+	}
+
+	// A pooled Stream writes these calls without allocating once warm:
+	// the namespace is looked up when a call opens, into reused buffers.
+	evs := make([][]byte, len(upstream))
+	for i, ev := range upstream {
+		evs[i] = []byte(ev)
+	}
+	out := make([]byte, 0, 64<<10)
+	run := func() {
+		s.Reset(Chat, Responses, o)
+		out = out[:0]
+		for _, ev := range evs {
+			out = s.Event(out, ev)
+		}
+		out = s.End(out)
+	}
+	run()
+	if n := testing.AllocsPerRun(100, run); n != 0 {
+		t.Errorf("%v allocations per warm stream of namespace calls", n)
+	}
+}
