@@ -446,8 +446,10 @@ const (
 	APIGemini                 // Google's generateContent (provider gemini, vertex)
 )
 
-// APIs are every API, in the order `api` lists them.
-var APIs = [...]API{APIChat, APICompletions, APIResponses, APIMessages, APIEmbeddings, APIOther, APIConverse, APIGemini}
+// APIs are every API a client speaks to the gateway, in the order `api`
+// lists them; converse and gemini are cloud providers' own, which only
+// translation speaks.
+var APIs = [...]API{APIChat, APICompletions, APIResponses, APIMessages, APIEmbeddings, APIOther}
 
 // Translatable are the APIs a request can be translated into, in the
 // order a translation prefers its target: Chat Completions is what most
@@ -495,7 +497,7 @@ func (a API) String() string {
 // Speaks reports whether the engine speaks API a natively.
 func (c *Config) Speaks(a API) bool {
 	if len(c.APIs) == 0 {
-		return true
+		return a != APIConverse && a != APIGemini // a provider's engine says so
 	}
 	for _, name := range c.APIs {
 		for _, b := range apiNames[name] {
