@@ -24,6 +24,9 @@ type AnswerOptions struct {
 	// only when it names both, so a call of a flattened name goes back as
 	// {namespace, name}.
 	Namespaces map[string][2]string
+	// Model is the model sent, for APIs whose answers do not name it
+	// (Converse, Gemini).
+	Model string
 }
 
 // Answer translates a whole JSON answer (status 200) of API from into API
@@ -51,6 +54,8 @@ func Answer(from, to API, body []byte, o AnswerOptions) ([]byte, error) {
 		a, err = anReadMessages(body)
 	case Responses:
 		a, err = anReadResponses(body)
+	case Converse:
+		a, err = anReadConverse(body, o.Model)
 	default:
 		return nil, fmt.Errorf("answer of unknown API %d", from)
 	}

@@ -23,6 +23,10 @@ type RequestOptions struct {
 	// MaxTokens is max_tokens of a request translated to Messages (which
 	// requires it) that sets no limit; 0 means DefaultMaxTokens.
 	MaxTokens int
+	// Model is the model the engine is sent, for APIs whose body does not
+	// name it (Converse: the path does); it decides a model family's own
+	// fields, such as Claude's thinking. "" means the client's model.
+	Model string
 }
 
 // Request translates a request body of API from into API to. dropped names
@@ -62,6 +66,8 @@ func Request(from, to API, body []byte, o RequestOptions) (out []byte, dropped [
 		out, err = rqWriteMessages(r, o)
 	case Responses:
 		out, err = rqWriteResponses(r)
+	case Converse:
+		out, err = rqWriteConverse(r, o)
 	default:
 		return nil, nil, fmt.Errorf("translating a request to %v: unknown API", to)
 	}

@@ -32,6 +32,7 @@ import (
 type StreamOptions struct {
 	IncludeUsage bool     // Chat clients: stream_options.include_usage was asked: one last chunk with choices [] and usage
 	CustomTools  []string // Responses clients: names of tools the client declared as `custom` (freeform), sent upstream as function tools with one string parameter "input": their calls go back as custom_tool_call items with input = the argument "input"
+	Model        string   // the model sent, for upstream APIs whose streams do not name it (Converse)
 	// Namespaces are, for Responses clients, the flattened function names
 	// of the tools of the request's namespaces (Codex's MCP servers), each
 	// with its namespace and name (NamespaceTools): Codex runs a call only
@@ -154,6 +155,8 @@ func (s *Stream) Event(dst, ev []byte) []byte {
 		return s.decodeMessages(dst, data)
 	case Responses:
 		return s.decodeResponses(dst, data)
+	case Converse:
+		return s.decodeConverse(dst, ev, data)
 	}
 	return dst
 }

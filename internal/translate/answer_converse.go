@@ -1,0 +1,117 @@
+package translate
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Reading a Bedrock Converse answer:
+//
+//	{output:{message:{role, content:[text|toolUse|reasoningContent…]}},
+//	 stopReason, usage{inputTokens, outputTokens, totalTokens,
+//	 cacheReadInputTokens, cacheWriteInputTokens}, metrics}
+//
+// It names neither an id nor the model: the id is settle's hash of the
+// body, the model the one the request sent (AnswerOptions.Model).
+
+type cvAnswer struct {
+	Output *struct {
+		Message *struct {
+			Content []cvAnswerBlock `json:"content"`
+		} `json:"message"`
+	} `json:"output"`
+	StopReason string `json:"stopReason"`
+	Usage      struct {
+		Input      int `json:"inputTokens"`
+		Output     int `json:"outputTokens"`
+		CacheRead  int `json:"cacheReadInputTokens"`
+		CacheWrite int `json:"cacheWriteInputTokens"`
+	} `json:"usage"`
+	Message json.RawMessage `json:"message"` // an error body's, when one came as a 200
+}
+
+type cvAnswerBlock struct {
+	Text    *string `json:"text"`
+	ToolUse *struct {
+		ToolUseID string          `json:"toolUseId"`
+		Name      string          `json:"name"`
+		Input     json.RawMessage `json:"input"`
+	} `json:"toolUse"`
+	Reasoning *struct {
+		Text *struct {
+			Text      string `json:"text"`
+			Signature string `json:"signature"`
+		} `json:"reasoningText"`
+		Redacted string `json:"redactedContent"` // base64, as the JSON carries bytes
+	} `json:"reasoningContent"`
+}
+
+func anReadConverse(body []byte, model string) (anAnswer, error) {
+	var c cvAnswer
+	if err := json.Unmarshal(body, &c); err != nil {
+		return anAnswer{}, err
+	}
+	if c.Output == nil || c.Output.Message == nil {
+		if msg := anErrorMessage(c.Message); msg != "" {
+			return anAnswer{}, fmt.Errorf("no output.message, an error: %s", msg)
+		}
+		return anAnswer{}, errors.New("no output.message")
+	}
+	a := anAnswer{model: model, stop: cvStop(c.StopReason)}
+	a.usage = MessagesUsage(c.Usage.Input, c.Usage.CacheRead, c.Usage.CacheWrite, c.Usage.Output)
+	// A guardrail's or filter's text is what the model was made to say
+	// instead of answering: Chat and Responses have a place for that.
+	textKind := anText
+	if a.stop == StopFilter {
+		textKind = anRefusal
+	}
+	for i, b := range c.Output.Message.Content {
+		switch {
+		case b.Text != nil:
+			if *b.Text != "" {
+				a.parts = append(a.parts, anPart{kind: textKind, text: *b.Text})
+			}
+		case b.ToolUse != nil:
+			var args bytes.Buffer
+			if in := bytes.TrimSpace(b.ToolUse.Input); len(in) > 0 && string(in) != "null" {
+				if err := json.Compact(&args, in); err != nil {
+					return anAnswer{}, fmt.Errorf("output.message.content[%d].toolUse.input: %w", i, err)
+				}
+			}
+			a.parts = append(a.parts, anPart{kind: anTool, id: b.ToolUse.ToolUseID, name: b.ToolUse.Name, args: args.String()})
+		case b.Reasoning != nil && b.Reasoning.Text != nil:
+			t := b.Reasoning.Text
+			a.parts = append(a.parts, anPart{kind: anThinking, text: t.Text, sig: t.Signature})
+		case b.Reasoning != nil && b.Reasoning.Redacted != "":
+			a.parts = append(a.parts, anPart{kind: anRedacted, sig: b.Reasoning.Redacted})
+		}
+		// image, document, citations, guardContent…: no counterpart in
+		// an answer of the other APIs.
+	}
+	return a, nil
+}
+
+// cvStop reads a Converse stopReason. Its first four are Messages' words;
+// a guardrail or content filter is a refusal; malformed model output or
+// tool use ended the answer with what was said.
+func cvStop(s string) Stop {
+	switch s {
+	case "":
+		return StopNone
+	case "end_turn":
+		return StopEnd
+	case "tool_use":
+		return StopTool
+	case "max_tokens":
+		return StopLength
+	case "stop_sequence":
+		return StopSequence
+	case "guardrail_intervened", "content_filtered":
+		return StopFilter
+	case "model_context_window_exceeded":
+		return StopContext
+	}
+	return StopEnd // malformed_model_output, malformed_tool_use, and what comes next
+}
