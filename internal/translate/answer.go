@@ -56,6 +56,8 @@ func Answer(from, to API, body []byte, o AnswerOptions) ([]byte, error) {
 		a, err = anReadResponses(body)
 	case Converse:
 		a, err = anReadConverse(body, o.Model)
+	case Gemini:
+		a, err = anReadGemini(body, o.Model)
 	default:
 		return nil, fmt.Errorf("answer of unknown API %d", from)
 	}

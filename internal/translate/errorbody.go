@@ -34,11 +34,24 @@ import (
 // and the type is the one the gateway's own errors use. Between Chat and
 // Responses an OpenAI-shaped body is kept as it is (its type, param and
 // code are already the family's). The message kept is at most about a
-// kilobyte: an HTML error page is cut to its title or text. from == to
+// kilobyte: an HTML error page is cut to its title or text. A Google
+// error ({"error":{"code","message","status"}}, alone or in a one-element
+// array) takes its type from its status word (RESOURCE_EXHAUSTED: 429,
+// UNAVAILABLE: 503…) rather than from the HTTP status. from == to
 // returns body unchanged.
 func ErrorBody(from, to API, status int, body []byte) []byte {
 	if from == to {
 		return body
+	}
+	if from == Gemini {
+		// A streamed request's error may come as a one-element array.
+		var list []json.RawMessage
+		if t := bytes.TrimSpace(body); len(t) > 0 && t[0] == '[' && json.Unmarshal(t, &list) == nil && len(list) > 0 {
+			body = list[0]
+		}
+		if s := anGoogleStatus(anGoogleWord(body)); s != 0 {
+			status = s // its status word is more precise than a proxy's HTTP status
+		}
 	}
 	msg, openAI := anErrorText(body)
 	if to != Messages {
@@ -131,9 +144,10 @@ func anErrorText(body []byte) (msg string, openAI bool) {
 		if json.Unmarshal(t, &e) == nil {
 			var o struct {
 				Message *string `json:"message"`
+				Status  *string `json:"status"` // Google's: its code is a number and it has no type
 			}
 			if len(e.Error) > 0 && e.Error[0] == '{' && json.Unmarshal(e.Error, &o) == nil && o.Message != nil {
-				return anBound(*o.Message), e.Type != "error"
+				return anBound(*o.Message), e.Type != "error" && o.Status == nil
 			}
 			for _, m := range []json.RawMessage{e.Error, e.Message, e.Detail} {
 				if s := anErrorMessage(m); s != "" {
@@ -224,4 +238,43 @@ func anBound(s string) string {
 		cut--
 	}
 	return strings.ToValidUTF8(s[:cut], "\uFFFD") + "…"
+}
+
+// anGoogleStatus is the HTTP status of a Google error's status word
+// ({"error":{"code","message","status"}}), whose clients' SDKs know the
+// status only; 0 for a word that says no more than the HTTP status.
+func anGoogleStatus(word string) int {
+	switch word {
+	case "RESOURCE_EXHAUSTED":
+		return http.StatusTooManyRequests
+	case "UNAVAILABLE":
+		return http.StatusServiceUnavailable
+	case "INVALID_ARGUMENT", "FAILED_PRECONDITION", "OUT_OF_RANGE":
+		return http.StatusBadRequest
+	case "PERMISSION_DENIED":
+		return http.StatusForbidden
+	case "UNAUTHENTICATED":
+		return http.StatusUnauthorized
+	case "NOT_FOUND":
+		return http.StatusNotFound
+	case "DEADLINE_EXCEEDED":
+		return http.StatusGatewayTimeout
+	case "INTERNAL", "UNKNOWN":
+		return http.StatusInternalServerError
+	}
+	return 0
+}
+
+// anGoogleWord is the status word of a Google error body, "" for another
+// body.
+func anGoogleWord(body []byte) string {
+	var e struct {
+		Error struct {
+			Status string `json:"status"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &e) != nil {
+		return ""
+	}
+	return e.Error.Status
 }

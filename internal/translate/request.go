@@ -68,6 +68,8 @@ func Request(from, to API, body []byte, o RequestOptions) (out []byte, dropped [
 		out, err = rqWriteResponses(r)
 	case Converse:
 		out, err = rqWriteConverse(r, o)
+	case Gemini:
+		out, err = rqWriteGemini(r)
 	default:
 		return nil, nil, fmt.Errorf("translating a request to %v: unknown API", to)
 	}

@@ -155,6 +155,8 @@ func (s *Stream) Event(dst, ev []byte) []byte {
 		return s.decodeMessages(dst, data)
 	case Responses:
 		return s.decodeResponses(dst, data)
+	case Gemini:
+		return s.decodeGemini(dst, data)
 	case Converse:
 		return s.decodeConverse(dst, ev, data)
 	}
