@@ -9,7 +9,10 @@
 #
 # Environment: ROUNDS (5), DURATION (3s per timed run), RATE (500 req/s),
 # OPEN_STREAMS (1000), MANY_STREAMS (10000), COLD_STARTS (20), PHASES (all;
-# door runs only the hostile phase's keys-with-rules part), SKIP_COLDSTART=1,
+# door runs only the hostile phase's keys-with-rules part; translation, only
+# when named, about 20 s a round: TTFB and CPU per chunk of Messages and
+# Responses clients of a chat-only engine against native chat and
+# reverse_proxy), SKIP_COLDSTART=1,
 # BESIDE=1 (the throughput to syscalls phases again, with the hostile mix
 # against another gateway site in the same Caddy: how far each figure moves).
 # Everything is built into bench/out/ (gitignored); all traffic stays on

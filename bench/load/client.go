@@ -51,12 +51,42 @@ func newH2CClient() (*http.Client, *http.Transport) {
 	return &http.Client{Transport: tr, Timeout: 5 * time.Minute}, tr
 }
 
+// streamAsk is a streamed request in one client API: its path, body and
+// headers, and how a whole stream ends. The translation phase sends the
+// same question as Chat, Messages and Responses; every other phase sends
+// chatStream.
+type streamAsk struct {
+	path   string
+	body   []byte
+	header map[string]string
+	// whole says whether a stream that ended cleanly ended as its API ends
+	// a whole answer; tail is at least its last keep bytes
+	whole func(tail []byte) bool
+	keep  int
+	// slack is how far the tail may grow past keep before it is cut back
+	// to keep: a keep of kilobytes cut on every read would copy them per
+	// event, on the cores Caddy runs on
+	slack int
+	last  string // the event that ends a whole stream, for the error that says it is missing
+}
+
+// chatStream is the benchmark's stream: Chat Completions, model bench.
+var chatStream = streamAsk{path: chatPath, body: streamBody, keep: tailKept, last: "data: [DONE]",
+	whole: func(tail []byte) bool { return bytes.HasSuffix(tail, doneEvent) }}
+
 func post(ctx context.Context, c *http.Client, url string, body []byte, chunkDelay time.Duration) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+chatPath, bytes.NewReader(body))
+	return postTo(ctx, c, url, chatPath, body, nil, chunkDelay)
+}
+
+func postTo(ctx context.Context, c *http.Client, url, path string, body []byte, header map[string]string, chunkDelay time.Duration) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+path, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
 	if chunkDelay > 0 {
 		req.Header.Set("X-Bench-Chunk-Delay", chunkDelay.String())
 	}
@@ -111,8 +141,14 @@ func lastEvent(tail []byte) string {
 }
 
 func streamOnce(ctx context.Context, c *http.Client, url string, chunkDelay time.Duration, opened func()) streamResult {
+	return streamOnceAs(ctx, c, url, chatStream, chunkDelay, opened)
+}
+
+// streamOnceAs is streamOnce for the stream a asks for; chunks are then
+// the events before the one that ends it.
+func streamOnceAs(ctx context.Context, c *http.Client, url string, a streamAsk, chunkDelay time.Duration, opened func()) streamResult {
 	start := time.Now()
-	resp, err := post(ctx, c, url, streamBody, chunkDelay)
+	resp, err := postTo(ctx, c, url, a.path, a.body, a.header, chunkDelay)
 	if err != nil {
 		return streamResult{err: err}
 	}
@@ -140,8 +176,8 @@ func streamOnce(ctx context.Context, c *http.Client, url string, chunkDelay time
 			}
 			events += bytes.Count(b, []byte("\n\n"))
 			tail = append(tail, b...)
-			if len(tail) > tailKept {
-				tail = append(tail[:0], tail[len(tail)-tailKept:]...)
+			if len(tail) > a.keep+a.slack {
+				tail = append(tail[:0], tail[len(tail)-a.keep:]...)
 			}
 		}
 		if errors.Is(err, io.EOF) {
@@ -155,8 +191,8 @@ func streamOnce(ctx context.Context, c *http.Client, url string, chunkDelay time
 	r.total = time.Since(start)
 	switch {
 	case r.err != nil:
-	case !bytes.HasSuffix(tail, doneEvent):
-		r.err = errors.New("stream ended without data: [DONE]" + lastEvent(tail))
+	case !a.whole(tail):
+		r.err = errors.New("stream ended without " + a.last + lastEvent(tail))
 	default:
 		r.chunks = events - 1
 	}

@@ -32,8 +32,9 @@ const globalOptions = `{
 // handler that only relays, which the memory phase measures beside them).
 // Arguments: the admin option (off, but for the slow uploaders, whose
 // Caddy's Go memory statistics are read from the admin endpoint's
-// /metrics), log file, rp port, upstream port, gw port, upstream port,
-// floor port, upstream port.
+// /metrics), log file, rp port, upstream port, gw port, upstream port, the
+// gateway's other engines (chatEngineTemplate, or none), floor port,
+// upstream port.
 const caddyfileTemplate = globalOptions + `
 http://127.0.0.1:%d {
 	reverse_proxy 127.0.0.1:%d
@@ -45,12 +46,24 @@ http://127.0.0.1:%d {
 			to http://127.0.0.1:%d
 			models bench
 		}
-	}
+%s	}
 }
 
 http://127.0.0.1:%d {
 	bench_floor 127.0.0.1:%d
 }
+`
+
+// chatEngineTemplate is the translation phase's engine in the gateway's
+// site: the same upstream, declared to speak Chat Completions only, so that
+// a Messages or Responses request for bench-chat reaches it through
+// translation. Only a run with that phase has it: the other phases measure
+// the gateway as they always have. Argument: upstream port.
+const chatEngineTemplate = `		engine upchat {
+			to http://127.0.0.1:%d
+			models bench-chat
+			api chat
+		}
 `
 
 // hostileSiteTemplate is the hostile mix's site: the gateway alone,
@@ -94,6 +107,9 @@ type env struct {
 	caddyBin, upstreamBin, outDir string
 	upPort, rpPort, gwPort        int
 	floorPort                     int // bench_floor's site
+	// the gateway's site also has chatEngineTemplate's engine (the
+	// translation phase)
+	chatEngine bool
 	// -beside: the benchmark Caddy also has the hostile mix's site, on
 	// mixPort, its engine up with stream_idle_timeout mixIdle
 	mixSite          bool
@@ -150,7 +166,11 @@ func (e *env) start(ctx context.Context) error {
 	}
 	e.caddyfile = filepath.Join(e.outDir, "bench.Caddyfile")
 	logFile, _ := filepath.Abs(filepath.Join(e.outDir, "caddy-bench.log"))
-	cf := fmt.Sprintf(caddyfileTemplate, "admin off", logFile, e.rpPort, e.upPort, e.gwPort, e.upPort, e.floorPort, e.upPort)
+	var more string
+	if e.chatEngine {
+		more = fmt.Sprintf(chatEngineTemplate, e.upPort)
+	}
+	cf := fmt.Sprintf(caddyfileTemplate, "admin off", logFile, e.rpPort, e.upPort, e.gwPort, e.upPort, more, e.floorPort, e.upPort)
 	if e.mixSite {
 		cf += e.hostileSite(e.mixPort, fallbackCap+2, e.mixIdle)
 	}
@@ -159,12 +179,12 @@ func (e *env) start(ctx context.Context) error {
 	}
 	e.uploadsCaddyfile = filepath.Join(e.outDir, "uploads.Caddyfile")
 	admin := fmt.Sprintf("admin 127.0.0.1:%d", e.adminPort)
-	cf = fmt.Sprintf(caddyfileTemplate, admin, logFile, e.rpPort, e.upPort, e.gwPort, e.upPort, e.floorPort, e.upPort)
+	cf = fmt.Sprintf(caddyfileTemplate, admin, logFile, e.rpPort, e.upPort, e.gwPort, e.upPort, more, e.floorPort, e.upPort)
 	if err := os.WriteFile(e.uploadsCaddyfile, []byte(cf), 0o644); err != nil {
 		return err
 	}
 	e.h2cCaddyfile = filepath.Join(e.outDir, "h2c.Caddyfile")
-	cf = fmt.Sprintf(caddyfileTemplate, admin+"\n\tservers {\n\t\tprotocols h1 h2c\n\t}", logFile, e.rpPort, e.upPort, e.gwPort, e.upPort, e.floorPort, e.upPort)
+	cf = fmt.Sprintf(caddyfileTemplate, admin+"\n\tservers {\n\t\tprotocols h1 h2c\n\t}", logFile, e.rpPort, e.upPort, e.gwPort, e.upPort, more, e.floorPort, e.upPort)
 	return os.WriteFile(e.h2cCaddyfile, []byte(cf), 0o644)
 }
 

@@ -84,7 +84,7 @@ func run() int {
 	flag.IntVar(&c.hostile.uploaders, "uploaders", 300, "slow uploaders held open at once")
 	flag.Int64Var(&c.hostile.uploadClaim, "upload-claim", 1<<20, "the Content-Length each slow uploader announces (more than 100: 100 is the control)")
 	flag.BoolVar(&c.beside, "beside", false, "run the throughput, latency, stream, cpu and syscalls phases again with the hostile mix running against another gateway site in the same Caddy, and print how far each figure moved")
-	phases := flag.String("phases", "throughput,latency,stream,cpu,memory,hostile", "measurements to run (also: syscalls, manystreams; door: the hostile phase's door alone)")
+	phases := flag.String("phases", "throughput,latency,stream,cpu,memory,hostile", "measurements to run (also: syscalls, manystreams, translation; door: the hostile phase's door alone)")
 	maxTime := flag.Duration("max-time", 20*time.Minute, "give up after this long")
 	flag.Parse()
 
@@ -103,6 +103,7 @@ func run() int {
 	for p := range strings.SplitSeq(*phases, ",") {
 		c.phases[strings.TrimSpace(p)] = true
 	}
+	e.chatEngine = c.phases["translation"]
 
 	ctx, cancel := context.WithTimeout(context.Background(), *maxTime)
 	defer cancel()
@@ -274,6 +275,12 @@ func benchmark(ctx context.Context, e *env, c config, r *report) error {
 	}
 	if c.beside {
 		if err := besidePhases(ctx, e, c, r, mainPhases); err != nil {
+			return err
+		}
+	}
+
+	if c.phases["translation"] {
+		if err := translationPhase(ctx, e, c, r, e.caddy.PID()); err != nil {
 			return err
 		}
 	}

@@ -141,20 +141,30 @@ type ttfbResult struct {
 // returns per url the median and 99th percentile time to first byte and
 // the median time to the end of the stream.
 func streamLatency(ctx context.Context, urls []string, n int) []ttfbResult {
+	asks := make([]streamAsk, len(urls))
+	for i := range asks {
+		asks[i] = chatStream
+	}
+	return streamLatencyAs(ctx, urls, asks, n)
+}
+
+// streamLatencyAs is streamLatency with the stream asks[i] sent to urls[i]
+// (the translation phase: one site, three client APIs).
+func streamLatencyAs(ctx context.Context, urls []string, asks []streamAsk, n int) []ttfbResult {
 	clients := make([]*http.Client, len(urls))
 	for i, url := range urls {
 		client, tr := newClient(1)
 		defer tr.CloseIdleConnections()
 		clients[i] = client
 		for range 10 { // open the connection, warm the paths
-			streamOnce(ctx, client, url, 0, nil)
+			streamOnceAs(ctx, client, url, asks[i], 0, nil)
 		}
 	}
 	firsts, totals := make([][]time.Duration, len(urls)), make([][]time.Duration, len(urls))
 	out := make([]ttfbResult, len(urls))
 	for i := 0; i < n && ctx.Err() == nil; i++ {
 		for u, url := range urls {
-			r := streamOnce(ctx, clients[u], url, 0, nil)
+			r := streamOnceAs(ctx, clients[u], url, asks[u], 0, nil)
 			if r.err != nil {
 				out[u].failed++
 				continue
@@ -174,16 +184,22 @@ type cpuResult struct {
 	cpu      time.Duration
 	chunks   int64
 	failed   int64
+	whole    int64 // streams that ended whole
 }
 
 // streamCPU sends n streams with conc at a time through url and divides the
 // CPU time the Caddy process used meanwhile by the chunks delivered. Both
 // sites live in that one process, so only one target may be under load.
 func streamCPU(ctx context.Context, url string, pid, n, conc int) (cpuResult, error) {
+	return streamCPUAs(ctx, url, chatStream, pid, n, conc)
+}
+
+// streamCPUAs is streamCPU with the stream a asks for.
+func streamCPUAs(ctx context.Context, url string, a streamAsk, pid, n, conc int) (cpuResult, error) {
 	var before time.Duration
 	var res cpuResult
 	var err error
-	res.chunks, res.failed = streamBatch(ctx, url, n, conc, func() error {
+	res.chunks, res.whole, res.failed = streamBatchAs(ctx, url, a, n, conc, func() error {
 		before, err = harness.CPUTime(pid)
 		return err
 	})
@@ -210,14 +226,32 @@ func streamCPU(ctx context.Context, url string, pid, n, conc int) (cpuResult, er
 // a drift falls on one target, while in A B B A a steady one falls on both
 // alike.
 func cpuRound(ctx context.Context, ts []target, pid, n, conc int) ([]cpuResult, error) {
+	asks := make([]streamAsk, len(ts))
+	for i := range asks {
+		asks[i] = chatStream
+	}
+	return cpuRoundAs(ctx, ts, asks, pid, n, conc)
+}
+
+// cpuRoundAs is cpuRound for any number of targets, target i sent the
+// stream asks[i], in slices A B … B A (the translation phase's four: A B C
+// D D C B A).
+func cpuRoundAs(ctx context.Context, ts []target, asks []streamAsk, pid, n, conc int) ([]cpuResult, error) {
 	out := make([]cpuResult, len(ts))
-	for _, i := range []int{0, 1, 1, 0} {
-		res, err := streamCPU(ctx, ts[i].url, pid, (n+1)/2, conc)
+	turns := make([]int, 0, 2*len(ts))
+	for i := range ts {
+		turns = append(turns, i)
+	}
+	for i := range ts {
+		turns = append(turns, len(ts)-1-i)
+	}
+	for _, i := range turns {
+		res, err := streamCPUAs(ctx, ts[i].url, asks[i], pid, (n+1)/2, conc)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %v", ts[i].name, err)
 		}
 		o := &out[i]
-		o.cpu, o.chunks, o.failed = o.cpu+res.cpu, o.chunks+res.chunks, o.failed+res.failed
+		o.cpu, o.chunks, o.failed, o.whole = o.cpu+res.cpu, o.chunks+res.chunks, o.failed+res.failed, o.whole+res.whole
 	}
 	for i := range out {
 		out[i].perChunk = out[i].cpu / time.Duration(out[i].chunks)
@@ -264,31 +298,40 @@ func streamSyscalls(ctx context.Context, url string, pid, n, conc int, outDir st
 // calls begin, then sends n streams, conc at a time, and returns the chunks
 // delivered and the streams that failed. A begin error stops it.
 func streamBatch(ctx context.Context, url string, n, conc int, begin func() error) (chunks, failed int64) {
+	chunks, _, failed = streamBatchAs(ctx, url, chatStream, n, conc, begin)
+	return chunks, failed
+}
+
+// streamBatchAs is streamBatch with the stream a asks for; it also returns
+// the streams that ended whole.
+func streamBatchAs(ctx context.Context, url string, a streamAsk, n, conc int, begin func() error) (chunks, whole, failed int64) {
 	client, tr := newClient(conc)
 	defer tr.CloseIdleConnections()
 	var wg sync.WaitGroup
 	for range conc { // open the connections outside the measurement
-		wg.Go(func() { streamOnce(ctx, client, url, 0, nil) })
+		wg.Go(func() { streamOnceAs(ctx, client, url, a, 0, nil) })
 	}
 	wg.Wait()
 	time.Sleep(100 * time.Millisecond)
 	if begin() != nil {
-		return 0, 0
+		return 0, 0, 0
 	}
-	var next, nchunks, nfailed atomic.Int64
+	var next, nchunks, nwhole, nfailed atomic.Int64
 	for range conc {
 		wg.Go(func() {
 			for next.Add(1) <= int64(n) && ctx.Err() == nil {
-				r := streamOnce(ctx, client, url, 0, nil)
+				r := streamOnceAs(ctx, client, url, a, 0, nil)
 				nchunks.Add(int64(r.chunks))
 				if r.err != nil {
 					nfailed.Add(1)
+				} else {
+					nwhole.Add(1)
 				}
 			}
 		})
 	}
 	wg.Wait()
-	return nchunks.Load(), nfailed.Load()
+	return nchunks.Load(), nwhole.Load(), nfailed.Load()
 }
 
 // openResult is the Caddy process's memory with many streams open at once.

@@ -65,6 +65,9 @@ type report struct {
 	// and what the mix saw (beside.go)
 	beside *report
 	mix    *mixBeside
+	// the translation phase's rows and its targets' names (translation.go)
+	translation []*transMetric
+	transNames  []string
 }
 
 // check is a row of the hostile phase: one figure of llm_gateway alone and
@@ -160,6 +163,7 @@ func (r *report) print(w io.Writer) {
 		r.printComparison(w)
 		r.printBeside(w)
 	}
+	r.printTranslation(w)
 	if len(r.fails) == 0 {
 		fmt.Fprintln(w, "failed requests: none")
 	}
