@@ -33,7 +33,9 @@ Probes the pools of llm_gateway: a tiny chat completion goes through each
 member's own path (its engine, key and model) and a table of member, model,
 status, latency and reason is printed. With --config, each engine with
 prefill on is also asked to continue an assistant message (the "(prefill)"
-table): an engine that answers it anew fails, since resumes rely on it. The exit status is 1 when any member
+table): an engine that answers it anew fails, since resumes rely on it; and
+each engine of a cloud provider is sent a one-token completion (the
+"(providers)" table): its credentials and model are checked. The exit status is 1 when any member
 fails, so the command can gate a deploy.
 
 With --config, the Caddyfile (or JSON) is loaded here, without serving it:
@@ -52,8 +54,12 @@ Caddy's admin API (--address, default localhost:2019) probes its live pools.
 	})
 }
 
-// PrefillTable is the probe's table of the engines with prefill on.
-const PrefillTable = "(prefill)"
+// PrefillTable is the probe's table of the engines with prefill on;
+// ProvidersTable of the engines of a cloud provider.
+const (
+	PrefillTable   = "(prefill)"
+	ProvidersTable = "(providers)"
+)
 
 func cmdProbe(fl caddycmd.Flags) (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -192,6 +198,10 @@ func probeConfigFile(ctx context.Context, path, adapter, only string) (map[strin
 			// each engine's `prefill on` claim, which resumes rely on
 			if rs := g.ProbePrefill(ctx); len(rs) > 0 {
 				tables[PrefillTable] = append(tables[PrefillTable], rs...)
+			}
+			// each cloud provider's credentials and model
+			if rs := g.ProbeProviders(ctx); len(rs) > 0 {
+				tables[ProvidersTable] = append(tables[ProvidersTable], rs...)
 			}
 		}
 		for i, e := range es {

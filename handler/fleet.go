@@ -91,6 +91,16 @@ func (g *Gateway) fanOut(done chan struct{}) {
 		if rt.cfg.Managed() {
 			continue
 		}
+		if rt.provider != nil {
+			// a cloud provider lists no models at /v1/models (or not
+			// with the key its requests take): it is up, as far as a
+			// listing can tell; its breakers say otherwise
+			rt.eng.Heard(true)
+			mu.Lock()
+			f.up[rt.cfg.Name] = true
+			mu.Unlock()
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

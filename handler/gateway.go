@@ -14,6 +14,7 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
 	"github.com/llmgateway/caddy-llm-gateway/handler/keys"
+	"github.com/llmgateway/caddy-llm-gateway/handler/provider"
 	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
 	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
@@ -34,6 +35,7 @@ type route struct {
 	contextModel    string
 	plan            []candidate
 	filters         []jsonmember.Filter // set and strip
+	provider        provider.Provider   // a cloud provider's wire (providers.go); nil for none
 }
 
 // Gateway serves requests for one handler instance. It holds no engine

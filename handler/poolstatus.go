@@ -97,7 +97,7 @@ func (g *Gateway) probeOnce(ctx context.Context, c candidate, body []byte) (Prob
 	}
 	r.Header.Set("Content-Type", "application/json")
 	fields, _ := jsonmember.ScanRequest(body)
-	req := &request{r: r, body: body, fields: fields, model: c.model}
+	req := &request{r: r, body: body, fields: fields, model: c.model, op: opChat}
 	rp := g.newReply(discardWriter{}, false, apierror.OpenAI, &Result{})
 	c.brk = engines.NewBreaker(1, time.Second, g.now)
 	start := g.clock.Now()

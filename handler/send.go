@@ -75,8 +75,8 @@ func (g *Gateway) send(rp *reply, req *request, a *attempt) {
 		body = g.warmSlot(req, a, body) // slots save: the session's slot (warmswap.go)
 	}
 	up := upstream.NewRequest(ctx, req.r, base, cfg, body)
-	if a.tr.via != 0 {
-		retarget(up, base, a.tr.via)
+	if !g.target(a, up, base, body) {
+		return
 	}
 
 	sentAt := g.clock.Now()
@@ -85,6 +85,9 @@ func (g *Gateway) send(rp *reply, req *request, a *attempt) {
 		a.resp, a.err = c.rt.eng.Transport().RoundTrip(up)
 		header.Stop()
 		a.outcome = classify(ctx, a.resp, a.err)
+		if a.outcome == outcomeGood {
+			fromProvider(a)
+		}
 		if a.outcome == outcomeGood && a.tr.via != 0 {
 			g.translateAnswer(a)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
 	"github.com/llmgateway/caddy-llm-gateway/handler/config"
 	"github.com/llmgateway/caddy-llm-gateway/handler/keys"
+	"github.com/llmgateway/caddy-llm-gateway/handler/provider"
 	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 )
@@ -60,6 +61,11 @@ func New(cfg config.Config, engs []*engines.Engine, log *zap.Logger) (*Gateway, 
 		}
 		rt := &route{eng: e, cfg: e.Config(), wake: wakeAll}
 		rt.filters = filtersOf(rt.cfg)
+		prov, err := provider.New(&rt.cfg)
+		if err != nil {
+			return nil, err
+		}
+		rt.provider = prov
 		for _, f := range rt.filters {
 			g.filterPaths = append(g.filterPaths, f.Path)
 		}

@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"regexp"
 	"strconv"
-	"strings"
 
 	"go.uber.org/zap"
 
@@ -43,6 +42,10 @@ func wireAPI(a engines.API) translate.API {
 		return translate.Messages
 	case engines.APIResponses:
 		return translate.Responses
+	case engines.APIConverse:
+		return translate.Converse
+	case engines.APIGemini:
+		return translate.Gemini
 	}
 	return 0
 }
@@ -69,7 +72,7 @@ func (g *Gateway) translateRequest(req *request, a *attempt) bool {
 	t := &a.tr
 	t.via, t.client = wireAPI(in), wireAPI(req.op.family())
 	body := req.bodyFor(a.sent)
-	out, dropped, err := translate.Request(t.client, t.via, body, translate.RequestOptions{})
+	out, dropped, err := translate.Request(t.client, t.via, body, translate.RequestOptions{Model: a.sent})
 	if err != nil {
 		a.outcome, a.err = outcomeUntranslatable, err
 		return false
@@ -103,11 +106,7 @@ func memberKind(m string) string { return indexes.ReplaceAllString(m, "[]") }
 func retarget(up *http.Request, base *url.URL, via translate.API) {
 	up.URL.Path = upstream.JoinPath(base.Path, via.Path())
 	up.URL.RawQuery = base.RawQuery
-	for k := range up.Header {
-		if strings.HasPrefix(k, "Anthropic-") {
-			delete(up.Header, k)
-		}
-	}
+	dropAnthropicHeaders(up.Header)
 	if via == translate.Messages {
 		up.Header.Set("Anthropic-Version", "2023-06-01")
 	}

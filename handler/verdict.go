@@ -37,6 +37,9 @@ const (
 	// the engine answered 200 in a shape its API's translation cannot
 	// read (translate.go)
 	outcomeBadAnswer
+	// a provider's credentials could not be had (providers.go): nothing
+	// was sent
+	outcomeAuth
 )
 
 // scope is whose health a failure speaks of.
@@ -97,6 +100,7 @@ type policy struct {
 //	status 408           yes      abandon (model)    no                   yes
 //	status 429           yes      failure (model)    if Retry-After ≤ max yes
 //	status 500 502-504   yes      failure (model)    if Retry-After ≤ max yes
+//	status 529           yes      failure (model)    if Retry-After ≤ max yes   (Anthropic's overloaded)
 //	other status         yes      abandon (model)    no                   no
 //	start failed         no       -                  no                   yes
 //	not running, slow    no       -                  no                   yes
@@ -105,6 +109,7 @@ type policy struct {
 //	client went away     no       abandon            no                   no
 //	untranslatable       no       -                  no                   yes   (400 naming the member if nothing answers)
 //	bad answer           yes      failure (model)    no                   yes   (a 200 translation cannot read)
+//	no credentials       no       -                  no                   yes   (a provider's SigV4 or ADC chain failed)
 //
 // After commit nothing switches: a cut answer counts a failure against the
 // engine (the connection broke) or the model (it went silent), see cutFailure.
@@ -150,11 +155,17 @@ func judge(j judgement, p policy) verdict {
 	case outcomeUntranslatable:
 		// the request, not the engine: another candidate may read it
 		return verdict{moveOn: true, reason: "untranslatable"}
+	case outcomeAuth:
+		return verdict{moveOn: true, reason: "credentials"}
 	case outcomeBadAnswer:
 		return verdict{attempt: true, answered: true, effect: effectFailure, scope: scopeModel, moveOn: true, reason: "bad-answer"}
 	}
 	return verdict{effect: effectAbandon, scope: scopeModel, reason: "canceled"}
 }
+
+// statusOverloaded is Anthropic's 529 overloaded_error: a 503 by another
+// number.
+const statusOverloaded = 529
 
 func judgeStatus(j judgement, p policy) verdict {
 	v := verdict{attempt: true, answered: true, scope: scopeModel, reason: strconv.Itoa(j.status)}
@@ -164,7 +175,7 @@ func judgeStatus(j judgement, p policy) verdict {
 	case http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound, http.StatusRequestTimeout:
 		v.effect, v.moveOn = effectAbandon, true
 	case http.StatusTooManyRequests, http.StatusInternalServerError, http.StatusBadGateway,
-		http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		http.StatusServiceUnavailable, http.StatusGatewayTimeout, statusOverloaded:
 		v.effect, v.moveOn = effectFailure, true
 		v.retry = j.retryAfter <= p.retryAfterMax
 	default:
