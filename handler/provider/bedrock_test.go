@@ -1,0 +1,335 @@
+package provider
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime"
+	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime/types"
+
+	"github.com/llmgateway/caddy-llm-gateway/engines"
+)
+
+const (
+	bdKeyID   = "AKIDEXAMPLE"
+	bdSecret  = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
+	bdSession = "session-token-example"
+	bdModel   = "us.anthropic.claude-3-5-sonnet-20241022-v2:0"
+)
+
+// bdEnv gives AWS's default chain static test credentials, and nothing
+// else to find: no shared files, no instance metadata.
+func bdEnv(t *testing.T) {
+	t.Setenv("AWS_ACCESS_KEY_ID", bdKeyID)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", bdSecret)
+	t.Setenv("AWS_SESSION_TOKEN", bdSession)
+	t.Setenv("AWS_REGION", "us-east-1")
+	t.Setenv("AWS_PROFILE", "")
+	t.Setenv("AWS_CONFIG_FILE", t.TempDir()+"/none")
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", t.TempDir()+"/none")
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+}
+
+// bdFrame is one event stream frame, written by AWS's own encoder.
+func bdFrame(t testing.TB, kind, typ, payload string) []byte {
+	var h eventstream.Headers
+	h.Set(":message-type", eventstream.StringValue(kind))
+	if kind == "exception" {
+		h.Set(":exception-type", eventstream.StringValue(typ))
+	} else {
+		h.Set(":event-type", eventstream.StringValue(typ))
+	}
+	h.Set(":content-type", eventstream.StringValue("application/json"))
+	var b bytes.Buffer
+	if err := eventstream.NewEncoder().Encode(&b, eventstream.Message{Headers: h, Payload: []byte(payload)}); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// bdEvents is a ConverseStream answer: its frames' types and payloads.
+var bdEvents = [][2]string{
+	{"messageStart", `{"p":"abc","role":"assistant"}`},
+	{"contentBlockDelta", `{"contentBlockIndex":0,"delta":{"text":"Hi"},"p":"abcdef"}`},
+	{"contentBlockStop", `{"contentBlockIndex":0}`},
+	{"messageStop", `{"stopReason":"end_turn"}`},
+	{"metadata", `{"metrics":{"latencyMs":12},"usage":{"inputTokens":5,"outputTokens":1,"totalTokens":6}}`},
+}
+
+// bdFake is a Bedrock that checks the SigV4 signature of every request by
+// signing the same request again with AWS's signer and the test's
+// credentials, and answers Converse (JSON) and ConverseStream (frames).
+// A model with "throttled" in its name ends its stream with an exception.
+func bdFake(t *testing.T, paths chan<- string) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if err := bdVerify(r, body); err != nil {
+			t.Errorf("signature: %v", err)
+			w.Header().Set("X-Amzn-ErrorType", "InvalidSignatureException")
+			w.WriteHeader(http.StatusForbidden)
+			_, _ = io.WriteString(w, `{"message":"The request signature we calculated does not match"}`)
+			return
+		}
+		if paths != nil {
+			paths <- r.URL.EscapedPath()
+		}
+		if !strings.HasSuffix(r.URL.Path, "/converse-stream") {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"output":{"message":{"role":"assistant","content":[{"text":"Hi"}]}},"stopReason":"end_turn","usage":{"inputTokens":5,"outputTokens":1,"totalTokens":6},"metrics":{"latencyMs":9}}`)
+			return
+		}
+		w.Header().Set("Content-Type", "application/vnd.amazon.eventstream")
+		for _, ev := range bdEvents {
+			_, _ = w.Write(bdFrame(t, "event", ev[0], ev[1]))
+			w.(http.Flusher).Flush()
+		}
+		if strings.Contains(r.URL.Path, "throttled") {
+			_, _ = w.Write(bdFrame(t, "exception", "throttlingException", `{"message":"Too many tokens"}`))
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// bdVerify recomputes the request's signature: the headers it signed, its
+// time, its payload's hash, with the test's secret.
+func bdVerify(r *http.Request, body []byte) error {
+	auth := r.Header.Get("Authorization")
+	const algo = "AWS4-HMAC-SHA256 "
+	if !strings.HasPrefix(auth, algo) {
+		return errors.New("no SigV4 Authorization: " + auth)
+	}
+	fields := map[string]string{}
+	for _, f := range strings.Split(auth[len(algo):], ", ") {
+		k, v, _ := strings.Cut(f, "=")
+		fields[k] = v
+	}
+	if !strings.HasSuffix(fields["Credential"], "/us-east-1/bedrock/aws4_request") || !strings.HasPrefix(fields["Credential"], bdKeyID+"/") {
+		return errors.New("scope: " + fields["Credential"])
+	}
+	when, err := time.Parse("20060102T150405Z", r.Header.Get("X-Amz-Date"))
+	if err != nil {
+		return err
+	}
+	again, _ := http.NewRequest(r.Method, "http://"+r.Host+r.URL.RequestURI(), nil)
+	again.ContentLength = int64(len(body))
+	for _, h := range strings.Split(fields["SignedHeaders"], ";") {
+		if h != "host" && h != "content-length" {
+			again.Header[http.CanonicalHeaderKey(h)] = r.Header.Values(h)
+		}
+	}
+	again.Header.Del("X-Amz-Date")
+	again.Header.Del("X-Amz-Security-Token")
+	sum := sha256.Sum256(body)
+	creds := aws.Credentials{AccessKeyID: bdKeyID, SecretAccessKey: bdSecret, SessionToken: bdSession}
+	if err := v4.NewSigner().SignHTTP(context.Background(), creds, again, hex.EncodeToString(sum[:]), "bedrock", "us-east-1", when); err != nil {
+		return err
+	}
+	if got, want := auth, again.Header.Get("Authorization"); got != want {
+		return errors.New("signature differs:\n got " + got + "\nwant " + want)
+	}
+	if r.Header.Get("X-Amz-Security-Token") != bdSession {
+		return errors.New("no session token")
+	}
+	return nil
+}
+
+// bdSend sends body to the fake as the gateway does: Target, Authorize,
+// then Events on the answer.
+func bdSend(t *testing.T, p Provider, srv *httptest.Server, model string, stream bool) (*http.Response, io.ReadCloser) {
+	t.Helper()
+	base, _ := url.Parse(srv.URL)
+	u := *base
+	p.Target(&u, base, engines.APIConverse, "/v1/chat/completions", model, stream)
+	body := []byte(`{"messages":[{"role":"user","content":[{"text":"Hi"}]}]}`)
+	req, _ := http.NewRequest(http.MethodPost, u.String(), bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Forwarded-For", "10.0.0.1") // unsigned: a proxy may change it
+	if err := p.Authorize(context.Background(), req, body); err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-Forwarded-For", "10.0.0.2")
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp, p.Events(resp.Header, resp.Body)
+}
+
+func TestBedrockTarget(t *testing.T) {
+	p, err := newBedrock(&engines.Config{Name: "b", Region: "us-east-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, _ := url.Parse("https://bedrock-runtime.us-east-1.amazonaws.com/?x=1")
+	for model, want := range map[string]string{
+		bdModel: "/model/us.anthropic.claude-3-5-sonnet-20241022-v2%3A0/converse-stream",
+		"arn:aws:bedrock:us-east-1:123456789012:inference-profile/us.meta.llama3-2-1b-instruct-v1:0": "/model/arn%3Aaws%3Abedrock%3Aus-east-1%3A123456789012%3Ainference-profile%2Fus.meta.llama3-2-1b-instruct-v1%3A0/converse-stream",
+	} {
+		u := *base
+		p.Target(&u, base, engines.APIConverse, "/v1/messages", model, true)
+		if u.EscapedPath() != want || u.Path != "/model/"+model+"/converse-stream" || u.RawQuery != "x=1" {
+			t.Errorf("%s: %s (path %s)", model, u.String(), u.Path)
+		}
+	}
+}
+
+func TestBedrockSignsWithTheDefaultChain(t *testing.T) {
+	bdEnv(t)
+	paths := make(chan string, 1)
+	srv := bdFake(t, paths)
+	p, _ := newBedrock(&engines.Config{Name: "b", Region: "us-east-1"})
+	resp, body := bdSend(t, p, srv, bdModel, false)
+	b, _ := io.ReadAll(body)
+	if resp.StatusCode != 200 || !strings.Contains(string(b), `"stopReason":"end_turn"`) {
+		t.Fatalf("%d %s", resp.StatusCode, b)
+	}
+	if got := <-paths; got != "/model/us.anthropic.claude-3-5-sonnet-20241022-v2%3A0/converse" {
+		t.Errorf("path %s", got)
+	}
+}
+
+func TestBedrockAPIKeyIsNotSigned(t *testing.T) {
+	p, _ := newBedrock(&engines.Config{Name: "b", Region: "us-east-1", APIKey: "bedrock-api-key"})
+	req, _ := http.NewRequest(http.MethodPost, "https://bedrock-runtime.us-east-1.amazonaws.com/model/m/converse", nil)
+	req.Header.Set("Authorization", "Bearer bedrock-api-key")
+	if err := p.Authorize(context.Background(), req, []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	if req.Header.Get("Authorization") != "Bearer bedrock-api-key" || req.Header.Get("X-Amz-Date") != "" {
+		t.Errorf("headers %v", req.Header)
+	}
+}
+
+func TestBedrockEventsAreSSE(t *testing.T) {
+	bdEnv(t)
+	srv := bdFake(t, nil)
+	p, _ := newBedrock(&engines.Config{Name: "b", Region: "us-east-1"})
+	resp, body := bdSend(t, p, srv, "throttled-"+bdModel, true)
+	got, err := io.ReadAll(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want strings.Builder
+	for _, ev := range bdEvents {
+		want.WriteString("event: " + ev[0] + "\ndata: " + ev[1] + "\n\n")
+	}
+	want.WriteString("event: throttlingException\ndata: {\"message\":\"Too many tokens\"}\n\n")
+	if string(got) != want.String() {
+		t.Errorf("got\n%s\nwant\n%s", got, want.String())
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Errorf("Content-Type %s", ct)
+	}
+}
+
+func TestBedrockEventsBrokenFrames(t *testing.T) {
+	p, _ := newBedrock(&engines.Config{Name: "b", Region: "us-east-1"})
+	good := bdFrame(t, "event", "contentBlockDelta", `{"contentBlockIndex":0,"delta":{"text":"Hi"}}`)
+	bad := bdFrame(t, "event", "contentBlockDelta", `{"contentBlockIndex":0,"delta":{"text":"Ho"}}`)
+	bad[len(bad)-8] ^= 0xff // a payload byte: the message CRC fails
+	for name, c := range map[string]struct {
+		stream []byte
+		want   error
+	}{
+		"crc": {append(append([]byte{}, good...), bad...), eventstream.ChecksumError{}},
+		"cut": {append(append([]byte{}, good...), good[:20]...), io.ErrUnexpectedEOF},
+	} {
+		h := http.Header{"Content-Type": {"application/vnd.amazon.eventstream"}}
+		got, err := io.ReadAll(p.Events(h, io.NopCloser(bytes.NewReader(c.stream))))
+		if !errors.Is(err, c.want) {
+			t.Errorf("%s: err %v, want %v", name, err, c.want)
+		}
+		if string(got) != "event: contentBlockDelta\ndata: {\"contentBlockIndex\":0,\"delta\":{\"text\":\"Hi\"}}\n\n" {
+			t.Errorf("%s: before the broken frame: %q", name, got)
+		}
+	}
+	h := http.Header{"Content-Type": {"application/json"}}
+	if b, _ := io.ReadAll(p.Events(h, io.NopCloser(strings.NewReader(`{"message":"x"}`)))); string(b) != `{"message":"x"}` {
+		t.Errorf("a JSON body: %q", b)
+	}
+}
+
+// TestBedrockFakeIsAWSFormat: AWS's own client, bedrockruntime, signs a
+// request the fake accepts and reads the fake's stream, so the fake (and
+// what Events was tested on) is AWS's wire format, not a copy of ours.
+func TestBedrockFakeIsAWSFormat(t *testing.T) {
+	bdEnv(t)
+	paths := make(chan string, 1)
+	srv := bdFake(t, paths)
+	client := bedrockruntime.New(bedrockruntime.Options{
+		Region:       "us-east-1",
+		BaseEndpoint: aws.String(srv.URL),
+		HTTPClient:   srv.Client(),
+		Credentials:  aws.NewCredentialsCache(aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) { return aws.Credentials{AccessKeyID: bdKeyID, SecretAccessKey: bdSecret, SessionToken: bdSession}, nil })),
+	})
+	out, err := client.ConverseStream(context.Background(), &bedrockruntime.ConverseStreamInput{
+		ModelId:  aws.String(bdModel),
+		Messages: []types.Message{{Role: types.ConversationRoleUser, Content: []types.ContentBlock{&types.ContentBlockMemberText{Value: "Hi"}}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := <-paths; got != "/model/us.anthropic.claude-3-5-sonnet-20241022-v2%3A0/converse-stream" {
+		t.Errorf("the SDK's path %s is not the provider's", got)
+	}
+	stream := out.GetStream()
+	defer stream.Close()
+	var text string
+	var stop types.StopReason
+	var usage *types.TokenUsage
+	for ev := range stream.Events() {
+		switch e := ev.(type) {
+		case *types.ConverseStreamOutputMemberContentBlockDelta:
+			if d, ok := e.Value.Delta.(*types.ContentBlockDeltaMemberText); ok {
+				text += d.Value
+			}
+		case *types.ConverseStreamOutputMemberMessageStop:
+			stop = e.Value.StopReason
+		case *types.ConverseStreamOutputMemberMetadata:
+			usage = e.Value.Usage
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if text != "Hi" || stop != types.StopReasonEndTurn || usage == nil || aws.ToInt32(usage.OutputTokens) != 1 {
+		t.Errorf("text %q stop %q usage %+v", text, stop, usage)
+	}
+}
+
+// TestBedrockFakeRejectsABadSignature: the fake's check is a check.
+func TestBedrockFakeRejectsABadSignature(t *testing.T) {
+	bdEnv(t)
+	p, _ := newBedrock(&engines.Config{Name: "b", Region: "us-east-1"})
+	body := []byte(`{"messages":[]}`)
+	req, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1:1/model/m/converse", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if err := p.Authorize(context.Background(), req, body); err != nil {
+		t.Fatal(err)
+	}
+	if err := bdVerify(req, body); err != nil {
+		t.Fatalf("the signed request: %v", err)
+	}
+	if bdVerify(req, []byte(`{"messages":[1]}`)) == nil {
+		t.Error("another body passed")
+	}
+	req.Header.Set("Content-Type", "text/plain")
+	if bdVerify(req, body) == nil {
+		t.Error("another signed header passed")
+	}
+}
