@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
-	"github.com/llmgateway/caddy-llm-gateway/internal/sse"
 )
 
 // A stream is translated event by event, never buffered: each upstream
@@ -126,41 +125,6 @@ func (s *Stream) Reset(from, to API, o StreamOptions) {
 		id: s.id[:0], model: s.model[:0], token: s.token[:0], head: s.head[:0],
 		blocks: s.blocks[:0], scratch: s.scratch[:0],
 	}
-}
-
-// Event appends to dst the client's events (complete SSE events, each ending in a blank line) for one upstream event ev (one complete SSE event as internal/sse.Reader returns it: lines plus the blank line; comments and keep-alives included), and returns dst.
-func (s *Stream) Event(dst, ev []byte) []byte {
-	if s.from == s.to {
-		return append(dst, ev...)
-	}
-	if s.dead {
-		return dst
-	}
-	dst = stComments(dst, ev)
-	data, ok := sse.Data(ev)
-	if !ok {
-		return dst
-	}
-	data = bytes.TrimSpace(data)
-	if s.from == Chat && string(data) == "[DONE]" {
-		return s.chatDone(dst)
-	}
-	if !stValidObject(data) {
-		return dst // not JSON: the gateway counts it, the client never sees it
-	}
-	switch s.from {
-	case Chat:
-		return s.decodeChat(dst, data)
-	case Messages:
-		return s.decodeMessages(dst, data)
-	case Responses:
-		return s.decodeResponses(dst, data)
-	case Gemini:
-		return s.decodeGemini(dst, data)
-	case Converse:
-		return s.decodeConverse(dst, ev, data)
-	}
-	return dst
 }
 
 // End appends what the client's stream still needs when the upstream's ended cleanly (e.g. Chat's [DONE] was seen and a Messages client still needs message_delta + message_stop). It appends nothing for an upstream stream that never said the answer was whole: the gateway cuts that one honestly.
