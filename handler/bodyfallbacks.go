@@ -2,7 +2,6 @@ package handler
 
 import (
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 
@@ -120,10 +119,4 @@ func (g *Gateway) withBodyFallbacks(req *request, plan []candidate) ([]candidate
 	}
 	out := make([]candidate, 0, len(plan)+len(extra))
 	return append(append(out, plan...), extra...), nil
-}
-
-// isJSON reports whether a response's Content-Type is JSON.
-func isJSON(h http.Header) bool {
-	ct := h.Get("Content-Type")
-	return strings.HasPrefix(ct, "application/json")
 }

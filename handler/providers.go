@@ -15,37 +15,26 @@ import (
 // the path say, a translated request to the path of its engine's API.
 
 // target points up at the engine: a provider's path and credentials, or a
-// translated request's path; body is up's, as sent. It reports false when
-// the provider's credentials could not be had (outcomeAuth).
-func (g *Gateway) target(a *attempt, up *http.Request, base *url.URL, body []byte) bool {
-	p := a.c.rt.provider
+// translated request's path; body is up's, as sent, for the model sent.
+// An error says the provider's credentials could not be had
+// (outcomeAuth).
+func (t *translation) target(rt *route, req *request, up *http.Request, base *url.URL, sent string, body []byte) error {
+	p := rt.provider
 	if p == nil {
-		if a.tr.via != 0 {
-			retarget(up, base, a.tr.via)
+		if t.via != 0 {
+			retarget(up, base, t.via)
 		}
-		return true
+		return nil
 	}
-	in, _ := a.req.op.reads(&a.c.rt.cfg)
-	tail := a.req.r.URL.Path
-	if a.tr.via != 0 {
-		tail = a.tr.via.Path()
+	in, _ := req.op.reads(&rt.cfg)
+	tail := req.r.URL.Path
+	if t.via != 0 {
+		tail = t.via.Path()
 		up.URL.RawQuery = base.RawQuery
 		dropAnthropicHeaders(up.Header)
 	}
-	p.Target(up.URL, base, in, tail, a.sent, a.req.stream)
-	if err := p.Authorize(up.Context(), up, body); err != nil {
-		a.outcome, a.err = outcomeAuth, err
-		return false
-	}
-	return true
-}
-
-// fromProvider reads a good answer's stream as SSE events, whatever the
-// provider's framing (Bedrock's event stream).
-func fromProvider(a *attempt) {
-	if p := a.c.rt.provider; p != nil {
-		a.resp.Body = p.Events(a.resp.Header, a.resp.Body)
-	}
+	p.Target(up.URL, base, in, tail, sent, req.stream)
+	return p.Authorize(up.Context(), up, body)
 }
 
 // dropAnthropicHeaders removes a Messages client's anthropic-* headers from

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"mime"
 	"net/http"
 	"strings"
 	"sync"
@@ -396,17 +395,6 @@ func copyBody(w http.ResponseWriter, body io.Reader, flushEach bool, idle *idle.
 			return rerr
 		}
 	}
-}
-
-func isEventStream(ct string) bool {
-	if ct == "" {
-		return false
-	}
-	if strings.HasPrefix(ct, "text/event-stream") && (len(ct) == len("text/event-stream") || ct[len("text/event-stream")] == ';') {
-		return true
-	}
-	mt, _, err := mime.ParseMediaType(ct)
-	return err == nil && mt == "text/event-stream"
 }
 
 // newTranscript starts a transcript for a stream that may be resumed, or

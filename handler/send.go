@@ -25,9 +25,12 @@ func (g *Gateway) try(rp *reply, req *request, c candidate) *attempt {
 	if c.model != "" {
 		a.sent = c.model
 	}
-	if !g.translateRequest(req, a) {
+	tr, err := g.translateRequest(req, &c.rt.cfg, a.sent)
+	if err != nil {
+		a.outcome, a.err = outcomeUntranslatable, err
 		return a
 	}
+	a.tr = tr
 	t, ok := c.admit(a.sent)
 	a.pass = t
 	if !ok {
@@ -75,7 +78,8 @@ func (g *Gateway) send(rp *reply, req *request, a *attempt) {
 		body = g.warmSlot(req, a, body) // slots save: the session's slot (warmswap.go)
 	}
 	up := upstream.NewRequest(ctx, req.r, base, cfg, body)
-	if !g.target(a, up, base, body) {
+	if err := a.tr.target(c.rt, req, up, base, a.sent, body); err != nil {
+		a.outcome, a.err = outcomeAuth, err
 		return
 	}
 
@@ -85,11 +89,17 @@ func (g *Gateway) send(rp *reply, req *request, a *attempt) {
 		a.resp, a.err = c.rt.eng.Transport().RoundTrip(up)
 		header.Stop()
 		a.outcome = classify(ctx, a.resp, a.err)
-		if a.outcome == outcomeGood {
-			fromProvider(a)
+		if p := c.rt.provider; a.outcome == outcomeGood && p != nil {
+			// a provider's stream as SSE events, whatever its framing
+			a.resp.Body = p.Events(a.resp.Header, a.resp.Body)
 		}
 		if a.outcome == outcomeGood && a.tr.via != 0 {
-			g.translateAnswer(a)
+			switch bad, read := a.tr.answer(a.resp, req, a.sent); {
+			case read != nil:
+				a.broke(read)
+			case bad != nil:
+				a.outcome, a.err = outcomeBadAnswer, bad
+			}
 		}
 		if a.outcome == outcomeGood && isEventStream(a.resp.Header.Get("Content-Type")) {
 			g.awaitFirstContent(a)
@@ -108,7 +118,7 @@ func (g *Gateway) send(rp *reply, req *request, a *attempt) {
 		a.errBody, _ = io.ReadAll(io.LimitReader(resp.Body, limit))
 		resp.Body.Close()
 		if a.tr.via != 0 {
-			a.translateError()
+			a.errBody = a.tr.errorBody(resp, a.errBody)
 		}
 	default:
 		a.silence = g.clock.Now().Sub(sentAt)

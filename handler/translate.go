@@ -60,28 +60,27 @@ type translation struct {
 	ns     map[string][2]string // a Responses client's namespace tools: flattened name → {namespace, name}
 }
 
-// translateRequest decides which API a's engine reads the request in and,
-// when it is not the request's own, translates the body (with the model
-// the attempt sends). It reports false for a member the engine's API
+// translateRequest decides which API an engine (cfg) reads the request in
+// and, when it is not the request's own, translates the body with the
+// model the attempt sends (sent). An error is a member the engine's API
 // cannot carry (outcomeUntranslatable).
-func (g *Gateway) translateRequest(req *request, a *attempt) bool {
-	in, _ := req.op.reads(&a.c.rt.cfg)
+func (g *Gateway) translateRequest(req *request, cfg *engines.Config, sent string) (translation, error) {
+	var t translation
+	in, _ := req.op.reads(cfg)
 	if in == req.op.family() || !req.json() {
-		return true
+		return t, nil
 	}
-	t := &a.tr
 	t.via, t.client = wireAPI(in), wireAPI(req.op.family())
-	body := req.bodyFor(a.sent)
-	out, dropped, err := translate.Request(t.client, t.via, body, translate.RequestOptions{Model: a.sent})
+	body := req.bodyFor(sent)
+	out, dropped, err := translate.Request(t.client, t.via, body, translate.RequestOptions{Model: sent})
 	if err != nil {
-		a.outcome, a.err = outcomeUntranslatable, err
-		return false
+		return t, err
 	}
 	for _, m := range dropped {
-		g.log.Info("dropped a request member the engine's API cannot carry", zap.String("engine", a.c.rt.cfg.Name),
+		g.log.Info("dropped a request member the engine's API cannot carry", zap.String("engine", cfg.Name),
 			zap.Stringer("api", t.via), zap.String("member", m))
 		if g.Hooks.Untranslated != nil {
-			g.Hooks.Untranslated(a.c.rt.cfg.Name, memberKind(m))
+			g.Hooks.Untranslated(cfg.Name, memberKind(m))
 		}
 	}
 	t.body = out
@@ -89,7 +88,7 @@ func (g *Gateway) translateRequest(req *request, a *attempt) bool {
 		t.custom = translate.CustomTools(t.client, body)
 		t.ns = translate.NamespaceTools(t.client, body)
 	}
-	return true
+	return t, nil
 }
 
 // indexes are the array indexes in a member's path: a metric counts kinds
@@ -112,46 +111,43 @@ func retarget(up *http.Request, base *url.URL, via translate.API) {
 	}
 }
 
-// translateAnswer turns a good answer of a's engine into the client's API:
-// an event stream event by event as the relay reads it, a JSON answer
-// whole, here, so that one the translation cannot read is the attempt's
-// failure (outcomeBadAnswer) while another candidate may still answer.
-func (g *Gateway) translateAnswer(a *attempt) {
-	t := &a.tr
-	h := a.resp.Header
+// answer turns a good answer of the engine into the client's API: an
+// event stream event by event as the relay reads it, a JSON answer whole,
+// here, so that one the translation cannot read (bad) is the attempt's
+// failure (outcomeBadAnswer) while another candidate may still answer. A
+// read that fails (read) is the attempt's to classify.
+func (t *translation) answer(resp *http.Response, req *request, sent string) (bad, read error) {
+	h := resp.Header
 	switch {
 	case isEventStream(h.Get("Content-Type")):
-		s := translate.NewStream(t.via, t.client, translate.StreamOptions{IncludeUsage: includesUsage(a.req), CustomTools: t.custom, Namespaces: t.ns})
-		a.resp.Body = translate.NewReader(a.resp.Body, s)
+		s := translate.NewStream(t.via, t.client, translate.StreamOptions{IncludeUsage: includesUsage(req), CustomTools: t.custom, Namespaces: t.ns, Model: sent})
+		resp.Body = translate.NewReader(resp.Body, s)
 		h.Del("Content-Length")
 	case isJSON(h):
-		body, err := io.ReadAll(io.LimitReader(a.resp.Body, maxTranslatedAnswer+1))
-		a.resp.Body.Close()
+		body, err := io.ReadAll(io.LimitReader(resp.Body, maxTranslatedAnswer+1))
+		resp.Body.Close()
 		if err != nil {
-			a.broke(err)
-			return
+			return nil, err
 		}
 		if len(body) > maxTranslatedAnswer {
-			a.outcome, a.err = outcomeBadAnswer, fmt.Errorf("an answer over %d MiB is too large to translate", maxTranslatedAnswer>>20)
-			return
+			return fmt.Errorf("an answer over %d MiB is too large to translate", maxTranslatedAnswer>>20), nil
 		}
-		if body, err = translate.Answer(t.via, t.client, body, translate.AnswerOptions{CustomTools: t.custom, Namespaces: t.ns}); err != nil {
-			a.outcome, a.err = outcomeBadAnswer, err
-			return
+		if body, err = translate.Answer(t.via, t.client, body, translate.AnswerOptions{CustomTools: t.custom, Namespaces: t.ns, Model: sent}); err != nil {
+			return err, nil
 		}
-		a.resp.Body = io.NopCloser(bytes.NewReader(body))
+		resp.Body = io.NopCloser(bytes.NewReader(body))
 		h.Set("Content-Length", strconv.Itoa(len(body)))
-		a.resp.ContentLength = int64(len(body))
+		resp.ContentLength = int64(len(body))
 	}
+	return nil, nil
 }
 
-// translateError gives an engine's error answer the client's API's shape,
+// errorBody gives an engine's error answer the client's API's shape,
 // keeping its status and message.
-func (a *attempt) translateError() {
-	t := &a.tr
-	a.errBody = translate.ErrorBody(t.via, t.client, a.resp.StatusCode, a.errBody)
-	a.resp.Header.Set("Content-Type", "application/json")
-	a.resp.Header.Del("Content-Length")
+func (t *translation) errorBody(resp *http.Response, body []byte) []byte {
+	resp.Header.Set("Content-Type", "application/json")
+	resp.Header.Del("Content-Length")
+	return translate.ErrorBody(t.via, t.client, resp.StatusCode, body)
 }
 
 // includesUsage reports whether a Chat client's stream asked for its usage

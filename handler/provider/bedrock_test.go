@@ -275,7 +275,9 @@ func TestBedrockFakeIsAWSFormat(t *testing.T) {
 		Region:       "us-east-1",
 		BaseEndpoint: aws.String(srv.URL),
 		HTTPClient:   srv.Client(),
-		Credentials:  aws.NewCredentialsCache(aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) { return aws.Credentials{AccessKeyID: bdKeyID, SecretAccessKey: bdSecret, SessionToken: bdSession}, nil })),
+		Credentials: aws.NewCredentialsCache(aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+			return aws.Credentials{AccessKeyID: bdKeyID, SecretAccessKey: bdSecret, SessionToken: bdSession}, nil
+		})),
 	})
 	out, err := client.ConverseStream(context.Background(), &bedrockruntime.ConverseStreamInput{
 		ModelId:  aws.String(bdModel),
