@@ -187,14 +187,10 @@ type cpuResult struct {
 	whole    int64 // streams that ended whole
 }
 
-// streamCPU sends n streams with conc at a time through url and divides the
-// CPU time the Caddy process used meanwhile by the chunks delivered. Both
-// sites live in that one process, so only one target may be under load.
-func streamCPU(ctx context.Context, url string, pid, n, conc int) (cpuResult, error) {
-	return streamCPUAs(ctx, url, chatStream, pid, n, conc)
-}
-
-// streamCPUAs is streamCPU with the stream a asks for.
+// streamCPUAs sends n streams (those a asks for) with conc at a time
+// through url and divides the CPU time the Caddy process used meanwhile by
+// the chunks delivered. Both sites live in that one process, so only one
+// target may be under load.
 func streamCPUAs(ctx context.Context, url string, a streamAsk, pid, n, conc int) (cpuResult, error) {
 	var before time.Duration
 	var res cpuResult
@@ -270,7 +266,7 @@ type syscallResult struct {
 
 // streamSyscalls sends n streams with conc at a time through url and counts
 // the system calls the Caddy process made meanwhile (harness.StartSyscalls),
-// per chunk delivered. Like streamCPU, one target at a time.
+// per chunk delivered. Like streamCPUAs, one target at a time.
 func streamSyscalls(ctx context.Context, url string, pid, n, conc int, outDir string) (syscallResult, error) {
 	var counter *harness.SyscallCounter
 	var err error
