@@ -367,8 +367,10 @@ type Config struct {
 	// SignalsSlotsPath is the path of llama-server's slot list (needs
 	// --slots on builds where it is off), read with its /metrics to learn
 	// how many slots it has and how many are busy; "off" reads only the
-	// metrics. Only an engine whose metrics carry llama-server's names is
-	// asked. Default: /slots.
+	// metrics. It is read whether or not the metrics parse or are on at
+	// all (a fresh llama-server's do not parse before its first decode);
+	// an engine whose metrics carry another engine's names is not asked.
+	// Default: /slots.
 	SignalsSlotsPath string `json:"signals_slots_path,omitempty"`
 
 	// SignalsInterval is the time between two reads. Default: 1s.

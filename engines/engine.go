@@ -253,7 +253,11 @@ type Signal struct {
 	// front doors' (Load).
 	Own int
 
-	llama bool // the engine published llama-server's names
+	// Skipped is how many lines of the engine's /metrics page the read
+	// could not parse and skipped (the rest of the page counted).
+	Skipped int
+
+	kind string // whose names the page carried: kindLlama, kindVLLM, kindSGLang; "" for none
 }
 
 // Series is one gauge or counter read from the engine's /metrics, to be

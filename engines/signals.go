@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"sort"
@@ -11,8 +12,7 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
+	"go.uber.org/zap"
 )
 
 // Signals: what an engine says of its own load, read in the
@@ -24,6 +24,15 @@ import (
 //
 //	llama-server (needs --metrics)   llamacpp:requests_processing, llamacpp:requests_deferred
 //	vLLM                             vllm:num_requests_running, vllm:num_requests_waiting, vllm:kv_cache_usage_perc
+//	SGLang (--enable-metrics)        sglang:num_running_reqs, sglang:num_queue_reqs, sglang:token_usage
+//
+// (ollama has no /metrics: it answers 404, and is judged by the gateway's
+// own counts.) Real pages are kept in testdata/metrics-*.txt. A sample the
+// parser cannot read is skipped and counted (Signal.Skipped), never the
+// page (exposition.go). llama-server's /slots is read on its own, whether
+// or not its /metrics parsed or is on at all: it alone says the engine's
+// capacity, which a pool needs most from a fresh engine, the one whose
+// /metrics is not yet clean.
 //
 // A read older than signals_stale is ignored: an engine that stopped
 // answering its /metrics is judged by the gateway's own counts alone, never
@@ -63,17 +72,18 @@ func (e *Engine) ReadSignals() {
 	timeout := max(time.Duration(e.cfg.SignalsInterval), time.Second)
 	ctx, cancel := context.WithTimeout(e.life, timeout)
 	defer cancel()
-	body, _, err := e.getSignal(ctx, base, e.cfg.SignalsPath)
-	if err != nil {
-		return
-	}
-	defer body.Close()
-	sig, series, err := ParseSignals(io.LimitReader(body, maxSignalsBody))
-	if err != nil {
-		return
-	}
-	if sig.llama {
+	sig, series, parsed := e.readMetrics(ctx, base)
+	// the slot list is llama-server's: asked unless the page named another
+	// engine, and even when the page did not parse
+	if sig.kind == "" || sig.kind == kindLlama {
 		sig.Slots, sig.SlotsBusy = e.readSlots(ctx, base)
+	}
+	if !parsed {
+		if sig.Slots == 0 {
+			return // nothing read: the last read grows stale
+		}
+		// each busy slot is running one request; the queue is unknown
+		sig.Running = float64(sig.SlotsBusy)
 	}
 	// the engine counted somewhere between the two looks at the gateway's
 	// own: the larger one keeps the requests sent meanwhile from passing
@@ -83,6 +93,30 @@ func (e *Engine) ReadSignals() {
 	e.sig.mu.Lock()
 	e.sig.last, e.sig.ok, e.sig.series = sig, true, series
 	e.sig.mu.Unlock()
+}
+
+// readMetrics reads and parses the engine's /metrics; false when it did
+// not answer or its page did not parse (a Signal with nothing known).
+func (e *Engine) readMetrics(ctx context.Context, base *url.URL) (Signal, []Series, bool) {
+	none := Signal{KVCache: -1}
+	body, _, err := e.getSignal(ctx, base, e.cfg.SignalsPath)
+	if err != nil {
+		return none, nil, false
+	}
+	defer body.Close()
+	sig, series, err := ParseSignals(io.LimitReader(body, maxSignalsBody))
+	if err != nil {
+		if ce := e.log.Check(zap.DebugLevel, "engine metrics not parsed"); ce != nil {
+			ce.Write(zap.Error(err))
+		}
+		return none, nil, false
+	}
+	if sig.Skipped > 0 {
+		if ce := e.log.Check(zap.DebugLevel, "engine metrics: samples skipped"); ce != nil {
+			ce.Write(zap.Int("skipped", sig.Skipped))
+		}
+	}
+	return sig, series, true
 }
 
 // getSignal GETs path of the engine with its key, and returns the body of
@@ -108,16 +142,24 @@ func (e *Engine) getSignal(ctx context.Context, base *url.URL, path string) (io.
 	return resp.Body, resp.StatusCode, nil
 }
 
+// The engines whose names a page carries (Signal.kind).
+const (
+	kindLlama  = "llamacpp"
+	kindVLLM   = "vllm"
+	kindSGLang = "sglang"
+)
+
 // ParseSignals reads a Prometheus text exposition: the load signals of
-// llama-server and vLLM (summed over their series, one per model), and the
-// gauges and counters of either to re-expose (at most maxSignalsSeries).
+// llama-server, vLLM and SGLang (summed over their series, one per model),
+// and the gauges and counters of each to re-expose (at most
+// maxSignalsSeries). A sample it cannot parse is skipped and counted in
+// Signal.Skipped; a NaN or infinite value counts for nothing in the load.
 func ParseSignals(r io.Reader) (Signal, []Series, error) {
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(r)
+	fams, skipped, err := parseExposition(r)
 	if err != nil {
 		return Signal{}, nil, err
 	}
-	sig := Signal{KVCache: -1}
+	sig := Signal{KVCache: -1, Skipped: skipped}
 	sum := func(name string) (float64, bool) {
 		f := fams[name]
 		if f == nil {
@@ -125,39 +167,43 @@ func ParseSignals(r io.Reader) (Signal, []Series, error) {
 		}
 		var v float64
 		for _, m := range f.GetMetric() {
-			v += valueOf(f.GetType(), m)
+			if x := valueOf(f.GetType(), m); finite(x) {
+				v += x
+			}
 		}
 		return v, true
 	}
-	// the first name the engine publishes: one that publishes both (a
+	// the first name the engine publishes: one that publishes two (a
 	// proxy in front of either) must not be counted twice
-	for _, n := range []string{"llamacpp:requests_processing", "vllm:num_requests_running"} {
+	for _, n := range []string{"llamacpp:requests_processing", "vllm:num_requests_running", "sglang:num_running_reqs"} {
 		if v, ok := sum(n); ok {
-			sig.Running, sig.llama = v, strings.HasPrefix(n, "llamacpp:")
+			sig.Running, sig.kind = v, n[:strings.IndexByte(n, ':')]
 			break
 		}
 	}
-	for _, n := range []string{"llamacpp:requests_deferred", "vllm:num_requests_waiting"} {
+	for _, n := range []string{"llamacpp:requests_deferred", "vllm:num_requests_waiting", "sglang:num_queue_reqs"} {
 		if v, ok := sum(n); ok {
 			sig.Waiting = v
 			break
 		}
 	}
-	for _, n := range []string{"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"} {
+	for _, n := range []string{"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage"} {
 		f := fams[n]
 		if f == nil || len(f.GetMetric()) == 0 {
 			continue
 		}
 		// one per model: the fullest one is what a new request meets
 		for _, m := range f.GetMetric() {
-			sig.KVCache = max(sig.KVCache, valueOf(f.GetType(), m))
+			if x := valueOf(f.GetType(), m); finite(x) {
+				sig.KVCache = max(sig.KVCache, x)
+			}
 		}
 		break
 	}
 
 	names := make([]string, 0, len(fams))
 	for n := range fams {
-		if strings.HasPrefix(n, "llamacpp:") || strings.HasPrefix(n, "vllm:") {
+		if strings.HasPrefix(n, kindLlama+":") || strings.HasPrefix(n, kindVLLM+":") || strings.HasPrefix(n, kindSGLang+":") {
 			names = append(names, n)
 		}
 	}
@@ -183,6 +229,8 @@ func ParseSignals(r io.Reader) (Signal, []Series, error) {
 	}
 	return sig, series, nil
 }
+
+func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
 
 func valueOf(t dto.MetricType, m *dto.Metric) float64 {
 	switch t {
