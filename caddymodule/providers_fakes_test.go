@@ -221,7 +221,8 @@ var converseMembers = []string{"messages", "system", "inferenceConfig", "toolCon
 // SigV4 signature recomputed with AWS's own signer and the test's
 // credentials; Converse answered in JSON, ConverseStream in AWS's event
 // stream frames written with AWS's own encoder. Modes: ok, throttled (429
-// ThrottlingException).
+// ThrottlingException), stream-throttled and stream-cut (a throttling
+// exception in the stream before its first content, and after it).
 func bedrockFake(t *testing.T, mode string) *pvFake {
 	return newPVFake(t, mode, func(f *pvFake, w http.ResponseWriter, r *http.Request, body []byte) {
 		amzError := func(status int, typ, msg string) {
@@ -277,6 +278,23 @@ func bedrockFake(t *testing.T, mode string) *pvFake {
 		w.Header().Set("Content-Type", "application/vnd.amazon.eventstream")
 		w.Header().Set("X-Amzn-RequestId", "6f2a3c1e-0000-4000-8000-pvfake")
 		half := len(bedrockText) / 2
+		// a stream that Bedrock throttles once it has begun: an exception
+		// frame before the first content, or after some
+		throttle := func() {
+			w.Write(exceptionFrame(t, "throttlingException", `{"message":"Too many tokens, please wait before trying again."}`))
+		}
+		switch f.getMode() {
+		case "stream-throttled":
+			w.Write(eventFrame(t, "messageStart", `{"p":"abcdefghijk","role":"assistant"}`))
+			throttle()
+			return
+		case "stream-cut":
+			w.Write(eventFrame(t, "messageStart", `{"p":"abcdefghijk","role":"assistant"}`))
+			w.Write(eventFrame(t, "contentBlockDelta", fmt.Sprintf(`{"contentBlockIndex":0,"delta":{"text":%q},"p":"abcd"}`, bedrockText[:half])))
+			w.(http.Flusher).Flush()
+			throttle()
+			return
+		}
 		for _, ev := range [][2]string{
 			{"messageStart", `{"p":"abcdefghijk","role":"assistant"}`},
 			{"contentBlockDelta", fmt.Sprintf(`{"contentBlockIndex":0,"delta":{"text":%q},"p":"abcd"}`, bedrockText[:half])},
@@ -296,6 +314,19 @@ func eventFrame(t *testing.T, typ, payload string) []byte {
 	var h eventstream.Headers
 	h.Set(":message-type", eventstream.StringValue("event"))
 	h.Set(":event-type", eventstream.StringValue(typ))
+	h.Set(":content-type", eventstream.StringValue("application/json"))
+	var b bytes.Buffer
+	if err := eventstream.NewEncoder().Encode(&b, eventstream.Message{Headers: h, Payload: []byte(payload)}); err != nil {
+		t.Error(err)
+	}
+	return b.Bytes()
+}
+
+// exceptionFrame is an exception in an event stream, by AWS's own encoder.
+func exceptionFrame(t *testing.T, typ, payload string) []byte {
+	var h eventstream.Headers
+	h.Set(":message-type", eventstream.StringValue("exception"))
+	h.Set(":exception-type", eventstream.StringValue(typ))
 	h.Set(":content-type", eventstream.StringValue("application/json"))
 	var b bytes.Buffer
 	if err := eventstream.NewEncoder().Encode(&b, eventstream.Message{Headers: h, Payload: []byte(payload)}); err != nil {

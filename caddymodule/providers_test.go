@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -410,6 +411,44 @@ func TestProviderContentFilterIsTheAnswer(t *testing.T) {
 			t.Fatalf("azure was asked %d times for 2 requests, the backup %d", az.n(), len(backup.all()))
 		}
 	})
+}
+
+// A ConverseStream that Bedrock throttles before its first content moves
+// on to the fallback; after it, the client's stream ends in an error,
+// never in a tidy end.
+func TestProviderBedrockStreamException(t *testing.T) {
+	pvEnv(t)
+	bed := bedrockFake(t, "stream-throttled")
+	backup := newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"up","choices":[{"index":0,"delta":{"role":"assistant","content":"ok"},"finish_reason":null}]}`+"\n\n")
+		io.WriteString(w, `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"up","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`+"\n\ndata: [DONE]\n\n")
+	})
+	startGateway(t, fmt.Sprintf("\t\tkeys %s", callerKey)+bedrockEngine(bed, "retries 0\n\t\t\tfallback backup")+backupEngine(backup))
+
+	text, err := readStream(sdk(callerKey).Chat.Completions.NewStreaming(context.Background(), chatParams(bedrockModel, "Hello!")))
+	if err != nil || text != "ok" {
+		t.Fatalf("before the first content: %q, %v", text, err)
+	}
+	if got := lastTries(t); got != "bedrock=stream-error backup=ok" {
+		t.Fatalf("attempts %q", got)
+	}
+
+	bed.setMode("stream-cut")
+	ac := anthropicClient(callerKey)
+	s := ac.Messages.NewStreaming(context.Background(), messageParams(bedrockModel))
+	var got strings.Builder
+	for s.Next() {
+		if ev := s.Current(); ev.Type == "content_block_delta" {
+			got.WriteString(ev.Delta.Text)
+		}
+	}
+	if s.Err() == nil || got.String() != bedrockText[:len(bedrockText)/2] {
+		t.Fatalf("after the first content: %q, err %v", got.String(), s.Err())
+	}
+	if bed.n() != 2 || len(backup.all()) != 1 {
+		t.Fatalf("bedrock was asked %d times, the backup %d", bed.n(), len(backup.all()))
+	}
 }
 
 // ---- 3. Gemini and Azure answer every client ----
