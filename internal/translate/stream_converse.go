@@ -151,24 +151,8 @@ func (s *Stream) scException(dst, name, data []byte) []byte {
 // scModel is the model the request sent, JSON-escaped: a Converse stream
 // never names it.
 func (s *Stream) scModel() []byte {
-	s.scratch = scEscape(s.scratch[:0], s.opt.Model)
+	s.scratch = stEscape(s.scratch[:0], s.opt.Model)
 	return s.scratch
-}
-
-// scEscape appends str's bytes as they go between a JSON string's quotes.
-func scEscape(dst []byte, str string) []byte {
-	const hex = "0123456789abcdef"
-	for i := 0; i < len(str); i++ {
-		switch c := str[i]; {
-		case c == '"' || c == '\\':
-			dst = append(dst, '\\', c)
-		case c < 0x20:
-			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-		default:
-			dst = append(dst, c)
-		}
-	}
-	return dst
 }
 
 // scEventName is the value of ev's event: line, nil for none.
