@@ -21,6 +21,7 @@ import (
 //		max_sessions <n>         # 64
 //		save_path    <path>      # /slots/{id}?action=save
 //		restore_path <path>      # /slots/{id}?action=restore
+//		timeout      <duration>  # 3s: each save or restore call
 //	}
 //
 // The endpoints sit in a block under the mode they belong to rather than as
@@ -30,7 +31,7 @@ import (
 
 var (
 	swapOptions  = []string{"sleep_path", "wake_path", "sleeping_path"}
-	slotsOptions = []string{"parallel", "max_sessions", "save_path", "restore_path"}
+	slotsOptions = []string{"parallel", "max_sessions", "save_path", "restore_path", "timeout"}
 )
 
 // parseSwap parses `swap stop|sleep [{ … }]`.
@@ -100,6 +101,8 @@ func parseSlots(d *cf.Dispenser) (*engines.SlotsConfig, error) {
 			err = countArg(d, &s.Parallel, 1)
 		case "max_sessions":
 			err = countArg(d, &s.MaxSessions, 1)
+		case "timeout":
+			err = durationArg(d, &s.Timeout)
 		case "save_path", "restore_path":
 			dst := &s.SavePath
 			if name == "restore_path" {

@@ -30,6 +30,7 @@ func TestWarmSwapParseErrorsNameTheProblemAndTheLine(t *testing.T) {
 		{"slots without save", engine("\t\tslots /var/cache\n"), "slots takes save and the engine's slot directory", 6},
 		{"slots save without a directory", engine("\t\tslots save\n"), "slots takes save and the engine's slot directory", 6},
 		{"a slot path without {id}", engine("\t\tslots save /d {\n\t\t\tsave_path /slots/0\n\t\t}\n"), "save_path takes a path starting with '/' with {id} for the slot", 7},
+		{"a timeout without its unit", engine("\t\tslots save /d {\n\t\t\ttimeout 3\n\t\t}\n"), "a duration needs a unit", 7},
 		{"parallel 0", engine("\t\tslots save /d {\n\t\t\tparallel 0\n\t\t}\n"), "parallel", 7},
 		{"an unknown slots option", engine("\t\tslots save /d {\n\t\t\tslots 4\n\t\t}\n"), `unknown slots subdirective "slots" in slots save`, 7},
 		{"swap sleep on a remote engine", "llm_gateway {\n\tengine a {\n\t\tto http://10.0.0.1:8000\n\t\tmodels a\n\t\tswap sleep\n\t}\n}", "swap sleep and slots are for an engine the gateway starts", 2},

@@ -588,6 +588,14 @@ type SlotsConfig struct {
 	// restore slot {id}. Default: llama-server's.
 	SavePath    string `json:"save_path,omitempty"`
 	RestorePath string `json:"restore_path,omitempty"`
+	// Timeout bounds each save and restore call: llama-server has been
+	// seen to write the file and never answer, and a swap waited on it for
+	// its whole stop_timeout. A call that takes longer is given up (its
+	// session's prompt is processed again), so a hung call delays a swap or
+	// a request by this at most; after 3 such calls in a row the engine's
+	// slot calls stop until it restarts (each hung call holds one of its few
+	// HTTP threads). Default: 3s.
+	Timeout caddy.Duration `json:"timeout,omitempty"`
 }
 
 // Sleeps reports whether the engine is put to sleep rather than stopped.
@@ -644,4 +652,5 @@ const (
 	DefaultSlotSavePath    = "/slots/{id}?action=save"
 	DefaultSlotRestorePath = "/slots/{id}?action=restore"
 	DefaultSlotSessions    = 64
+	DefaultSlotTimeout     = 3 * time.Second
 )

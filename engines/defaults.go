@@ -169,6 +169,9 @@ func (c Config) withSlotDefaults() Config {
 	if s.RestorePath == "" {
 		s.RestorePath = DefaultSlotRestorePath
 	}
+	if s.Timeout == 0 {
+		s.Timeout = caddy.Duration(DefaultSlotTimeout)
+	}
 	c.Slots = &s
 	return c
 }

@@ -3,6 +3,7 @@ package engines
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/url"
@@ -41,7 +42,9 @@ import (
 //     another key's same session id or prompt names another file.
 //   - When a session that has a file takes a slot (after a restart, or after
 //     another session took its slot), the file is restored into it before
-//     the request is sent. A restore that fails costs only the prefill.
+//     the request is sent. A restore that fails costs the prefill, and
+//     the wait for its answer: the slots' timeout (3s) at most, as for a
+//     save before a stop (slotcalls.go).
 //   - At most max_sessions files per engine (default 64): saving one more
 //     removes the oldest session's file from the slot directory.
 //
@@ -94,9 +97,7 @@ func (l *Lease) Slot(ctx context.Context, key string, blocks []uint64) (int, boo
 	}
 	l.slot = id
 	if restore != "" {
-		ctx, cancel := context.WithTimeout(ctx, time.Duration(e.cfg.StopTimeout))
-		n, err := e.slotCall(ctx, l.base, e.cfg.Slots.RestorePath, id, restore, "n_restored")
-		cancel()
+		n, err := e.boundedSlotCall(ctx, l.base, t.cfg.RestorePath, id, restore, "n_restored")
 		e.slots.mu.Lock()
 		if err != nil {
 			e.slots.count.Failures++
@@ -105,18 +106,24 @@ func (l *Lease) Slot(ctx context.Context, key string, blocks []uint64) (int, boo
 			e.slots.count.RestoredTokens += n
 		}
 		e.slots.mu.Unlock()
-		if err != nil {
+		switch {
+		case errors.Is(err, errSlotCallsOff): // said once, when they stopped
+		case err != nil:
 			e.log.Info("slot not restored: the session's prompt is processed again", zap.Int("slot", id), zap.Error(err))
-		} else if ce := e.log.Check(zap.DebugLevel, "slot restored"); ce != nil {
-			ce.Write(zap.Int("slot", id), zap.Uint64("tokens", n))
+		default:
+			if ce := e.log.Check(zap.DebugLevel, "slot restored"); ce != nil {
+				ce.Write(zap.Int("slot", id), zap.Uint64("tokens", n))
+			}
 		}
 	}
 	return id, true
 }
 
 // saveSlots saves the slot of each session in the table, before the
-// engine at base loses them (a stop or a sleep), bounded by stop_timeout
-// in all; files beyond max_sessions are removed.
+// engine at base loses them (a stop or a sleep), each call bounded by the
+// slots' timeout and all by stop_timeout; files beyond max_sessions are
+// removed. Once the engine's slot calls stop (hung ones), the rest are not
+// asked.
 func (e *Engine) saveSlots(base *url.URL) {
 	t := e.slots
 	if t == nil {
@@ -135,7 +142,10 @@ func (e *Engine) saveSlots(base *url.URL) {
 	slices.Sort(ids)
 	for _, id := range ids {
 		session := held[id]
-		n, err := e.slotCall(ctx, base, t.cfg.SavePath, id, t.file(session), "n_saved")
+		n, err := e.boundedSlotCall(ctx, base, t.cfg.SavePath, id, t.file(session), "n_saved")
+		if errors.Is(err, errSlotCallsOff) {
+			return
+		}
 		t.mu.Lock()
 		if err != nil {
 			t.count.Failures++

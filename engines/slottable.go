@@ -25,6 +25,11 @@ type slotTable struct {
 	tails  map[uint64]uint64 // a session's last prompt block → the session (sessions by prefix)
 	tailOf map[uint64]uint64 // the other way
 	count  SlotCounts
+
+	// hung is how many slot calls in a row hung; at maxHungSlotCalls the
+	// engine's slot calls are stopped until its next run (slotcalls.go)
+	hung    int
+	stopped bool
 }
 
 type slotUse struct {
@@ -39,8 +44,9 @@ type SlotCounts struct {
 	SavedTokens    uint64 `json:"saved_tokens"`
 	Restores       uint64 `json:"restores"`
 	RestoredTokens uint64 `json:"restored_tokens"`
-	Failures       uint64 `json:"failures"` // saves and restores that failed
-	Removed        uint64 `json:"removed"`  // files removed beyond max_sessions
+	Failures       uint64 `json:"failures"`       // saves and restores that failed
+	Hung           uint64 `json:"hung,omitempty"` // of them, those given up at slots save's timeout
+	Removed        uint64 `json:"removed"`        // files removed beyond max_sessions
 }
 
 // SlotsStatus is an engine's slots save now.
@@ -49,6 +55,9 @@ type SlotsStatus struct {
 	Sessions    int `json:"sessions"` // in a slot now
 	Saved       int `json:"saved"`    // with a file
 	MaxSessions int `json:"max_sessions"`
+	// CallsStopped: the engine's last slot calls hung, and it is asked no
+	// more until it restarts.
+	CallsStopped bool `json:"calls_stopped,omitempty"`
 	SlotCounts
 }
 
@@ -192,6 +201,7 @@ func (t *slotTable) newRun(run uint64) {
 		return
 	}
 	t.run = run
+	t.hung, t.stopped = 0, false // a new process: its threads are its own
 	for _, session := range t.clearLocked() {
 		t.forget(session)
 	}
@@ -219,7 +229,7 @@ func (t *slotTable) noteSaved(session uint64) []string {
 func (t *slotTable) status() *SlotsStatus {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s := &SlotsStatus{Parallel: len(t.slots), Saved: len(t.saved), MaxSessions: t.cfg.MaxSessions, SlotCounts: t.count}
+	s := &SlotsStatus{Parallel: len(t.slots), Saved: len(t.saved), MaxSessions: t.cfg.MaxSessions, SlotCounts: t.count, CallsStopped: t.stopped}
 	for _, u := range t.slots {
 		if u.session != 0 {
 			s.Sessions++

@@ -354,8 +354,8 @@ func (c Config) validateSlots() error {
 	if s.Dir == "" {
 		return fmt.Errorf("engine %s: slots save needs the engine's slot directory (its --slot-save-path)", c.Name)
 	}
-	if s.Parallel < 0 || s.MaxSessions < 0 {
-		return fmt.Errorf("engine %s: slots parallel and max_sessions may not be negative", c.Name)
+	if s.Parallel < 0 || s.MaxSessions < 0 || s.Timeout < 0 {
+		return fmt.Errorf("engine %s: slots parallel, max_sessions and timeout may not be negative", c.Name)
 	}
 	for _, o := range []struct{ name, v string }{{"save_path", s.SavePath}, {"restore_path", s.RestorePath}} {
 		if o.v != "" && (!strings.HasPrefix(o.v, "/") || !strings.Contains(o.v, "{id}")) {
