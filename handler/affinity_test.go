@@ -481,3 +481,53 @@ func TestThePrefixIndexLearnsWhoAnswered(t *testing.T) {
 		t.Fatalf("the failing member was tried %d times, want once", n)
 	}
 }
+
+// Conversations arriving one after another on an idle pool: each new one
+// breaks a tie, and only those move the rotation, so they spread whatever
+// the number of turns of each and the number of members.
+func TestSequentialConversationsSpreadOverThePool(t *testing.T) {
+	for _, tc := range []struct{ members, turns int }{{2, 4}, {2, 2}, {3, 3}, {2, 1}} {
+		p, _, _ := balancedPool(t, tc.members, nil)
+		first := map[string]int{}
+		for c := range 10 {
+			var home string
+			for turn := 1; turn <= tc.turns; turn++ {
+				m, why := choice(t, p, conversation(c, turn))
+				if turn == 1 {
+					home = m
+					first[m]++
+				} else if m != home || why != ChoiceAffinity {
+					t.Fatalf("%+v: conversation %d turn %d went to %s (%s), its prefix is on %s", tc, c, turn, m, why, home)
+				}
+			}
+		}
+		if len(first) != tc.members {
+			t.Fatalf("%+v: 10 conversations in sequence began on %v", tc, first)
+		}
+		for m, n := range first {
+			if n < 10/tc.members-1 {
+				t.Fatalf("%+v: %s began %d conversations of 10: %v", tc, m, n, first)
+			}
+		}
+	}
+}
+
+func TestInterleavedConversationsSpreadOverThePool(t *testing.T) {
+	p, _, _ := balancedPool(t, 2, nil)
+	home := map[int]string{}
+	count := map[string]int{}
+	for turn := 1; turn <= 4; turn++ {
+		for c := range 10 {
+			m, why := choice(t, p, conversation(c, turn))
+			if turn == 1 {
+				home[c] = m
+				count[m]++
+			} else if m != home[c] || why != ChoiceAffinity {
+				t.Fatalf("conversation %d turn %d went to %s (%s), its prefix is on %s", c, turn, m, why, home[c])
+			}
+		}
+	}
+	if count["e0"] != 5 || count["e1"] != 5 {
+		t.Fatalf("10 interleaved conversations began on %v", count)
+	}
+}

@@ -310,7 +310,11 @@ func (p *pool) choose(blocks []uint64, rank func(*poolMember) int) ([]*poolMembe
 		saturated bool
 		full      bool // as many requests as its known capacity
 	}
-	start := int(p.next.Add(1)-1) % len(ready)
+	// the rotation that breaks ties moves only when it broke one (below):
+	// moved by every choice, it moved with each turn that followed its
+	// prefix too, and conversations of as many turns as there are members,
+	// one after another, all began on the same member
+	start := int(p.next.Load() % uint64(len(ready)))
 	byLoad := make([]loaded, len(ready))
 	busiest, idlest, capacity := 0, -1, 0
 	for i := range ready {
@@ -363,6 +367,9 @@ func (p *pool) choose(blocks []uint64, rank func(*poolMember) int) ([]*poolMembe
 				}
 			}
 		}
+	}
+	if why == ChoiceLoad && len(byLoad) > 1 && byLoad[1].saturated == byLoad[0].saturated && byLoad[1].load == byLoad[0].load {
+		p.next.Add(1)
 	}
 	return out, why
 }
