@@ -89,7 +89,7 @@ func stReassembleMessages(t *testing.T, evs []stTestEvent) stAnswer {
 	var a stAnswer
 	type block struct {
 		typ, text, thinking, sig, input, id, name string
-		stopped                                  bool
+		stopped                                   bool
 	}
 	var blocks []*block
 	started, stopped := false, false
