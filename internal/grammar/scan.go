@@ -81,7 +81,7 @@ func (g Grammar) scan(ev []byte, probe bool, m *Memo) Event {
 	typ := memberBytes(data, f.Type)
 	if g.Anthropic && string(typ) == `"message_start"` && f.Message.OK() && data[f.Message.Value.Start] == '{' {
 		// the prompt's usage sits in the message
-		e.Usage, e.HasUsage = messageUsage(data[f.Message.Value.Start:f.Message.Value.End])
+		e.Usage, e.HasUsage = nestedUsage(data[f.Message.Value.Start:f.Message.Value.End])
 	}
 	switch g.End {
 	case EndFinish:
@@ -90,6 +90,11 @@ func (g Grammar) scan(ev []byte, probe bool, m *Memo) Event {
 		switch string(typ) {
 		case `"response.completed"`, `"response.incomplete"`, `"response.failed"`:
 			e.Whole = true
+			// the answer's usage sits in the response it ends with: once
+			// a stream, so a second look costs nothing per event
+			if r, ok := jsonmember.LastMember(data, 0, "response"); ok && data[r.Value.Start] == '{' {
+				e.Usage, e.HasUsage = nestedUsage(data[r.Value.Start:r.Value.End])
+			}
 		}
 	case EndMessage:
 		e.Whole = string(typ) == `"message_stop"`
@@ -100,12 +105,13 @@ func (g Grammar) scan(ev []byte, probe bool, m *Memo) Event {
 	return e
 }
 
-// messageUsage is the usage in Anthropic's message_start message; a
-// function of its own, so that its Fields takes stack room only while it
-// runs (jsonmember.Fields.Scan).
+// nestedUsage is the usage in an object an event holds: Anthropic's
+// message_start message, the Responses API's final response; a function of
+// its own, so that its Fields takes stack room only while it runs
+// (jsonmember.Fields.Scan).
 //
 //go:noinline
-func messageUsage(msg []byte) (Usage, bool) {
+func nestedUsage(msg []byte) (Usage, bool) {
 	var f jsonmember.Fields
 	if err := f.Scan(msg, jsonmember.Answer); err != nil {
 		return Usage{}, false

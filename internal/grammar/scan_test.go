@@ -47,7 +47,8 @@ func TestScanReadsAnEventInOnePass(t *testing.T) {
 		{name: "error null", g: openAI, ev: ev(`{"error":null,"choices":[{"delta":{"content":"x"}}]}`), probe: Content},
 		{name: "finish_reason in the text", g: openAI, ev: ev(`{"choices":[{"delta":{"content":"\"finish_reason\":\"stop\""}}]}`), probe: Content},
 		{name: "responses delta", g: responses, ev: []byte("event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"Hi\"}\n\n"), probe: Content},
-		{name: "responses completed", g: responses, ev: ev(`{"type":"response.completed","response":{"usage":{"input_tokens":3,"output_tokens":4}}}`), probe: Content, whole: true},
+		{name: "responses completed", g: responses, ev: ev(`{"type":"response.completed","response":{"usage":{"input_tokens":3,"output_tokens":4}}}`), probe: Content, whole: true,
+			usage: Usage{3, 4}, hasUsage: true}, // the answer's usage, in the response it ends with
 		{name: "responses failed", g: responses, ev: ev(`{"type": "response.failed"}`), probe: Content, whole: true},
 		{name: "responses usage", g: responses, ev: ev(`{"type":"response.done","usage":{"input_tokens":3,"output_tokens":4}}`), probe: Content, usage: Usage{3, 4}, hasUsage: true},
 		{name: "message_start", g: anthropic, ev: []byte("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"usage\":{\"input_tokens\":25,\"output_tokens\":1}}}\n\n"),
@@ -163,4 +164,19 @@ func FuzzClassifyAnthropic(f *testing.F) {
 			t.Fatalf("an error without the word: %q", data)
 		}
 	})
+}
+
+// A Responses stream reports its usage once, in the response its last event
+// carries: a budget is charged from it.
+func TestScanReadsTheUsageOfAResponsesStreamsLastEvent(t *testing.T) {
+	g := Grammar{End: EndResponse}
+	ev := []byte("event: response.completed\ndata: {\"type\":\"response.completed\",\"sequence_number\":9,\"response\":{\"id\":\"resp_1\",\"status\":\"completed\",\"output\":[],\"usage\":{\"input_tokens\":11,\"input_tokens_details\":{\"cached_tokens\":0},\"output_tokens\":7,\"total_tokens\":18}}}\n\n")
+	e := g.Scan(ev, false)
+	if !e.Whole || !e.HasUsage || e.Usage != (Usage{Prompt: 11, Completion: 7}) {
+		t.Fatalf("whole %v, usage %v %+v", e.Whole, e.HasUsage, e.Usage)
+	}
+	delta := []byte("event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"hi\",\"sequence_number\":3}\n\n")
+	if e := g.Scan(delta, false); e.Whole || e.HasUsage {
+		t.Fatalf("a delta: whole %v, usage %v", e.Whole, e.HasUsage)
+	}
 }
