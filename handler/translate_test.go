@@ -1,0 +1,80 @@
+package handler
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/llmgateway/caddy-llm-gateway/engines"
+	"github.com/llmgateway/caddy-llm-gateway/handler/config"
+)
+
+// The hook at the attempt's edges: a Messages request for a chat-only
+// engine goes to the engine's own path, without the client's query and
+// anthropic-* headers, asks a stream for its usage, and comes back in the
+// client's shape; what the engine cannot carry is dropped by kind, and what
+// must not be dropped is a 400 naming it and the engine.
+func TestATranslatedRequestGoesToTheEnginesPathInItsAPI(t *testing.T) {
+	var mu sync.Mutex
+	var got []*http.Request
+	var bodies []map[string]any
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		var body map[string]any
+		_ = json.Unmarshal(b, &body)
+		mu.Lock()
+		got, bodies = append(got, r), append(bodies, body)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"id":"c1","object":"chat.completion","created":1,"model":"up","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"ok"}}],"usage":{"prompt_tokens":4,"completion_tokens":1,"total_tokens":5}}`)
+	}))
+	t.Cleanup(up.Close)
+	g, url := testGateway(t, config.Config{Engines: []engines.Config{{Name: "chat", To: up.URL, Models: []string{"m"}, APIs: []string{"chat"}}}}.WithDefaults(), nil)
+	var dropped []string
+	g.Hooks.Untranslated = func(engine, member string) { dropped = append(dropped, engine+" "+member) }
+
+	req, _ := http.NewRequest(http.MethodPost, url+"/v1/messages?beta=true", strings.NewReader(
+		`{"model":"m","max_tokens":20,"context_management":{"edits":[]},"messages":[{"role":"user","content":"hi"}]}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Anthropic-Version", "2023-06-01")
+	req.Header.Set("Anthropic-Beta", "context-management-2025-06-27")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(answer), `"type":"message"`) || !strings.Contains(string(answer), `"text":"ok"`) {
+		t.Fatalf("%d %s", resp.StatusCode, answer)
+	}
+	res := lastResult.Load()
+	if res.API != "messages" || res.EngineAPI != "chat" || !res.HasUsage || res.Usage.Prompt != 4 {
+		t.Fatalf("result: api %s, engine api %s, usage %v %+v", res.API, res.EngineAPI, res.HasUsage, res.Usage)
+	}
+	mu.Lock()
+	r := got[0]
+	mu.Unlock()
+	if r.URL.Path != "/v1/chat/completions" || r.URL.RawQuery != "" || r.Header.Get("Anthropic-Version") != "" || r.Header.Get("Anthropic-Beta") != "" {
+		t.Fatalf("sent to %s?%s with %v", r.URL.Path, r.URL.RawQuery, r.Header)
+	}
+	if _, ok := bodies[0]["context_management"]; ok || len(dropped) != 1 || dropped[0] != "chat context_management" {
+		t.Fatalf("context_management: sent %v, dropped %v", bodies[0], dropped)
+	}
+
+	// a Chat request asking for two choices cannot go to a Messages engine
+	g2, url2 := testGateway(t, config.Config{Engines: []engines.Config{{Name: "claude", To: up.URL, Models: []string{"c"}, APIs: []string{"anthropic"}}}}.WithDefaults(), nil)
+	_ = g2
+	resp2, body := postJSON(t, url2, `{"model":"c","n":2,"messages":[{"role":"user","content":"hi"}]}`)
+	if resp2.StatusCode != 400 || !strings.Contains(body, "untranslatable") || !strings.Contains(body, "engine claude") || !strings.Contains(body, "n cannot be carried") {
+		t.Fatalf("%d %s", resp2.StatusCode, body)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 1 {
+		t.Fatalf("the engine was sent %d requests, want 1", len(got))
+	}
+}
