@@ -7,7 +7,6 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	cf "github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
-	"github.com/dustin/go-humanize"
 )
 
 // The small readers every block uses: a position for file:line errors, an
@@ -92,20 +91,6 @@ func blockArg(d *cf.Dispenser, missing string) (string, error) {
 		return "", d.ArgErr()
 	}
 	return v, nil
-}
-
-// sizeArg reads one size such as 20GiB or 512MB.
-func sizeArg(d *cf.Dispenser) (int64, error) {
-	name := d.Val()
-	var v string
-	if !d.AllArgs(&v) {
-		return 0, d.ArgErr()
-	}
-	n, err := humanize.ParseBytes(v)
-	if err != nil || n == 0 {
-		return 0, d.Errf("%s takes a size such as 20GiB, not %q", name, v)
-	}
-	return int64(n), nil
 }
 
 func oneArg(d *cf.Dispenser, dst *string) error {

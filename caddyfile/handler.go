@@ -333,12 +333,13 @@ func parseMemoryBudget(d *cf.Dispenser) (engines.DeviceBudget, error) {
 	if len(args) == 0 || len(args) == 2 || len(args) > 2 && args[1] != "devices" {
 		return b, d.Errf("memory_budget takes a size, and for a device set devices and their ids: memory_budget 24GiB [devices 0,1]")
 	}
-	n, err := humanize.ParseBytes(args[0])
-	if err != nil || n == 0 {
-		return b, d.Errf("memory_budget takes a size such as 20GiB, not %q", args[0])
+	n, ok := ParseMemorySize(args[0])
+	if !ok {
+		return b, d.Errf("memory_budget takes a size such as 20GiB (units are binary: 20GB is 20GiB, as on a GPU), not %q", args[0])
 	}
-	b.Budget = int64(n)
+	b.Budget = n
 	if len(args) > 2 {
+		var err error
 		if b.Devices, err = engines.ParseDevices(args[2:]...); err != nil {
 			return b, d.Errf("memory_budget: %v", err)
 		}
