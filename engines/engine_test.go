@@ -245,7 +245,7 @@ func TestCmdEnginesAreRefusedWhereProcessesCannotBeStopped(t *testing.T) {
 
 	local := Config{Name: "llama", Cmd: []string{"llama-server"}, To: "http://127.0.0.1:" + PortPlaceholder, Models: []string{"m"}}
 	err := local.Validate()
-	if err == nil || !strings.Contains(err.Error(), "engine llama: 'cmd'") || !strings.Contains(err.Error(), "'to'") {
+	if err == nil || !strings.Contains(err.Error(), "engine llama: 'cmd'") || !strings.Contains(err.Error(), "'to'") || !strings.Contains(err.Error(), "WSL2") {
 		t.Fatalf("a cmd engine: %v", err)
 	}
 	remote := Config{Name: "cloud", To: "https://api.example.com", Models: []string{"m"}}

@@ -284,7 +284,8 @@ func (c Config) validateTransport() error {
 // cannot stop a process tree (Windows), naming the way out.
 func errNoLocalEngines(name string) error {
 	return fmt.Errorf("engine %s: 'cmd' (an engine the gateway starts) is not supported on %s: "+
-		"start the model server yourself and give its address with 'to' (remote engines work on every platform)", name, runtime.GOOS)
+		"run the gateway in WSL2 (Linux, where cmd works), or start the model server yourself and give its address with 'to' "+
+		"(remote engines work on every platform)", name, runtime.GOOS)
 }
 
 // ValidateDefaults checks a `defaults` block: any engine option but the ones
