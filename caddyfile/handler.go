@@ -32,7 +32,8 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config, hist **history.Conf
 	var defaultsSet settings
 	keyAt := map[string]pos{}
 	set := settings{}
-	var keysAt *pos // the first keys or key line
+	var keysAt *pos   // the first keys or key line
+	var tokenAt []pos // where each of cfg.Keys is given
 	var defaultTransport json.RawMessage
 	var defaultsAt *pos
 	budgetAt := map[string]pos{} // each memory_budget line, by device set ("" without devices)
@@ -52,6 +53,7 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config, hist **history.Conf
 					return cfg, d.Errf("%v", err)
 				}
 				cfg.Keys = append(cfg.Keys, hconfig.Key{Value: a})
+				tokenAt = append(tokenAt, here(d))
 			}
 			continue
 		case "key":
@@ -64,6 +66,7 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config, hist **history.Conf
 				return cfg, err
 			}
 			cfg.Keys = append(cfg.Keys, k)
+			tokenAt = append(tokenAt, at)
 			continue
 		case "store":
 			if cfg.Store != nil {
@@ -282,6 +285,9 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config, hist **history.Conf
 		return cfg, keysAt.errf("the gateway's keys resolve to no token: %s (or remove keys and key to run without gateway auth)", describeEmpty(EmptyEnv(values...)))
 	}
 	if err := checkNamedKeys(cfg.Keys, keyAt); err != nil {
+		return cfg, err
+	}
+	if err := checkTokensOnce(cfg.Keys, tokenAt); err != nil {
 		return cfg, err
 	}
 	if *ui != nil && len((*ui).Keys) == 0 && len(hconfig.OperatorTokens(cfg.Keys)) == 0 {

@@ -85,6 +85,7 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return fmt.Errorf("llm_gateway: %v", err)
 	}
+	warnAboutCommands(g.logger, cfg.Engines)
 	// the box's budget is process-wide, as the GPU is: the last config's wins
 	engines.SetMemoryBudgets(cfg.MemoryBudget, cfg.MemoryBudgets, time.Duration(cfg.MaxWait))
 	engines.SetPriorityGrace(cfg.Grace())
