@@ -293,6 +293,8 @@ func parseEngineOptions(d *cf.Dispenser, ec *engines.Config, where string) (sett
 			err = durationArg(d, &ec.SleepAfter)
 		case "slots":
 			ec.Slots, err = parseSlots(d)
+		case "hedge_after", "hedge_budget":
+			_, err = hedgeOption(d, &ec.Hedge)
 		default:
 			err = unknownSubdirective(d, "engine", where, engineOptions)
 		}

@@ -78,6 +78,15 @@ func parseKey(d *cf.Dispenser) (hconfig.Key, error) {
 				return k, d.ArgErr()
 			}
 			k.Operator = true
+		case "hedge":
+			var v string
+			if err := oneArg(d, &v); err != nil {
+				return k, err
+			}
+			if v != "off" && v != "on" {
+				return k, d.Errf("key %s: hedge takes off (never start a second attempt beside a slow one for this key) or on, not %q", k.Name, v)
+			}
+			k.NoHedge = v == "off"
 		case "over_budget":
 			args := d.RemainingArgs()
 			switch {

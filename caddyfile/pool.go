@@ -70,6 +70,10 @@ func parsePool(d *cf.Dispenser) (hconfig.PoolConfig, error) {
 			if pc.Balance, err = parseBalance(d); err != nil {
 				return pc, err
 			}
+		case "hedge_after", "hedge_budget":
+			if _, err := hedgeOption(d, &pc.Hedge); err != nil {
+				return pc, err
+			}
 		default:
 			return pc, unknownSubdirective(d, "pool", "pool "+pc.Name, poolOptions)
 		}

@@ -95,6 +95,7 @@ func keepStory(st *history.Store, w http.ResponseWriter, r *http.Request, res *h
 				Engine: t.Engine, Model: t.Model, Address: t.Address,
 				StartMs: ms(t.Start.Sub(arrived)), DurationMs: ms(t.End.Sub(t.Start)), WaitedMs: ms(t.Waited),
 				Status: t.Status, Reason: t.Reason, Scope: failureScope(t), Resume: t.Resume,
+				Hedge: t.Hedge, LostForMs: ms(t.LostFor),
 			}
 		}
 	}

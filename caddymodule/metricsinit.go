@@ -41,12 +41,12 @@ func initMetrics(reg *prometheus.Registry) {
 		metrics.untranslated = counter("translation_dropped_total", "Request members dropped on the way to an engine whose API cannot carry them (the documented rules), by engine and member (its path without indexes).", "engine", "member")
 		metrics.busy = counter("busy_total", "Requests an engine's max_concurrent refused, by reason (queue_full, queue_timeout); they went to a fallback or got 429 engine_busy.", "engine", "reason")
 	})
-	for _, c := range []prometheus.Collector{
+	for _, c := range append([]prometheus.Collector{
 		metrics.requests, metrics.ttfb, metrics.duration, metrics.fallbacks, metrics.replays, metrics.retries,
 		metrics.dropped, metrics.tokens, metrics.starts, metrics.startDur, metrics.stops, metrics.resumes,
 		metrics.queueWait, metrics.busy, metrics.translated, metrics.untranslated, metrics.keyTokens, metrics.refusals, metrics.quotaDegraded, metrics.live,
 		schedulerCollector{}, engineSignalsCollector{}, poolChoices, warmSwapCollector{},
-	} {
+	}, hedgeCollectors...) {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if !errors.As(err, &are) {

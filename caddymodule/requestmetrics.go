@@ -22,6 +22,7 @@ var hooks = handler.Hooks{
 		metrics.resumes.WithLabelValues(engine, fallback, outcome).Inc()
 	},
 	Untranslated: func(engine, member string) { metrics.untranslated.WithLabelValues(engine, member).Inc() },
+	Hedge:        countHedge,
 }
 
 // observeRequest counts one finished request.
@@ -36,6 +37,7 @@ func observeRequest(res *handler.Result) {
 		s.ttfb.Observe(res.TTFB.Seconds())
 	}
 	s.duration.Observe(res.Duration.Seconds())
+	observeHedgeLosers(res)
 	if res.HasUsage {
 		metrics.tokens.WithLabelValues(res.Engine, model, "prompt").Add(float64(res.Usage.Prompt))
 		metrics.tokens.WithLabelValues(res.Engine, model, "completion").Add(float64(res.Usage.Completion))

@@ -310,6 +310,11 @@ type Config struct {
 	// up before it may go to the fallback. Default: 10s.
 	FallbackAfter caddy.Duration `json:"fallback_after,omitempty"`
 
+	// Hedge starts the fallback beside a request to this engine that has
+	// had no content after Hedge.After (hedge.go); with it, a slow start is
+	// such a hedge too, at the same delay. Default: off.
+	Hedge *Hedge `json:"hedge,omitempty"`
+
 	// FallbackModel is what the fallback calls the model: the body's model
 	// is rewritten to it on the switch. Default: the body is left alone.
 	FallbackModel string `json:"fallback_model,omitempty"`

@@ -113,6 +113,9 @@ func (c Config) Validate() error {
 	if c.To == "" {
 		return fmt.Errorf("engine %s: missing 'to' (the engine's base URL)", c.Name)
 	}
+	if err := c.Hedge.Validate("engine " + c.Name); err != nil {
+		return err
+	}
 	if c.Memory < 0 || c.MinLoaded < 0 {
 		return fmt.Errorf("engine %s: memory and min_loaded may not be negative", c.Name)
 	}

@@ -108,9 +108,9 @@ func charge(t *quota.Ticket, req *request, res *Result) {
 	}
 	switch {
 	case res.HasUsage:
-		t.Done(int64(res.Usage.Prompt + res.Usage.Completion))
+		t.Done(int64(res.Usage.Prompt+res.Usage.Completion) + res.HedgeTokens)
 	case res.Status >= 200 && res.Status < 300:
-		t.Done(estimateTokens(req))
+		t.Done(estimateTokens(req) + res.HedgeTokens)
 	default:
 		t.Cancel()
 	}

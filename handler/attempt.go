@@ -59,6 +59,7 @@ type attempt struct {
 	started  time.Time     // when the attempt began
 	leasedAt time.Time     // when it got its lease (after any wait)
 	tr       translation   // an engine reading another API than the client's (translate.go)
+	hedge    bool          // started beside an older attempt that had no content yet (race.go)
 }
 
 // judgement is what the verdict table needs of this attempt.

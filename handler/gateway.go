@@ -36,6 +36,8 @@ type route struct {
 	plan            []candidate
 	filters         []jsonmember.Filter // set and strip
 	provider        provider.Provider   // a cloud provider's wire (providers.go); nil for none
+	firsts          firstTokens         // its times to first content, for hedge_after auto (hedge.go)
+	hedges          hedgeBudget         // its hedges, against hedge_budget (hedge.go)
 }
 
 // Gateway serves requests for one handler instance. It holds no engine
@@ -112,6 +114,9 @@ type Result struct {
 	// of the three conversations when the request went through
 	// translation (translate.go).
 	API, EngineAPI string
+	// HedgeTokens are what the attempts that lost a hedge are charged
+	// (race.go): what they reported, else their prompts.
+	HedgeTokens int64
 
 	op  operation   // what the request is (operation.go): the shape of refusals
 	key *keys.Rules // the caller's key's rules, nil for none
@@ -136,6 +141,9 @@ type Hooks struct {
 	// dropped on the way there (translate.go); member is its path
 	// without indexes.
 	Untranslated func(engine, member string)
+	// Hedge: a hedged request ended; engine is the candidate the first
+	// hedge started beside, winner "first", "hedge" or "none".
+	Hedge func(engine, winner string)
 }
 
 // refuse answers with an error of the gateway's own.
@@ -174,4 +182,6 @@ type Try struct {
 	Reason  string        // the verdict: ok, connect, 503, timeout, slow, busy…
 	Scope   string        // whose health a failure speaks of: engine, model or ""
 	Resume  bool          // it continued a stream cut on the try before
+	Hedge   bool          // it started beside an older attempt that had no content yet
+	LostFor time.Duration // a hedge's loser (Reason "lost"): how long it ran after the win
 }

@@ -39,6 +39,7 @@ type planner struct {
 	i        int  // the candidate being tried
 	retries  int  // retries made on walk[i]
 	attempts int  // upstream attempts made, across candidates
+	flying   int  // attempts of a hedged request still running beside the current one (race.go)
 	failed   []failure
 	failover *failover // a pool's bounds, or nil
 	rewaited bool      // the engine was waited for again after its fallback failed a slow start
@@ -58,12 +59,29 @@ func newPlanner(plan []candidate, fo *failover, clock clock.Clock, maxAttempts i
 // once the pool's failover budget is spent (body fallbacks may follow), and
 // nothing is left once the request's max_attempts are spent.
 func (p *planner) next() (candidate, bool) {
-	if p.attempts >= p.max {
-		return candidate{}, false
+	i, c, ok := p.scan()
+	p.i, p.retries = i, 0
+	return c, ok
+}
+
+// peek is the candidate next would move to, without moving: what a hedge
+// would start (race.go).
+func (p *planner) peek() (candidate, bool) {
+	_, c, ok := p.scan()
+	return c, ok
+}
+
+// scan finds the candidate after the current one worth trying, and its
+// place in the walk (past the end when there is none). Attempts still in
+// flight (a hedged request's, race.go) count against the budgets.
+func (p *planner) scan() (int, candidate, bool) {
+	spent := p.attempts + p.flying
+	if spent >= p.max {
+		return p.i, candidate{}, false
 	}
-	for p.i++; p.i < len(p.walk); p.i++ {
-		p.retries = 0
-		c := p.walk[p.i]
+	i := p.i + 1
+	for ; i < len(p.walk); i++ {
+		c := p.walk[i]
 		if _, ok := p.op.reads(&c.rt.cfg); !ok {
 			continue // a pool member or body fallback that cannot read this request
 		}
@@ -74,12 +92,12 @@ func (p *planner) next() (candidate, bool) {
 			c.slow = nil // no slow start may leave for a fallback the key cannot reach
 		}
 		if c.role == rolePool && p.failover != nil &&
-			(p.attempts >= p.failover.attempts || p.clock.Now().After(p.failover.deadline)) {
+			(spent >= p.failover.attempts || p.clock.Now().After(p.failover.deadline)) {
 			continue
 		}
-		return c, true
+		return i, c, true
 	}
-	return candidate{}, false
+	return i, candidate{}, false
 }
 
 // allowed reports whether the caller's key may reach c.
@@ -181,25 +199,36 @@ func (p *planner) spend() bool {
 }
 
 // run walks the plan. Nothing but SSE comments reaches the client before
-// commit; after it, nothing switches.
+// commit; after it, nothing switches. A request that may hedge runs its
+// attempts as a race (race.go), one that may not on this goroutine.
 func (g *Gateway) run(w http.ResponseWriter, req *request, plan []candidate, res *Result) {
 	rp := g.newReply(w, req.stream, req.op.api(), res)
 	p := newPlanner(plan, req.failover, g.clock, g.maxAttempts)
 	p.op = req.op
 	p.may = g.reachFilter(req)
 	rp.spend = p.spend
+	var rc *race
+	if g.hedges(req, plan) {
+		rc = g.newRace(rp, req, p)
+		defer rc.settle()
+	}
 	for c, ok := p.next(); ok; {
-		a := g.try(rp, req, c)
-		a.index = p.i
-		v := judge(a.judgement(g.clock.Now()), c.policy())
+		var a *attempt
+		if rc != nil {
+			a = rc.attempt(c)
+		} else {
+			a = g.try(rp, req, c)
+			a.index = p.i
+		}
+		v := judge(a.judgement(g.clock.Now()), a.c.policy())
 		a.pass.apply(v)
 		res.tell(a, v, g.clock.Now(), false)
 		s := p.decide(a, v)
-		res.Attempts = p.attempts
 		if s == stepCommit {
-			g.answer(rp, p, a)
+			g.answerRace(rp, p, rc, a)
 			return
 		}
+		res.Attempts = p.attempts
 		if ce := g.log.Check(zapcore.DebugLevel, "attempt failed"); ce != nil {
 			ce.Write(zap.String("attempt", a.label(v)), zap.Error(a.err), zap.Stringer("next", s))
 		}
@@ -210,22 +239,57 @@ func (g *Gateway) run(w http.ResponseWriter, req *request, plan []candidate, res
 		case stepAbandon:
 			return // nobody is listening
 		case stepStop:
-			g.fail(rp, p.failed)
+			g.failRace(rp, p, rc)
 			return
 		case stepRetry:
 			wait := max(retry.Backoff(p.retries-1), retry.After(a.respHeader(), g.clock.Now()))
-			if !rp.pause(req.r.Context(), wait) {
+			if rc != nil {
+				if w, ok := rc.pause(req.r.Context(), wait); w != nil || !ok {
+					if w != nil {
+						g.answerRace(rp, p, rc, w)
+					}
+					return
+				}
+			} else if !rp.pause(req.r.Context(), wait) {
 				return
 			}
 			if g.Hooks.Retry != nil {
-				g.Hooks.Retry(c.rt.cfg.Name)
+				g.Hooks.Retry(a.c.rt.cfg.Name)
 			}
+			c = p.current()
 			continue
 		}
 		g.logMove(req, p, a, v)
 		rp.switched = true
 		c, ok = p.next()
 	}
+	g.failRace(rp, p, rc)
+}
+
+// answerRace commits a, first cancelling the attempts of a race it won.
+func (g *Gateway) answerRace(rp *reply, p *planner, rc *race, a *attempt) {
+	if rc != nil {
+		rc.win(a)
+	}
+	rp.res.Attempts = p.attempts
+	g.answer(rp, p, a)
+}
+
+// failRace answers with the failures once the walk has nothing more to
+// try, unless an attempt of a race still running answers.
+func (g *Gateway) failRace(rp *reply, p *planner, rc *race) {
+	if rc != nil {
+		if w := rc.rest(); w != nil {
+			v := judge(w.judgement(g.clock.Now()), w.c.policy())
+			w.pass.apply(v)
+			rp.res.tell(w, v, g.clock.Now(), false)
+			p.decide(w, v)
+			g.answerRace(rp, p, rc, w)
+			return
+		}
+		rc.report(nil)
+	}
+	rp.res.Attempts = p.attempts
 	if len(p.failed) == 0 {
 		return // cannot happen: a plan has a candidate and a budget an attempt
 	}

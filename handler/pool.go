@@ -37,6 +37,7 @@ type pool struct {
 	fleet        bool // a member is a models_from node
 	bal          config.Balance
 	index        *prefix.Index // the prompt prefixes each member was sent (affinity)
+	hedges       hedgeBudget   // its hedges, against hedge_budget (hedge.go)
 }
 
 func newPool(cfg config.PoolConfig, byName map[string]*route, now func() time.Time) *pool {

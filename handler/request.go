@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
@@ -35,11 +36,12 @@ type request struct {
 	form      *multipart.Fields // a multipart body's fields; nil for JSON
 	blocks    []uint64          // the prompt's block hashes, when a pool chose by them
 
-	key         *keys.Rules // the caller's key's rules, nil for none
-	rateHeaders http.Header // x-ratelimit-* of the caller's key
-	overBudget  bool        // served by the key's over_budget fallback
-	passthrough bool        // a /upstream/ request: relayed as the engine answers
-	hideUsage   bool        // the usage chunk is the gateway's, not the client's
+	key         *keys.Rules  // the caller's key's rules, nil for none
+	rateHeaders http.Header  // x-ratelimit-* of the caller's key
+	overBudget  bool         // served by the key's over_budget fallback
+	passthrough bool         // a /upstream/ request: relayed as the engine answers
+	leased      *atomic.Bool // a hedged request's attempt: set once it holds a lease (race.go)
+	hideUsage   bool         // the usage chunk is the gateway's, not the client's
 
 	counts // the token limits and choices the body names (bodyrules.go)
 }

@@ -57,6 +57,9 @@ func (g *Gateway) send(rp *reply, req *request, a *attempt) {
 		return
 	}
 	a.leasedAt = g.clock.Now()
+	if req.leased != nil {
+		req.leased.Store(true)
+	}
 	base := a.lease.Base()
 
 	ctx, a.cancel = context.WithCancelCause(ctx)

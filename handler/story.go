@@ -21,7 +21,7 @@ func (res *Result) tell(a *attempt, v verdict, now time.Time, resume bool) {
 	if len(res.Tries) >= maxTries {
 		return
 	}
-	t := Try{Engine: a.c.rt.cfg.Name, Model: a.sent, Start: a.started, End: now, Reason: v.reason, Resume: resume}
+	t := Try{Engine: a.c.rt.cfg.Name, Model: a.sent, Start: a.started, End: now, Reason: v.reason, Resume: resume, Hedge: a.hedge}
 	if !a.leasedAt.IsZero() {
 		t.Waited = a.leasedAt.Sub(a.started)
 	} else if a.waited > 0 {
@@ -45,8 +45,15 @@ func (res *Result) tell(a *attempt, v verdict, now time.Time, resume bool) {
 // ended closes the story when the request ends: the answer's try lasted
 // until its last byte.
 func (res *Result) ended(now time.Time) {
-	if n := len(res.Tries); n > 0 && res.Tries[n-1].Reason == "ok" {
-		res.Tries[n-1].End = now
+	for i := len(res.Tries) - 1; i >= 0; i-- {
+		switch res.Tries[i].Reason {
+		case "ok":
+			res.Tries[i].End = now
+			return
+		case "lost": // a hedge's loser, told after the answer (race.go)
+			continue
+		}
+		return
 	}
 }
 

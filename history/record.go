@@ -117,6 +117,11 @@ type Try struct {
 	Reason     string  `json:"reason"`
 	Scope      string  `json:"scope,omitempty"`
 	Resume     bool    `json:"resume,omitempty"`
+	// Hedge is an attempt started beside an older one that had no content
+	// yet; LostForMs, for one that lost the race (reason "lost"), how long
+	// it ran after the win.
+	Hedge     bool    `json:"hedge,omitempty"`
+	LostForMs float64 `json:"lost_for_ms,omitempty"`
 }
 
 // Cut shortens a caller's text for a record.

@@ -468,6 +468,10 @@ type PoolConfig struct {
 	// trial request. Default: 30s.
 	BreakerCooldown caddy.Duration `json:"breaker_cooldown,omitempty"`
 
+	// Hedge starts the next member beside a request whose member has sent
+	// no content after Hedge.After. Default: off.
+	Hedge *engines.Hedge `json:"hedge,omitempty"`
+
 	// Balance is how a member is chosen without a session key (balance.go).
 	// Default: affinity, with its defaults.
 	Balance *Balance `json:"balance,omitempty"`
@@ -505,6 +509,9 @@ func (p PoolConfig) validate(engineNames map[string]bool) error {
 	}
 	if p.FailoverAttempts < 0 || p.FailoverTime < 0 || p.BreakerFailures < 0 || p.BreakerCooldown < 0 {
 		return fmt.Errorf("pool %s: failover and breaker values may not be negative", p.Name)
+	}
+	if err := p.Hedge.Validate("pool " + p.Name); err != nil {
+		return err
 	}
 	if err := p.Balance.validate(p.Name); err != nil {
 		return err

@@ -49,6 +49,11 @@ type Key struct {
 	// with rules is never one. Default: false (see statuspage.Config.Keys).
 	Operator bool `json:"operator,omitempty"`
 
+	// NoHedge keeps this key's requests from ever being hedged (a second
+	// attempt started beside a slow first one): for a caller who pays per
+	// upstream attempt. Default: false (the route's hedge_after holds).
+	NoHedge bool `json:"no_hedge,omitempty"`
+
 	// OverBudgetFallback is the model a request goes to once a token
 	// budget is spent, instead of a 429 insufficient_quota. Default: ""
 	// (refuse).

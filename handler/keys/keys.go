@@ -26,6 +26,7 @@ type Rules struct {
 	OverBudget string // the model served once a token budget is spent
 	reserveN   int64  // Key.Reserve
 	Priority   int    // Key.Priority
+	NoHedge    bool   // Key.NoHedge
 }
 
 // Reserve is what a request that names no maximum answer reserves.
@@ -62,7 +63,7 @@ func NewRing(keys []config.Key) *Ring {
 		k.digests = append(k.digests, sha256.Sum256([]byte(key.Value)))
 		kr := byName[key.Name]
 		if kr == nil || key.Name == "" {
-			kr = &Rules{Name: key.Name, Limits: key.Rules(), OverBudget: key.OverBudgetFallback, reserveN: key.Reserve, Priority: key.Priority}
+			kr = &Rules{Name: key.Name, Limits: key.Rules(), OverBudget: key.OverBudgetFallback, reserveN: key.Reserve, Priority: key.Priority, NoHedge: key.NoHedge}
 			if len(key.Models) > 0 {
 				kr.allowed, kr.Models = map[string]bool{}, key.Models
 				for _, m := range key.Models {

@@ -1,0 +1,256 @@
+package handler
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/llmgateway/caddy-llm-gateway/engines"
+	"github.com/llmgateway/caddy-llm-gateway/handler/config"
+	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
+)
+
+// silentEngine takes requests and says nothing until the gateway hangs
+// up: arrived hears each request, hungUp each hang-up.
+type silentEngine struct {
+	*httptest.Server
+	arrived, hungUp chan struct{}
+}
+
+func newSilentEngine(t *testing.T) *silentEngine {
+	s := &silentEngine{arrived: make(chan struct{}, 16), hungUp: make(chan struct{}, 16)}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body) // then the server hears a hang-up
+		s.arrived <- struct{}{}
+		<-r.Context().Done()
+		s.hungUp <- struct{}{}
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// streamingEngine answers every request with a two-chunk stream.
+func streamingEngine(t *testing.T, id string) *httptest.Server {
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, chunk(id, "hello")+chunk(id, " there")+"data: [DONE]\n\n")
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// hedgeConfig is engine a at aURL, hedged after 300ms to its fallback b at
+// bURL.
+func hedgeConfig(aURL, bURL string) config.Config {
+	zero := 0
+	return config.Config{Engines: []engines.Config{
+		{Name: "a", To: aURL, Models: []string{"a"}, Retries: &zero, Fallback: "b",
+			Hedge: &engines.Hedge{After: caddy.Duration(300 * time.Millisecond)}},
+		{Name: "b", To: bURL, Models: []string{"b"}, Retries: &zero},
+	}}
+}
+
+// hedgeCounter records the gateway's Hedge hook.
+func hedgeCounter(g *Gateway) func() []string {
+	var mu sync.Mutex
+	var got []string
+	g.Hooks.Hedge = func(engine, winner string) {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, engine+":"+winner)
+	}
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), got...)
+	}
+}
+
+func tries(res *Result) string {
+	var s []string
+	for _, t := range res.Tries {
+		x := t.Engine + "=" + t.Reason
+		if t.Hedge {
+			x += "(hedge)"
+		}
+		s = append(s, x)
+	}
+	return strings.Join(s, " ")
+}
+
+func TestASilentEngineIsHedgedToItsFallbackAndTheLoserIsDisconnected(t *testing.T) {
+	a := newSilentEngine(t)
+	b := streamingEngine(t, "b1")
+	fake := clock.NewFake()
+	g, url := testGateway(t, hedgeConfig(a.URL, b.URL), fake)
+	hedges := hedgeCounter(g)
+	drain()
+	got := postLater(t, url, `{"model":"a","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	<-a.arrived
+	fake.Advance(300 * time.Millisecond) // hedge_after: b starts beside a
+	ans := <-got
+	if ans.resp.StatusCode != 200 || ans.resp.Header.Get("X-LLM-Engine") != "b" {
+		t.Fatalf("%d engine %q: %s", ans.resp.StatusCode, ans.resp.Header.Get("X-LLM-Engine"), ans.body)
+	}
+	if !strings.Contains(ans.body, "hello") || !strings.Contains(ans.body, " there") || !strings.HasSuffix(ans.body, "data: [DONE]\n\n") {
+		t.Fatalf("body %q", ans.body)
+	}
+	<-a.hungUp // the loser's connection is closed
+	res := <-served
+	if s := tries(res); s != "b=ok(hedge) a=lost" {
+		t.Fatalf("story %q, want the hedge's answer and a lost", s)
+	}
+	if res.Tries[1].LostFor < 0 {
+		t.Fatalf("lost for %v", res.Tries[1].LostFor)
+	}
+	if h := hedges(); len(h) != 1 || h[0] != "a:hedge" {
+		t.Fatalf("hedge hook %v", h)
+	}
+}
+
+func TestTheFirstAttemptWinsWhenItsContentComesFirst(t *testing.T) {
+	release := make(chan struct{})
+	arrivedA := make(chan struct{}, 1)
+	a := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrivedA <- struct{}{}
+		<-release
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, chunk("a1", "first")+"data: [DONE]\n\n")
+	}))
+	defer a.Close()
+	b := newSilentEngine(t)
+	fake := clock.NewFake()
+	g, url := testGateway(t, hedgeConfig(a.URL, b.URL), fake)
+	hedges := hedgeCounter(g)
+	drain()
+	got := postLater(t, url, `{"model":"a","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	<-arrivedA
+	fake.Advance(300 * time.Millisecond)
+	<-b.arrived // the hedge went out
+	close(release)
+	ans := <-got
+	if ans.resp.Header.Get("X-LLM-Engine") != "a" || !strings.Contains(ans.body, "first") {
+		t.Fatalf("engine %q: %s", ans.resp.Header.Get("X-LLM-Engine"), ans.body)
+	}
+	<-b.hungUp
+	res := <-served
+	if s := tries(res); s != "a=ok b=lost(hedge)" {
+		t.Fatalf("story %q", s)
+	}
+	if h := hedges(); len(h) != 1 || h[0] != "a:first" {
+		t.Fatalf("hedge hook %v", h)
+	}
+}
+
+func TestAKeyWithHedgeOffWaitsForItsEngine(t *testing.T) {
+	a := newSilentEngine(t)
+	b := streamingEngine(t, "b1")
+	cfg := hedgeConfig(a.URL, b.URL)
+	cfg.Engines[0].HeaderTimeout = caddy.Duration(30 * time.Second)
+	cfg.Keys = []config.Key{{Name: "batch", Value: "sk-batch", NoHedge: true}}
+	fake := clock.NewFake()
+	_, url := testGateway(t, cfg, fake)
+	drain()
+	done := make(chan answer, 1)
+	go func() {
+		resp, body := postJSON(t, url, `{"model":"a","messages":[{"role":"user","content":"hi"}]}`, "Authorization", "Bearer sk-batch")
+		done <- answer{resp, body}
+	}()
+	<-a.arrived
+	fake.Advance(30 * time.Second) // no hedge: the header timeout ends a, then b
+	ans := <-done
+	if ans.resp.Header.Get("X-LLM-Engine") != "b" {
+		t.Fatalf("engine %q: %s", ans.resp.Header.Get("X-LLM-Engine"), ans.body)
+	}
+	res := <-served
+	if s := tries(res); s != "a=timeout b=ok" {
+		t.Fatalf("story %q, want no hedge", s)
+	}
+}
+
+func TestWhenBothFailTheClientGetsBothFailures(t *testing.T) {
+	release := make(chan struct{})
+	arrivedA := make(chan struct{}, 1)
+	a := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrivedA <- struct{}{}
+		<-release
+		http.Error(w, `{"error":{"message":"boom"}}`, 500)
+	}))
+	defer a.Close()
+	arrivedB := make(chan struct{}, 1)
+	b := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrivedB <- struct{}{}
+		http.Error(w, `{"error":{"message":"overloaded"}}`, 503)
+	}))
+	defer b.Close()
+	fake := clock.NewFake()
+	g, url := testGateway(t, hedgeConfig(a.URL, b.URL), fake)
+	hedges := hedgeCounter(g)
+	drain()
+	got := postLater(t, url, `{"model":"a","messages":[{"role":"user","content":"hi"}]}`)
+	<-arrivedA
+	fake.Advance(300 * time.Millisecond)
+	<-arrivedB // the hedge failed at once; a is still in the race
+	close(release)
+	ans := <-got
+	if ans.resp.StatusCode < 500 {
+		t.Fatalf("%d %s", ans.resp.StatusCode, ans.body)
+	}
+	if h := ans.resp.Header.Get("X-LLM-Attempts"); !strings.Contains(h, "a=500") || !strings.Contains(h, "b=503") {
+		t.Fatalf("X-LLM-Attempts %q", h)
+	}
+	if h := hedges(); len(h) != 1 || h[0] != "a:none" {
+		t.Fatalf("hedge hook %v", h)
+	}
+}
+
+func TestTheHedgeBudgetIsAShareOfTheMinutesRequests(t *testing.T) {
+	fake := clock.NewFake()
+	var b hedgeBudget
+	for range 10 {
+		b.request(fake.Now())
+	}
+	if !b.take(fake.Now(), 0.1) {
+		t.Fatal("the first hedge of 10 requests at 10% was refused")
+	}
+	if b.take(fake.Now(), 0.1) {
+		t.Fatal("a second hedge of 10 requests at 10% was allowed")
+	}
+	for range 10 {
+		b.request(fake.Now())
+	}
+	if !b.take(fake.Now(), 0.1) {
+		t.Fatal("the second hedge of 20 requests was refused")
+	}
+	fake.Advance(3 * time.Minute)
+	if !b.take(fake.Now(), 0.1) {
+		t.Fatal("one hedge a minute is always allowed")
+	}
+}
+
+func TestAutoHedgeGoesByTheEnginesFirstTokens(t *testing.T) {
+	var ft firstTokens
+	if d := ft.auto(); d != hedgeAutoDefault {
+		t.Fatalf("no samples: %v", d)
+	}
+	for i := range 100 {
+		ft.add(time.Duration(i+1) * 10 * time.Millisecond) // 10ms … 1s
+	}
+	if d := ft.auto(); d < 900*time.Millisecond || d > time.Second {
+		t.Fatalf("p99 of 10ms…1s: %v", d)
+	}
+	var fast firstTokens
+	for range 50 {
+		fast.add(time.Millisecond)
+	}
+	if d := fast.auto(); d != engines.HedgeAutoFloor {
+		t.Fatalf("fast engine: %v, want the floor", d)
+	}
+}
