@@ -36,4 +36,3 @@ func TestHedgeLinesThatAreWrongNameTheLine(t *testing.T) {
 		t.Fatalf("key hedge maybe: %v", err)
 	}
 }
-
