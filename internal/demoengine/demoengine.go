@@ -54,6 +54,11 @@ type Options struct {
 	StatusCode        int
 	EchoRequest       bool
 	ExitAfterRequests int
+	// FirstTokenDelay holds a completion's first content (a stream's
+	// first content chunk, a JSON answer) this long; SlowEvery, when not
+	// 0, holds only every SlowEvery-th completion (failover timing)
+	FirstTokenDelay time.Duration
+	SlowEvery       int
 
 	// warm swaps (warm.go)
 	SleepTime       time.Duration
@@ -84,6 +89,8 @@ func Run(args []string) error {
 	fs.IntVar(&o.StatusCode, "status", 0, "answer every completion with this error status")
 	fs.BoolVar(&o.EchoRequest, "echo-request", false, "reply with the request's headers and body instead of text")
 	fs.IntVar(&o.ExitAfterRequests, "exit-after-requests", 0, "exit after answering this many completions")
+	fs.DurationVar(&o.FirstTokenDelay, "first-token-delay", 0, "hold each completion's first content this long")
+	fs.IntVar(&o.SlowEvery, "slow-every", 0, "with -first-token-delay: hold only every n-th completion")
 	fs.DurationVar(&o.SleepTime, "sleep-time", 0, "how long POST /sleep takes")
 	fs.DurationVar(&o.WakeTime, "wake-time", 0, "how long POST /wake_up takes")
 	fs.BoolVar(&o.FailSleep, "fail-sleep", false, "answer POST /sleep with 500")
@@ -151,7 +158,9 @@ type server struct {
 	served     atomic.Int64
 	seq        atomic.Int64
 	processing atomic.Int64 // requests in flight, for /metrics (metrics.go)
-	warm       warmState    // sleep and slots (warm.go)
+	// completions counts the first-token waits, for SlowEvery
+	completions atomic.Int64
+	warm        warmState // sleep and slots (warm.go)
 }
 
 func (s *server) routes() http.Handler {
@@ -270,6 +279,9 @@ func (s *server) chat(w http.ResponseWriter, r *http.Request) {
 	words := strings.Fields(text)
 	usage := map[string]any{"prompt_tokens": len(body) / 4, "completion_tokens": len(words), "total_tokens": len(body)/4 + len(words)}
 	if !req.Stream {
+		if !s.firstTokenWait(r) {
+			return
+		}
 		obj, choice := "chat.completion", map[string]any{"index": 0, "finish_reason": "stop",
 			"message": map[string]any{"role": "assistant", "content": text}}
 		if !isChat {
@@ -437,6 +449,9 @@ func base64Floats(v []float32) string {
 // piece but the last with its trailing space), ChunkDelay apart. It
 // reports false when the client went away or emit failed.
 func (s *server) streamWords(r *http.Request, words []string, emit func(piece string) bool) bool {
+	if !s.firstTokenWait(r) {
+		return false
+	}
 	for i := 0; i < len(words); i += s.o.WordsPerChunk {
 		end := min(i+s.o.WordsPerChunk, len(words))
 		piece := strings.Join(words[i:end], " ")
@@ -464,4 +479,22 @@ func startEvents(w http.ResponseWriter) http.Flusher {
 	w.WriteHeader(http.StatusOK)
 	flusher, _ := w.(http.Flusher)
 	return flusher
+}
+
+// firstTokenWait holds a completion's first content for FirstTokenDelay
+// (every SlowEvery-th completion's, when set); false when the client went
+// away meanwhile.
+func (s *server) firstTokenWait(r *http.Request) bool {
+	if s.o.FirstTokenDelay <= 0 {
+		return true
+	}
+	if n := s.completions.Add(1); s.o.SlowEvery > 0 && n%int64(s.o.SlowEvery) != 0 {
+		return true
+	}
+	select {
+	case <-r.Context().Done():
+		return false
+	case <-time.After(s.o.FirstTokenDelay):
+		return true
+	}
 }
