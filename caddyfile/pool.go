@@ -74,11 +74,15 @@ func parsePool(d *cf.Dispenser) (hconfig.PoolConfig, error) {
 			if _, err := hedgeOption(d, &pc.Hedge); err != nil {
 				return pc, err
 			}
+		case "dynamic", "template":
+			if err := parseDynamic(d, &pc); err != nil {
+				return pc, err
+			}
 		default:
 			return pc, unknownSubdirective(d, "pool", "pool "+pc.Name, poolOptions)
 		}
 	}
-	if len(pc.Members) == 0 {
+	if len(pc.Members) == 0 && len(pc.Dynamic) == 0 {
 		return pc, d.Errf("pool %s has no members", pc.Name)
 	}
 	return pc, nil

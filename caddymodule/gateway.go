@@ -36,6 +36,8 @@ type Gateway struct {
 	limiter *quota.Limiter
 	history *history.Store
 	logger  *zap.Logger
+	// followers give dynamic pools their members (dynamic.go)
+	followers *followers
 }
 
 // CaddyModule returns the Caddy module information. Its receiver is a

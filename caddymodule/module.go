@@ -112,6 +112,9 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 	}
 	registerForAdmin(g.engines)
 	registerGateway(gw)
+	if err := g.followSources(ctx, cfg); err != nil {
+		return fmt.Errorf("llm_gateway: %v", err)
+	}
 	return nil
 }
 
@@ -138,6 +141,9 @@ func buildGateway(repl *caddy.Replacer, cfg hconfig.Config, log *zap.Logger, mak
 	}
 	es := make([]*engines.Engine, 0, len(cfg.Engines))
 	for _, ec := range cfg.Engines {
+		if cfg.Templates()[ec.Name] {
+			continue // a dynamic pool's template: its members are made as they are found
+		}
 		e, err := makeEngine(ec)
 		if err != nil {
 			return nil, cfg, fmt.Errorf("engine %s: %v", ec.Name, err)
@@ -229,6 +235,10 @@ func executable() string {
 // Cleanup lets go of this config's engines; an engine that the next config
 // still uses keeps running, the others are drained and stopped.
 func (g *Gateway) Cleanup() error {
+	g.followers.stop()
+	if g.gw != nil {
+		g.gw.CloseMembers()
+	}
 	unregisterForAdmin(g.engines)
 	engines.UnregisterSecrets(g)
 	if g.limiter != nil {

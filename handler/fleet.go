@@ -87,7 +87,7 @@ func (g *Gateway) fanOut(done chan struct{}) {
 	f := &fleet{up: map[string]bool{}, models: map[string]map[string]string{}}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	for _, rt := range g.routes {
+	for _, rt := range g.askedRoutes() {
 		if rt.cfg.Managed() {
 			continue
 		}

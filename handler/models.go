@@ -174,7 +174,7 @@ func (g *Gateway) poolIDs(kr *keys.Rules) []string {
 // model its nodes serve with the state they report.
 func (p *pool) status(f *fleet) string {
 	best := "unloaded"
-	for _, m := range p.members {
+	for _, m := range p.all() {
 		switch m.rt.status(f, m.model) {
 		case "loaded":
 			return "loaded"

@@ -37,6 +37,7 @@ type pool struct {
 	fleet        bool // a member is a models_from node
 	bal          config.Balance
 	index        *prefix.Index // the prompt prefixes each member was sent (affinity)
+	dyn          *dynamicPool  // members found at run time (dynamic.go); nil for written ones
 	hedges       hedgeBudget   // its hedges, against hedge_budget (hedge.go)
 }
 
@@ -178,8 +179,9 @@ func (p *pool) order(key string, rank func(*poolMember) int) []*poolMember {
 // failed its health checks is skipped before any request pays for it, as
 // one whose breaker is open.
 func (p *pool) healthy(rank func(*poolMember) int) []*poolMember {
-	healthy := make([]*poolMember, 0, len(p.members))
-	for _, m := range p.members {
+	all := p.all()
+	healthy := make([]*poolMember, 0, len(all))
+	for _, m := range all {
 		if m.brk.Ready() && m.rt.eng.Healthy() && (m.rt.wake || rank(m) != nodeUnloaded || m.rt.cfg.ModelsFrom == "") {
 			healthy = append(healthy, m)
 		}
@@ -289,8 +291,8 @@ func (p *pool) choose(blocks []uint64, rank func(*poolMember) int) ([]*poolMembe
 		rank = readiness
 	}
 	// each member's rank once: it takes the engine's lock
-	ranks := make([]int, len(p.members))
-	known := make([]bool, len(p.members))
+	ranks := make([]int, p.size())
+	known := make([]bool, p.size())
 	cached := func(m *poolMember) int {
 		if !known[m.idx] {
 			ranks[m.idx], known[m.idx] = rank(m), true
@@ -390,7 +392,7 @@ func fleetRank(m *poolMember, rank func(*poolMember) int) int {
 // of these blocks: the member that answers, after any failover, at the
 // commit (loop.go), not the one planned first.
 func (p *pool) answered(id string, blocks []uint64) {
-	for _, m := range p.members {
+	for _, m := range p.all() {
 		if m.id == id {
 			p.index.Add(m.idx, blocks)
 			return

@@ -26,6 +26,11 @@ type MemberStatus struct {
 	Engine  string `json:"engine"`
 	Model   string `json:"model"`
 	Breaker string `json:"breaker"`
+	// State is a member found at run time that does not serve:
+	// "checking" (its first health check has not passed) or "draining"
+	// (its address left the source; its requests finish). Empty when it
+	// serves.
+	State string `json:"state,omitempty"`
 }
 
 // Pools reports every pool and its members' breakers.
@@ -33,9 +38,10 @@ func (g *Gateway) Pools() []PoolStatus {
 	out := make([]PoolStatus, 0, len(g.pools))
 	for _, p := range g.poolList {
 		ps := PoolStatus{Name: p.cfg.Name}
-		for _, m := range p.members {
-			ps.Members = append(ps.Members, MemberStatus{m.id, m.rt.cfg.Name, m.model, m.brk.State().String()})
+		for _, m := range p.all() {
+			ps.Members = append(ps.Members, MemberStatus{Member: m.id, Engine: m.rt.cfg.Name, Model: m.model, Breaker: m.brk.State().String()})
 		}
+		ps.Members = append(ps.Members, p.dyn.waiting()...)
 		out = append(out, ps)
 	}
 	return out
@@ -71,8 +77,8 @@ func (g *Gateway) ProbePool(ctx context.Context, name string) ([]ProbeResult, er
 	if p == nil {
 		return nil, fmt.Errorf("no pool named %q", name)
 	}
-	out := make([]ProbeResult, 0, len(p.members))
-	for _, m := range p.members {
+	out := make([]ProbeResult, 0, len(p.all()))
+	for _, m := range p.all() {
 		out = append(out, g.probeMember(ctx, m))
 	}
 	return out, nil

@@ -54,7 +54,12 @@ func New(cfg config.Config, engs []*engines.Engine, log *zap.Logger) (*Gateway, 
 		byName[e.Name()] = e
 	}
 	wakeAll := *cfg.Wake
+	templates := map[string]engines.Config{} // of pools with a source: no route (dynamic.go)
 	for _, ec := range cfg.Engines {
+		if cfg.Templates()[ec.Name] {
+			templates[ec.Name] = ec
+			continue
+		}
 		e := byName[ec.Name]
 		if e == nil {
 			return nil, fmt.Errorf("engine %s has no runtime", ec.Name)
@@ -93,6 +98,7 @@ func New(cfg config.Config, engs []*engines.Engine, log *zap.Logger) (*Gateway, 
 	g.pools = map[string]*pool{}
 	for _, pc := range cfg.Pools {
 		p := newPool(pc, byRoute, g.now)
+		g.makeDynamic(p, templates[pc.Template], wakeAll, byRoute)
 		g.pools[pc.Name] = p
 		g.poolList = append(g.poolList, p)
 	}

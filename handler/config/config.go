@@ -5,6 +5,7 @@
 package config
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -240,7 +241,7 @@ func (c Config) WithDefaults() Config {
 
 // WithDefaults returns the pool with its failover and breaker defaults.
 func (p PoolConfig) WithDefaults() PoolConfig {
-	orDefault(&p.FailoverAttempts, len(p.Members))
+	orDefault(&p.FailoverAttempts, max(len(p.Members), p.dynamicMembers()))
 	orDefault(&p.FailoverTime, caddy.Duration(DefaultFailoverTime))
 	orDefault(&p.BreakerCooldown, caddy.Duration(engines.DefaultBreakerCool))
 	b := p.Balance.WithDefaults()
@@ -343,6 +344,9 @@ func (c Config) Validate() error {
 	}
 	for i, p := range c.Pools {
 		if err := p.validate(names); err != nil {
+			return &ConfigError{Pool: p.Name, Err: err}
+		}
+		if err := c.validateDynamic(p, byName); err != nil {
 			return &ConfigError{Pool: p.Name, Err: err}
 		}
 		if e, ok := models[p.Name]; ok {
@@ -475,6 +479,13 @@ type PoolConfig struct {
 	// Balance is how a member is chosen without a session key (balance.go).
 	// Default: affinity, with its defaults.
 	Balance *Balance `json:"balance,omitempty"`
+
+	// Dynamic is a source of members found at run time, one of Caddy's
+	// reverse_proxy upstream sources (srv, a, multi), and Template the
+	// engine each found address becomes a member like (dynamic.go).
+	// Default: none; the members are Members.
+	Dynamic  json.RawMessage `json:"dynamic,omitempty" caddy:"namespace=http.reverse_proxy.upstreams inline_key=source"`
+	Template string          `json:"template,omitempty"`
 }
 
 // DefaultFailoverTime is a pool's default failover time budget.
@@ -485,7 +496,7 @@ func (p PoolConfig) validate(engineNames map[string]bool) error {
 	if p.Name == "" {
 		return fmt.Errorf("a pool needs a name")
 	}
-	if len(p.Members) == 0 {
+	if len(p.Members) == 0 && !p.IsDynamic() {
 		return fmt.Errorf("pool %s has no members", p.Name)
 	}
 	seen := map[string]bool{}
