@@ -150,7 +150,7 @@ func (rc *race) hedge(front *flight) *flight {
 		return nil
 	}
 	h, b := g.hedgeOf(rc.req, front.c)
-	if h == nil {
+	if h == nil || !next.mayHedgeTo(rc.req.model) {
 		return nil
 	}
 	starting := !front.leased.Load()
@@ -314,4 +314,21 @@ func loserTokens(req *request, a *attempt) int64 {
 		return 1
 	}
 	return int64(len(req.body)/4 + 1)
+}
+
+// mayHedgeTo reports whether a hedge may start on c: never on a candidate
+// that is down or whose breaker is open (the hedge would be refused, and
+// would have spent the budget on nothing).
+func (c *candidate) mayHedgeTo(asked string) bool {
+	if !c.rt.eng.Healthy() {
+		return false
+	}
+	if c.brk != nil {
+		return c.brk.Ready()
+	}
+	model := asked
+	if c.model != "" {
+		model = c.model
+	}
+	return c.rt.eng.Breaker().Ready() && c.rt.eng.ModelBreaker(model).Ready()
 }

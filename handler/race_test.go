@@ -254,3 +254,67 @@ func TestAutoHedgeGoesByTheEnginesFirstTokens(t *testing.T) {
 		t.Fatalf("fast engine: %v, want the floor", d)
 	}
 }
+
+func TestNoHedgeGoesToACandidateWhoseBreakerIsOpen(t *testing.T) {
+	a := newSilentEngine(t)
+	b := streamingEngine(t, "b1")
+	cfg := hedgeConfig(a.URL, b.URL)
+	cfg.Engines[0].HeaderTimeout = caddy.Duration(30 * time.Second)
+	cfg.Engines[1].BreakerFailures, cfg.Engines[1].BreakerCooldown = 1, caddy.Duration(time.Hour)
+	fake := clock.NewFake()
+	g, url := testGateway(t, cfg, fake)
+	hedges := hedgeCounter(g)
+	g.byName["b"].eng.Breaker().Failure() // open
+	drain()
+	got := postLater(t, url, `{"model":"a","messages":[{"role":"user","content":"hi"}]}`)
+	<-a.arrived
+	fake.Advance(300 * time.Millisecond) // no hedge: b's breaker is open
+	fake.Advance(30 * time.Second)       // a's header timeout; b is skipped
+	ans := <-got
+	if ans.resp.StatusCode != http.StatusGatewayTimeout {
+		t.Fatalf("%d %s", ans.resp.StatusCode, ans.body)
+	}
+	res := <-served
+	if s := tries(res); s != "a=timeout b=open" {
+		t.Fatalf("story %q", s)
+	}
+	if h := hedges(); len(h) != 0 {
+		t.Fatalf("hedge hook %v", h)
+	}
+}
+
+func TestAPoolHedgesToItsNextMember(t *testing.T) {
+	a := newSilentEngine(t)
+	b := streamingEngine(t, "b1")
+	zero := 0
+	cfg := config.Config{
+		Engines: []engines.Config{
+			{Name: "a", To: a.URL, Models: []string{"a"}, Retries: &zero},
+			{Name: "b", To: b.URL, Models: []string{"b"}, Retries: &zero},
+		},
+		Pools: []config.PoolConfig{{Name: "chat", Members: []string{"a", "b"},
+			Balance: &config.Balance{Policy: config.BalanceRoundRobin},
+			Hedge:   &engines.Hedge{After: caddy.Duration(time.Second), Budget: 1}}},
+	}
+	fake := clock.NewFake()
+	g, url := testGateway(t, cfg, fake)
+	hedges := hedgeCounter(g)
+	for i := range 2 { // round robin: one of the two starts on a
+		drain()
+		got := postLater(t, url, `{"model":"chat","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+		var ans answer
+		select {
+		case ans = <-got:
+		case <-a.arrived:
+			fake.Advance(time.Second)
+			ans = <-got
+			<-a.hungUp
+		}
+		if ans.resp.StatusCode != 200 || !strings.Contains(ans.body, "hello") {
+			t.Fatalf("request %d: %d %s", i, ans.resp.StatusCode, ans.body)
+		}
+	}
+	if h := hedges(); len(h) != 1 || h[0] != "a:hedge" {
+		t.Fatalf("hedge hook %v, want one hedge from a that b won", h)
+	}
+}
