@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -55,6 +56,9 @@ func (b *box) claim(ctx context.Context, e *Engine) error {
 		case t.refused != nil:
 			return t.refused
 		}
+		// the victims stop side by side: each one's drain, slot saves and
+		// stop_timeout would otherwise add up before the claim's start
+		var wg sync.WaitGroup
 		for _, v := range t.victims {
 			why := fmt.Sprintf("room for %s (needs %s of the %s)", e.Name(), b.size(c.need), b.what())
 			reason := StopRoom
@@ -66,9 +70,14 @@ func (b *box) claim(ctx context.Context, e *Engine) error {
 			}
 			e.log.Info("stopping an engine to make room", zap.String("box", b.name), zap.String("engine", v.e.Name()), zap.Bool("busy", v.busy), zap.String("why", why))
 			b.swaps.stopped(v.busy)
-			_ = v.e.stopFor(ctx, why, reason)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_ = v.e.stopFor(ctx, why, reason)
+			}()
 			stopped = append(stopped, v.e.Name())
 		}
+		wg.Wait()
 		if len(t.victims) > 0 {
 			continue
 		}

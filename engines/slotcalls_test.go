@@ -87,26 +87,29 @@ func TestAHungSlotCallIsGivenUpAtItsTimeout(t *testing.T) {
 	}
 }
 
-func TestASaveDelayedByHungCallsStopsAskingAfterThree(t *testing.T) {
+// The saves before a stop are asked at once and given up together at the
+// slots' timeout: five hung slots, asked one after another, held a stop
+// five timeouts (three, once the calls stopped after three hangs).
+func TestSavesBeforeAStopWaitOneTimeoutHoweverManyHang(t *testing.T) {
 	e, clk, base, _, calls, arrived := hangingSlotEngine(t, 5)
 	e.slots.cfg.Timeout = caddy.Duration(time.Second)
 	hold(e, 5)
 	done := make(chan struct{})
 	go func() { e.saveSlots(base); close(done) }()
-	for range maxHungSlotCalls {
-		<-arrived // one call waiting on its bound
-		clk.Advance(time.Second)
+	for range 5 {
+		<-arrived // every save waiting on its bound, all at once
 	}
-	<-done // 3 s of the gateway's clock, not stop_timeout's 10
-	if n := calls.Load(); n != maxHungSlotCalls {
-		t.Fatalf("%d calls reached the engine, want %d", n, maxHungSlotCalls)
+	clk.Advance(time.Second)
+	<-done // 1 s of the gateway's clock, not 5, nor stop_timeout's 10
+	if n := calls.Load(); n != 5 {
+		t.Fatalf("%d calls reached the engine, want 5", n)
 	}
 	s := e.slots.status()
-	if !s.CallsStopped || s.Hung != maxHungSlotCalls || s.Failures != maxHungSlotCalls {
+	if !s.CallsStopped || s.Hung != 5 || s.Failures != 5 {
 		t.Fatalf("status %+v", s)
 	}
 	// a restore asks nothing now
-	if _, err := e.boundedSlotCall(t.Context(), base, e.slots.cfg.RestorePath, 0, "f", "n_restored"); !errors.Is(err, errSlotCallsOff) || calls.Load() != maxHungSlotCalls {
+	if _, err := e.boundedSlotCall(t.Context(), base, e.slots.cfg.RestorePath, 0, "f", "n_restored"); !errors.Is(err, errSlotCallsOff) || calls.Load() != 5 {
 		t.Fatalf("%v, %d calls", err, calls.Load())
 	}
 	// until the engine restarts

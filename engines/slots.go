@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -43,8 +44,9 @@ import (
 //   - When a session that has a file takes a slot (after a restart, or after
 //     another session took its slot), the file is restored into it before
 //     the request is sent. A restore that fails costs the prefill, and
-//     the wait for its answer: the slots' timeout (3s) at most, as for a
-//     save before a stop (slotcalls.go).
+//     the wait for its answer: the slots' timeout (3s) at most. The saves
+//     before a stop are asked at once and delay it by that much at most
+//     (slotcalls.go).
 //   - At most max_sessions files per engine (default 64): saving one more
 //     removes the oldest session's file from the slot directory.
 //
@@ -120,10 +122,13 @@ func (l *Lease) Slot(ctx context.Context, key string, blocks []uint64) (int, boo
 }
 
 // saveSlots saves the slot of each session in the table, before the
-// engine at base loses them (a stop or a sleep), each call bounded by the
-// slots' timeout and all by stop_timeout; files beyond max_sessions are
-// removed. Once the engine's slot calls stop (hung ones), the rest are not
-// asked.
+// engine at base loses them (a stop or a sleep). The saves are asked all at
+// once, each bounded by the slots' timeout (and all by stop_timeout), so a
+// stop waits for them the slots' timeout at most, however many slots hang
+// (asked one after another, three hung slots held a swap three times as
+// long); llama-server queues them to its one loop anyway. Files beyond
+// max_sessions are removed. Once the engine's slot calls stop (hung ones),
+// none is asked.
 func (e *Engine) saveSlots(base *url.URL) {
 	t := e.slots
 	if t == nil {
@@ -140,26 +145,23 @@ func (e *Engine) saveSlots(base *url.URL) {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
-	for _, id := range ids {
-		session := held[id]
-		n, err := e.boundedSlotCall(ctx, base, t.cfg.SavePath, id, t.file(session), "n_saved")
-		if errors.Is(err, errSlotCallsOff) {
-			return
-		}
-		t.mu.Lock()
-		if err != nil {
-			t.count.Failures++
-			t.forget(session)
-		} else {
-			t.count.Saves++
-			t.count.SavedTokens += n
-		}
-		t.mu.Unlock()
-		if err != nil {
-			e.log.Info("slot not saved", zap.Int("slot", id), zap.Error(err))
+	saved := make([]bool, len(ids))
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			saved[i] = e.saveSlot(ctx, base, id, held[id])
+		}()
+	}
+	wg.Wait()
+	// the files beyond max_sessions go once every save has ended, in slot
+	// order: a file is never removed while the engine writes it
+	for i, id := range ids {
+		if !saved[i] {
 			continue
 		}
-		for _, f := range t.noteSaved(session) {
+		for _, f := range t.noteSaved(held[id]) {
 			if err := os.Remove(filepath.Join(t.cfg.Dir, f)); err == nil {
 				t.mu.Lock()
 				t.count.Removed++
@@ -167,6 +169,30 @@ func (e *Engine) saveSlots(base *url.URL) {
 			}
 		}
 	}
+}
+
+// saveSlot saves one slot's session to its file and reports whether it
+// was saved.
+func (e *Engine) saveSlot(ctx context.Context, base *url.URL, id int, session uint64) bool {
+	t := e.slots
+	n, err := e.boundedSlotCall(ctx, base, t.cfg.SavePath, id, t.file(session), "n_saved")
+	if errors.Is(err, errSlotCallsOff) {
+		return false
+	}
+	t.mu.Lock()
+	if err != nil {
+		t.count.Failures++
+		t.forget(session)
+	} else {
+		t.count.Saves++
+		t.count.SavedTokens += n
+	}
+	t.mu.Unlock()
+	if err != nil {
+		e.log.Info("slot not saved", zap.Int("slot", id), zap.Error(err))
+		return false
+	}
+	return true
 }
 
 // slotCall POSTs {"filename": file} to path with {id} filled in, and
