@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/openai/openai-go/v3/option"
 )
@@ -231,37 +232,7 @@ http://%s {
 // answered 404 (they serve demo), and the nodes' demo was the front door's
 // 404; only auto worked.
 func TestFleetExampleServesEveryNameItLists(t *testing.T) {
-	nodeA, nodeB := freeAddr(t), freeAddr(t)
-	t.Setenv("GATEWAY_KEYS", frontKey)
-	t.Setenv("NODE_KEY", nodeAKey)
-	example, err := os.ReadFile("../examples/fleet/Caddyfile")
-	if err != nil {
-		t.Fatal(err)
-	}
-	site := string(example)
-	site = site[strings.Index(site, ":8080 {"):]
-	for old, new := range map[string]string{
-		":8080 {\n\tbind localhost": "http://" + gwAddr + " {",
-		"http://localhost:8081":     "http://" + nodeA,
-		"http://localhost:8082":     "http://" + nodeB,
-	} {
-		if !strings.Contains(site, old) {
-			t.Fatalf("the example no longer has %q", old)
-		}
-		site = strings.ReplaceAll(site, old, new)
-	}
-	node := func(addr, engine string) string {
-		return fmt.Sprintf("http://%s {\n\tllm_gateway {\n\t\tkeys {env.NODE_KEY}\n\t\tengine %s {\n\t\t\t%s\n\t\t\tmodels demo\n\t\t}\n\t}\n}\n",
-			addr, engine, engineCmd("--model demo --chunk-delay 1ms"))
-	}
-	initRaw(t, `{
-	skip_install_trust
-	admin localhost:@ADMIN@
-	http_port @HTTP@
-	https_port @HTTPS@
-	grace_period 1ns
-}
-`+node(nodeA, "demo-a")+node(nodeB, "demo-b")+site)
+	startFleetExample(t, "demo-a", "demo-b")
 
 	want := map[string]string{"node-a": "unloaded", "node-b": "unloaded", "demo": "unloaded", "auto": "unloaded"}
 	eventually(t, "the front door lists the nodes' model by every name it serves", func() bool {
@@ -291,4 +262,81 @@ func TestFleetExampleServesEveryNameItLists(t *testing.T) {
 	if by := ask("node-b"); by != "node-b" {
 		t.Fatalf("node-b served by %q", by)
 	}
+}
+
+// A user's first look at a fleet: the model loaded on node a directly (not
+// through the front door), the front door's /v1/models asked once, a few
+// seconds later, says loaded. It said unloaded everywhere: a listing served
+// the answers the nodes gave at the last listing, up to 30 s old, and only a
+// second look showed the state.
+func TestFleetListsWhatANodeReportsNow(t *testing.T) {
+	// engines of their own: the nodes' engines of another test, kept
+	// across configs, would have the model loaded already
+	nodeA, _ := startFleetExample(t, "fresh-a", "fresh-b")
+	want := map[string]string{"node-a": "unloaded", "node-b": "unloaded", "demo": "unloaded", "auto": "unloaded"}
+	var got map[string]string
+	defer func() {
+		if t.Failed() {
+			t.Logf("the front door listed %v", got)
+		}
+	}()
+	eventually(t, "the front door lists the nodes' model", func() bool {
+		got = frontModels(t)
+		return fmt.Sprint(got) == fmt.Sprint(want)
+	})
+	r, _ := http.NewRequest(http.MethodPost, "http://"+nodeA+"/v1/chat/completions",
+		strings.NewReader(`{"model":"demo","messages":[{"role":"user","content":"load"}]}`))
+	r.Header.Set("Authorization", "Bearer "+nodeAKey)
+	if resp, body := do(t, r); resp.StatusCode != 200 {
+		t.Fatalf("loading on node a: %d %s", resp.StatusCode, body)
+	}
+	// the front door's last answers age past their 2 s life: no event
+	// marks that, so the test waits it out
+	time.Sleep(2100 * time.Millisecond)
+	want = map[string]string{"node-a": "loaded", "node-b": "unloaded", "demo": "loaded", "auto": "loaded"}
+	if got = frontModels(t); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("the front door's first listing after node a loaded demo: %v", got)
+	}
+	if s := pageEngineStates(t); s["node-a"] != "ready" || s["node-b"] != "ready" {
+		t.Fatalf("status page: %v", s)
+	}
+}
+
+// startFleetExample runs the fleet example's front door, as printed (on this
+// run's addresses), over two node gateways with a demo engine each (of
+// these names); it returns the nodes' addresses.
+func startFleetExample(t *testing.T, engineA, engineB string) (nodeA, nodeB string) {
+	t.Helper()
+	nodeA, nodeB = freeAddr(t), freeAddr(t)
+	t.Setenv("GATEWAY_KEYS", frontKey)
+	t.Setenv("NODE_KEY", nodeAKey)
+	example, err := os.ReadFile("../examples/fleet/Caddyfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	site := string(example)
+	site = site[strings.Index(site, ":8080 {"):]
+	for old, new := range map[string]string{
+		":8080 {\n\tbind localhost": "http://" + gwAddr + " {",
+		"http://localhost:8081":     "http://" + nodeA,
+		"http://localhost:8082":     "http://" + nodeB,
+	} {
+		if !strings.Contains(site, old) {
+			t.Fatalf("the example no longer has %q", old)
+		}
+		site = strings.ReplaceAll(site, old, new)
+	}
+	node := func(addr, engine string) string {
+		return fmt.Sprintf("http://%s {\n\tllm_gateway {\n\t\tkeys {env.NODE_KEY}\n\t\tengine %s {\n\t\t\t%s\n\t\t\tmodels demo\n\t\t}\n\t}\n}\n",
+			addr, engine, engineCmd("--model demo --chunk-delay 1ms"))
+	}
+	initRaw(t, `{
+	skip_install_trust
+	admin localhost:@ADMIN@
+	http_port @HTTP@
+	https_port @HTTPS@
+	grace_period 1ns
+}
+`+node(nodeA, engineA)+node(nodeB, engineB)+site)
+	return nodeA, nodeB
 }

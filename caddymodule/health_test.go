@@ -251,7 +251,10 @@ func pageEngineStates(t *testing.T) map[string]string {
 // A remote engine has one state, the engine's own, on
 // every surface. The admin API said "ready" next to "breaker":"open" for a
 // host nobody answered, while the status page and /v1/models said down and
-// unloaded; and "ready" for an engine nobody had heard from yet.
+// unloaded; and "ready" for an engine nobody had heard from yet. Then it
+// said "unknown" for a host nobody answered while the status page, which
+// looks, said "down": the gateway now looks at each remote engine at load,
+// and every surface says what that look saw before anyone asks.
 func TestARemoteEngineHasOneStateOnEverySurface(t *testing.T) {
 	live := newNode(t, "live")
 	dead := newNode(t, "dead")
@@ -267,10 +270,22 @@ func TestARemoteEngineHasOneStateOnEverySurface(t *testing.T) {
 			retries 0
 			breaker 1 1m
 		}`, live.url(), dead.url()))
-	for _, name := range []string{"live", "dead"} {
-		if s := engineOnAdmin(t, name); s["state"] != "unknown" || s["ready"] != false {
-			t.Fatalf("%s before anyone heard from it: %v", name, s)
+	// the first look at load: the admin API says down for the host
+	// nobody answers before any page, listing or request has looked
+	eventually(t, "the admin API says what the first look saw", func() bool {
+		return engineOnAdmin(t, "live")["state"] == "ready" && engineOnAdmin(t, "dead")["state"] == "down"
+	})
+	if s := engineOnAdmin(t, "dead"); s["ready"] != false || s["breaker"] != "closed" {
+		t.Fatalf("admin API, the dead host after the first look: %v", s)
+	}
+	m := scrape(t)
+	for _, want := range []string{`engine="dead",state="down"`, `engine="live",state="ready"`} {
+		if sample(t, m, "llm_gateway_engine_state", want) != 1 {
+			t.Fatalf("metrics lack %s:\n%s", want, m)
 		}
+	}
+	if st := pageEngineStates(t); st["dead"] != "down" || st["live"] != "ready" {
+		t.Fatalf("status page: %v", st)
 	}
 
 	// a request finds nobody at dead's address: its breaker opens

@@ -27,12 +27,23 @@ type HealthObserver interface {
 
 // StartHealthChecks starts the engine's health checks when its config asks
 // for them; the first check runs at once, as Caddy's do. The checks end
-// when the engine is destructed. Call it once, after SetClock.
+// when the engine is destructed. A remote engine without health checks
+// (not a cloud provider's) is looked at once, at once: its readiness path,
+// so that every surface says ready or down from the start, not unknown
+// until someone looks (the status page, which looks, said down while the
+// admin API said unknown). Call it once, after SetClock.
 func (e *Engine) StartHealthChecks() {
-	if !e.cfg.Checked() {
+	if e.cfg.Managed() || (!e.cfg.Checked() && e.cfg.Provider != "") {
 		return
 	}
 	e.wg.Add(1)
+	if !e.cfg.Checked() {
+		go func() {
+			defer e.wg.Done()
+			e.firstLook()
+		}()
+		return
+	}
 	go func() {
 		defer e.wg.Done()
 		e.every(time.Duration(e.cfg.HealthInterval), func() { e.recordCheck(e.checkHealth()) })
@@ -144,10 +155,30 @@ func (e *Engine) Heard(answered bool) {
 	}
 }
 
+// firstLook probes a remote engine without health checks once and records
+// what it saw, unless someone heard from the engine meanwhile (a newer
+// look) or the engine was destructed.
+func (e *Engine) firstLook() {
+	answered := e.Probe(e.life)
+	if e.life.Err() != nil {
+		return
+	}
+	v := heardNoAnswer
+	if answered {
+		v = heardAnswer
+	}
+	if e.heard.CompareAndSwap(heardNothing, v) {
+		e.mu.Lock()
+		e.broadcast()
+		e.mu.Unlock()
+	}
+}
+
 // remoteState is the state a remote engine reports, the same on every
 // surface: down when its health checks failed, when its host's breaker
 // keeps requests away, or (without health checks) when the last look at it
-// found no answer; unknown when nobody has heard from it yet; else ready.
+// found no answer; unknown until the first look at it (at load) ends;
+// else ready.
 // It takes no lock of the engine's.
 func (e *Engine) remoteState() string {
 	switch {

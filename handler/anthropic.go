@@ -52,7 +52,7 @@ func appendAnthropicModel(b []byte, id string) []byte {
 // serveAnthropicModels answers GET /v1/models in Anthropic's list shape:
 // the models whose engines speak the Messages API, and the pools.
 func (g *Gateway) serveAnthropicModels(w http.ResponseWriter, r *http.Request, kr *keys.Rules) {
-	f := g.fleet(r.Context())
+	f := g.listingFleet(r.Context())
 	var ids []string
 	for _, rt := range g.routes {
 		if !readsMessages(rt) {

@@ -42,12 +42,27 @@ type fleet struct {
 	models map[string]map[string]string
 }
 
-// fleet returns the remote engines' answers. Older than listingTTL, they
-// are asked again (once, however many callers ask) in the background, and
-// the answers in hand serve meanwhile: a slow node delays no request. Only
-// when there are none younger than listingMaxAge does a request wait for
-// the fan-out (at most listingTimeout).
-func (g *Gateway) fleet(ctx context.Context) *fleet {
+// fleet returns the remote engines' answers for routing. Older than
+// listingTTL, they are asked again (once, however many callers ask) in the
+// background, and the answers in hand serve meanwhile: a slow node delays
+// no request. Only when there are none younger than listingMaxAge does a
+// request wait for the fan-out (at most listingTimeout).
+func (g *Gateway) fleet(ctx context.Context) *fleet { return g.fleetAged(ctx, listingMaxAge) }
+
+// listingFleet returns the remote engines' answers for a model listing
+// (/v1/models), which says what the nodes report now: answers older than
+// listingTTL are asked again and waited for (at most listingTimeout). A
+// listing that served the answers in hand showed what a node had reported
+// up to 30 s before: a front door listed every model unloaded while a node
+// reported one loaded, until a second look.
+func (g *Gateway) listingFleet(ctx context.Context) *fleet {
+	return g.fleetAged(ctx, listingTTL)
+}
+
+// fleetAged returns answers younger than listingTTL at once; older ones
+// are asked again, and served meanwhile while younger than maxAge, else
+// waited for.
+func (g *Gateway) fleetAged(ctx context.Context, maxAge time.Duration) *fleet {
 	l := &g.listing
 	l.mu.Lock()
 	age := time.Duration(-1)
@@ -64,7 +79,7 @@ func (g *Gateway) fleet(ctx context.Context) *fleet {
 		go g.fanOut(l.running)
 	}
 	running := l.running
-	if age >= 0 && age < listingMaxAge {
+	if age >= 0 && age < maxAge {
 		f := l.last
 		l.mu.Unlock()
 		return f

@@ -126,7 +126,7 @@ func (g *Gateway) serveModels(w http.ResponseWriter, r *http.Request, kr *keys.R
 		g.serveAnthropicModels(w, r, kr)
 		return
 	}
-	f := g.fleet(r.Context())
+	f := g.listingFleet(r.Context())
 	b := []byte(`{"object":"list","data":[`)
 	first := true
 	for _, rt := range g.routes {
@@ -199,7 +199,7 @@ func (g *Gateway) serveModel(w http.ResponseWriter, r *http.Request, id string, 
 		return g.serveAnthropicModel(w, r, id, kr)
 	}
 	if g.pools[id] != nil && kr.Allows(id) {
-		writeJSON(w, r, append(appendPool(nil, id, g.pools[id].status(g.fleet(r.Context()))), '\n'))
+		writeJSON(w, r, append(appendPool(nil, id, g.pools[id].status(g.listingFleet(r.Context()))), '\n'))
 		return http.StatusOK
 	}
 	rt, status, ok := g.modelStatus(r, id, kr)
@@ -219,7 +219,7 @@ func (g *Gateway) modelStatus(r *http.Request, id string, kr *keys.Rules) (*rout
 	if rt == nil || !kr.Allows(id) {
 		return nil, "", false
 	}
-	status := rt.status(g.fleet(r.Context()), id)
+	status := rt.status(g.listingFleet(r.Context()), id)
 	return rt, status, rt.listable(status)
 }
 
