@@ -2,6 +2,8 @@ package caddymodule
 
 import (
 	"context"
+	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -59,5 +61,49 @@ func TestASlowFirstTokenIsHedgedToTheFallback(t *testing.T) {
 	}
 	if !strings.Contains(after, `llm_gateway_hedge_loser_seconds_count{engine="slow"}`) {
 		t.Fatalf("no loser observed:\n%s", grepLines(after, "hedge"))
+	}
+}
+
+// A hedge's loser costs the caller's key its prompt (four bytes a token:
+// it was cancelled before any content), beside the winner's reported usage.
+func TestAHedgesLoserIsChargedItsPrompt(t *testing.T) {
+	const key = "hedge-charge-key-0123456789"
+	silent := newRecorder(t, func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
+	fast := newRecorder(t, func(w http.ResponseWriter, r *http.Request) { okChatUsage(w) })
+	startGateway(t, `
+		key team `+key+` {
+			tokens 100k/d
+		}
+		engine slow {
+			to `+silent.URL+`
+			models m
+			fallback fast
+			hedge_after 200ms
+		}
+		engine fast {
+			to `+fast.URL+`
+			models fast
+		}`)
+	if resp, body := do(t, mustReq(http.MethodPost, adminURL+"/llm_gateway/keys/team/reset")); resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	body := `{"model":"m","max_tokens":50,"messages":[{"role":"user","content":"` + strings.Repeat("word ", 200) + `"}]}`
+	resp, answer := post(t, "/v1/chat/completions", body, "Authorization", "Bearer "+key)
+	if resp.StatusCode != 200 || resp.Header.Get("X-LLM-Engine") != "fast" {
+		t.Fatalf("%d %v %s", resp.StatusCode, resp.Header, answer)
+	}
+	// the winner's 11 + 7, and the loser's prompt; the charge is made as
+	// the request ends, after the loser returned
+	want := 11 + 7 + len(body)/4 + 1
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, keys := do(t, mustReq(http.MethodGet, adminURL+"/llm_gateway/keys"))
+		if strings.Contains(keys, `"used": `+strconv.Itoa(want)+`,`) || strings.Contains(keys, `"used": `+strconv.Itoa(want)+"\n") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("want used %d:\n%s", want, keys)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
