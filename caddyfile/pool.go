@@ -66,6 +66,10 @@ func parsePool(d *cf.Dispenser) (hconfig.PoolConfig, error) {
 				return pc, err
 			}
 			pc.BreakerFailures, pc.BreakerCooldown = n, cool
+		case "warm_spare":
+			if err := parseWarmSpare(d, &pc); err != nil {
+				return pc, err
+			}
 		case "balance":
 			if pc.Balance, err = parseBalance(d); err != nil {
 				return pc, err

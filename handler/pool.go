@@ -36,9 +36,10 @@ type pool struct {
 	failoverTime time.Duration
 	fleet        bool // a member is a models_from node
 	bal          config.Balance
-	index        *prefix.Index // the prompt prefixes each member was sent (affinity)
-	dyn          *dynamicPool  // members found at run time (dynamic.go); nil for written ones
-	hedges       hedgeBudget   // its hedges, against hedge_budget (hedge.go)
+	index        *prefix.Index          // the prompt prefixes each member was sent (affinity)
+	dyn          *dynamicPool           // members found at run time (dynamic.go); nil for written ones
+	hedges       hedgeBudget            // its hedges, against hedge_budget (hedge.go)
+	spareWhy     atomic.Pointer[string] // why it last started a warm spare (spare.go)
 }
 
 func newPool(cfg config.PoolConfig, byName map[string]*route, now func() time.Time) *pool {
@@ -243,6 +244,7 @@ func (p *pool) plan(req *request, rank func(*poolMember) int, res *Result) []can
 	if res != nil {
 		res.Pool, res.PoolChoice = p.cfg.Name, why
 	}
+	p.warmSpare()
 	plan := make([]candidate, len(ms))
 	for i, m := range ms {
 		plan[i] = candidate{rt: m.rt, model: m.model, role: rolePool, acquire: true, brk: m.brk, label: m.id}

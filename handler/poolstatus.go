@@ -18,6 +18,9 @@ import (
 type PoolStatus struct {
 	Name    string         `json:"name"`
 	Members []MemberStatus `json:"members"`
+	// WarmSpare is why the pool last started a member as a warm spare
+	// (warm_spare); empty when it never did.
+	WarmSpare string `json:"warm_spare,omitempty"`
 }
 
 // MemberStatus is one pool member's state.
@@ -42,6 +45,9 @@ func (g *Gateway) Pools() []PoolStatus {
 			ps.Members = append(ps.Members, MemberStatus{Member: m.id, Engine: m.rt.cfg.Name, Model: m.model, Breaker: m.brk.State().String()})
 		}
 		ps.Members = append(ps.Members, p.dyn.waiting()...)
+		if why := p.spareWhy.Load(); why != nil {
+			ps.WarmSpare = *why
+		}
 		out = append(out, ps)
 	}
 	return out

@@ -476,6 +476,13 @@ type PoolConfig struct {
 	// no content after Hedge.After. Default: off.
 	Hedge *engines.Hedge `json:"hedge,omitempty"`
 
+	// WarmSpare, when 1 or more, lets a request that finds every ready
+	// member saturated, or with WarmSpare requests waiting for a place
+	// (itself included), start the first stopped member the gateway runs
+	// (cmd) in the background, where its group and memory budget fit it
+	// (handler/spare.go). Default: 0, off.
+	WarmSpare int `json:"warm_spare,omitempty"`
+
 	// Balance is how a member is chosen without a session key (balance.go).
 	// Default: affinity, with its defaults.
 	Balance *Balance `json:"balance,omitempty"`

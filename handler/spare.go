@@ -1,0 +1,72 @@
+package handler
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/llmgateway/caddy-llm-gateway/engines"
+)
+
+// Warm spares: a pool of engines the gateway starts (cmd) serves with
+// the members that run, and a request for it starts a stopped member
+// only when none runs. With warm_spare, a request that finds every ready
+// member busy (saturated, or with warm_spare's count of requests waiting
+// for a place, this one included) also starts the first stopped member
+// that fits, in the background: the request goes on to the members that
+// run (it never waits for the spare), and the spare takes requests by load
+// once it is ready. A spare never stops another engine to make room (its
+// group and memory budget must fit it, as for a preload), never starts
+// while another member is starting, and its start's reason (the admin
+// API's why.started, the status page, the log) says which members were
+// busy.
+
+// warmSpare starts a spare member when the pool's ready members are all
+// busy past its threshold. It is called for each planned request of a
+// pool with warm_spare.
+func (p *pool) warmSpare() {
+	n := p.cfg.WarmSpare
+	if n <= 0 {
+		return
+	}
+	var busy []string
+	var spare *poolMember
+	for _, m := range p.all() {
+		if !m.brk.Ready() || !m.rt.eng.Healthy() {
+			continue
+		}
+		switch m.rt.eng.State() {
+		case engines.Ready:
+			words, ok := busyPast(m.rt.eng.Occupancy(), n)
+			if !ok {
+				return // a member has room
+			}
+			busy = append(busy, m.id+" "+words)
+		case engines.Starting, engines.Draining:
+			return // one is coming up, or a stop is under way: no second start
+		case engines.Stopped:
+			if spare == nil && m.rt.cfg.Managed() && m.rt.wake {
+				spare = m
+			}
+		}
+	}
+	if spare == nil || len(busy) == 0 {
+		return
+	}
+	why := fmt.Sprintf("warm spare for pool %s: every ready member busy (%s)", p.cfg.Name, strings.Join(busy, ", "))
+	if spare.rt.eng.StartSpare(why) {
+		p.spareWhy.Store(&why)
+	}
+}
+
+// busyPast reports whether a member with this occupancy is busy past a
+// warm_spare of n: saturated, or with n requests waiting for a place once
+// one more arrives (its capacity known); and says so in words.
+func busyPast(o engines.Occupancy, n int) (string, bool) {
+	if o.Saturated {
+		return fmt.Sprintf("saturated, %d in flight", o.Load), true
+	}
+	if o.Capacity > 0 && o.Load+1-o.Capacity >= n {
+		return fmt.Sprintf("%d of %d places taken", o.Load, o.Capacity), true
+	}
+	return "", false
+}
