@@ -107,3 +107,38 @@ func TestAHedgesLoserIsChargedItsPrompt(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// A slow start is a hedge that needs no budget: while the engine loads,
+// every request is answered by the fallback from hedge_after on (with the
+// default budget of 10% only one could be, were they counted), and the
+// start goes on.
+func TestASlowStartIsAHedgeWithoutBudget(t *testing.T) {
+	startGateway(t, `
+		engine slow {
+			`+engineCmd("--load-time 8s")+`
+			models m
+			fallback fast
+			hedge_after 300ms
+		}
+		engine fast {
+			`+engineCmd(`--reply "from the fast one"`)+`
+			models fast
+			preload
+		}`)
+	awaitState(t, "fast", "ready")
+	client := sdk("unused")
+	for i := range 3 {
+		c, err := client.Chat.Completions.New(context.Background(), chatParams("m", "hi"))
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		if !strings.Contains(c.Choices[0].Message.Content, "from the fast one") {
+			t.Fatalf("request %d: %q", i, c.Choices[0].Message.Content)
+		}
+	}
+	awaitState(t, "slow", "ready") // the start went on
+	c, err := client.Chat.Completions.New(context.Background(), chatParams("m", "hi"))
+	if err != nil || strings.Contains(c.Choices[0].Message.Content, "from the fast one") {
+		t.Fatalf("once up, the engine answers: %v %+v", err, c)
+	}
+}
