@@ -543,13 +543,13 @@ func TestLlamaSwapPageHoldsTheTranslationTheTestsLoad(t *testing.T) {
 			translated = translated || text == strings.TrimRight(string(want), "\n")
 		case "yaml":
 			yaml = true
-			for _, key := range []string{"macros:", "groups:", "aliases:", "filters:", "cmdStop:", "docker run", "preload:", "${PORT}", "${MODEL_ID}"} {
+			for _, key := range []string{"macros:", "groups:", "aliases:", "filters:", "cmdStop:", "docker run", "preload:", "${PORT}", "${MODEL_ID}", "swap: false\n    exclusive: true", "metadata:", "description:"} {
 				if !strings.Contains(text, key) {
 					t.Errorf("the llama-swap config lacks %s", key)
 				}
 			}
-			if n := strings.Count(text, "\n    cmd:"); n != 5 {
-				t.Errorf("the llama-swap config has %d models, want 5", n)
+			if n := strings.Count(text, "\n    cmd:"); n != 6 {
+				t.Errorf("the llama-swap config has %d models, want 6", n)
 			}
 		}
 	}

@@ -72,6 +72,9 @@ import (
 //			to <url>                    # required; http(s)://host[:port][/base]; {engine.port} with cmd
 //			models <name...>            # required; names and aliases clients ask for
 //			model_name <name>           # what the engine calls the model (body rewritten)
+//			display_name <text...>      # the models' name for people, in /v1/models (llama-swap's name)
+//			description <text...>       # a sentence about them, in /v1/models
+//			metadata <name> <value>     # repeatable; a JSON value or text, in /v1/models
 //			unlisted [on|off]           # not in /v1/models, served all the same; default off
 //			api openai|anthropic|embeddings ...  # the API families it speaks; default openai anthropic
 //			api_key <key> [<header>]    # the engine's own key; default header Authorization: Bearer

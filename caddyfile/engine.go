@@ -51,7 +51,7 @@ func parseEngineOptions(d *cf.Dispenser, ec *engines.Config, where string) (sett
 				return set, d.Errf("%s may not be in defaults: each engine serves its own models", d.Val())
 			}
 		}
-		if sub := d.Val(); sub != "env" && sub != "set" && sub != "strip" {
+		if sub := d.Val(); sub != "env" && sub != "set" && sub != "strip" && sub != "metadata" {
 			if err := set.once(d); err != nil {
 				return set, err
 			}
@@ -84,6 +84,8 @@ func parseEngineOptions(d *cf.Dispenser, ec *engines.Config, where string) (sett
 			err = oneArg(d, &ec.Location)
 		case "api_version":
 			err = oneArg(d, &ec.APIVersion)
+		case "display_name", "description", "metadata":
+			err = parseAbout(d, ec)
 		case "unlisted":
 			ec.Unlisted = true
 			if d.CountRemainingArgs() > 0 {

@@ -57,6 +57,7 @@ func loadEngine(ctx caddy.Context, ec engines.Config) (*engines.Engine, string, 
 	// or off in a reload keeps the running process
 	keyed := ec
 	keyed.Preload = false
+	keyed.About = nil // words for people: changing them keeps the process too
 	b, err := json.Marshal(keyed)
 	if err != nil {
 		return nil, "", err

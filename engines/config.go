@@ -61,6 +61,10 @@ type Config struct {
 	// answers for them. Default: false.
 	Unlisted bool `json:"unlisted,omitempty"`
 
+	// About is the models' name, description and metadata for people
+	// (about.go). Default: none.
+	About *About `json:"about,omitempty"`
+
 	// APIKey is sent to the engine instead of the caller's credentials
 	// (which never leave the gateway). Placeholders such as {env.KEY} are
 	// resolved at provision time. Default: no key is sent.

@@ -99,6 +99,7 @@ func appendModel(b []byte, id string, rt *route, status string, aliases ...strin
 		}
 		b = append(b, ']')
 	}
+	b = appendAbout(b, rt.cfg.About)
 	b = append(b, `,"status":{"value":"`...)
 	b = append(b, status...)
 	b = append(b, '"', '}')
