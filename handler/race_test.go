@@ -318,3 +318,30 @@ func TestAPoolHedgesToItsNextMember(t *testing.T) {
 		t.Fatalf("hedge hook %v, want one hedge from a that b won", h)
 	}
 }
+
+func TestHedgesCountAgainstMaxAttempts(t *testing.T) {
+	a, b := newSilentEngine(t), newSilentEngine(t)
+	c := streamingEngine(t, "c1")
+	cfg := hedgeConfig(a.URL, b.URL)
+	cfg.MaxAttempts = 2
+	cfg.Engines[0].HeaderTimeout = caddy.Duration(30 * time.Second)
+	cfg.Engines[1].HeaderTimeout = caddy.Duration(30 * time.Second)
+	zero := 0
+	cfg.Engines = append(cfg.Engines, engines.Config{Name: "c", To: c.URL, Models: []string{"c"}, Retries: &zero})
+	fake := clock.NewFake()
+	_, url := testGateway(t, cfg, fake)
+	drain()
+	got := postLater(t, url, `{"model":"a","messages":[{"role":"user","content":"hi"}],"fallbacks":["c"]}`)
+	<-a.arrived
+	fake.Advance(300 * time.Millisecond)
+	<-b.arrived // the hedge: the second of two attempts
+	fake.Advance(30 * time.Second)
+	ans := <-got
+	if ans.resp.StatusCode != http.StatusGatewayTimeout {
+		t.Fatalf("%d %s", ans.resp.StatusCode, ans.body)
+	}
+	res := <-served
+	if s := tries(res); s != "a=timeout b=timeout(hedge)" && s != "b=timeout(hedge) a=timeout" {
+		t.Fatalf("story %q: c is a third attempt, beyond max_attempts 2", s)
+	}
+}
