@@ -379,6 +379,22 @@ func (p *pool) choose(blocks []uint64, rank func(*poolMember) int) ([]*poolMembe
 	return out, why
 }
 
+// warmSpare starts a member as a warm spare when the pool's ready members
+// are all busy past its warm_spare (spare.go), and keeps why.
+func (p *pool) warmSpare() {
+	if p.cfg.WarmSpare <= 0 {
+		return
+	}
+	all := p.all()
+	ms := make([]spareMember, len(all))
+	for i, m := range all {
+		ms[i] = spareMember{id: m.id, eng: m.rt.eng, usable: m.brk.Ready() && m.rt.eng.Healthy(), starts: m.rt.cfg.Managed() && m.rt.wake}
+	}
+	if eng, why := spareFor(p.cfg.Name, p.cfg.WarmSpare, ms); eng != nil && eng.StartSpare(why) {
+		p.spareWhy.Store(&why)
+	}
+}
+
 // fleetRank is a member's rank for a session: a node that has the model or
 // is loading it is as good as any (the session's own member wins among
 // them); one that would have to load it comes after, one that did not

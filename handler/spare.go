@@ -20,42 +20,44 @@ import (
 // API's why.started, the status page, the log) says which members were
 // busy.
 
-// warmSpare starts a spare member when the pool's ready members are all
-// busy past its threshold. It is called for each planned request of a
-// pool with warm_spare.
-func (p *pool) warmSpare() {
-	n := p.cfg.WarmSpare
-	if n <= 0 {
-		return
-	}
+// spareMember is what the warm-spare rule reads of a pool member.
+type spareMember struct {
+	id     string
+	eng    *engines.Engine
+	usable bool // its breaker lets requests through and it is healthy
+	starts bool // the gateway runs it (cmd) and may start it (wake on)
+}
+
+// spareFor is the member to start as a warm spare for pool, and why: the
+// first stopped one the gateway may start, when every usable ready member
+// is busy past a warm_spare of n, none is starting or stopping, and one is
+// ready; nil otherwise.
+func spareFor(pool string, n int, members []spareMember) (*engines.Engine, string) {
 	var busy []string
-	var spare *poolMember
-	for _, m := range p.all() {
-		if !m.brk.Ready() || !m.rt.eng.Healthy() {
+	var spare *engines.Engine
+	for _, m := range members {
+		if !m.usable {
 			continue
 		}
-		switch m.rt.eng.State() {
+		switch m.eng.State() {
 		case engines.Ready:
-			words, ok := busyPast(m.rt.eng.Occupancy(), n)
+			words, ok := busyPast(m.eng.Occupancy(), n)
 			if !ok {
-				return // a member has room
+				return nil, "" // a member has room
 			}
 			busy = append(busy, m.id+" "+words)
 		case engines.Starting, engines.Draining:
-			return // one is coming up, or a stop is under way: no second start
+			return nil, "" // one is coming up, or a stop is under way: no second start
 		case engines.Stopped:
-			if spare == nil && m.rt.cfg.Managed() && m.rt.wake {
-				spare = m
+			if spare == nil && m.starts {
+				spare = m.eng
 			}
 		}
 	}
 	if spare == nil || len(busy) == 0 {
-		return
+		return nil, ""
 	}
-	why := fmt.Sprintf("warm spare for pool %s: every ready member busy (%s)", p.cfg.Name, strings.Join(busy, ", "))
-	if spare.rt.eng.StartSpare(why) {
-		p.spareWhy.Store(&why)
-	}
+	return spare, fmt.Sprintf("warm spare for pool %s: every ready member busy (%s)", pool, strings.Join(busy, ", "))
 }
 
 // busyPast reports whether a member with this occupancy is busy past a
