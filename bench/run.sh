@@ -12,7 +12,10 @@
 # door runs only the hostile phase's keys-with-rules part; translation, only
 # when named, about 20 s a round: TTFB and CPU per chunk of Messages and
 # Responses clients of a chat-only engine against native chat and
-# reverse_proxy), SKIP_COLDSTART=1,
+# reverse_proxy; failover, only when named, about 4 minutes: per failure
+# class of a first candidate, the time to the first content from its
+# fallback, with and without hedging, and hedging in a pool: bench/failover),
+# SKIP_COLDSTART=1,
 # BESIDE=1 (the throughput to syscalls phases again, with the hostile mix
 # against another gateway site in the same Caddy: how far each figure moves).
 # Everything is built into bench/out/ (gitignored); all traffic stays on
@@ -61,6 +64,7 @@ go build -o "$out/caddy" ./bench/caddy # cmd/caddy plus bench_floor (bench/floor
 go build -o "$out/fakeupstream" ./bench/fakeupstream
 go build -o "$out/load" ./bench/load
 go build -o "$out/coldstart" ./bench/coldstart
+if [[ ,$PHASES, == *,failover,* ]]; then go build -o "$out/failover" ./bench/failover; fi
 
 child=""
 cleanup() {
@@ -83,11 +87,21 @@ runChild() {
 	return "$rc"
 }
 
+# failover is a program of its own (bench/failover); the other phases are
+# the load program's. PHASES=failover alone runs only it (no cold start).
+loadPhases=$(tr , '\n' <<<"$PHASES" | grep -vx failover | paste -sd, - || true)
+
 beside=()
 if [[ ${BESIDE:-0} == 1 ]]; then beside=(-beside); fi
-runChild "$out/load" -caddy "$out/caddy" -upstream "$out/fakeupstream" -out "$out" "${beside[@]}" \
-	-rounds "$ROUNDS" -duration "$DURATION" -rate "$RATE" -open-streams "$OPEN_STREAMS" -many-streams "$MANY_STREAMS" -phases "$PHASES"
+if [[ -n $loadPhases ]]; then
+	runChild "$out/load" -caddy "$out/caddy" -upstream "$out/fakeupstream" -out "$out" "${beside[@]}" \
+		-rounds "$ROUNDS" -duration "$DURATION" -rate "$RATE" -open-streams "$OPEN_STREAMS" -many-streams "$MANY_STREAMS" -phases "$loadPhases"
+fi
 
-if [[ ${SKIP_COLDSTART:-0} != 1 ]]; then
+if [[ ,$PHASES, == *,failover,* ]]; then
+	runChild "$out/failover" -caddy "$out/caddy" -out "$out"
+fi
+
+if [[ -n $loadPhases && ${SKIP_COLDSTART:-0} != 1 ]]; then
 	runChild "$out/coldstart" -caddy "$out/caddy" -out "$out" -n "$COLD_STARTS"
 fi
