@@ -38,6 +38,7 @@ type Gateway struct {
 	logger  *zap.Logger
 	// followers give dynamic pools their members (dynamic.go)
 	followers *followers
+	ctx       caddy.Context // the config's, for its http app's grace_period (goingaway.go)
 }
 
 // CaddyModule returns the Caddy module information. Its receiver is a

@@ -42,6 +42,7 @@ func init() {
 // would run Validate.
 func (g *Gateway) Provision(ctx caddy.Context) error {
 	g.logger = ctx.Logger()
+	g.ctx = ctx
 	initMetrics(ctx.GetMetricsRegistry())
 	setEvents(ctx)
 	repl := caddy.NewReplacer()
@@ -265,6 +266,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	var res handler.Result
 	// deferred, so that an aborted response (a stream cut after commit)
 	// is counted and logged too
+	g.watchShutdown(r) // goingaway.go
 	if g.ui != nil && g.ui.Owns(r.URL.Path) {
 		g.ui.ServeHTTP(w, r)
 		return nil

@@ -157,9 +157,12 @@ func (g *Gateway) relay(rp *reply, a *attempt) {
 	}()
 	var tried resumeTries
 	origin := a.c
+	away := watchGoingAway(a.req.r) // goingaway.go
+	defer away.done()
 	for {
+		away.follow(a)
 		err := g.relayEvents(rp, a)
-		if err == nil {
+		if err == nil || g.wentAway(rp, a) {
 			return
 		}
 		a.broke(err)
