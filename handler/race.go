@@ -2,6 +2,7 @@ package handler
 
 import (
 	"context"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -47,15 +48,15 @@ type race struct {
 	lost    []*flight
 	settled chan struct{}
 	wonAt   time.Time
-	hedged  bool   // a hedge started: the request's story and metrics say who won
-	from    string // the candidate the first hedge started beside
-	counted map[*hedgeBudget]bool
+	hedged  bool           // a hedge started: the request's story and metrics say who won
+	from    string         // the candidate the first hedge started beside
+	counted []*hedgeBudget // the budgets this request was counted in
 }
 
 func (g *Gateway) newRace(rp *reply, req *request, p *planner) *race {
 	q := *rp
 	q.stream, q.preamble = false, false // writes nothing: no preamble, keep-alive or loading status
-	return &race{g: g, rp: rp, quiet: &q, req: req, p: p, done: make(chan *flight, p.max+1), counted: map[*hedgeBudget]bool{}}
+	return &race{g: g, rp: rp, quiet: &q, req: req, p: p, done: make(chan *flight, p.max+1)}
 }
 
 // start runs c's attempt on its own goroutine, as the new front.
@@ -63,8 +64,8 @@ func (rc *race) start(c candidate, hedge bool) *flight {
 	g := rc.g
 	if h, b := g.hedgeOf(rc.req, c); h != nil {
 		c.slow = nil // the hedge is its slow-start switch
-		if !rc.counted[b] {
-			rc.counted[b] = true
+		if !slices.Contains(rc.counted, b) {
+			rc.counted = append(rc.counted, b)
 			b.request(g.clock.Now())
 		}
 	}
@@ -100,7 +101,7 @@ func (rc *race) attempt(c candidate) *attempt {
 			hedgeAt = t.C()
 		}
 	}
-	wt := rc.rp.timers()
+	wt := rc.rp.streamTimers()
 	defer wt.stop()
 	for {
 		select {
@@ -185,7 +186,7 @@ func (rc *race) record(f *flight, a *attempt) {
 // to try: the first good answer is returned, the others' failures are
 // recorded; nil when none answered.
 func (rc *race) rest() *attempt {
-	wt := rc.rp.timers()
+	wt := rc.rp.streamTimers()
 	defer wt.stop()
 	for len(rc.flying) > 0 {
 		select {
@@ -209,7 +210,7 @@ func (rc *race) rest() *attempt {
 func (rc *race) pause(ctx context.Context, d time.Duration) (*attempt, bool) {
 	t := rc.g.clock.NewTimer(d)
 	defer t.Stop()
-	wt := rc.rp.timers()
+	wt := rc.rp.streamTimers()
 	defer wt.stop()
 	for {
 		select {

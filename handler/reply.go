@@ -116,7 +116,19 @@ func (wt *waitTimers) stop() {
 	if wt.preamble != nil {
 		wt.preamble.Stop()
 	}
-	wt.keepAlive.Stop()
+	if wt.keepAlive != nil {
+		wt.keepAlive.Stop()
+	}
+}
+
+// streamTimers are the client's timers for a streaming request, and none
+// (channels that never fire) for one that is not: a JSON client is sent
+// nothing while it waits, so the timers would only cost (race.go).
+func (rp *reply) streamTimers() *waitTimers {
+	if !rp.stream {
+		return &waitTimers{rp: rp}
+	}
+	return rp.timers()
 }
 
 func (wt *waitTimers) preambleC() <-chan time.Time {
@@ -126,7 +138,12 @@ func (wt *waitTimers) preambleC() <-chan time.Time {
 	return wt.preamble.C()
 }
 
-func (wt *waitTimers) keepAliveC() <-chan time.Time { return wt.keepAlive.C() }
+func (wt *waitTimers) keepAliveC() <-chan time.Time {
+	if wt.keepAlive == nil {
+		return nil
+	}
+	return wt.keepAlive.C()
+}
 
 // onPreamble sends the preamble when its timer fired.
 func (wt *waitTimers) onPreamble() {

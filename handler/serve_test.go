@@ -10,7 +10,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
@@ -20,7 +22,12 @@ import (
 // benchGateway serves a gateway over httptest in front of an upstream that
 // answers a 50-chunk stream (the number in X-Bench-Chunks, when given) or a
 // small JSON completion.
-func benchGateway(b *testing.B) *httptest.Server {
+func benchGateway(b *testing.B) *httptest.Server { return benchGatewayHedged(b, false) }
+
+// benchGatewayHedged is benchGateway, its engine hedged after 1s to a
+// fallback on the same upstream when hedge is true: what hedging costs a
+// healthy engine's requests, which are never hedged.
+func benchGatewayHedged(b *testing.B, hedge bool) *httptest.Server {
 	stream := bytes.Repeat(benchChunk, 50)
 	stream = append(stream, "data: [DONE]\n\n"...)
 	streams := map[int][]byte{}
@@ -43,21 +50,38 @@ func benchGateway(b *testing.B) *httptest.Server {
 	}))
 	b.Cleanup(up.Close)
 	tr := &http.Transport{MaxIdleConnsPerHost: 64}
-	e, err := engines.New(engines.Config{Name: "up", To: up.URL, Models: []string{"m"}}, tr, zap.NewNop())
-	if err != nil {
-		b.Fatal(err)
+	cfgs := []engines.Config{{Name: "up", To: up.URL, Models: []string{"m"}}}
+	if hedge {
+		cfgs[0].Fallback, cfgs[0].Hedge = "up2", &engines.Hedge{After: caddy.Duration(time.Second)}
+		cfgs = append(cfgs, engines.Config{Name: "up2", To: up.URL, Models: []string{"m2"}})
 	}
-	g, err := New(config.Config{Engines: []engines.Config{e.Config()}}, []*engines.Engine{e}, zap.NewNop())
+	var es []*engines.Engine
+	for _, c := range cfgs {
+		e, err := engines.New(c, tr, zap.NewNop())
+		if err != nil {
+			b.Fatal(err)
+		}
+		es = append(es, e)
+		cfgs[len(es)-1] = e.Config()
+	}
+	g, err := New(config.Config{Engines: cfgs}, es, zap.NewNop())
 	if err != nil {
 		b.Fatal(err)
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { g.ServeHTTP(w, r, &Result{}) }))
-	b.Cleanup(func() { srv.Close(); e.Destruct(); tr.CloseIdleConnections() })
+	b.Cleanup(func() {
+		srv.Close()
+		for _, e := range es {
+			e.Destruct()
+		}
+		tr.CloseIdleConnections()
+	})
 	return srv
 }
 
-func benchRequests(b *testing.B, body string) {
-	srv := benchGateway(b)
+func benchRequests(b *testing.B, body string) { benchRequestsTo(b, benchGateway(b), body) }
+
+func benchRequestsTo(b *testing.B, srv *httptest.Server, body string) {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -85,6 +109,17 @@ func BenchmarkGatewayStream(b *testing.B) {
 // BenchmarkGatewayJSON is one non-streaming completion through the gateway.
 func BenchmarkGatewayJSON(b *testing.B) {
 	benchRequests(b, `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
+}
+
+// BenchmarkGatewayStreamHedgeOn is BenchmarkGatewayStream with hedging on
+// (hedge_after 1s to a fallback): the race's cost on a healthy engine.
+func BenchmarkGatewayStreamHedgeOn(b *testing.B) {
+	benchRequestsTo(b, benchGatewayHedged(b, true), `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+}
+
+// BenchmarkGatewayJSONHedgeOn is BenchmarkGatewayJSON with hedging on.
+func BenchmarkGatewayJSONHedgeOn(b *testing.B) {
+	benchRequestsTo(b, benchGatewayHedged(b, true), `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
 }
 
 func TestAClientThatLeavesIsCounted499(t *testing.T) {
