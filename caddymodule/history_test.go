@@ -65,7 +65,7 @@ func TestHistoryKeepsEachRequestsStoryAcrossARestart(t *testing.T) {
 		r.Tries[0].Reason != "ok" || r.Tries[0].Address != strings.TrimPrefix(up.URL, "http://") || r.Tries[0].Scope != "" {
 		t.Fatalf("record %+v", r)
 	}
-	if p := historyPage(t, "?model=hist-unknown&status=4xx"+since); len(p.Requests) != 1 || p.Requests[0].Status != 404 {
+	if p := historyPage(t, "?model=hist-unknown&status=4xx"+since); len(p.Requests) != 1 || p.Requests[0].Status != 404 || p.Requests[0].Reason != "model_not_found" {
 		t.Fatalf("the refused request: %+v", p.Requests)
 	}
 

@@ -34,7 +34,8 @@ func arrival(res *handler.Result, now time.Time) time.Time {
 }
 
 // failureReason is why a request failed, for the history and the page: the
-// key rule that refused it, or its last attempt's verdict.
+// key rule that refused it, its last attempt's verdict, or the code of the
+// error the gateway answered before any attempt (a 404's model_not_found).
 func failureReason(res *handler.Result) string {
 	switch {
 	case res.Refused != "":
@@ -46,7 +47,7 @@ func failureReason(res *handler.Result) string {
 	case len(res.Tries) > 0:
 		return res.Tries[len(res.Tries)-1].Reason
 	}
-	return ""
+	return res.Code // refused before any attempt: model_not_found, invalid_request_error, …
 }
 
 // failureScope is whose health a failed try speaks of; an answer's is none.

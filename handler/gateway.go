@@ -101,6 +101,7 @@ type Result struct {
 	Known      bool   // ModelAsked names a model or pool of this gateway
 	Handled    bool   // the gateway served the request (a path under /v1/)
 	Refused    string // the caller's key rules refused it: "rate" or "tokens"
+	Code       string // the code of an error the gateway answered itself ("model_not_found"), for its story
 	Tries      []Try  // the request's story: each upstream attempt (story.go)
 	Pool       string // the pool that chose the member, if one did
 	PoolChoice string // why it chose its first member: session, affinity, load, rotation (pool.go)
@@ -149,7 +150,7 @@ type Hooks struct {
 // refuse answers with an error of the gateway's own.
 func (res *Result) refuse(w http.ResponseWriter, e *apierror.Error) {
 	e.WriteAs(w, res.op.api())
-	res.Status = e.Status
+	res.Status, res.Code = e.Status, e.Code
 	if e.Code == "model_not_allowed" {
 		res.Refused = "model" // however the key's list was met: model, fallbacks, /upstream/
 	}
