@@ -254,6 +254,43 @@ func TestRealLlamaServerSlotSurvivesAnAdminStop(t *testing.T) {
 	}
 }
 
+// A session's slot is saved when a budget swap stops its engine for
+// another, and restored when the session's next turn swaps it back.
+func TestRealLlamaServerSlotSurvivesABudgetSwap(t *testing.T) {
+	l := realLlamaServer(t)
+	slots := "slots save " + caddyQuote(l.slots) + " {\n\t\t\t\tparallel 2\n\t\t\t}\n\t\t\tmemory 1GiB"
+	startGateway(t, "memory_budget 1GiB"+l.engine(t, "llama", "tiny", slots)+l.engine(t, "other", "tiny-other", "memory 1GiB"))
+	doc := strings.Repeat("a swap keeps the conversation in a file. ", 10)
+	first := fmt.Sprintf(`{"role":"user","content":%q}`, doc+"what does it keep?")
+	ask := func(model, msgs string) string {
+		t.Helper()
+		body := `{"model":"` + model + `","max_tokens":4,"temperature":0,"cache_prompt":true,"messages":[` + msgs + `]}`
+		resp, answer := post(t, "/v1/chat/completions", body, "X-Session-Id", "bob")
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: %d %s", model, resp.StatusCode, answer)
+		}
+		var a struct {
+			Choices []struct{ Message struct{ Content string } }
+		}
+		_ = json.Unmarshal([]byte(answer), &a)
+		return a.Choices[0].Message.Content
+	}
+	reply := ask("tiny", first)
+	processed1 := int(engineMetric(t, status(t, "llama").Port, "llamacpp:prompt_tokens_total"))
+	ask("tiny-other", `{"role":"user","content":"hi"}`) // swaps llama out
+	if s := status(t, "llama"); s.State != "stopped" || s.Slots == nil || s.Slots.Saves != 1 {
+		t.Fatalf("llama after the swap: %s, slots %+v", s.State, s.Slots)
+	}
+	quoted, _ := json.Marshal(reply)
+	ask("tiny", first+`,{"role":"assistant","content":`+string(quoted)+`},{"role":"user","content":"and then?"}`) // swaps it back
+	processed2 := int(engineMetric(t, status(t, "llama").Port, "llamacpp:prompt_tokens_total"))
+	s := status(t, "llama").Slots
+	t.Logf("prompt tokens processed: %d on the first turn, %d on the next after the swap; slots %+v", processed1, processed2, s)
+	if s.Restores != 1 || processed2*3 > processed1 {
+		t.Fatalf("the next turn processed %d of the first's %d prompt tokens; slots %+v", processed2, processed1, s)
+	}
+}
+
 // Conversations one after another over a pool of two llama-servers spread
 // over both, and each one's next turn stays on its member.
 func TestRealLlamaServerPoolSpreadsConversationsInSequence(t *testing.T) {
