@@ -23,19 +23,6 @@ type PoolStatus struct {
 	WarmSpare string `json:"warm_spare,omitempty"`
 }
 
-// MemberStatus is one pool member's state.
-type MemberStatus struct {
-	Member  string `json:"member"`
-	Engine  string `json:"engine"`
-	Model   string `json:"model"`
-	Breaker string `json:"breaker"`
-	// State is a member found at run time that does not serve:
-	// "checking" (its first health check has not passed) or "draining"
-	// (its address left the source; its requests finish). Empty when it
-	// serves.
-	State string `json:"state,omitempty"`
-}
-
 // Pools reports every pool and its members' breakers.
 func (g *Gateway) Pools() []PoolStatus {
 	out := make([]PoolStatus, 0, len(g.pools))

@@ -14,7 +14,6 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/handler/keys"
 	"github.com/llmgateway/caddy-llm-gateway/handler/provider"
 	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
-	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 )
 
 // New builds a gateway for cfg over the given engines, which must include
@@ -174,19 +173,6 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, res *Result)
 		res.refuse(w, &apierror.Error{Status: http.StatusMethodNotAllowed, Type: apierror.TypeInvalidRequest, Code: "method_not_allowed", Message: fmt.Sprintf("%s %s is not served: the gateway routes POST requests with a JSON body under /v1/ and GET /v1/models", r.Method, p)})
 	}
 	return true
-}
-
-// filtersOf parses an engine's filters; the config was validated, so every
-// path is well formed and every value is JSON.
-func filtersOf(cfg engines.Config) []jsonmember.Filter {
-	var fs []jsonmember.Filter
-	for _, p := range cfg.Strip {
-		fs = append(fs, jsonmember.Filter{Path: strings.Split(p, ".")})
-	}
-	for _, s := range cfg.Set {
-		fs = append(fs, jsonmember.Filter{Path: strings.Split(s.Path, "."), Value: []byte(s.Value)})
-	}
-	return fs
 }
 
 // isModels reports whether a request lists models: GET (or HEAD)
