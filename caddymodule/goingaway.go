@@ -5,18 +5,23 @@ import (
 	"sync"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/llmgateway/caddy-llm-gateway/handler"
 )
 
 // A front door that restarts (handler/goingaway.go): Caddy's grace_period
-// bounds how long a server that stops waits for its requests. The gateway
-// hears of the stop from the server itself (net/http runs the functions
-// registered with RegisterOnShutdown when Shutdown begins) and, shortly
-// before the period ends, ends each stream it relays there with an error
-// event and a clean end, instead of the cut the period's end would be.
-// With no grace_period (Caddy waits forever) nothing is ended.
+// bounds how long a process told to exit (SIGTERM, `caddy stop`, the admin
+// API's /stop) waits for the requests its servers serve; then it exits,
+// and a stream still open is cut mid-event. The gateway hears of the stop
+// from each server itself (net/http runs the functions registered with
+// RegisterOnShutdown when Shutdown begins) and, shortly before the period
+// ends, ends each stream it relays there with an error event and a clean
+// end. A reload is left alone: its old server stops accepting connections
+// but nothing closes the ones it serves when the period ends (net/http's
+// Shutdown only stops waiting), so its streams finish whole. With no
+// grace_period (Caddy waits forever) nothing is ended.
 
 // watched are the servers whose shutdown the gateway listens for: one
 // registration per server, made by the first request it serves.
@@ -37,7 +42,7 @@ func (g *Gateway) watchShutdown(r *http.Request) {
 	}
 	grace := g.gracePeriod()
 	srv.RegisterOnShutdown(func() {
-		if grace <= 0 {
+		if grace <= 0 || !caddy.Exiting() {
 			watched.Delete(srv)
 			return
 		}

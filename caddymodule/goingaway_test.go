@@ -4,40 +4,79 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
 
-// A front door that restarts with a stream open: Caddy's grace_period
-// bounds the wait for it, and shortly before the period ends the stream
-// gets an error event saying the gateway is going away and a clean end (a
-// whole chunked body), not a cut; its engine hears the request end.
-func TestAStreamOpenAtAReloadEndsWithGoingAwayBeforeTheGracePeriod(t *testing.T) {
+// A front door told to exit (SIGTERM, as a rolling deploy stops it) with a
+// stream open: Caddy's grace_period bounds the wait for it, and shortly
+// before the period ends the stream gets an error event saying the gateway
+// is going away and a clean end (a whole chunked body), not the cut the
+// process's exit would be. The real binary runs, since only an exiting
+// process cuts its streams.
+func TestAStreamOpenAtExitEndsWithGoingAwayBeforeTheGracePeriod(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the caddy binary")
+	}
 	const grace = 2 * time.Second
-	config := func(maxBody string) string {
-		return fmt.Sprintf(`{
+	addr, admin := freeAddr(t), freeAddr(t)
+	file := filepath.Join(t.TempDir(), "Caddyfile")
+	cfg := fmt.Sprintf(`{
+	admin %s
 	skip_install_trust
-	admin localhost:@ADMIN@
-	http_port @HTTP@
-	https_port @HTTPS@
 	grace_period %s
 }
 http://%s {
 	llm_gateway {
-		max_body %s
 		engine slow {
-			%s
+			cmd {gateway.executable} llm-demo-engine --port {engine.port} --model slow --reply "%s" --words-per-chunk 1 --chunk-delay 100ms
+			to http://127.0.0.1:{engine.port}
 			models slow
 		}
 	}
 }
-`, grace, gwAddr, maxBody, engineCmd(`--reply "`+strings.Repeat("word ", 100)+`" --words-per-chunk 1 --chunk-delay 100ms`))
+`, admin, grace, addr, strings.Repeat("word ", 100))
+	if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
 	}
-	initRaw(t, config("1MB"))
+	data := t.TempDir()
+	cmd := exec.Command(caddyBinary(t), "run", "--config", file, "--adapter", "caddyfile")
+	cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+data, "XDG_CONFIG_HOME="+data)
+	logFile := filepath.Join(t.TempDir(), "caddy.out")
+	out, err := os.Create(logFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+		if t.Failed() {
+			b, _ := os.ReadFile(logFile)
+			t.Logf("caddy's output:\n%s", b)
+		}
+	})
+	eventually(t, "caddy answers on "+addr, func() bool {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
 
-	req, _ := http.NewRequest(http.MethodPost, gwURL+"/v1/chat/completions",
+	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/chat/completions",
 		strings.NewReader(`{"model":"slow","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := testClient.Do(req)
@@ -50,28 +89,27 @@ http://%s {
 		t.Fatalf("no first event: %q %v", line, err)
 	}
 
-	// a reload replaces the server (a setting changed): the old one waits
-	// for the stream at most its grace period
-	reloaded := time.Now()
-	initRaw(t, config("2MB"))
-	rest, err := io.ReadAll(body)
-	took := time.Since(reloaded)
-	if err != nil {
-		t.Fatalf("the stream was cut %v after the reload: %v\n%s", took, err, rest)
+	told := time.Now()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
 	}
-	text := string(rest)
-	if !strings.Contains(text, `"gateway_going_away"`) || strings.Contains(text, "[DONE]") {
+	rest, err := io.ReadAll(body)
+	took := time.Since(told)
+	if err != nil {
+		t.Fatalf("the stream was cut %v after SIGTERM: %v\n%s", took, err, rest)
+	}
+	text := strings.TrimSpace(string(rest))
+	if strings.Contains(text, "[DONE]") || !strings.Contains(text[strings.LastIndex(text, "\n")+1:], `"gateway_going_away"`) {
 		t.Fatalf("the stream did not end with the going-away event:\n%s", text)
 	}
-	if last := strings.TrimSpace(text[strings.LastIndex(strings.TrimSpace(text), "\n")+1:]); !strings.Contains(last, "gateway_going_away") {
-		t.Fatalf("the going-away event is not the stream's last: %q", last)
-	}
 	if took > 5*grace {
-		t.Fatalf("the stream ended %v after the reload, its grace period being %v", took, grace)
+		t.Fatalf("the stream ended %v after SIGTERM, the grace period being %v", took, grace)
 	}
-	t.Logf("a stream open at a reload with grace_period %v ended with gateway_going_away %v after it", grace, took.Round(time.Millisecond))
-	// its engine heard the request end: the upstream was cancelled
-	eventually(t, "the engine hears its client leave", func() bool {
-		return strings.Contains(strings.Join(status(t, "slow").LastLines, "\n"), "client went away mid-stream")
-	})
+	select {
+	case <-exited:
+	case <-time.After(10 * grace):
+		t.Fatal("caddy did not exit")
+	}
+	t.Logf("a stream open at SIGTERM with grace_period %v ended with gateway_going_away %v after it; caddy exited %v after it",
+		grace, took.Round(time.Millisecond), time.Since(told).Round(time.Millisecond))
 }

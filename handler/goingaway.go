@@ -11,12 +11,12 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
 )
 
-// A front door that restarts. When Caddy stops a server (a reload that
-// replaces it, or the process told to exit), the server stops accepting
-// connections and waits for the requests it serves, at most its
-// grace_period; at the end of the period the connections that are left are
-// closed, and a stream then ends mid-event, a cut the client cannot tell
-// from a crash. Shortly before the period ends, the caddy module calls
+// A front door that restarts. When Caddy is told to exit, each server
+// stops accepting connections and waits for the requests it serves, at
+// most its grace_period; then the process exits, and a stream still open
+// ends mid-event, a cut the client cannot tell from a crash. (A reload's
+// old server is not cut: its streams finish.) Shortly before the period
+// ends, the caddy module calls
 // GoingAway for the server: each stream it relays has its upstream
 // cancelled, gets one error event in its own grammar (503
 // gateway_going_away: send the request again) and a clean end, so that its
