@@ -111,7 +111,7 @@ func withPorts(cfg string) string { return ports.Replace(cfg) }
 // engineCmd is the cmd/env lines of an engine that runs the demo engine in
 // this test binary, with extra demo-engine flags.
 func engineCmd(flags string) string {
-	return "cmd {gateway.executable} --port {engine.port} " + flags + "\n\t\t\tenv LLMGW_TEST_ENGINE=1\n\t\t\tto http://127.0.0.1:{engine.port}"
+	return "cmd {gateway.executable} --port {engine.port} --pace-answers=false " + flags + "\n\t\t\tenv LLMGW_TEST_ENGINE=1\n\t\t\tto http://127.0.0.1:{engine.port}"
 }
 
 // startGateway loads a config into the in-process Caddy: site holds the

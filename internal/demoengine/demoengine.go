@@ -59,6 +59,9 @@ type Options struct {
 	// 0, holds only every SlowEvery-th completion (failover timing)
 	FirstTokenDelay time.Duration
 	SlowEvery       int
+	// PaceAnswers holds a JSON answer as long as its stream would take
+	// (pace.go); tests that time other things turn it off
+	PaceAnswers bool
 
 	// warm swaps (warm.go)
 	SleepTime       time.Duration
@@ -91,6 +94,7 @@ func Run(args []string) error {
 	fs.IntVar(&o.ExitAfterRequests, "exit-after-requests", 0, "exit after answering this many completions")
 	fs.DurationVar(&o.FirstTokenDelay, "first-token-delay", 0, "hold each completion's first content this long")
 	fs.IntVar(&o.SlowEvery, "slow-every", 0, "with -first-token-delay: hold only every n-th completion")
+	fs.BoolVar(&o.PaceAnswers, "pace-answers", true, "a non-streamed answer takes as long as its stream would (chunk-delay per chunk)")
 	fs.DurationVar(&o.SleepTime, "sleep-time", 0, "how long POST /sleep takes")
 	fs.DurationVar(&o.WakeTime, "wake-time", 0, "how long POST /wake_up takes")
 	fs.BoolVar(&o.FailSleep, "fail-sleep", false, "answer POST /sleep with 500")
@@ -279,7 +283,7 @@ func (s *server) chat(w http.ResponseWriter, r *http.Request) {
 	words := strings.Fields(text)
 	usage := map[string]any{"prompt_tokens": len(body) / 4, "completion_tokens": len(words), "total_tokens": len(body)/4 + len(words)}
 	if !req.Stream {
-		if !s.firstTokenWait(r) {
+		if !s.answerWait(r, words) {
 			return
 		}
 		obj, choice := "chat.completion", map[string]any{"index": 0, "finish_reason": "stop",

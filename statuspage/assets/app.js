@@ -198,7 +198,7 @@ function updateEngine(card, e) {
   const rows = [['models', e.models.join(', ')]];
   if (e.managed) rows.push(['pid / port', e.pid ? e.pid + ' / ' + (e.port || '–') : '–']);
   if (e.state === 'starting' && e.starting_since) rows.push(['starting', { text: 'for ', since: e.starting_since }]);
-  else rows.push(['remote', e.reachable === undefined ? 'not probed yet' : e.reachable ? 'reachable' : 'not reachable']);
+  if (!e.managed) rows.push(['remote', e.reachable === undefined ? 'not probed yet' : e.reachable ? 'reachable' : 'not reachable']);
   rows.push(['leases', String(e.leases)]);
   if (e.limit) {
     const l = e.limit;
@@ -338,11 +338,14 @@ function renderLogChoice() {
     sel.replaceChildren(...names.map((n) => el('option', { value: n, text: n })));
   }
   // open on a running engine, whose output is the one worth reading, and
-  // follow one that starts until the operator picks an engine
+  // follow one that starts (beside it, or in its place) until the operator
+  // picks an engine
   const isRunning = (e) => e.managed && (e.state === 'ready' || e.state === 'starting');
   const running = engines.find(isRunning);
+  const starting = engines.find((e) => e.managed && e.state === 'starting');
   const shown = engines.find((e) => e.name === logEngine);
   if (!names.includes(logEngine)) chooseLog(running ? running.name : names[0] || '');
+  else if (!logPicked && starting && starting !== shown) chooseLog(starting.name);
   else if (!logPicked && running && !isRunning(shown)) chooseLog(running.name);
   else sel.value = logEngine;
 }
