@@ -228,6 +228,9 @@ func (g *Gateway) run(w http.ResponseWriter, req *request, plan []candidate, res
 			g.answerRace(rp, p, rc, a)
 			return
 		}
+		if s == stepRetry && rc != nil && rc.skipsRetry(a.c) {
+			s = stepNext
+		}
 		res.Attempts = p.attempts
 		if ce := g.log.Check(zapcore.DebugLevel, "attempt failed"); ce != nil {
 			ce.Write(zap.String("attempt", a.label(v)), zap.Error(a.err), zap.Stringer("next", s))

@@ -170,6 +170,20 @@ func (rc *race) hedge(front *flight) *flight {
 	return rc.start(next, true)
 }
 
+// skipsRetry reports whether a transient failure of c (a 503, a 429 with
+// a short Retry-After, a reset) moves on to the next candidate at once
+// rather than trying c again after a back-off: when c hedges and there is
+// a next candidate. A request that hedges wants the first answer soonest;
+// the back-off alone (125-250 ms, then more) costs it more than the next
+// candidate takes to answer.
+func (rc *race) skipsRetry(c candidate) bool {
+	if h, _ := rc.g.hedgeOf(rc.req, c); h == nil {
+		return false
+	}
+	_, ok := rc.p.peek()
+	return ok
+}
+
 // record judges an attempt of the race that failed beside the front.
 func (rc *race) record(f *flight, a *attempt) {
 	v := judge(a.judgement(rc.g.clock.Now()), a.c.policy())

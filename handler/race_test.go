@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -343,5 +344,27 @@ func TestHedgesCountAgainstMaxAttempts(t *testing.T) {
 	res := <-served
 	if s := tries(res); s != "a=timeout b=timeout(hedge)" && s != "b=timeout(hedge) a=timeout" {
 		t.Fatalf("story %q: c is a third attempt, beyond max_attempts 2", s)
+	}
+}
+
+func TestAHedgedEnginesTransientFailureMovesOnWithoutABackOff(t *testing.T) {
+	var hits atomic.Int32
+	a := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		http.Error(w, `{"error":{"message":"overloaded"}}`, http.StatusServiceUnavailable)
+	}))
+	defer a.Close()
+	b := streamingEngine(t, "b1")
+	cfg := hedgeConfig(a.URL, b.URL)
+	one := 1
+	cfg.Engines[0].Retries = &one
+	_, url := testGateway(t, cfg, clock.NewFake()) // a back-off would wait for a fake clock nobody moves
+	drain()
+	resp, body := postJSON(t, url, `{"model":"a","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	if resp.StatusCode != 200 || resp.Header.Get("X-LLM-Engine") != "b" {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	if n := hits.Load(); n != 1 {
+		t.Fatalf("a was tried %d times, want once: the fallback is next", n)
 	}
 }
