@@ -49,6 +49,22 @@ func (e *Engine) noteStop(why string) {
 	e.why.Stopped, e.why.StoppedAt = why, e.now()
 }
 
+// noteRefused records a start the scheduler refused: it did not start, so
+// its reason is no start's (the page read "started: request" on an engine
+// that never ran); the refusal is the engine's last stop, with what kept it
+// out. Call with mu held.
+func (e *Engine) noteRefused(busy *BusyError) {
+	why := "start refused: no room in the " + busy.Box
+	if busy.Waited > 0 {
+		why += " after " + busy.Waited.Round(time.Millisecond).String()
+	}
+	if len(busy.WaitingFor) > 0 {
+		why += ", held by " + strings.Join(busy.WaitingFor, ", ")
+	}
+	e.why.Started, e.why.StartedAt = "", time.Time{}
+	e.why.Stopped, e.why.StoppedAt = why, e.now()
+}
+
 // noteGranted adds to the start's reason what its claim on b took: the
 // wait for room and the engines stopped for it.
 func (e *Engine) noteGranted(b *box, waited time.Duration, stopped []string) {

@@ -188,6 +188,7 @@ func (e *Engine) refused(seq uint64, busy *BusyError) {
 	defer e.mu.Unlock()
 	if seq == e.startSeq {
 		e.state, e.lastErr = Stopped, busy
+		e.noteRefused(busy)
 		e.broadcast()
 	}
 }

@@ -65,13 +65,18 @@ function updateBox(card, b) {
       dd.append(' · kept: ' + e.held);
       if (e.kept_until) dd.append(' ', el('span', { class: 'countdown', 'data-at': String(e.kept_until) }));
     }
-    if (e.started) dd.append(el('div', { class: 'small', 'data-field': 'started', text: 'started: ' + e.started }));
-    if (e.stopped) dd.append(el('div', { class: 'small', 'data-field': 'stopped', text: 'stopped: ' + e.stopped }));
+    if (e.started) dd.append(el('div', { class: 'small', 'data-field': 'started', text: 'started' + at(e.started_at) + ': ' + e.started }));
+    if (e.stopped) dd.append(el('div', { class: 'small', 'data-field': 'stopped', text: 'stopped' + at(e.stopped_at) + ': ' + e.stopped }));
     dl.append(el('dt', { text: e.name }), dd);
   }
   holders.append(dl);
   card.querySelector('.holders').replaceWith(holders);
   tickMemory();
+}
+
+// at is " at 14:02:07" for a time in ms, so a start or stop says when.
+function at(ms) {
+  return ms ? ' at ' + new Date(ms).toLocaleTimeString([], { hour12: false }) : '';
 }
 
 // tickMemory counts the waits up (the kept_until countdowns are app.js's).
