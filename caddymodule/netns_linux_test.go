@@ -154,6 +154,11 @@ func listenIn(t *testing.T, ns, addr string) net.Listener {
 // streamingNode is a model server that streams 40 chunks, 100ms apart, and
 // a whole end.
 func streamingNode(t *testing.T, ln net.Listener) *atomic.Int64 {
+	return streamingNodeOf(t, ln, 40, 100*time.Millisecond)
+}
+
+// streamingNodeOf streams chunks chunks, gap apart.
+func streamingNodeOf(t *testing.T, ln net.Listener, chunks int, gap time.Duration) *atomic.Int64 {
 	var active atomic.Int64 // streams it is sending
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, r *http.Request) {
@@ -166,13 +171,13 @@ func streamingNode(t *testing.T, ln net.Listener) *atomic.Int64 {
 		defer active.Add(-1)
 		w.Header().Set("Content-Type", "text/event-stream")
 		f := w.(http.Flusher)
-		for i := range 40 {
+		for i := range chunks {
 			fmt.Fprintf(w, "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"model\":\"demo\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"w%d \"}}]}\n\n", i)
 			f.Flush()
 			select {
 			case <-r.Context().Done():
 				return
-			case <-time.After(100 * time.Millisecond):
+			case <-time.After(gap):
 			}
 		}
 		io.WriteString(w, "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"model\":\"demo\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
