@@ -131,6 +131,12 @@ func traceTry(ctx context.Context, tracer trace.Tracer, op string, t handler.Try
 	if s := failureScope(t); s != "" {
 		attrs = append(attrs, attribute.String("llm_gateway.verdict.scope", s))
 	}
+	if t.Hedge {
+		attrs = append(attrs, attribute.Bool("llm_gateway.hedge", true)) // started beside an attempt with no content yet
+	}
+	if t.Reason == "lost" {
+		attrs = append(attrs, attribute.Float64("llm_gateway.hedge.lost_for.ms", ms(t.LostFor)))
+	}
 	opts := []trace.SpanStartOption{trace.WithTimestamp(t.Start), trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...)}
 	if t.Resume && prev.IsValid() {
 		opts = append(opts, trace.WithAttributes(attribute.Bool("llm_gateway.resume", true)),
@@ -148,7 +154,7 @@ func traceTry(ctx context.Context, tracer trace.Tracer, op string, t handler.Try
 		}
 		span.AddEvent("llm_gateway.slow_start_switch", trace.WithTimestamp(t.End), trace.WithAttributes(ev...))
 	}
-	if t.Reason != "ok" {
+	if t.Reason != "ok" && t.Reason != "lost" { // a hedge's loser did not fail: another answered first
 		span.SetStatus(codes.Error, t.Reason)
 	}
 	span.End(trace.WithTimestamp(t.End))

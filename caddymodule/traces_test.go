@@ -331,6 +331,34 @@ func TestEachRequestIsOneTraceWithASpanPerAttempt(t *testing.T) {
 		}
 	})
 
+	t.Run("a hedge and its loser", func(t *testing.T) {
+		silent := newRecorder(t, func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
+		fb := newRecorder(t, okChat)
+		startTracedGateway(t, fmt.Sprintf(`
+		engine primary {
+			to %s
+			models tr-hedge
+			fallback backup
+			hedge_after 100ms
+		}
+		engine backup {
+			to %s
+			models tr-hedge-backup
+		}`, silent.URL, fb.URL))
+		if resp, body := post(t, "/v1/chat/completions", `{"model":"tr-hedge"}`); resp.StatusCode != 200 {
+			t.Fatalf("%d %s", resp.StatusCode, body)
+		}
+		_, tries := o.requestSpan(t, "tr-hedge")
+		lost, won := tries[0], tries[1]
+		if attr(lost, "llm_gateway.verdict.reason") != "lost" || attr(lost, "llm_gateway.hedge.lost_for.ms") == "" ||
+			lost.Status.GetCode() == tracepb.Status_STATUS_CODE_ERROR {
+			t.Errorf("the loser's span: %v %v", lost.Attributes, lost.Status)
+		}
+		if attr(won, "llm_gateway.verdict.reason") != "ok" || attr(won, "llm_gateway.hedge") != "true" {
+			t.Errorf("the hedge's span: %v", won.Attributes)
+		}
+	})
+
 	t.Run("a cut stream resumed on the fallback", func(t *testing.T) {
 		up := newRecorder(t, primaryThatBreaks(false, false))
 		startTracedGateway(t, fmt.Sprintf(`
