@@ -135,7 +135,7 @@ func (b *box) turn(c *claim) turnResult {
 	}
 	held := heldBy(views, c.e)
 	c.why = "waiting for room: " + strings.Join(held, ", ")
-	if starving && !fitsBesideKept(b.budget, views, c.e, c.need) {
+	if starving && !fitsBesideKept(b.budget, views, c.e, c.need) || !starving && keptPastWait(b.budget, views, c.e, c.need, maxWait-waited) {
 		return turnResult{refused: &BusyError{Engine: c.e.Name(), Waited: waited, WaitingFor: held,
 			Need: b.size(c.need), Box: b.what(), RetryAfter: roomRetry(views, c.e)}}
 	}
