@@ -19,7 +19,12 @@ type MemoryUse struct {
 	// the handler's memory_budget and for a group.
 	Devices string `json:"devices,omitempty"`
 	// Group is the exclusive group's name, for a group (a budget of one).
-	Group  string `json:"group,omitempty"`
+	Group string `json:"group,omitempty"`
+	// Unit is what Used, Budget, each queued start's need, each engine's
+	// memory and AsleepMemory count: "bytes" for a memory_budget, "turns"
+	// for a group (a budget of one turn; each engine needs one), whose
+	// figures are no sizes.
+	Unit   string `json:"unit"`
 	Used   int64  `json:"used"`
 	Budget int64  `json:"budget"`
 	// Loaded are the engines that hold a share (running or starting).
@@ -128,8 +133,9 @@ func (b *box) use() MemoryUse {
 	defer b.mu.Unlock()
 	u := MemoryUse{Devices: b.devices, Budget: b.budget, Loaded: []string{}, Waiting: []string{}, Asleep: []string{},
 		Queue: []QueuedStart{}, Engines: []EngineUse{}}
+	u.Unit = "bytes"
 	if b.group {
-		u.Group = strings.TrimPrefix(b.name, "group:")
+		u.Group, u.Unit = strings.TrimPrefix(b.name, "group:"), "turns"
 	}
 	var now time.Time
 	views := make([]view, 0, len(b.members))
