@@ -182,13 +182,13 @@ func TestWhenBothFailTheClientGetsBothFailures(t *testing.T) {
 	a := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		arrivedA <- struct{}{}
 		<-release
-		http.Error(w, `{"error":{"message":"boom"}}`, 500)
+		http.Error(w, `{"error":{"message":"boom"}}`, http.StatusInternalServerError)
 	}))
 	defer a.Close()
 	arrivedB := make(chan struct{}, 1)
 	b := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		arrivedB <- struct{}{}
-		http.Error(w, `{"error":{"message":"overloaded"}}`, 503)
+		http.Error(w, `{"error":{"message":"overloaded"}}`, http.StatusServiceUnavailable)
 	}))
 	defer b.Close()
 	fake := clock.NewFake()
