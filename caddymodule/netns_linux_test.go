@@ -258,29 +258,31 @@ func TestAPartitionedNodeAcrossNetworkNamespaces(t *testing.T) {
 			breaker 5 2s
 		}`)
 
-	// sessions of each node, found by asking
+	// sessions of each node, found by asking: the partitioned node
+	// serves 50 streams, the other 10
+	const streamsA, streamsB = 50, 10
 	var onA, onB []string
-	for i := 0; (len(onA) < 10 || len(onB) < 10) && i < 200; i++ {
+	for i := 0; (len(onA) < streamsA || len(onB) < streamsB) && i < 600; i++ {
 		s := "s" + strconv.Itoa(i)
 		// a node's sessions are known from where the pool sends them:
 		// rendezvous over the two, the same for every request
-		if len(onA) < 10 || len(onB) < 10 {
+		if len(onA) < streamsA || len(onB) < streamsB {
 			o, err := streamOnceShort(t, s)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if o == "a" && len(onA) < 10 {
+			if o == "a" && len(onA) < streamsA {
 				onA = append(onA, s)
-			} else if o == "b" && len(onB) < 10 {
+			} else if o == "b" && len(onB) < streamsB {
 				onB = append(onB, s)
 			}
 		}
 	}
-	if len(onA) < 10 || len(onB) < 10 {
+	if len(onA) < streamsA || len(onB) < streamsB {
 		t.Fatalf("sessions did not spread: %d on a, %d on b", len(onA), len(onB))
 	}
 
-	// 20 streams, half on node a; a second in, a's link goes down
+	// 60 streams, 50 on node a; once all run, a's link goes down
 	var mu sync.Mutex
 	var outs []streamOutcome
 	var wg sync.WaitGroup
@@ -298,7 +300,7 @@ func TestAPartitionedNodeAcrossNetworkNamespaces(t *testing.T) {
 			mu.Unlock()
 		}()
 	}
-	eventually(t, "ten streams under way on each node", func() bool { return active[0].Load() == 10 && active[1].Load() == 10 })
+	eventually(t, "every stream under way", func() bool { return active[0].Load() == streamsA && active[1].Load() == streamsB })
 	partitioned := time.Now()
 	tn.link(0, false)
 	// the partitioned node's address now meets the blackhole, never the
