@@ -21,6 +21,10 @@ func TestStatusPageFollowsTheEngineThatStartsAndProbesOnlyRemotes(t *testing.T) 
 		engine alpha {
 			`+engineCmd("--model alpha --load-time 500ms")+`
 			models alpha
+			display_name "Alpha 8B"
+			description "The first of two"
+			metadata context 32768
+			metadata vendor Acme
 		}
 		engine beta {
 			`+engineCmd("--model beta --load-time 500ms")+`
@@ -43,6 +47,9 @@ func TestStatusPageFollowsTheEngineThatStartsAndProbesOnlyRemotes(t *testing.T) 
 			t.Fatalf("engine %s, which the gateway starts, shows a remote line: %s", name, got)
 		}
 	}
+	// llama-swap's name, description and metadata, as /v1/models has them
+	until(t, ctx, "alpha's words for people", card("alpha")+`.includes('nameAlpha 8B') && `+card("alpha")+`.includes('descriptionThe first of two') && `+
+		card("alpha")+`.includes('metadatacontext: 32768 · vendor: Acme')`)
 	until(t, ctx, "the output pane on the first engine", `document.querySelector('#log-engine').value === 'alpha'`)
 
 	req, _ := http.NewRequest(http.MethodPost, gwURL+"/v1/chat/completions",

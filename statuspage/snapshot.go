@@ -69,6 +69,9 @@ type engineView struct {
 	// Limit is the engine's max_concurrent and queue with their use now
 	//; absent without max_concurrent.
 	Limit *engines.LimitStatus `json:"limit,omitempty"`
+	// About is its models' name, description and metadata for people
+	// (display_name, description, metadata), as /v1/models lists them.
+	About *engines.About `json:"about,omitempty"`
 }
 
 type poolView struct {
@@ -193,6 +196,7 @@ func (s *Server) engineView(e *engines.Engine, now time.Time) engineView {
 		Breaker: st.EngineBreaker, ModelBreakers: st.ModelBreakers, LastError: engines.Mask(st.LastError, nil),
 		IdleTimeoutSecs: int64(time.Duration(cfg.IdleTimeout) / time.Second),
 		Limit:           st.Limit,
+		About:           cfg.About,
 	}
 	switch {
 	case st.State == "draining":

@@ -196,6 +196,12 @@ function updateEngine(card, e) {
   st.textContent = e.state;
   st.className = 'state s-' + e.state;
   const rows = [['models', e.models.join(', ')]];
+  // its words for people (display_name, description, metadata), as /v1/models lists them
+  const about = e.about || {};
+  if (about.display_name) rows.push(['name', about.display_name]);
+  if (about.description) rows.push(['description', about.description]);
+  const meta = Object.entries(about.metadata || {});
+  if (meta.length) rows.push(['metadata', meta.map(([k, v]) => k + ': ' + (typeof v === 'string' ? v : JSON.stringify(v))).join(' · ')]);
   if (e.managed) rows.push(['pid / port', e.pid ? e.pid + ' / ' + (e.port || '–') : '–']);
   if (e.state === 'starting' && e.starting_since) rows.push(['starting', { text: 'for ', since: e.starting_since }]);
   if (!e.managed) rows.push(['remote', e.reachable === undefined ? 'not probed yet' : e.reachable ? 'reachable' : 'not reachable']);
