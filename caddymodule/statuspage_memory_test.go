@@ -58,6 +58,8 @@ func TestStatusPageShowsTheMemoryAndTheWaitingStartsInABrowser(t *testing.T) {
 	queued := box + `.querySelector('[data-queued="cold"]')`
 	until(t, ctx, "cold waiting for room", `!!`+queued+` && `+queued+`.querySelector('.why').textContent.startsWith('waiting for room: warm (min_loaded for ')`)
 	until(t, ctx, "how long it waits", queued+`.querySelector('.since').textContent.endsWith(' s')`)
+	// its card says it waits, not that it starts: no process runs yet
+	until(t, ctx, "cold's card waiting", engineState("cold")+` === 'waiting'`)
 	warm := box + `.querySelector('[data-holder="warm"]')`
 	until(t, ctx, "warm kept", warm+`.textContent.includes('kept: min_loaded in ')`)
 	// with its time: when it started is what an operator asks next

@@ -42,7 +42,7 @@ type engineView struct {
 	Name    string   `json:"name"`
 	Models  []string `json:"models"`
 	Managed bool     `json:"managed"`
-	// State is stopped, starting, ready, stopping, sleeping (swap sleep),
+	// State is stopped, waiting (a start waiting for room), starting, ready, stopping, sleeping (swap sleep),
 	// failed (stopped after a failed start) or, for a remote engine, the engine's own: ready, down
 	// (failing its health checks, its breaker open, or not answering its
 	// probe) or unknown (nobody heard from it yet).
@@ -199,6 +199,8 @@ func (s *Server) engineView(e *engines.Engine, now time.Time) engineView {
 		About:           cfg.About,
 	}
 	switch {
+	case st.State == "starting" && e.WaitingForRoom():
+		v.State = "waiting" // for its turn: no process runs yet
 	case st.State == "draining":
 		v.State = "stopping"
 	case st.State == "stopped" && st.LastError != "":
