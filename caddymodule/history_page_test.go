@@ -108,6 +108,15 @@ func TestStatusPageChartsAndFiltersTheHistoryInARealBrowser(t *testing.T) {
 	eval[bool](t, ctx, `document.querySelector('#hist-model').value = ''; document.querySelector('#hist-status').value = 'error'; true`)
 	run(t, ctx, "only failures", chromedp.Click(chromedp.CSS(`#hist-filter button[type="submit"]`)))
 	untilTrue(t, ctx, "only failures", rows+`.length >= 3 && `+rows+`.every((r) => r.classList.contains('bad'))`)
+	// this config only: the history keeps what every config that ran served
+	// (earlier tests' engines); checked, only this config's engines are tried
+	eval[bool](t, ctx, `document.querySelector('#hist-status').value = ''; document.querySelector('#hist-current').checked = true; true`)
+	run(t, ctx, "this config only", chromedp.Click(chromedp.CSS(`#hist-filter button[type="submit"]`)))
+	ours := `['` + gpu + `', '` + flaky + `', '` + down + `']`
+	untilTrue(t, ctx, "only this config's engines", rows+`.length >= 6 && `+rows+`.every((r) => r.querySelector('.tries').textContent === '–' || `+ours+`.some((e) => r.querySelector('.tries').textContent.startsWith(e + ' ')))`)
+	eval[bool](t, ctx, `document.querySelector('#hist-current').checked = false; document.querySelector('#hist-status').value = 'error'; true`)
+	run(t, ctx, "only failures again", chromedp.Click(chromedp.CSS(`#hist-filter button[type="submit"]`)))
+	untilTrue(t, ctx, "only failures again", rows+`.length >= 3 && `+rows+`.every((r) => r.classList.contains('bad'))`)
 	// a failure whose status does not say it all shows its reason, here
 	// and in the recent list
 	reason := `.some((r) => r.querySelector('.model').textContent === '` + down + `' && r.querySelector('.status .reason') && r.querySelector('.status .reason').textContent === 'connect')`

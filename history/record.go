@@ -141,6 +141,10 @@ type Filter struct {
 	Since  int64  // arrived at or after, Unix milliseconds
 	Before uint64 // numbered below (the next page's cursor)
 	Limit  int    // at most; default DefaultLimit, at most MaxLimit
+	// Engines, when not nil, keeps the records of these engines (the
+	// running config's): answered or tried by one of them, or refused
+	// before any attempt
+	Engines map[string]bool
 }
 
 // ParseStatus checks a Filter's Status.
@@ -163,10 +167,25 @@ func (f Filter) match(r *Record) bool {
 		f.Model != "" && r.Model != f.Model,
 		f.Key != "" && r.Key != f.Key,
 		f.Engine != "" && r.Engine != f.Engine,
+		f.Engines != nil && !f.ofEngines(r),
 		r.Time < f.Since:
 		return false
 	}
 	return statusMatches(f.Status, r.Status)
+}
+
+// ofEngines reports whether r is of f.Engines: answered by one, tried on
+// one, or tried on none.
+func (f Filter) ofEngines(r *Record) bool {
+	if r.Engine != "" {
+		return f.Engines[r.Engine]
+	}
+	for _, t := range r.Tries {
+		if f.Engines[t.Engine] {
+			return true
+		}
+	}
+	return len(r.Tries) == 0
 }
 
 func statusMatches(want string, status int) bool {

@@ -57,6 +57,20 @@ func (s *Server) serveHistory(w http.ResponseWriter, r *http.Request, what strin
 		writeError(w, http.StatusBadRequest, "bad_filter", err.Error())
 		return
 	}
+	switch c := r.URL.Query().Get("config"); c {
+	case "":
+	case "current":
+		// this config only: the data folder keeps the records of every
+		// config that ran; these are its engines' (and those no engine
+		// answered)
+		f.Engines = map[string]bool{}
+		for _, e := range s.Source.Engines() {
+			f.Engines[e.Name()] = true
+		}
+	default:
+		writeError(w, http.StatusBadRequest, "bad_filter", fmt.Sprintf("config %q: want current", c))
+		return
+	}
 	securityHeaders(w.Header())
 	if history.WantsLines(r) {
 		w.Header().Set("Content-Disposition", `attachment; filename="llm_gateway-requests.jsonl"`)

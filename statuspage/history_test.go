@@ -3,12 +3,15 @@ package statuspage
 import (
 	"encoding/json"
 	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/llmgateway/caddy-llm-gateway/engines"
 	"github.com/llmgateway/caddy-llm-gateway/history"
 	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
+	"go.uber.org/zap"
 )
 
 // historySource is a fakeSource with a request history.
@@ -109,6 +112,9 @@ func TestTheHistoryAPIFiltersPagesAndExports(t *testing.T) {
 	if n := strings.Count(string(body), "\n"); n != 2 || resp.Header.Get("Content-Type") != "application/x-ndjson" {
 		t.Fatalf("export: %d lines, %s", n, resp.Header.Get("Content-Type"))
 	}
+	if resp := get(t, ts, "/llm/api/history?config=old", "right-key"); resp.StatusCode != 400 {
+		t.Fatalf("a bad config filter: %d", resp.StatusCode)
+	}
 	if resp := get(t, ts, "/llm/api/history?status=9xx", "right-key"); resp.StatusCode != 400 {
 		t.Fatalf("a bad status filter: %d", resp.StatusCode)
 	}
@@ -122,5 +128,43 @@ func TestTheHistoryAPIFiltersPagesAndExports(t *testing.T) {
 	ts, _ = newTestServer(t, &fakeSource{}, NewKeys([]string{"right-key"}))
 	if resp := get(t, ts, "/llm/api/history", "right-key"); resp.StatusCode != 404 {
 		t.Fatalf("history off: %d", resp.StatusCode)
+	}
+}
+
+// The data folder keeps the records of every config that ran: "this
+// config only" keeps those of the running config's engines, and those no
+// engine answered.
+func TestTheHistoryOfThisConfigOnly(t *testing.T) {
+	st, err := history.Open(history.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for _, engine := range []string{"old-engine", "now", "", "now"} {
+		st.Add(history.Record{Time: time.Now().UnixMilli(), Model: "m", Engine: engine, Status: 200})
+	}
+	// failures: one tried on a past config's engine, one on this one's
+	st.Add(history.Record{Time: time.Now().UnixMilli(), Model: "m", Status: 503, Tries: []history.Try{{Engine: "old-engine", Reason: "503"}}})
+	st.Add(history.Record{Time: time.Now().UnixMilli(), Model: "m", Status: 503, Tries: []history.Try{{Engine: "now", Reason: "503"}}})
+	st.Sync()
+	e, err := engines.New(engines.Config{Name: "now", To: "http://127.0.0.1:9", Models: []string{"m"}}, http.DefaultTransport, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Destruct()
+	ts, _ := newTestServer(t, historySource{&fakeSource{es: []*engines.Engine{e}}, st}, NewKeys([]string{"right-key"}))
+	for q, want := range map[string]int{"": 6, "?config=current": 4} {
+		var page history.Page
+		if err := json.NewDecoder(get(t, ts, "/llm/api/history"+q, "right-key").Body).Decode(&page); err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Requests) != want {
+			t.Fatalf("%q: %d records, want %d", q, len(page.Requests), want)
+		}
+		for _, r := range page.Requests {
+			if q != "" && (r.Engine == "old-engine" || len(r.Tries) > 0 && r.Tries[0].Engine == "old-engine") {
+				t.Fatalf("%q listed a past config's engine", q)
+			}
+		}
 	}
 }

@@ -178,7 +178,8 @@ function historyRow(q) {
 
 $('#hist-filter').addEventListener('submit', (ev) => {
   ev.preventDefault();
-  hist.filter = { model: $('#hist-model').value.trim(), key: $('#hist-key').value.trim(), status: $('#hist-status').value };
+  hist.filter = { model: $('#hist-model').value.trim(), key: $('#hist-key').value.trim(), status: $('#hist-status').value,
+    config: $('#hist-current').checked ? 'current' : '' };
   loadHistory(false).catch(histFailed);
 });
 
