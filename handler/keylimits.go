@@ -80,13 +80,22 @@ func estimateTokens(req *request) int64 {
 	if !req.json() {
 		return 1
 	}
-	prompt := int64(len(req.body)/4 + 1)
+	prompt := promptTokens(req)
 	answer := max(req.most, 0)
 	if answer == 0 {
 		answer = min(req.key.Reserve(), 1<<40) // as LaxInt caps a limit
 	}
 	// LaxInt caps a limit at 2^40; 2^20 choices keep the product in an int64
 	return prompt + answer*min(max(req.choices, 1), 1<<20)
+}
+
+// promptTokens is a request's prompt at about four bytes a token (an
+// upload reserves one: its file says nothing of what it costs).
+func promptTokens(req *request) int64 {
+	if !req.json() {
+		return 1
+	}
+	return int64(len(req.body)/4 + 1)
 }
 
 // askUsage makes a streamed chat or text completion report its usage (for a

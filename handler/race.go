@@ -325,10 +325,7 @@ func loserTokens(req *request, a *attempt) int64 {
 	if st := a.stream; st != nil && st.used {
 		return int64(st.usage.Prompt + st.usage.Completion)
 	}
-	if !req.json() {
-		return 1
-	}
-	return int64(len(req.body)/4 + 1)
+	return promptTokens(req)
 }
 
 // mayHedgeTo reports whether a hedge may start on c: never on a candidate
