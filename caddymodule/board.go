@@ -21,7 +21,7 @@ func recordRequest(r *http.Request, res *handler.Result) {
 		TokensIn: -1, TokensOut: -1, KeyName: res.KeyName, Reason: failureReason(res),
 	}
 	if res.HasUsage {
-		q.TokensIn, q.TokensOut = int64(res.Usage.Prompt), int64(res.Usage.Completion)
+		q.TokensIn, q.TokensOut = int64(res.Usage.Input), int64(res.Usage.Output)
 	}
 	board.Record(q)
 }

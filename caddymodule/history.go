@@ -86,7 +86,7 @@ func keepStory(st *history.Store, w http.ResponseWriter, r *http.Request, res *h
 		Stream: strings.HasPrefix(w.Header().Get("Content-Type"), "text/event-stream"),
 	}
 	if res.HasUsage {
-		rec.TokensIn, rec.TokensOut = int64(res.Usage.Prompt), int64(res.Usage.Completion)
+		rec.TokensIn, rec.TokensOut = int64(res.Usage.Input), int64(res.Usage.Output)
 	}
 	if len(res.Tries) > 0 {
 		rec.Tries = make([]history.Try, len(res.Tries))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/llmgateway/caddy-llm-gateway/handler"
 	"github.com/llmgateway/caddy-llm-gateway/history"
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 )
 
 func historyPage(t *testing.T, query string) history.Page {
@@ -156,7 +157,7 @@ func BenchmarkKeepStory(b *testing.B) {
 	r.Header.Set("X-Session-Id", "s-1")
 	now := time.Now()
 	res := &handler.Result{Engine: "gpu", ModelAsked: "qwen", ModelSent: "qwen", Attempts: 2, KeyName: "team", Status: 200,
-		TTFB: 120 * time.Millisecond, Duration: time.Second, HasUsage: true, Usage: handler.Usage{Prompt: 30, Completion: 200},
+		TTFB: 120 * time.Millisecond, Duration: time.Second, HasUsage: true, Usage: api.Usage{Input: 30, Output: 200},
 		Tries: []handler.Try{
 			{Engine: "gpu", Model: "qwen", Start: now.Add(-time.Second), End: now.Add(-900 * time.Millisecond), Reason: "slow", Scope: "engine"},
 			{Engine: "cpu", Model: "qwen", Address: "127.0.0.1:8081", Start: now.Add(-900 * time.Millisecond), End: now, Reason: "ok", Status: 200},

@@ -23,7 +23,7 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 	"github.com/llmgateway/caddy-llm-gateway/handler"
 	hconfig "github.com/llmgateway/caddy-llm-gateway/handler/config"
-	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 	"github.com/llmgateway/caddy-llm-gateway/statuspage"
 )
 
@@ -314,7 +314,7 @@ type placeholders struct {
 	api, engineAPI                                                string
 	attempts                                                      int
 	ttfb                                                          time.Duration
-	usage                                                         grammar.Usage
+	usage                                                         api.Usage
 	hasUsage                                                      bool
 }
 
@@ -347,9 +347,9 @@ func (p *placeholders) get(key string) (any, bool) {
 	case "pool_choice": // session, affinity, load, rotation
 		return p.poolChoice, true
 	case "prompt_tokens":
-		return p.usage.Prompt, p.hasUsage
+		return p.usage.Input, p.hasUsage
 	case "completion_tokens":
-		return p.usage.Completion, p.hasUsage
+		return p.usage.Output, p.hasUsage
 	}
 	return nil, false
 }

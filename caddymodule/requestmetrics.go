@@ -39,11 +39,11 @@ func observeRequest(res *handler.Result) {
 	s.duration.Observe(res.Duration.Seconds())
 	observeHedgeLosers(res)
 	if res.HasUsage {
-		metrics.tokens.WithLabelValues(res.Engine, model, "prompt").Add(float64(res.Usage.Prompt))
-		metrics.tokens.WithLabelValues(res.Engine, model, "completion").Add(float64(res.Usage.Completion))
+		metrics.tokens.WithLabelValues(res.Engine, model, "prompt").Add(float64(res.Usage.Input))
+		metrics.tokens.WithLabelValues(res.Engine, model, "completion").Add(float64(res.Usage.Output))
 		if res.KeyName != "" {
-			metrics.keyTokens.WithLabelValues(res.KeyName, "prompt").Add(float64(res.Usage.Prompt))
-			metrics.keyTokens.WithLabelValues(res.KeyName, "completion").Add(float64(res.Usage.Completion))
+			metrics.keyTokens.WithLabelValues(res.KeyName, "prompt").Add(float64(res.Usage.Input))
+			metrics.keyTokens.WithLabelValues(res.KeyName, "completion").Add(float64(res.Usage.Output))
 		}
 	}
 	if res.EngineAPI != res.API && res.Engine != "" {

@@ -72,8 +72,8 @@ func traceStory(r *http.Request, res *handler.Result, now time.Time) {
 	}
 	maskUserAgent(parent, r)
 	if res.HasUsage {
-		attrs = append(attrs, attribute.Int("gen_ai.usage.input_tokens", res.Usage.Prompt),
-			attribute.Int("gen_ai.usage.output_tokens", res.Usage.Completion))
+		attrs = append(attrs, attribute.Int("gen_ai.usage.input_tokens", res.Usage.Input),
+			attribute.Int("gen_ai.usage.output_tokens", res.Usage.Output))
 	}
 	for k, v := range map[string]string{"llm_gateway.engine": res.Engine, "llm_gateway.fallback": res.Fallback, "llm_gateway.key.name": res.KeyName, "llm_gateway.refused": res.Refused,
 		"llm_gateway.api": res.API, "llm_gateway.engine_api": res.EngineAPI} {

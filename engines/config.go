@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 )
 
 // PortPlaceholder in Cmd, Env and To is replaced by a free loopback port
@@ -442,76 +443,14 @@ func (c *Config) SetKey(h http.Header) {
 	h.Set(c.APIKeyHeader, c.APIKey)
 }
 
-// API is one API a request speaks, and one an engine's `api` line may
-// name. The config keeps its names; everything else the type.
-type API uint8
-
-const (
-	APIOther       API = iota // OpenAI's other routes: audio, images, rerank, …
-	APIChat                   // Chat Completions
-	APICompletions            // text completions
-	APIResponses              // OpenAI's Responses
-	APIMessages               // Anthropic's Messages (and count_tokens)
-	APIEmbeddings             // embeddings
-	APIConverse               // AWS Bedrock's Converse (provider bedrock)
-	APIGemini                 // Google's generateContent (provider gemini, vertex)
-)
-
-// APIs are every API a client speaks to the gateway, in the order `api`
-// lists them; converse and gemini are cloud providers' own, which only
-// translation speaks.
-var APIs = [...]API{APIChat, APICompletions, APIResponses, APIMessages, APIEmbeddings, APIOther}
-
-// Translatable are the APIs a request can be translated into, in the
-// order a translation prefers its target: Chat Completions is what most
-// engines speak best, and what every OpenAI-compatible one speaks; a
-// cloud provider's own API only where the engine speaks nothing else.
-var Translatable = [...]API{APIChat, APIMessages, APIResponses, APIConverse, APIGemini}
-
-// apiNames are the names `api` takes, each the set of APIs it declares.
-var apiNames = map[string][]API{
-	"openai":      {APIChat, APICompletions, APIResponses, APIEmbeddings, APIOther},
-	"chat":        {APIChat},
-	"completions": {APICompletions},
-	"responses":   {APIResponses},
-	"anthropic":   {APIMessages},
-	"messages":    {APIMessages},
-	"embeddings":  {APIEmbeddings},
-	"converse":    {APIConverse},
-	"gemini":      {APIGemini},
-}
-
-// APINames are the names `api` takes, for its error.
-const APINames = "openai, chat, completions, responses, anthropic (or messages), embeddings, converse and gemini"
-
-// String is the API's name in the config.
-func (a API) String() string {
-	switch a {
-	case APIChat:
-		return "chat"
-	case APICompletions:
-		return "completions"
-	case APIResponses:
-		return "responses"
-	case APIMessages:
-		return "messages"
-	case APIEmbeddings:
-		return "embeddings"
-	case APIConverse:
-		return "converse"
-	case APIGemini:
-		return "gemini"
-	}
-	return "openai"
-}
-
 // Speaks reports whether the engine speaks API a natively.
-func (c *Config) Speaks(a API) bool {
+func (c *Config) Speaks(a api.API) bool {
 	if len(c.APIs) == 0 {
-		return a != APIConverse && a != APIGemini // a provider's engine says so
+		return a != api.Converse && a != api.Gemini // a provider's engine says so
 	}
 	for _, name := range c.APIs {
-		for _, b := range apiNames[name] {
+		apis, _ := api.Named(name)
+		for _, b := range apis {
 			if a == b {
 				return true
 			}
@@ -525,25 +464,23 @@ func (c *Config) Speaks(a API) bool {
 func (c *Config) Translates() bool { return c.Translate == nil || *c.Translate }
 
 // Reads says how the engine reads a request of API a: in a itself when it
-// speaks it, else in the first API of Translatable it speaks when a can be
-// translated and the engine allows it; ok is false when it cannot read the
-// request at all.
-func (c *Config) Reads(a API) (in API, ok bool) {
+// speaks it, else in the first API of api.Preference it speaks when a is a
+// conversation and the engine allows translation; ok is false when it
+// cannot read the request at all.
+func (c *Config) Reads(a api.API) (in api.API, ok bool) {
 	if c.Speaks(a) {
 		return a, true
 	}
-	if !translatable(a) || !c.Translates() {
+	if !a.Conversation() || !c.Translates() {
 		return 0, false
 	}
-	for _, t := range Translatable {
+	for _, t := range api.Preference {
 		if c.Speaks(t) {
 			return t, true
 		}
 	}
 	return 0, false
 }
-
-func translatable(a API) bool { return a == APIChat || a == APIMessages || a == APIResponses }
 
 // BodySetting is one `set <path> <json>` filter.
 type BodySetting struct {

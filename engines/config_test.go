@@ -11,6 +11,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
 )
 
@@ -153,24 +154,24 @@ func TestAnEngineReadsItsOwnAPIsNativelyAndTheConversationsByTranslation(t *test
 	for _, c := range []struct {
 		apis      []string
 		translate *bool
-		asked     API
-		in        API
+		asked     api.API
+		in        api.API
 		ok        bool
 	}{
-		{nil, nil, APIResponses, APIResponses, true}, // the default: every API natively
-		{[]string{"chat"}, nil, APIChat, APIChat, true},
-		{[]string{"chat"}, nil, APIResponses, APIChat, true}, // Codex on a chat-only engine
-		{[]string{"chat"}, nil, APIMessages, APIChat, true},  // Claude Code on a chat-only engine
-		{[]string{"chat"}, nil, APICompletions, 0, false},    // no translation of text completions
-		{[]string{"chat"}, nil, APIEmbeddings, 0, false},     // nor of embeddings
-		{[]string{"chat"}, &off, APIMessages, 0, false},      // translate off
-		{[]string{"anthropic"}, nil, APIChat, APIMessages, true},
-		{[]string{"messages"}, nil, APIResponses, APIMessages, true},
-		{[]string{"responses"}, nil, APIMessages, APIResponses, true},
-		{[]string{"openai"}, nil, APIMessages, APIChat, true}, // chat preferred over responses
-		{[]string{"openai"}, nil, APIOther, APIOther, true},
-		{[]string{"chat", "embeddings"}, nil, APIOther, 0, false},
-		{[]string{"embeddings"}, nil, APIChat, 0, false},
+		{nil, nil, api.Responses, api.Responses, true}, // the default: every API natively
+		{[]string{"chat"}, nil, api.Chat, api.Chat, true},
+		{[]string{"chat"}, nil, api.Responses, api.Chat, true}, // Codex on a chat-only engine
+		{[]string{"chat"}, nil, api.Messages, api.Chat, true},  // Claude Code on a chat-only engine
+		{[]string{"chat"}, nil, api.Completions, 0, false},     // no translation of text completions
+		{[]string{"chat"}, nil, api.Embeddings, 0, false},      // nor of embeddings
+		{[]string{"chat"}, &off, api.Messages, 0, false},       // translate off
+		{[]string{"anthropic"}, nil, api.Chat, api.Messages, true},
+		{[]string{"messages"}, nil, api.Responses, api.Messages, true},
+		{[]string{"responses"}, nil, api.Messages, api.Responses, true},
+		{[]string{"openai"}, nil, api.Messages, api.Chat, true}, // chat preferred over responses
+		{[]string{"openai"}, nil, api.Other, api.Other, true},
+		{[]string{"chat", "embeddings"}, nil, api.Other, 0, false},
+		{[]string{"embeddings"}, nil, api.Chat, 0, false},
 	} {
 		cfg := Config{APIs: c.apis, Translate: c.translate}
 		in, ok := cfg.Reads(c.asked)

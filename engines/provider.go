@@ -2,6 +2,7 @@ package engines
 
 import (
 	"fmt"
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 	"os"
 	"strings"
 )
@@ -34,10 +35,6 @@ func IsProvider(name string) bool {
 // ProviderNames are the names `provider` takes.
 const ProviderNames = "anthropic, bedrock, gemini, vertex and azure"
 
-// DefaultAnthropicVersion is the anthropic-version an anthropic engine is
-// sent when the client sent none.
-const DefaultAnthropicVersion = "2023-06-01"
-
 // withProvider fills in what the engine's provider sets and the engine
 // leaves unset.
 func (c Config) withProvider() Config {
@@ -58,7 +55,7 @@ func (c Config) withProvider() Config {
 		}
 	}
 	if c.Provider == "anthropic" && c.APIVersion == "" {
-		c.APIVersion = DefaultAnthropicVersion
+		c.APIVersion = api.AnthropicVersion
 	}
 	if c.To == "" && p.to != "" {
 		to := strings.ReplaceAll(p.to, "{region}", c.Region)

@@ -1,6 +1,7 @@
 package engines
 
 import (
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 	"strings"
 	"testing"
 )
@@ -27,7 +28,7 @@ func TestAProviderSetsItsAPIEndpointAndKeyHeader(t *testing.T) {
 			t.Errorf("provider %s: %v", c.cfg.Provider, err)
 		}
 	}
-	if v := (Config{Name: "a", Provider: "anthropic"}).WithDefaults().APIVersion; v != DefaultAnthropicVersion {
+	if v := (Config{Name: "a", Provider: "anthropic"}).WithDefaults().APIVersion; v != api.AnthropicVersion {
 		t.Errorf("anthropic-version %q", v)
 	}
 }

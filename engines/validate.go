@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 )
 
 // Validation of an engine's config, after its defaults: the errors the
@@ -174,8 +175,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("engine %s: models_from takes a path starting with '/' and is for remote engines (no cmd): the gateway knows its own engines' state", c.Name)
 	}
 	for _, a := range c.APIs {
-		if apiNames[a] == nil {
-			return fmt.Errorf("engine %s: api takes %s, not %q", c.Name, APINames, a)
+		if _, ok := api.Named(a); !ok {
+			return fmt.Errorf("engine %s: api takes %s, not %q", c.Name, api.Names, a)
 		}
 	}
 	usesPort := strings.Contains(c.To, PortPlaceholder) || strings.Contains(strings.Join(c.Cmd, " "), PortPlaceholder)

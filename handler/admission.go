@@ -108,7 +108,7 @@ func charge(t *quota.Ticket, req *request, res *Result) {
 	}
 	switch {
 	case res.HasUsage:
-		t.Done(int64(res.Usage.Prompt+res.Usage.Completion) + res.HedgeTokens)
+		t.Done(int64(res.Usage.Total()) + res.HedgeTokens)
 	case res.Status >= 200 && res.Status < 300:
 		t.Done(estimateTokens(req) + res.HedgeTokens)
 	default:

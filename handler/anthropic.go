@@ -3,8 +3,8 @@ package handler
 import (
 	"net/http"
 
-	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
 	"github.com/llmgateway/caddy-llm-gateway/handler/keys"
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 )
@@ -25,7 +25,7 @@ func (g *Gateway) serveAnthropicModel(w http.ResponseWriter, r *http.Request, id
 	if g.pools[id] == nil || !kr.Allows(id) {
 		if rt, _, ok := g.modelStatus(r, id, kr); !ok || !readsMessages(rt) {
 			e := g.unknownModel(id, kr)
-			e.WriteAs(w, apierror.Anthropic)
+			e.WriteAs(w, api.Messages)
 			return e.Status
 		}
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 	"github.com/llmgateway/caddy-llm-gateway/handler/config"
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
 )
 
@@ -165,7 +166,7 @@ func TestAnthropicSDKThroughTheGateway(t *testing.T) {
 		t.Fatalf("stream: %q %v", text, err)
 	}
 	// the prompt's tokens come in message_start, the answer's in message_delta
-	if u := lastResult.Load().Usage; u != (grammar.Usage{Prompt: 3, Completion: 5}) {
+	if u := lastResult.Load().Usage; u != (api.Usage{Input: 3, Output: 5}) {
 		t.Fatalf("usage of the stream: %+v", u)
 	}
 	// the caller's x-api-key never leaves; anthropic-version passes
@@ -241,7 +242,7 @@ func TestAnthropicStreamCutAfterContentIsResumedWithOneSeam(t *testing.T) {
 	}
 
 	// a tool_use block is not resumable: the cut is the client's error
-	if tr := (&transcript{gram: grammar.Grammar{Anthropic: true}}); true {
+	if tr := (&transcript{gram: grammar.Grammar{API: api.Messages}}); true {
 		tr.add([]byte("event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"t\",\"name\":\"f\",\"input\":{}}}\n\n"))
 		if !tr.off {
 			t.Fatal("a tool_use block was taken for resumable text")

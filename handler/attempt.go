@@ -16,6 +16,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
 	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
 	"github.com/llmgateway/caddy-llm-gateway/internal/idle"
@@ -229,7 +230,7 @@ type stream struct {
 	gram    grammar.Grammar  // how its events are read, and how it says it is whole
 	held    []byte           // events read before the first content event
 	whole   bool             // an event said the answer is complete
-	usage   grammar.Usage    // what the held events reported
+	usage   api.Usage        // what the held events reported
 	used    bool             // a held event reported usage
 	tr      *transcript      // what a resumable stream sent so far
 	rewrite *grammar.Rewrite // a resumed stream's id, created and usage
@@ -265,7 +266,7 @@ func (st *stream) hold(ev []byte, e *grammar.Event) {
 // ended reports whether a stream that reached the end of its body is a
 // whole answer.
 func (st *stream) ended() bool {
-	return st.whole || st.gram.End == grammar.EndConnection
+	return st.whole || st.gram.API.End() == api.EndConnection
 }
 
 // release gives the stream's buffers back.

@@ -15,8 +15,8 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
 	"github.com/llmgateway/caddy-llm-gateway/handler/keys"
 	"github.com/llmgateway/caddy-llm-gateway/handler/provider"
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
-	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 	"github.com/llmgateway/caddy-llm-gateway/quota"
 )
@@ -96,7 +96,7 @@ type Result struct {
 	Start      time.Time // when the gateway took the request
 	TTFB       time.Duration
 	Duration   time.Duration
-	Usage      grammar.Usage // tokens, when the answer reported them
+	Usage      api.Usage // tokens, when the answer reported them
 	HasUsage   bool
 	Known      bool   // ModelAsked names a model or pool of this gateway
 	Handled    bool   // the gateway served the request (a path under /v1/)

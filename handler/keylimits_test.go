@@ -12,8 +12,8 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 	"github.com/llmgateway/caddy-llm-gateway/handler/config"
 	"github.com/llmgateway/caddy-llm-gateway/handler/keys"
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
-	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 	"github.com/llmgateway/caddy-llm-gateway/quota"
 )
@@ -93,7 +93,7 @@ func TestSpentTokenBudgetGoesToTheCheaperModel(t *testing.T) {
 	if !strings.Contains(big.bodies[0], `"stream_options":{"include_usage":true}`) {
 		t.Fatalf("the engine was not asked for usage: %s", big.bodies[0])
 	}
-	if lastResult.Load().Usage.Prompt+lastResult.Load().Usage.Completion != 600 {
+	if lastResult.Load().Usage.Input+lastResult.Load().Usage.Output != 600 {
 		t.Fatalf("usage %+v", lastResult.Load().Usage)
 	}
 	resp, _ = ask(false) // 1200 of 1000 after this one
@@ -215,7 +215,7 @@ func BenchmarkKeyWithLimits(b *testing.B) {
 				if gerr != nil {
 					b.Fatal(gerr)
 				}
-				res.Status, res.HasUsage, res.Usage = 200, true, grammar.Usage{Prompt: 10, Completion: 20}
+				res.Status, res.HasUsage, res.Usage = 200, true, api.Usage{Input: 10, Output: 20}
 				charge(tk, req, &res)
 			}
 		})

@@ -325,7 +325,7 @@ func (g *Gateway) answer(rp *reply, p *planner, a *attempt) {
 	c := a.c
 	rp.res.Engine, rp.res.ModelSent = c.rt.cfg.Name, a.sent
 	rp.res.EngineAPI = rp.res.API
-	if a.tr.via != 0 {
+	if a.tr.on {
 		rp.res.EngineAPI = a.tr.via.String()
 	}
 	if len(a.req.blocks) > 0 {

@@ -4,31 +4,29 @@ import (
 	"strings"
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
-	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 )
 
 // What a request is, decided once (SPEC §15): ServeHTTP reads its path into
 // an operation, and everything after asks the operation, never the path
-// again. Each operation knows its API family (which engines can serve it,
-// and the shape of the gateway's own errors), how its stream says it is
-// whole, whether it can be asked for its usage, whether a transcript can
-// follow it, and where its caller's user is:
+// again. Each operation knows its API (internal/api: which engines can
+// serve it, the shape of the gateway's own errors, how its stream says it
+// is whole, how its usage reads), whether it can be asked for its usage,
+// whether a transcript can follow it, and where its caller's user is:
 //
-//	operation         paths                             family      end rule  usage asked  transcript
-//	opChat            /v1/chat/completions              openai      finish    yes          yes
-//	opCompletion      /v1/completions, /completions     openai      finish    yes          no
-//	opEmbeddings      /v1/embeddings, /embeddings,      embeddings  —         no           no
+//	operation         paths                             API          usage asked  transcript
+//	opChat            /v1/chat/completions              chat         yes          yes
+//	opCompletion      /v1/completions, /completions     completions  yes          no
+//	opEmbeddings      /v1/embeddings, /embeddings,      embeddings   no           no
 //	                  /embedding
-//	opResponses       /v1/responses                     openai      response  no           no
-//	opMessages        /v1/messages                      anthropic   message   no           yes
-//	opAnthropicOther  /v1/messages/… (count_tokens)     anthropic   —         no           no
-//	opUpload          the form routes (takesForm)       openai      —         no           no
-//	opOther           any other /v1/ POST, extra_paths  openai      —         no           no
-//	opPassthrough     /upstream/<model>/…               openai      —         no           no
-//
-// An end rule of — ends with the connection.
+//	opResponses       /v1/responses                     responses    no           no
+//	opMessages        /v1/messages                      messages     no           yes
+//	opAnthropicOther  /v1/messages/… (count_tokens)     messages     no           no
+//	opUpload          the form routes (takesForm)       openai       no           no
+//	opOther           any other /v1/ POST, extra_paths  openai       no           no
+//	opPassthrough     /upstream/<model>/…               openai       no           no
 type operation uint8
 
 const (
@@ -83,55 +81,44 @@ func takesForm(path string) bool {
 	return formPaths[strings.TrimPrefix(path, "/v1")]
 }
 
-// api is the family whose shape the gateway's own errors take.
-func (o operation) api() apierror.API {
-	if o == opMessages || o == opAnthropicOther {
-		return apierror.Anthropic
-	}
-	return apierror.OpenAI
-}
-
-// family is the API an engine must speak to serve the operation natively.
-func (o operation) family() engines.API {
+// api is the operation's API: the one an engine must speak to serve it
+// natively, and the one whose shape the gateway's own errors take.
+func (o operation) api() api.API {
 	switch o {
 	case opChat:
-		return engines.APIChat
+		return api.Chat
 	case opCompletion:
-		return engines.APICompletions
+		return api.Completions
 	case opResponses:
-		return engines.APIResponses
+		return api.Responses
 	case opMessages, opAnthropicOther:
-		return engines.APIMessages
+		return api.Messages
 	case opEmbeddings:
-		return engines.APIEmbeddings
+		return api.Embeddings
 	}
-	return engines.APIOther
+	return api.Other
 }
 
 // reads says whether an engine can read a request of the operation, and
 // in which API: its own, or through translation (translate.go) for the
 // three conversations. Messages' count_tokens has no translation: it goes
 // only to engines that speak Messages.
-func (o operation) reads(cfg *engines.Config) (engines.API, bool) {
+func (o operation) reads(cfg *engines.Config) (api.API, bool) {
 	if o == opChat || o == opMessages || o == opResponses {
-		return cfg.Reads(o.family())
+		return cfg.Reads(o.api())
 	}
-	return o.family(), cfg.Speaks(o.family())
+	return o.api(), cfg.Speaks(o.api())
 }
 
-// grammar is how the operation's streams are read: their events, and how
-// they say they are whole, besides OpenAI's [DONE].
+// grammar is how the operation's streams are read: their events, how they
+// say they are whole, besides OpenAI's [DONE], and how they report usage.
+// Messages' count_tokens answers in JSON: its stream, were there one,
+// would end with the connection, as every route's but the conversations'.
 func (o operation) grammar() grammar.Grammar {
-	g := grammar.Grammar{Anthropic: o.api() == apierror.Anthropic, End: grammar.EndConnection}
-	switch o {
-	case opChat, opCompletion:
-		g.End = grammar.EndFinish
-	case opResponses:
-		g.End = grammar.EndResponse
-	case opMessages:
-		g.End = grammar.EndMessage
+	if o == opAnthropicOther {
+		return grammar.Grammar{API: api.Other}
 	}
-	return g
+	return grammar.Grammar{API: o.api()}
 }
 
 // asksUsage reports whether a stream of the operation can be asked to
@@ -146,7 +133,7 @@ func (o operation) transcribed() bool { return o == opChat || o == opMessages }
 // user is where a request body of the operation names its caller's user,
 // for sticky sessions: the Messages API's metadata.user_id, else "user".
 func (o operation) user(body []byte, f *jsonmember.Fields) jsonmember.Member {
-	if o.api() == apierror.Anthropic {
+	if o.api() == api.Messages {
 		return jsonmember.Nested(body, "metadata", "user_id")
 	}
 	return f.User

@@ -9,6 +9,7 @@ import (
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 )
 
@@ -97,7 +98,7 @@ func (g *Gateway) probeOnce(ctx context.Context, c candidate, body []byte) (Prob
 	r.Header.Set("Content-Type", "application/json")
 	fields, _ := jsonmember.ScanRequest(body)
 	req := &request{r: r, body: body, fields: fields, model: c.model, op: opChat}
-	rp := g.newReply(discardWriter{}, false, apierror.OpenAI, &Result{})
+	rp := g.newReply(discardWriter{}, false, api.Other, &Result{})
 	c.brk = engines.NewBreaker(1, time.Second, g.now)
 	start := g.clock.Now()
 	a := g.try(rp, req, c)

@@ -21,14 +21,14 @@ import (
 func (t *translation) target(rt *route, req *request, up *http.Request, base *url.URL, sent string, body []byte) error {
 	p := rt.provider
 	if p == nil {
-		if t.via != 0 {
+		if t.on {
 			retarget(up, base, t.via)
 		}
 		return nil
 	}
 	in, _ := req.op.reads(&rt.cfg)
 	tail := req.r.URL.Path
-	if t.via != 0 {
+	if t.on {
 		tail = t.via.Path()
 		up.URL.RawQuery = base.RawQuery
 		dropAnthropicHeaders(up.Header)

@@ -323,7 +323,7 @@ func loserTokens(req *request, a *attempt) int64 {
 		return 0
 	}
 	if st := a.stream; st != nil && st.used {
-		return int64(st.usage.Prompt + st.usage.Completion)
+		return int64(st.usage.Total())
 	}
 	return promptTokens(req)
 }

@@ -123,7 +123,7 @@ func (g *Gateway) writeJSONAnswer(rp *reply, a *attempt) {
 	}
 	whole := len(body) <= maxWholeAnswer
 	if whole {
-		if u, ok := grammar.UsageOf(body); ok {
+		if u, ok := grammar.AnswerUsage(rp.api, body); ok {
 			rp.res.Usage, rp.res.HasUsage = u, true
 		}
 		if g.traceContent {
@@ -250,7 +250,7 @@ func (g *Gateway) relayEvents(rp *reply, a *attempt) error {
 			continue
 		}
 		usage := e.Usage
-		usage.Completion += st.carry // a resumed answer's usage is the whole answer's
+		usage.Output += st.carry // a resumed answer's usage is the whole answer's
 		if e.HasUsage && a.req.hideUsage && e.NoChoices {
 			// the usage chunk the gateway asked for, not the client
 			rp.res.Usage, rp.res.HasUsage = usage, true

@@ -11,6 +11,7 @@ import (
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
 	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
@@ -31,9 +32,9 @@ type reply struct {
 	w         http.ResponseWriter
 	rc        *http.ResponseController
 	clock     clock.Clock
-	stream    bool         // the client asked for an event stream
-	api       apierror.API // the API family: the shape of the gateway's own errors
-	preamble  bool         // SSE headers went out before any upstream answered
+	stream    bool    // the client asked for an event stream
+	api       api.API // the client's: the shape of the gateway's own errors
+	preamble  bool    // SSE headers went out before any upstream answered
 	keepAlive time.Duration
 	start     time.Time
 	res       *Result // what the client got, for logs and metrics
@@ -45,10 +46,13 @@ type reply struct {
 	// spend takes one of max_attempts for an upstream call after commit
 	// (a resume); false when none is left
 	spend func() bool
+	// seq is the sequence_number of a Responses client's next event,
+	// which an in-band error takes (apierror.EventAs)
+	seq int
 }
 
-func (g *Gateway) newReply(w http.ResponseWriter, stream bool, family apierror.API, res *Result) *reply {
-	return &reply{w: w, rc: http.NewResponseController(w), clock: g.clock, stream: stream, api: family,
+func (g *Gateway) newReply(w http.ResponseWriter, stream bool, client api.API, res *Result) *reply {
+	return &reply{w: w, rc: http.NewResponseController(w), clock: g.clock, stream: stream, api: client,
 		keepAlive: g.keepAlive, start: g.clock.Now(), res: res}
 }
 
@@ -77,7 +81,7 @@ func (rp *reply) sendPreamble() {
 
 // errorEvent ends a stream whose headers went out with one error event.
 func (rp *reply) errorEvent(e *apierror.Error) {
-	_, _ = rp.w.Write(e.EventAs(rp.api))
+	_, _ = rp.w.Write(e.EventAs(rp.api, rp.seq))
 	_ = rp.rc.Flush()
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
 	"github.com/llmgateway/caddy-llm-gateway/handler/keys"
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 	"github.com/llmgateway/caddy-llm-gateway/internal/bounded"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 	"github.com/llmgateway/caddy-llm-gateway/internal/multipart"
@@ -254,7 +255,7 @@ func (req *request) promptBlocks(block int) []uint64 {
 	if !req.json() {
 		return nil
 	}
-	return prefix.Prompt(req.body, req.fields.Messages, req.op.grammar().Anthropic, block)
+	return prefix.Prompt(req.body, req.fields.Messages, req.op.api() == api.Messages, block)
 }
 
 // stripFallbacks removes every top-level "fallbacks" member from the body

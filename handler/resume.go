@@ -144,8 +144,8 @@ func prefillBody(req *request, text string) []byte {
 // beyond those carried into it: what its usage said, else its text at about
 // four bytes a token.
 func spentSoFar(rp *reply, a *attempt, t *transcript) int {
-	if rp.res.HasUsage && rp.res.Usage.Completion > a.stream.carry {
-		return rp.res.Usage.Completion - a.stream.carry
+	if rp.res.HasUsage && rp.res.Usage.Output > a.stream.carry {
+		return rp.res.Usage.Output - a.stream.carry
 	}
 	return max(0, (len(t.text)-a.stream.textAtStart)/4)
 }

@@ -12,7 +12,7 @@ import (
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 	"github.com/llmgateway/caddy-llm-gateway/handler/config"
-	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 )
 
 func TestCutStreamIsCompletedByTheSameEngine(t *testing.T) {
@@ -141,7 +141,7 @@ func TestAResumeIsAnAttemptAndReportsTheWholeAnswersUsage(t *testing.T) {
 		if !strings.Contains(out, `"usage":{"prompt_tokens":30,"completion_tokens":15,"total_tokens":45}`) {
 			t.Fatalf("the answer's usage is not the whole answer's:\n%s", out)
 		}
-		if res.Attempts != 2 || res.Usage != (grammar.Usage{Prompt: 30, Completion: 15}) {
+		if res.Attempts != 2 || res.Usage != (api.Usage{Input: 30, Output: 15}) {
 			t.Fatalf("the access log says %d attempts and usage %+v", res.Attempts, res.Usage)
 		}
 		if len(res.Tries) != 2 || res.Tries[0].Resume || !res.Tries[1].Resume || res.Tries[1].Reason != "ok" {

@@ -96,7 +96,7 @@ func (g *Gateway) send(rp *reply, req *request, a *attempt) {
 			// a provider's stream as SSE events, whatever its framing
 			a.resp.Body = p.Events(a.resp.Header, a.resp.Body)
 		}
-		if a.outcome == outcomeGood && a.tr.via != 0 {
+		if a.outcome == outcomeGood && a.tr.on {
 			switch bad, read := a.tr.answer(a.resp, req, a.sent); {
 			case read != nil:
 				a.broke(read)
@@ -120,7 +120,7 @@ func (g *Gateway) send(rp *reply, req *request, a *attempt) {
 		}
 		a.errBody, _ = io.ReadAll(io.LimitReader(resp.Body, limit))
 		resp.Body.Close()
-		if a.tr.via != 0 {
+		if a.tr.on {
 			a.errBody = a.tr.errorBody(resp, a.errBody)
 		}
 	default:

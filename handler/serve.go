@@ -124,7 +124,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, res *Result)
 	res.Start = start
 	res.Handled = true
 	res.op = operationOf(p, kind == passthroughPath)
-	res.API = res.op.family().String()
+	res.API = res.op.api().String()
 	defer func() {
 		now := g.clock.Now()
 		res.Duration = now.Sub(start)

@@ -2,8 +2,6 @@ package handler
 
 import (
 	"time"
-
-	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
 )
 
 // A request's story: every upstream attempt it made, in order, with the
@@ -56,6 +54,3 @@ func (res *Result) ended(now time.Time) {
 		return
 	}
 }
-
-// Usage is the token count an answer reports (internal/grammar reads it).
-type Usage = grammar.Usage

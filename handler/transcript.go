@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
 	"github.com/llmgateway/caddy-llm-gateway/internal/sse"
 )
@@ -42,7 +43,7 @@ func (t *transcript) addScanned(e *grammar.Event) {
 		return
 	}
 	data := e.Data
-	if t.gram.Anthropic {
+	if t.gram.API == api.Messages {
 		t.addAnthropic(data, e)
 		return
 	}
@@ -66,7 +67,7 @@ func (t *transcript) addScanned(e *grammar.Event) {
 // already has: OpenAI's role chunk, Anthropic's message_start,
 // content_block_start and ping.
 func (t *transcript) preamble(ev []byte) bool {
-	g := grammar.Grammar{Anthropic: t.gram.Anthropic}
+	g := grammar.Grammar{API: t.gram.API}
 	return g.Scan(ev, true).Kind == grammar.Preamble
 }
 

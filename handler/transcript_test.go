@@ -3,6 +3,7 @@ package handler
 import (
 	"testing"
 
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
 )
 
@@ -31,7 +32,7 @@ func TestATranscriptReadsTheScannedEvent(t *testing.T) {
 		t.Fatal("a tool call: still resumable")
 	}
 
-	tr = &transcript{gram: grammar.Grammar{Anthropic: true}}
+	tr = &transcript{gram: grammar.Grammar{API: api.Messages}}
 	for _, ev := range []string{
 		`{"type":"message_start","message":{"id":"m"}}`,
 		`{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`,
@@ -51,7 +52,7 @@ func TestATranscriptReadsTheScannedEvent(t *testing.T) {
 // BenchmarkTranscriptEvent is what a resumable stream's transcript costs
 // per event: no allocation but the text's growth.
 func BenchmarkTranscriptEvent(b *testing.B) {
-	g := grammar.Grammar{End: grammar.EndFinish}
+	g := grammar.Grammar{API: api.Chat}
 	e := g.Scan(benchChunk, false)
 	tr := &transcript{}
 	b.ReportAllocs()

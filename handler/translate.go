@@ -13,6 +13,7 @@ import (
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 	"github.com/llmgateway/caddy-llm-gateway/handler/upstream"
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 	"github.com/llmgateway/caddy-llm-gateway/internal/translate"
 )
@@ -32,29 +33,12 @@ import (
 // maxTranslatedAnswer bounds a JSON answer read whole to translate it.
 const maxTranslatedAnswer = 16 << 20
 
-// wireAPI is the translation's name of an engine API; 0 for one that is
-// not a conversation.
-func wireAPI(a engines.API) translate.API {
-	switch a {
-	case engines.APIChat:
-		return translate.Chat
-	case engines.APIMessages:
-		return translate.Messages
-	case engines.APIResponses:
-		return translate.Responses
-	case engines.APIConverse:
-		return translate.Converse
-	case engines.APIGemini:
-		return translate.Gemini
-	}
-	return 0
-}
-
 // translation is what an attempt through translation keeps: the API its
 // engine reads, and what the client's request said that shapes the answer.
 type translation struct {
-	via    translate.API // 0: the engine reads the request natively
-	client translate.API
+	on     bool    // the engine reads the request in via, not natively
+	via    api.API // the API the engine is spoken to in
+	client api.API
 	body   []byte               // the request in via's API
 	custom []string             // a Responses client's custom (freeform) tools
 	ns     map[string][2]string // a Responses client's namespace tools: flattened name → {namespace, name}
@@ -67,10 +51,10 @@ type translation struct {
 func (g *Gateway) translateRequest(req *request, cfg *engines.Config, sent string) (translation, error) {
 	var t translation
 	in, _ := req.op.reads(cfg)
-	if in == req.op.family() || !req.json() {
+	if in == req.op.api() || !req.json() {
 		return t, nil
 	}
-	t.via, t.client = wireAPI(in), wireAPI(req.op.family())
+	t.on, t.via, t.client = true, in, req.op.api()
 	body := req.bodyFor(sent)
 	out, dropped, err := translate.Request(t.client, t.via, body, translate.RequestOptions{Model: sent})
 	if err != nil {
@@ -84,7 +68,7 @@ func (g *Gateway) translateRequest(req *request, cfg *engines.Config, sent strin
 		}
 	}
 	t.body = out
-	if t.client == translate.Responses {
+	if t.client == api.Responses {
 		t.custom = translate.CustomTools(t.client, body)
 		t.ns = translate.NamespaceTools(t.client, body)
 	}
@@ -102,12 +86,12 @@ func memberKind(m string) string { return indexes.ReplaceAllString(m, "[]") }
 // (the client's query, Claude Code's ?beta=true, is the client's API's)
 // with the headers that API needs: Messages requires anthropic-version,
 // and the other two have no use for a Messages client's anthropic-*.
-func retarget(up *http.Request, base *url.URL, via translate.API) {
+func retarget(up *http.Request, base *url.URL, via api.API) {
 	up.URL.Path = upstream.JoinPath(base.Path, via.Path())
 	up.URL.RawQuery = base.RawQuery
 	dropAnthropicHeaders(up.Header)
-	if via == translate.Messages {
-		up.Header.Set("Anthropic-Version", "2023-06-01")
+	if via == api.Messages {
+		up.Header.Set("Anthropic-Version", api.AnthropicVersion)
 	}
 }
 

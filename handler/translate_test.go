@@ -52,7 +52,7 @@ func TestATranslatedRequestGoesToTheEnginesPathInItsAPI(t *testing.T) {
 		t.Fatalf("%d %s", resp.StatusCode, answer)
 	}
 	res := lastResult.Load()
-	if res.API != "messages" || res.EngineAPI != "chat" || !res.HasUsage || res.Usage.Prompt != 4 {
+	if res.API != "messages" || res.EngineAPI != "chat" || !res.HasUsage || res.Usage.Input != 4 {
 		t.Fatalf("result: api %s, engine api %s, usage %v %+v", res.API, res.EngineAPI, res.HasUsage, res.Usage)
 	}
 	mu.Lock()

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 )
 
@@ -57,18 +58,10 @@ func (e *Error) appendObject(b []byte, withStatus bool) []byte {
 	return append(b, "}}"...)
 }
 
-// API is the API family a request speaks: its errors, in bodies and in
-// streams, take that family's shape.
-type API int
-
-const (
-	OpenAI    API = iota
-	Anthropic     // the Messages API: /v1/messages and /v1/messages/count_tokens
-)
-
-// WriteAs sends the error as the whole response, shaped for the family.
-func (e *Error) WriteAs(w http.ResponseWriter, family API) {
-	if family != Anthropic {
+// WriteAs sends the error as the whole response, in the shape the
+// clients of API a read errors in.
+func (e *Error) WriteAs(w http.ResponseWriter, a api.API) {
+	if a.Errors() != api.AnthropicErrors {
 		e.Write(w)
 		return
 	}
@@ -81,16 +74,43 @@ func (e *Error) WriteAs(w http.ResponseWriter, family API) {
 	_, _ = w.Write(body)
 }
 
-// EventAs is the error as one in-band stream event of the family: OpenAI's
-// data-only error event, or Anthropic's `event: error`.
-func (e *Error) EventAs(family API) []byte {
-	if family != Anthropic {
-		return e.SSEEvent()
+// EventAs is the error as the in-band stream events of API a's clients,
+// for a stream whose status went out long ago: OpenAI's data-only error
+// chunk, Anthropic's `event: error`, or the Responses API's `event: error`
+// followed by `response.failed` (seq is the sequence_number the stream's
+// next event has: a Responses client's events are numbered).
+func (e *Error) EventAs(a api.API, seq int) []byte {
+	switch a.Errors() {
+	case api.AnthropicErrors:
+		_, body := e.Anthropic()
+		b := append(make([]byte, 0, len(body)+32), "event: error\ndata: "...)
+		b = append(b, body...)
+		return append(b, "\n\n"...)
+	case api.ResponsesErrors:
+		return e.responsesEvents(seq)
 	}
-	_, body := e.Anthropic()
-	b := append(make([]byte, 0, len(body)+32), "event: error\ndata: "...)
-	b = append(b, body...)
-	return append(b, "\n\n"...)
+	return e.SSEEvent()
+}
+
+// responsesEvents is the error as a Responses stream says one: an error
+// event, which the SDKs surface as their error event type, then the
+// terminal response.failed with the error in its response, which is what
+// Codex reads and prints; no response.completed follows.
+func (e *Error) responsesEvents(seq int) []byte {
+	b := make([]byte, 0, 256+2*len(e.Message))
+	b = append(b, "event: error\ndata: {\"type\":\"error\",\"code\":"...)
+	b = jsonmember.AppendString(b, e.Code)
+	b = append(b, `,"message":`...)
+	b = jsonmember.AppendString(b, e.Message)
+	b = append(b, `,"param":null,"sequence_number":`...)
+	b = strconv.AppendInt(b, int64(seq), 10)
+	b = append(b, "}\n\nevent: response.failed\ndata: {\"type\":\"response.failed\",\"sequence_number\":"...)
+	b = strconv.AppendInt(b, int64(seq+1), 10)
+	b = append(b, `,"response":{"object":"response","status":"failed","error":{"code":`...)
+	b = jsonmember.AppendString(b, e.Code)
+	b = append(b, `,"message":`...)
+	b = jsonmember.AppendString(b, e.Message)
+	return append(b, "},\"output\":[]}}\n\n"...)
 }
 
 // Write sends the error as the whole response.

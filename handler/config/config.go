@@ -15,6 +15,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 )
 
 // Defaults of the handler's limits.
@@ -416,7 +417,7 @@ func validateFallbacks(e engines.Config, byName map[string]engines.Config) error
 // speaksAll reports whether fb reads every API e speaks: natively, or
 // through translation between Chat Completions, Responses and Messages.
 func speaksAll(fb, e engines.Config) bool {
-	for _, a := range engines.APIs {
+	for _, a := range api.Clients {
 		if _, ok := fb.Reads(a); e.Speaks(a) && !ok {
 			return false
 		}

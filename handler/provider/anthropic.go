@@ -6,7 +6,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/llmgateway/caddy-llm-gateway/engines"
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 )
 
 // anthropic is Anthropic's API: Messages at /v1/messages with x-api-key
@@ -17,8 +17,8 @@ type anthropic struct {
 	sseBody
 }
 
-func (p anthropic) Target(u, base *url.URL, api engines.API, tail, _ string, _ bool) {
-	if api == engines.APIMessages && strings.HasPrefix(tail, "/v1/messages") {
+func (p anthropic) Target(u, base *url.URL, a api.API, tail, _ string, _ bool) {
+	if a == api.Messages && strings.HasPrefix(tail, "/v1/messages") {
 		u.Path = joinPath(base.Path, tail) // count_tokens too, and the client's ?beta=true
 		return
 	}

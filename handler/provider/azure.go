@@ -4,7 +4,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/llmgateway/caddy-llm-gateway/engines"
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 )
 
 // azure is Azure OpenAI: with an api_version, the deployments API
@@ -19,7 +19,7 @@ type azure struct {
 	noAuth
 }
 
-func (p azure) Target(u, base *url.URL, api engines.API, tail, model string, _ bool) {
+func (p azure) Target(u, base *url.URL, a api.API, tail, model string, _ bool) {
 	rest := strings.TrimPrefix(tail, "/v1")
 	q := url.Values{}
 	if base.RawQuery != "" {
@@ -28,7 +28,7 @@ func (p azure) Target(u, base *url.URL, api engines.API, tail, model string, _ b
 	switch {
 	case p.version == "":
 		u.Path = joinPath(base.Path, "/openai/v1"+rest)
-	case api == engines.APIResponses:
+	case a == api.Responses:
 		u.Path = joinPath(base.Path, "/openai"+rest)
 		q.Set("api-version", p.version)
 	default:

@@ -24,6 +24,7 @@ import (
 	"github.com/aws/smithy-go/encoding/httpbinding"
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 )
 
 // bedrock is AWS Bedrock's Converse API: POST /model/{model}/converse, or
@@ -53,7 +54,7 @@ func newBedrock(cfg *engines.Config) (Provider, error) {
 // (us.anthropic.claude-…-v2:0) or an ARN (arn:aws:bedrock:…/…) is one
 // path segment: escaped as the SDK escapes it, ':' and '/' included,
 // since the signature covers the escaped path.
-func (p *bedrock) Target(u, base *url.URL, _ engines.API, _, model string, stream bool) {
+func (p *bedrock) Target(u, base *url.URL, _ api.API, _, model string, stream bool) {
 	op := "/converse"
 	if stream {
 		op = "/converse-stream"

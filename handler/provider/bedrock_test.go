@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime/types"
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 )
 
 const (
@@ -153,7 +154,7 @@ func bdSend(t *testing.T, p Provider, srv *httptest.Server, model string, stream
 	t.Helper()
 	base, _ := url.Parse(srv.URL)
 	u := *base
-	p.Target(&u, base, engines.APIConverse, "/v1/chat/completions", model, stream)
+	p.Target(&u, base, api.Converse, "/v1/chat/completions", model, stream)
 	body := []byte(`{"messages":[{"role":"user","content":[{"text":"Hi"}]}]}`)
 	req, _ := http.NewRequest(http.MethodPost, u.String(), bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
@@ -181,7 +182,7 @@ func TestBedrockTarget(t *testing.T) {
 		"arn:aws:bedrock:us-east-1:123456789012:inference-profile/us.meta.llama3-2-1b-instruct-v1:0": "/model/arn%3Aaws%3Abedrock%3Aus-east-1%3A123456789012%3Ainference-profile%2Fus.meta.llama3-2-1b-instruct-v1%3A0/converse-stream",
 	} {
 		u := *base
-		p.Target(&u, base, engines.APIConverse, "/v1/messages", model, true)
+		p.Target(&u, base, api.Converse, "/v1/messages", model, true)
 		if u.EscapedPath() != want || u.Path != "/model/"+model+"/converse-stream" || u.RawQuery != "x=1" {
 			t.Errorf("%s: %s (path %s)", model, u.String(), u.Path)
 		}

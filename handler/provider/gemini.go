@@ -13,6 +13,7 @@ import (
 	"golang.org/x/oauth2/google"
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 )
 
 // gemini is Google's generateContent, on the Gemini API (provider gemini:
@@ -63,7 +64,7 @@ func newGemini(cfg *engines.Config) (Provider, error) {
 // Target sets the method's path for the model: a model already given as
 // a resource name ("models/…", "publishers/…/models/…", "projects/…") is
 // the path's tail as it is (a tuned model, another publisher's).
-func (p *gemini) Target(u, base *url.URL, _ engines.API, _, model string, stream bool) {
+func (p *gemini) Target(u, base *url.URL, _ api.API, _, model string, stream bool) {
 	method, query := ":generateContent", base.RawQuery
 	if stream {
 		method = ":streamGenerateContent"

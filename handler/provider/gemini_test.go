@@ -14,6 +14,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 )
 
 func TestGeminiTarget(t *testing.T) {
@@ -48,7 +49,7 @@ func TestGeminiTarget(t *testing.T) {
 	for _, c := range cases {
 		base, _ := url.Parse(c.base)
 		u := *base
-		c.p.Target(&u, base, engines.APIGemini, "/v1/chat/completions", c.model, c.stream)
+		c.p.Target(&u, base, api.Gemini, "/v1/chat/completions", c.model, c.stream)
 		if u.String() != c.want {
 			t.Errorf("%s %s stream=%v:\n got %s\nwant %s", c.base, c.model, c.stream, u.String(), c.want)
 		}
@@ -99,7 +100,7 @@ func gmSend(t *testing.T, p Provider, cfg *engines.Config, to string) (*http.Res
 	t.Helper()
 	base, _ := url.Parse(to)
 	u := *base
-	p.Target(&u, base, engines.APIGemini, "", "gemini-2.5-pro", false)
+	p.Target(&u, base, api.Gemini, "", "gemini-2.5-pro", false)
 	body := []byte(`{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`)
 	req, _ := http.NewRequest(http.MethodPost, u.String(), strings.NewReader(string(body)))
 	cfg.SetKey(req.Header)

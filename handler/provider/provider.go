@@ -15,6 +15,7 @@ import (
 	"net/url"
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 )
 
 // Provider is one engine's provider.
@@ -23,7 +24,7 @@ type Provider interface {
 	// a request spoken in api: a client's path tail when the engine
 	// speaks the client's API, for the model the attempt sends,
 	// streaming or not.
-	Target(u *url.URL, base *url.URL, api engines.API, tail, model string, stream bool)
+	Target(u *url.URL, base *url.URL, a api.API, tail, model string, stream bool)
 	// Authorize sets r's credentials once its body is final (SigV4 signs
 	// its hash); an error says no credentials could be had. Keys in the
 	// provider's header are set before (engines.Config.SetKey).

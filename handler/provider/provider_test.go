@@ -7,11 +7,12 @@ import (
 	"testing"
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 )
 
 // target is where p sends a request spoken in api (tail the client's path,
 // or the translated API's), for model, from base.
-func target(t *testing.T, p Provider, base string, api engines.API, tail, model string, stream bool) string {
+func target(t *testing.T, p Provider, base string, api api.API, tail, model string, stream bool) string {
 	t.Helper()
 	b, err := url.Parse(base)
 	if err != nil {
@@ -26,12 +27,12 @@ func target(t *testing.T, p Provider, base string, api engines.API, tail, model 
 func TestAnthropicGoesToMessagesWithItsVersion(t *testing.T) {
 	p, _ := New(&engines.Config{Provider: "anthropic", APIVersion: "2023-06-01"})
 	for _, c := range []struct {
-		api        engines.API
+		api        api.API
 		tail, want string
 	}{
-		{engines.APIMessages, "/v1/messages", "https://api.anthropic.com/v1/messages"},
-		{engines.APIMessages, "/v1/messages/count_tokens", "https://api.anthropic.com/v1/messages/count_tokens"},
-		{engines.APIMessages, "/v1/chat/completions", "https://api.anthropic.com/v1/messages"}, // a translated chat request
+		{api.Messages, "/v1/messages", "https://api.anthropic.com/v1/messages"},
+		{api.Messages, "/v1/messages/count_tokens", "https://api.anthropic.com/v1/messages/count_tokens"},
+		{api.Messages, "/v1/chat/completions", "https://api.anthropic.com/v1/messages"}, // a translated chat request
 	} {
 		if got := target(t, p, "https://api.anthropic.com", c.api, c.tail, "claude", false); got != c.want {
 			t.Errorf("%s: %s, want %s", c.tail, got, c.want)
@@ -54,14 +55,14 @@ func TestAzureGoesToTheDeploymentOrTheV1API(t *testing.T) {
 	base := "https://r.openai.azure.com"
 	for _, c := range []struct {
 		p          Provider
-		api        engines.API
+		api        api.API
 		tail, want string
 	}{
-		{dep, engines.APIChat, "/v1/chat/completions", base + "/openai/deployments/gpt-4o/chat/completions?api-version=2024-10-21"},
-		{dep, engines.APIEmbeddings, "/v1/embeddings", base + "/openai/deployments/gpt-4o/embeddings?api-version=2024-10-21"},
-		{dep, engines.APIResponses, "/v1/responses", base + "/openai/responses?api-version=2024-10-21"},
-		{v1, engines.APIChat, "/v1/chat/completions", base + "/openai/v1/chat/completions"},
-		{v1, engines.APIResponses, "/v1/responses", base + "/openai/v1/responses"},
+		{dep, api.Chat, "/v1/chat/completions", base + "/openai/deployments/gpt-4o/chat/completions?api-version=2024-10-21"},
+		{dep, api.Embeddings, "/v1/embeddings", base + "/openai/deployments/gpt-4o/embeddings?api-version=2024-10-21"},
+		{dep, api.Responses, "/v1/responses", base + "/openai/responses?api-version=2024-10-21"},
+		{v1, api.Chat, "/v1/chat/completions", base + "/openai/v1/chat/completions"},
+		{v1, api.Responses, "/v1/responses", base + "/openai/v1/responses"},
 	} {
 		if got := target(t, c.p, base, c.api, c.tail, "gpt-4o", false); got != c.want {
 			t.Errorf("%s: %s, want %s", c.tail, got, c.want)

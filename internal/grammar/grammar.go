@@ -24,18 +24,5 @@ const (
 	Malformed              // a data payload that is not JSON
 )
 
-// How each route's answer says it is whole, besides OpenAI's [DONE] (the
-// handler's operation chooses one for each route): a
-// chat or text completion's choice gets a finish_reason; a Responses API
-// stream ends with response.completed (or .incomplete, .failed);
-// Anthropic's with message_stop. Other routes end when the connection
-// does.
-const (
-	EndConnection = iota
-	EndFinish
-	EndResponse
-	EndMessage
-)
-
 // IsSet reports whether a raw JSON member is present and not null.
 func IsSet(raw json.RawMessage) bool { return len(raw) > 0 && string(raw) != "null" }

@@ -1,15 +1,21 @@
 package grammar
 
-import "github.com/llmgateway/caddy-llm-gateway/internal/sse"
+import (
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
+	"github.com/llmgateway/caddy-llm-gateway/internal/sse"
+)
 
 // Meter reads the usage an answer reports while it is relayed: a JSON
 // answer's (up to Max bytes), or a stream's usage events. It
 // holds at most one event, or one answer, however long the answer.
 type Meter struct {
-	SSE   bool
-	Max   int // bytes of a JSON answer scanned
+	SSE bool
+	Max int // bytes of a JSON answer scanned
+	// API is the answer's, when it is known; api.Other reads the usage
+	// of any of them.
+	API   api.API
 	buf   []byte
-	usage Usage
+	usage api.Usage
 	has   bool
 	over  bool // the answer outgrew what is scanned
 }
@@ -32,20 +38,16 @@ func (m *Meter) Write(p []byte) {
 	}
 }
 
-// meterGrammar reads any stream's usage: Anthropic's message_start keeps
-// the prompt's in its message, every other event at its top level.
-var meterGrammar = Grammar{Anthropic: true}
-
 func (m *Meter) event(ev []byte) {
-	if e := meterGrammar.Scan(ev, false); e.HasUsage {
+	if e := (Grammar{API: m.API}).Scan(ev, false); e.HasUsage {
 		m.usage, m.has = m.usage.Update(e.Usage), true
 	}
 }
 
 // Result is the usage the answer reported, if it did.
-func (m *Meter) Result() (Usage, bool) {
+func (m *Meter) Result() (api.Usage, bool) {
 	if !m.SSE && !m.over && len(m.buf) > 0 {
-		if u, ok := UsageOf(m.buf); ok {
+		if u, ok := AnswerUsage(m.API, m.buf); ok {
 			return u, true
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 	"github.com/llmgateway/caddy-llm-gateway/internal/sse"
 )
@@ -87,7 +88,7 @@ func inspect(ev []byte) (Info, error) {
 		if err != nil {
 			return Info{Kind: Malformed}, err
 		}
-		u, has := UsageIn(data, f)
+		u, has := usageAt(api.Chat, data, f.Usage)
 		return Info{Kind: Content, Usage: u, HasUsage: has, Finished: f.Finished}, nil
 	}
 	if end, err := jsonmember.SkipValue(data, 0, 1); err != nil || end != len(data) {
@@ -99,7 +100,7 @@ func inspect(ev []byte) (Info, error) {
 // Info is what the relay learns of one event in one scan.
 type Info struct {
 	Kind     Kind
-	Usage    Usage
+	Usage    api.Usage
 	HasUsage bool
 	Finished bool // a choice got its finish_reason
 }
@@ -181,25 +182,30 @@ func emptyChoices(ev []byte) bool {
 // MessageStartUsage reads the usage of an Anthropic message_start event,
 // which sits in its "message" (the prompt's input_tokens; message_delta
 // reports the output at the top level).
-func messageStartUsage(ev []byte) (Usage, bool) {
+func messageStartUsage(ev []byte) (api.Usage, bool) {
 	if !bytes.Contains(ev, []byte(`message_start`)) {
-		return Usage{}, false
+		return api.Usage{}, false
 	}
 	data, ok := sse.Data(ev)
 	if !ok {
-		return Usage{}, false
+		return api.Usage{}, false
 	}
 	var e struct {
 		Type    string `json:"type"`
 		Message struct {
 			Usage *struct {
-				Input  int `json:"input_tokens"`
-				Output int `json:"output_tokens"`
+				Input      uint32 `json:"input_tokens"`
+				CacheRead  uint32 `json:"cache_read_input_tokens"`
+				CacheWrite uint32 `json:"cache_creation_input_tokens"`
+				Output     uint32 `json:"output_tokens"`
 			} `json:"usage"`
 		} `json:"message"`
 	}
 	if json.Unmarshal(data, &e) != nil || e.Type != "message_start" || e.Message.Usage == nil {
-		return Usage{}, false
+		return api.Usage{}, false
 	}
-	return Usage{e.Message.Usage.Input, e.Message.Usage.Output}, true
+	// Messages' input_tokens leaves out the cache's: the one Usage counts
+	// every prompt token
+	u := e.Message.Usage
+	return api.Usage{Input: int(u.Input + u.CacheRead + u.CacheWrite), CacheRead: int(u.CacheRead), CacheWrite: int(u.CacheWrite), Output: int(u.Output)}, true
 }

@@ -1,6 +1,9 @@
 package grammar
 
-import "testing"
+import (
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
+	"testing"
+)
 
 // A rewritten event keeps its other lines: an Anthropic message_delta
 // whose usage gets the carry still says which event it is.
@@ -8,7 +11,7 @@ func TestARewrittenEventKeepsItsOtherLines(t *testing.T) {
 	t.Parallel()
 	r := &Rewrite{Carry: 10}
 	ev := []byte("event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":5}}\n\n")
-	e := Grammar{Anthropic: true, End: EndMessage}.Scan(ev, false)
+	e := Grammar{API: api.Messages}.Scan(ev, false)
 	got := string(r.AppendTo([]byte("before;"), ev, &e))
 	want := "before;event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":15}}\n\n"
 	if got != want {
@@ -30,7 +33,7 @@ func TestARewrittenEventKeepsItsOtherLines(t *testing.T) {
 func BenchmarkRewriteEvent(b *testing.B) {
 	chunk := ev(benchChunk)
 	r := &Rewrite{ID: []byte(`"chatcmpl-gw"`), Created: []byte(`1700000000`), Model: []byte(`"m"`)}
-	g := Grammar{End: EndFinish}
+	g := Grammar{API: api.Chat}
 	var out []byte
 	b.ReportAllocs()
 	for b.Loop() {

@@ -3,16 +3,22 @@ package grammar
 import (
 	"bytes"
 
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 	"github.com/llmgateway/caddy-llm-gateway/internal/sse"
 )
 
-// Grammar is how one stream is read: Anthropic's typed events or OpenAI's
-// chunks, and how its answer says it is whole (End).
+// Grammar is how one stream is read: the API whose events it carries
+// (Anthropic's typed events, the Responses API's, or OpenAI's chunks), how
+// its answer says it is whole (the API's End) and how it reports its
+// usage. api.Other reads any of them: a passthrough's answer, whose API
+// the gateway does not know.
 type Grammar struct {
-	Anthropic bool
-	End       int
+	API api.API
 }
+
+// reads reports whether the grammar reads events of API a.
+func (g Grammar) reads(a api.API) bool { return g.API == a || g.API == api.Other }
 
 // Event is what one pass over an event tells the relay (the
 // classifiers in one pass). Before this, an event was classified, then
@@ -20,7 +26,7 @@ type Grammar struct {
 // Anthropic's prompt usage, and scanned again to rewrite its ids.
 type Event struct {
 	Kind     Kind
-	Usage    Usage
+	Usage    api.Usage
 	HasUsage bool
 	// Whole: the event says the answer is whole, by the grammar's End: a
 	// choice's finish_reason, a Responses event of type
@@ -77,27 +83,30 @@ func (g Grammar) scan(ev []byte, probe bool, m *Memo) Event {
 	}
 	e := Event{Kind: Content, Data: data, NoChoices: f.NoChoices, ID: f.ID, Created: f.Created, Model: f.Model,
 		UsageAt: f.Usage, Type: f.Type, Choices: f.Choices}
-	e.Usage, e.HasUsage = usageAt(data, f.Usage)
+	e.Usage, e.HasUsage = usageAt(g.API, data, f.Usage)
 	typ := memberBytes(data, f.Type)
-	if g.Anthropic && string(typ) == `"message_start"` && f.Message.OK() && data[f.Message.Value.Start] == '{' {
+	if g.reads(api.Messages) && string(typ) == `"message_start"` && f.Message.OK() && data[f.Message.Value.Start] == '{' {
 		// the prompt's usage sits in the message
-		e.Usage, e.HasUsage = nestedUsage(data[f.Message.Value.Start:f.Message.Value.End])
+		e.Usage, e.HasUsage = nestedUsage(g.API, data[f.Message.Value.Start:f.Message.Value.End])
 	}
-	switch g.End {
-	case EndFinish:
-		e.Whole = f.Finished
-	case EndResponse:
-		switch string(typ) {
-		case `"response.completed"`, `"response.incomplete"`, `"response.failed"`:
-			e.Whole = true
+	ends := false
+	switch string(typ) {
+	case `"response.completed"`, `"response.incomplete"`, `"response.failed"`:
+		if ends = g.reads(api.Responses); ends {
 			// the answer's usage sits in the response it ends with: once
 			// a stream, so a second look costs nothing per event
 			if r, ok := jsonmember.LastMember(data, 0, "response"); ok && data[r.Value.Start] == '{' {
-				e.Usage, e.HasUsage = nestedUsage(data[r.Value.Start:r.Value.End])
+				e.Usage, e.HasUsage = nestedUsage(g.API, data[r.Value.Start:r.Value.End])
 			}
 		}
-	case EndMessage:
-		e.Whole = string(typ) == `"message_stop"`
+	case `"message_stop"`:
+		ends = true
+	}
+	switch g.API.End() {
+	case api.EndFinish:
+		e.Whole = f.Finished
+	case api.EndResponse, api.EndMessage:
+		e.Whole = ends
 	}
 	if probe {
 		e.Kind = g.probe(data, &f, typ)
@@ -111,17 +120,17 @@ func (g Grammar) scan(ev []byte, probe bool, m *Memo) Event {
 // (jsonmember.Fields.Scan).
 //
 //go:noinline
-func nestedUsage(msg []byte) (Usage, bool) {
+func nestedUsage(a api.API, msg []byte) (api.Usage, bool) {
 	var f jsonmember.Fields
 	if err := f.Scan(msg, jsonmember.Answer); err != nil {
-		return Usage{}, false
+		return api.Usage{}, false
 	}
-	return usageAt(msg, f.Usage)
+	return usageAt(a, msg, f.Usage)
 }
 
 // probe is what an object event is before the commit point.
 func (g Grammar) probe(data []byte, f *jsonmember.Fields, typ []byte) Kind {
-	if g.Anthropic {
+	if g.API == api.Messages {
 		switch string(typ) {
 		case `"message_start"`, `"ping"`, `"content_block_start"`, `"content_block_stop"`:
 			return Preamble

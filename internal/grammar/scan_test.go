@@ -5,13 +5,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 	"github.com/llmgateway/caddy-llm-gateway/internal/sse"
 )
 
 var (
-	openAI    = Grammar{End: EndFinish}
-	responses = Grammar{End: EndResponse}
-	anthropic = Grammar{Anthropic: true, End: EndMessage}
+	openAI    = Grammar{API: api.Chat}
+	responses = Grammar{API: api.Responses}
+	anthropic = Grammar{API: api.Messages}
 )
 
 func ev(data string) []byte { return []byte("data: " + data + "\n\n") }
@@ -23,7 +24,7 @@ func TestScanReadsAnEventInOnePass(t *testing.T) {
 		ev        []byte
 		probe     Kind // the kind before the commit point
 		whole     bool
-		usage     Usage
+		usage     api.Usage
 		hasUsage  bool
 		noChoices bool
 	}{
@@ -42,22 +43,22 @@ func TestScanReadsAnEventInOnePass(t *testing.T) {
 		{name: "finish", g: openAI, ev: ev(`{"choices":[{"delta":{},"finish_reason":"stop"}]}`), probe: Content, whole: true},
 		{name: "role and finish", g: openAI, ev: ev(`{"choices":[{"delta":{"role":"assistant"},"finish_reason":"length"}]}`), probe: Content, whole: true},
 		{name: "include_usage's chunk", g: openAI, ev: ev(`{"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":12}}`), probe: Content,
-			usage: Usage{9, 12}, hasUsage: true, noChoices: true},
+			usage: api.Usage{Input: 9, Output: 12}, hasUsage: true, noChoices: true},
 		{name: "an error", g: openAI, ev: ev(`{"error":{"message":"overloaded"}}`), probe: ErrorEvent},
 		{name: "error null", g: openAI, ev: ev(`{"error":null,"choices":[{"delta":{"content":"x"}}]}`), probe: Content},
 		{name: "finish_reason in the text", g: openAI, ev: ev(`{"choices":[{"delta":{"content":"\"finish_reason\":\"stop\""}}]}`), probe: Content},
 		{name: "responses delta", g: responses, ev: []byte("event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"Hi\"}\n\n"), probe: Content},
 		{name: "responses completed", g: responses, ev: ev(`{"type":"response.completed","response":{"usage":{"input_tokens":3,"output_tokens":4}}}`), probe: Content, whole: true,
-			usage: Usage{3, 4}, hasUsage: true}, // the answer's usage, in the response it ends with
+			usage: api.Usage{Input: 3, Output: 4}, hasUsage: true}, // the answer's usage, in the response it ends with
 		{name: "responses failed", g: responses, ev: ev(`{"type": "response.failed"}`), probe: Content, whole: true},
-		{name: "responses usage", g: responses, ev: ev(`{"type":"response.done","usage":{"input_tokens":3,"output_tokens":4}}`), probe: Content, usage: Usage{3, 4}, hasUsage: true},
+		{name: "responses usage", g: responses, ev: ev(`{"type":"response.done","usage":{"input_tokens":3,"output_tokens":4}}`), probe: Content, usage: api.Usage{Input: 3, Output: 4}, hasUsage: true},
 		{name: "message_start", g: anthropic, ev: []byte("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"usage\":{\"input_tokens\":25,\"output_tokens\":1}}}\n\n"),
-			probe: Preamble, usage: Usage{25, 1}, hasUsage: true},
+			probe: Preamble, usage: api.Usage{Input: 25, Output: 1}, hasUsage: true},
 		{name: "ping", g: anthropic, ev: ev(`{"type":"ping"}`), probe: Preamble},
 		{name: "block start", g: anthropic, ev: ev(`{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`), probe: Preamble},
 		{name: "block delta", g: anthropic, ev: ev(`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"message_stop"}}`), probe: Content},
 		{name: "message_delta", g: anthropic, ev: ev(`{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":15}}`), probe: Content,
-			usage: Usage{0, 15}, hasUsage: true},
+			usage: api.Usage{Input: 0, Output: 15}, hasUsage: true},
 		{name: "message_stop", g: anthropic, ev: ev(`{"type":"message_stop"}`), probe: Content, whole: true},
 		{name: "anthropic error", g: anthropic, ev: ev(`{"type":"error","error":{"type":"overloaded_error"}}`), probe: ErrorEvent},
 	} {
@@ -169,10 +170,10 @@ func FuzzClassifyAnthropic(f *testing.F) {
 // A Responses stream reports its usage once, in the response its last event
 // carries: a budget is charged from it.
 func TestScanReadsTheUsageOfAResponsesStreamsLastEvent(t *testing.T) {
-	g := Grammar{End: EndResponse}
+	g := Grammar{API: api.Responses}
 	ev := []byte("event: response.completed\ndata: {\"type\":\"response.completed\",\"sequence_number\":9,\"response\":{\"id\":\"resp_1\",\"status\":\"completed\",\"output\":[],\"usage\":{\"input_tokens\":11,\"input_tokens_details\":{\"cached_tokens\":0},\"output_tokens\":7,\"total_tokens\":18}}}\n\n")
 	e := g.Scan(ev, false)
-	if !e.Whole || !e.HasUsage || e.Usage != (Usage{Prompt: 11, Completion: 7}) {
+	if !e.Whole || !e.HasUsage || e.Usage != (api.Usage{Input: 11, Output: 7}) {
 		t.Fatalf("whole %v, usage %v %+v", e.Whole, e.HasUsage, e.Usage)
 	}
 	delta := []byte("event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"hi\",\"sequence_number\":3}\n\n")

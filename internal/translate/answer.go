@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 	"hash/fnv"
 	"strconv"
 	"strings"
@@ -41,22 +42,22 @@ type AnswerOptions struct {
 // sanitized toward Messages), reasoning (its signature only where the
 // target has a place for it), the stop reason through Stop and the counts
 // through Usage.
-func Answer(from, to API, body []byte, o AnswerOptions) ([]byte, error) {
+func Answer(from, to api.API, body []byte, o AnswerOptions) ([]byte, error) {
 	if from == to {
 		return body, nil
 	}
 	var a anAnswer
 	var err error
 	switch from {
-	case Chat:
+	case api.Chat:
 		a, err = anReadChat(body)
-	case Messages:
+	case api.Messages:
 		a, err = anReadMessages(body)
-	case Responses:
+	case api.Responses:
 		a, err = anReadResponses(body)
-	case Converse:
+	case api.Converse:
 		a, err = anReadConverse(body, o.Model)
-	case Gemini:
+	case api.Gemini:
 		a, err = anReadGemini(body, o.Model)
 	default:
 		return nil, fmt.Errorf("answer of unknown API %d", from)
@@ -66,11 +67,11 @@ func Answer(from, to API, body []byte, o AnswerOptions) ([]byte, error) {
 	}
 	a.settle(body)
 	switch to {
-	case Chat:
+	case api.Chat:
 		return anWriteChat(&a)
-	case Messages:
+	case api.Messages:
 		return anWriteMessages(&a)
-	case Responses:
+	case api.Responses:
 		return anWriteResponses(&a, o)
 	}
 	return nil, fmt.Errorf("answer to unknown API %d", to)
@@ -85,7 +86,7 @@ type anAnswer struct {
 	created int64 // unix seconds; 0 when the upstream API has none
 	parts   []anPart
 	stop    Stop
-	usage   Usage
+	usage   api.Usage
 }
 
 // anKind is what a part of an answer is.
@@ -147,13 +148,13 @@ func anStripPrefix(id string) string {
 // ^[a-zA-Z0-9_-]+$), or, for a call the engine gave no id, one made up
 // from the answer's id and the call's place: stable, so that the same
 // answer translated twice says the same (trap T5).
-func anToolID(to API, id, base string, n int) string {
+func anToolID(to api.API, id, base string, n int) string {
 	switch {
-	case id == "" && to == Messages:
+	case id == "" && to == api.Messages:
 		return "toolu_" + anSanitizeID(base) + "_" + strconv.Itoa(n)
 	case id == "":
 		return "call_" + anSanitizeID(base) + "_" + strconv.Itoa(n)
-	case to == Messages:
+	case to == api.Messages:
 		return anSanitizeID(id)
 	}
 	return id
@@ -236,9 +237,9 @@ func anMarshal(v any) ([]byte, error) {
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
-// anUsage is u written by one of the Usage appenders, as a member value.
-func anUsage(write func(Usage, []byte) []byte, u Usage) json.RawMessage {
-	return write(u, make([]byte, 0, 200))
+// anUsage is u written as API a says it, as a member value.
+func anUsage(a api.API, u api.Usage) json.RawMessage {
+	return a.AppendUsage(make([]byte, 0, 200), u)
 }
 
 // anJoin concatenates the texts of the parts of kind k.

@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 	"strings"
 	"testing"
 )
@@ -17,37 +18,37 @@ func TestAnswerStopReasonsFollowTheTable(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name     string
-		from     API
+		from     api.API
 		body     string
 		chat     string // finish_reason
 		messages string // stop_reason
 		status   string // Responses status
 		reason   string // Responses incomplete_details.reason
 	}{
-		{"chat stop", Chat, chat("stop", ""), "stop", "end_turn", "completed", ""},
-		{"chat length", Chat, chat("length", ""), "length", "max_tokens", "incomplete", "max_output_tokens"},
-		{"chat content_filter", Chat, chat("content_filter", ""), "content_filter", "refusal", "incomplete", "content_filter"},
-		{"chat stop with tool calls", Chat, chat("stop", `,"tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":"{}"}}]`), "tool_calls", "tool_use", "completed", ""},
-		{"chat engine's own word", Chat, chat("eos", ""), "stop", "end_turn", "completed", ""},
-		{"messages end_turn", Messages, msgs("end_turn"), "stop", "end_turn", "completed", ""},
-		{"messages stop_sequence", Messages, msgs("stop_sequence"), "stop", "stop_sequence", "completed", ""},
-		{"messages max_tokens", Messages, msgs("max_tokens"), "length", "max_tokens", "incomplete", "max_output_tokens"},
-		{"messages pause_turn", Messages, msgs("pause_turn"), "stop", "pause_turn", "completed", ""},
-		{"messages context", Messages, msgs("model_context_window_exceeded"), "length", "model_context_window_exceeded", "incomplete", "max_output_tokens"},
-		{"messages refusal", Messages, msgs("refusal"), "content_filter", "refusal", "incomplete", "content_filter"},
-		{"responses completed", Responses, resp("completed", "null"), "stop", "end_turn", "completed", ""},
-		{"responses max_output_tokens", Responses, resp("incomplete", `{"reason":"max_output_tokens"}`), "length", "max_tokens", "incomplete", "max_output_tokens"},
-		{"responses content_filter", Responses, resp("incomplete", `{"reason":"content_filter"}`), "content_filter", "refusal", "incomplete", "content_filter"},
+		{"chat stop", api.Chat, chat("stop", ""), "stop", "end_turn", "completed", ""},
+		{"chat length", api.Chat, chat("length", ""), "length", "max_tokens", "incomplete", "max_output_tokens"},
+		{"chat content_filter", api.Chat, chat("content_filter", ""), "content_filter", "refusal", "incomplete", "content_filter"},
+		{"chat stop with tool calls", api.Chat, chat("stop", `,"tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":"{}"}}]`), "tool_calls", "tool_use", "completed", ""},
+		{"chat engine's own word", api.Chat, chat("eos", ""), "stop", "end_turn", "completed", ""},
+		{"messages end_turn", api.Messages, msgs("end_turn"), "stop", "end_turn", "completed", ""},
+		{"messages stop_sequence", api.Messages, msgs("stop_sequence"), "stop", "stop_sequence", "completed", ""},
+		{"messages max_tokens", api.Messages, msgs("max_tokens"), "length", "max_tokens", "incomplete", "max_output_tokens"},
+		{"messages pause_turn", api.Messages, msgs("pause_turn"), "stop", "pause_turn", "completed", ""},
+		{"messages context", api.Messages, msgs("model_context_window_exceeded"), "length", "model_context_window_exceeded", "incomplete", "max_output_tokens"},
+		{"messages refusal", api.Messages, msgs("refusal"), "content_filter", "refusal", "incomplete", "content_filter"},
+		{"responses completed", api.Responses, resp("completed", "null"), "stop", "end_turn", "completed", ""},
+		{"responses max_output_tokens", api.Responses, resp("incomplete", `{"reason":"max_output_tokens"}`), "length", "max_tokens", "incomplete", "max_output_tokens"},
+		{"responses content_filter", api.Responses, resp("incomplete", `{"reason":"content_filter"}`), "content_filter", "refusal", "incomplete", "content_filter"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if tc.from != Chat {
-				anEq(t, "finish_reason", anAsChat(t, anTranslate(t, tc.from, Chat, tc.body)).Choices[0].FinishReason, tc.chat)
+			if tc.from != api.Chat {
+				anEq(t, "finish_reason", anAsChat(t, anTranslate(t, tc.from, api.Chat, tc.body)).Choices[0].FinishReason, tc.chat)
 			}
-			if tc.from != Messages {
-				anEq(t, "stop_reason", string(anAsMessage(t, anTranslate(t, tc.from, Messages, tc.body)).StopReason), tc.messages)
+			if tc.from != api.Messages {
+				anEq(t, "stop_reason", string(anAsMessage(t, anTranslate(t, tc.from, api.Messages, tc.body)).StopReason), tc.messages)
 			}
-			if tc.from != Responses {
-				r := anAsResponse(t, anTranslate(t, tc.from, Responses, tc.body))
+			if tc.from != api.Responses {
+				r := anAsResponse(t, anTranslate(t, tc.from, api.Responses, tc.body))
 				anEq(t, "status", string(r.Status), tc.status)
 				anEq(t, "incomplete_details.reason", string(r.IncompleteDetails.Reason), tc.reason)
 				if tc.status == "incomplete" {
@@ -60,33 +61,33 @@ func TestAnswerStopReasonsFollowTheTable(t *testing.T) {
 
 func TestAnswerRefusalCarries(t *testing.T) {
 	const chat = `{"id":"c","created":1,"model":"m","choices":[{"message":{"content":null,"refusal":"I can't help with that."},"finish_reason":"stop"}]}`
-	m := anAsMessage(t, anTranslate(t, Chat, Messages, chat))
+	m := anAsMessage(t, anTranslate(t, api.Chat, api.Messages, chat))
 	anEq(t, "stop_reason", string(m.StopReason), "refusal")
 	anEq(t, "stop_details.type", string(m.StopDetails.Type), "refusal")
 	anEq(t, "text", m.Content[0].AsText().Text, "I can't help with that.")
 
-	r := anAsResponse(t, anTranslate(t, Chat, Responses, chat))
+	r := anAsResponse(t, anTranslate(t, api.Chat, api.Responses, chat))
 	anEq(t, "status", string(r.Status), "completed") // Chat said stop
 	part := r.Output[0].AsMessage().Content[0]
 	anEq(t, "part type", part.Type, "refusal")
 	anEq(t, "refusal", part.Refusal, "I can't help with that.")
 
-	back := anAsChat(t, anTranslate(t, Messages, Chat, string(anTranslate(t, Chat, Messages, chat))))
+	back := anAsChat(t, anTranslate(t, api.Messages, api.Chat, string(anTranslate(t, api.Chat, api.Messages, chat))))
 	anEq(t, "refusal back", back.Choices[0].Message.Refusal, "I can't help with that.")
 	anEq(t, "content back is null", back.Choices[0].Message.JSON.Content.Valid(), false)
 	anEq(t, "finish_reason back", back.Choices[0].FinishReason, "content_filter")
 
-	fromResp := anAsChat(t, anTranslate(t, Responses, Chat, string(anTranslate(t, Chat, Responses, chat))))
+	fromResp := anAsChat(t, anTranslate(t, api.Responses, api.Chat, string(anTranslate(t, api.Chat, api.Responses, chat))))
 	anEq(t, "refusal via Responses", fromResp.Choices[0].Message.Refusal, "I can't help with that.")
 
 	// A refusal with no text but an explanation in stop_details.
 	const msgs = `{"id":"m","type":"message","model":"m","content":[],"stop_reason":"refusal","stop_details":{"type":"refusal","category":"cyber","explanation":"Declined."},"usage":{}}`
-	anEq(t, "explanation", anAsChat(t, anTranslate(t, Messages, Chat, msgs)).Choices[0].Message.Refusal, "Declined.")
+	anEq(t, "explanation", anAsChat(t, anTranslate(t, api.Messages, api.Chat, msgs)).Choices[0].Message.Refusal, "Declined.")
 }
 
 func TestAnswerIDs(t *testing.T) {
 	const noIDs = `{"model":"m","choices":[{"message":{"tool_calls":[{"type":"function","function":{"name":"f","arguments":"{}"}},{"type":"function","function":{"name":"g","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}`
-	one, two := anTranslate(t, Chat, Messages, noIDs), anTranslate(t, Chat, Messages, noIDs)
+	one, two := anTranslate(t, api.Chat, api.Messages, noIDs), anTranslate(t, api.Chat, api.Messages, noIDs)
 	if string(one) != string(two) {
 		t.Errorf("the same answer got two translations:\n%s\n%s", one, two)
 	}
@@ -98,21 +99,21 @@ func TestAnswerIDs(t *testing.T) {
 	if !strings.HasPrefix(a, "toolu_") || a == b {
 		t.Errorf("tool ids = %q, %q: want two distinct toolu_…", a, b)
 	}
-	c := anAsChat(t, anTranslate(t, Messages, Chat, `{"type":"message","content":[{"type":"tool_use","name":"f","input":{}}],"stop_reason":"tool_use","usage":{}}`))
+	c := anAsChat(t, anTranslate(t, api.Messages, api.Chat, `{"type":"message","content":[{"type":"tool_use","name":"f","input":{}}],"stop_reason":"tool_use","usage":{}}`))
 	if id := c.Choices[0].Message.ToolCalls[0].ID; !strings.HasPrefix(id, "call_") {
 		t.Errorf("tool id = %q, want call_…", id)
 	}
 	for _, tc := range []struct {
-		from, to API
+		from, to api.API
 		id, want string
 	}{
-		{Chat, Messages, "chatcmpl-xyz", "msg_xyz"},
-		{Chat, Responses, "chatcmpl-xyz", "resp_xyz"},
-		{Chat, Messages, "gen-123", "msg_gen-123"},
+		{api.Chat, api.Messages, "chatcmpl-xyz", "msg_xyz"},
+		{api.Chat, api.Responses, "chatcmpl-xyz", "resp_xyz"},
+		{api.Chat, api.Messages, "gen-123", "msg_gen-123"},
 	} {
 		body := `{"id":"` + tc.id + `","model":"m","choices":[{"message":{"content":"x"},"finish_reason":"stop"}]}`
 		var got string
-		if tc.to == Messages {
+		if tc.to == api.Messages {
 			got = anAsMessage(t, anTranslate(t, tc.from, tc.to, body)).ID
 		} else {
 			got = anAsResponse(t, anTranslate(t, tc.from, tc.to, body)).ID
@@ -125,7 +126,7 @@ func TestAnswerCustomToolsGoBackAsCustomCalls(t *testing.T) {
 	const chat = `{"id":"c","created":1,"model":"m","choices":[{"message":{"tool_calls":[
 		{"id":"call_p","type":"function","function":{"name":"apply_patch","arguments":"{\"input\":\"*** Begin Patch\\n\"}"}},
 		{"id":"call_f","type":"function","function":{"name":"get","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}`
-	out, err := Answer(Chat, Responses, []byte(chat), AnswerOptions{CustomTools: []string{"apply_patch"}})
+	out, err := Answer(api.Chat, api.Responses, []byte(chat), AnswerOptions{CustomTools: []string{"apply_patch"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +139,7 @@ func TestAnswerCustomToolsGoBackAsCustomCalls(t *testing.T) {
 	anEq(t, "other tool", r.Output[1].Type, "function_call")
 
 	// And back: the freeform input is the one string parameter again.
-	c := anAsChat(t, anTranslate(t, Responses, Chat, string(out)))
+	c := anAsChat(t, anTranslate(t, api.Responses, api.Chat, string(out)))
 	anJSONEq(t, "arguments", c.Choices[0].Message.ToolCalls[0].Function.Arguments, `{"input":"*** Begin Patch\n"}`)
 	anEq(t, "finish_reason", c.Choices[0].FinishReason, "tool_calls")
 }
@@ -148,19 +149,19 @@ func TestAnswerReasoningKeepsSignaturesWhereItCan(t *testing.T) {
 		{"type":"thinking","thinking":"","signature":"only-sig"},
 		{"type":"redacted_thinking","data":"opaque"},
 		{"type":"text","text":"ok"}],"stop_reason":"end_turn","usage":{}}`
-	r := anAsResponse(t, anTranslate(t, Messages, Responses, msgs))
+	r := anAsResponse(t, anTranslate(t, api.Messages, api.Responses, msgs))
 	anEq(t, "signature-only thinking keeps a summary part", len(r.Output[0].AsReasoning().Summary), 1)
 	anEq(t, "redacted has no summary", len(r.Output[1].AsReasoning().Summary), 0)
 	anEq(t, "redacted data", r.Output[1].AsReasoning().EncryptedContent, "opaque")
 
-	back := anAsMessage(t, anTranslate(t, Responses, Messages, string(anTranslate(t, Messages, Responses, msgs))))
+	back := anAsMessage(t, anTranslate(t, api.Responses, api.Messages, string(anTranslate(t, api.Messages, api.Responses, msgs))))
 	anEq(t, "block 0", back.Content[0].Type, "thinking")
 	anEq(t, "signature", back.Content[0].AsThinking().Signature, "only-sig")
 	anEq(t, "block 1", back.Content[1].Type, "redacted_thinking")
 	anEq(t, "data", back.Content[1].AsRedactedThinking().Data, "opaque")
 
 	// Chat has no place for a signature or redacted data.
-	c := anAsChat(t, anTranslate(t, Messages, Chat, msgs))
+	c := anAsChat(t, anTranslate(t, api.Messages, api.Chat, msgs))
 	anEq(t, "text", c.Choices[0].Message.Content, "ok")
 	if _, ok := c.Choices[0].Message.JSON.ExtraFields["reasoning_content"]; ok {
 		t.Error("empty reasoning written as reasoning_content")
@@ -168,37 +169,37 @@ func TestAnswerReasoningKeepsSignaturesWhereItCan(t *testing.T) {
 
 	// Open-weight servers: Chat's "reasoning", Responses' reasoning_text.
 	const vllm = `{"id":"c","created":1,"model":"m","choices":[{"message":{"content":"x","reasoning":"deep"},"finish_reason":"stop"}]}`
-	anEq(t, "reasoning", anAsMessage(t, anTranslate(t, Chat, Messages, vllm)).Content[0].AsThinking().Thinking, "deep")
+	anEq(t, "reasoning", anAsMessage(t, anTranslate(t, api.Chat, api.Messages, vllm)).Content[0].AsThinking().Thinking, "deep")
 	const oss = `{"id":"r","status":"completed","output":[{"type":"reasoning","summary":[],"content":[{"type":"reasoning_text","text":"raw"}]}]}`
-	anEq(t, "reasoning_text", anAsMessage(t, anTranslate(t, Responses, Messages, oss)).Content[0].AsThinking().Thinking, "raw")
+	anEq(t, "reasoning_text", anAsMessage(t, anTranslate(t, api.Responses, api.Messages, oss)).Content[0].AsThinking().Thinking, "raw")
 }
 
 func TestAnswerReadsWhatEnginesSend(t *testing.T) {
 	// Ollama's arguments as an object; content as text parts; a float time.
 	const chat = `{"id":"c","created":1.7e9,"model":"m","choices":[{"message":{"content":[{"type":"text","text":"a"},{"type":"text","text":"b"}],
 		"tool_calls":[{"id":"t","type":"function","function":{"name":"f","arguments":{"k":"v"}}}]},"finish_reason":"tool_calls"}]}`
-	m := anAsMessage(t, anTranslate(t, Chat, Messages, chat))
+	m := anAsMessage(t, anTranslate(t, api.Chat, api.Messages, chat))
 	anEq(t, "text", m.Content[0].AsText().Text, "ab")
 	anJSONEq(t, "input", string(m.Content[1].AsToolUse().Input), `{"k":"v"}`)
-	anEq(t, "created", anAsResponse(t, anTranslate(t, Chat, Responses, chat)).CreatedAt, 1.7e9)
+	anEq(t, "created", anAsResponse(t, anTranslate(t, api.Chat, api.Responses, chat)).CreatedAt, 1.7e9)
 
 	// Arguments cut short by max_tokens: Messages' input must be an object.
 	const cut = `{"id":"c","created":1,"model":"m","choices":[{"message":{"tool_calls":[{"id":"t","type":"function","function":{"name":"f","arguments":"{\"a\": \"unfinis"}}]},"finish_reason":"length"}]}`
-	m = anAsMessage(t, anTranslate(t, Chat, Messages, cut))
+	m = anAsMessage(t, anTranslate(t, api.Chat, api.Messages, cut))
 	anEq(t, "input", string(m.Content[0].AsToolUse().Input), `{}`)
 	anEq(t, "stop_reason", string(m.StopReason), "max_tokens")
 
 	// Server tools ran on the engine's side: no counterpart, dropped.
 	const server = `{"id":"m","type":"message","model":"m","content":[{"type":"server_tool_use","id":"srvtoolu_1","name":"web_search","input":{}},
 		{"type":"web_search_tool_result","tool_use_id":"srvtoolu_1","content":[]},{"type":"text","text":"found"}],"stop_reason":"end_turn","usage":{}}`
-	c := anAsChat(t, anTranslate(t, Messages, Chat, server))
+	c := anAsChat(t, anTranslate(t, api.Messages, api.Chat, server))
 	anEq(t, "content", c.Choices[0].Message.Content, "found")
 	anEq(t, "tool calls", len(c.Choices[0].Message.ToolCalls), 0)
 	anEq(t, "finish_reason", c.Choices[0].FinishReason, "stop")
 
 	// Texts around a tool call stay in order in Responses' items.
 	const order = `{"id":"m","type":"message","model":"m","content":[{"type":"text","text":"before"},{"type":"tool_use","id":"t","name":"f","input":{}},{"type":"text","text":"after"}],"stop_reason":"tool_use","usage":{}}`
-	r := anAsResponse(t, anTranslate(t, Messages, Responses, order))
+	r := anAsResponse(t, anTranslate(t, api.Messages, api.Responses, order))
 	anEq(t, "items", len(r.Output), 3)
 	anEq(t, "output_text", r.OutputText(), "beforeafter")
 }
@@ -206,26 +207,26 @@ func TestAnswerReadsWhatEnginesSend(t *testing.T) {
 func TestAnswerRefusesWhatIsNoAnswer(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		from API
+		from api.API
 		body string
 		want string // in the error
 	}{
-		{"not JSON", Chat, `<html>502</html>`, "invalid character"},
-		{"empty", Messages, ``, "unexpected end"},
-		{"no choices", Chat, `{"id":"x"}`, "no choices"},
-		{"empty choices", Chat, `{"choices":[]}`, "no choice"},
-		{"an error with status 200", Chat, `{"error":{"message":"model overloaded"}}`, "model overloaded"},
-		{"choices of the wrong type", Chat, `{"choices":{}}`, "cannot unmarshal"},
-		{"content not an array", Messages, `{"type":"message","content":"hi"}`, "cannot unmarshal"},
-		{"a Messages error", Messages, `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`, "Overloaded"},
-		{"no content", Messages, `{"type":"message"}`, "no content"},
-		{"tool input not JSON", Chat, `{"choices":[{"message":{"tool_calls":[{"function":{"name":"f","arguments":[1,}}]}}]}`, "invalid character"},
-		{"a failed response", Responses, `{"status":"failed","error":{"code":"server_error","message":"boom"},"output":[]}`, "boom"},
-		{"a background response", Responses, `{"status":"queued","output":[]}`, "queued"},
-		{"no output", Responses, `{"status":"completed"}`, "no output"},
-		{"an array", Responses, `[]`, "cannot unmarshal"},
+		{"not JSON", api.Chat, `<html>502</html>`, "invalid character"},
+		{"empty", api.Messages, ``, "unexpected end"},
+		{"no choices", api.Chat, `{"id":"x"}`, "no choices"},
+		{"empty choices", api.Chat, `{"choices":[]}`, "no choice"},
+		{"an error with status 200", api.Chat, `{"error":{"message":"model overloaded"}}`, "model overloaded"},
+		{"choices of the wrong type", api.Chat, `{"choices":{}}`, "cannot unmarshal"},
+		{"content not an array", api.Messages, `{"type":"message","content":"hi"}`, "cannot unmarshal"},
+		{"a Messages error", api.Messages, `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`, "Overloaded"},
+		{"no content", api.Messages, `{"type":"message"}`, "no content"},
+		{"tool input not JSON", api.Chat, `{"choices":[{"message":{"tool_calls":[{"function":{"name":"f","arguments":[1,}}]}}]}`, "invalid character"},
+		{"a failed response", api.Responses, `{"status":"failed","error":{"code":"server_error","message":"boom"},"output":[]}`, "boom"},
+		{"a background response", api.Responses, `{"status":"queued","output":[]}`, "queued"},
+		{"no output", api.Responses, `{"status":"completed"}`, "no output"},
+		{"an array", api.Responses, `[]`, "cannot unmarshal"},
 	} {
-		for _, to := range APIs {
+		for _, to := range conversations {
 			if to == tc.from {
 				continue
 			}
@@ -235,7 +236,7 @@ func TestAnswerRefusesWhatIsNoAnswer(t *testing.T) {
 			}
 		}
 	}
-	if out, err := Answer(Chat, Chat, []byte(`not even JSON`), AnswerOptions{}); err != nil || string(out) != `not even JSON` {
+	if out, err := Answer(api.Chat, api.Chat, []byte(`not even JSON`), AnswerOptions{}); err != nil || string(out) != `not even JSON` {
 		t.Errorf("Answer(Chat, Chat) = %q, %v: want the body unchanged", out, err)
 	}
 }

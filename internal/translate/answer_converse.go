@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 )
 
 // Reading a Bedrock Converse answer:
@@ -22,14 +23,9 @@ type cvAnswer struct {
 			Content []cvAnswerBlock `json:"content"`
 		} `json:"message"`
 	} `json:"output"`
-	StopReason string `json:"stopReason"`
-	Usage      struct {
-		Input      int `json:"inputTokens"`
-		Output     int `json:"outputTokens"`
-		CacheRead  int `json:"cacheReadInputTokens"`
-		CacheWrite int `json:"cacheWriteInputTokens"`
-	} `json:"usage"`
-	Message json.RawMessage `json:"message"` // an error body's, when one came as a 200
+	StopReason string          `json:"stopReason"`
+	Usage      json.RawMessage `json:"usage"`   // read by api.Converse
+	Message    json.RawMessage `json:"message"` // an error body's, when one came as a 200
 }
 
 type cvAnswerBlock struct {
@@ -60,7 +56,7 @@ func anReadConverse(body []byte, model string) (anAnswer, error) {
 		return anAnswer{}, errors.New("no output.message")
 	}
 	a := anAnswer{model: model, stop: cvStop(c.StopReason)}
-	a.usage = MessagesUsage(c.Usage.Input, c.Usage.CacheRead, c.Usage.CacheWrite, c.Usage.Output)
+	a.usage, _ = api.Converse.UsageOf(c.Usage)
 	// A guardrail's or filter's text is what the model was made to say
 	// instead of answering: Chat and Responses have a place for that.
 	textKind := anText

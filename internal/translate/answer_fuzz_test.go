@@ -21,8 +21,8 @@ func FuzzAnswer(f *testing.F) {
 	}
 	o := AnswerOptions{CustomTools: []string{"p", "apply_patch"}}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		for _, from := range APIs {
-			for _, to := range APIs {
+		for _, from := range conversations {
+			for _, to := range conversations {
 				if from == to {
 					continue
 				}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 	"hash/fnv"
 	"strconv"
 )
@@ -33,13 +34,7 @@ type gmAnswer struct {
 	PromptFeedback *struct {
 		BlockReason string `json:"blockReason"`
 	} `json:"promptFeedback"`
-	Usage struct {
-		Prompt     int `json:"promptTokenCount"`
-		ToolPrompt int `json:"toolUsePromptTokenCount"`
-		Candidates int `json:"candidatesTokenCount"`
-		Thoughts   int `json:"thoughtsTokenCount"`
-		Cached     int `json:"cachedContentTokenCount"`
-	} `json:"usageMetadata"`
+	Usage        json.RawMessage `json:"usageMetadata"` // read by api.Gemini
 	ModelVersion string          `json:"modelVersion"`
 	ResponseID   string          `json:"responseId"`
 	Error        json.RawMessage `json:"error"`
@@ -85,8 +80,7 @@ func anReadGemini(body []byte, model string) (anAnswer, error) {
 	if a.model == "" {
 		a.model = model
 	}
-	a.usage = Usage{Input: g.Usage.Prompt + g.Usage.ToolPrompt, CacheRead: g.Usage.Cached,
-		Output: g.Usage.Candidates + g.Usage.Thoughts, Reasoning: g.Usage.Thoughts}
+	a.usage, _ = api.Gemini.UsageOf(g.Usage)
 	if g.Candidates == nil || len(*g.Candidates) == 0 {
 		if g.PromptFeedback != nil && g.PromptFeedback.BlockReason != "" {
 			// A blocked prompt is an answer, filtered whole: the client's

@@ -3,6 +3,7 @@ package translate
 import (
 	"encoding/json"
 	"errors"
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 	"strings"
 	"testing"
 )
@@ -17,12 +18,12 @@ const gmAnswerTools = `{"candidates":[{"content":{"role":"model","parts":[
 	"modelVersion":"gemini-3-pro-preview","responseId":"abc123"}`
 
 func TestAnswerGeminiToolsEachClient(t *testing.T) {
-	for _, to := range APIs {
-		out, err := Answer(Gemini, to, []byte(gmAnswerTools), AnswerOptions{})
+	for _, to := range conversations {
+		out, err := Answer(api.Gemini, to, []byte(gmAnswerTools), AnswerOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if again, _ := Answer(Gemini, to, []byte(gmAnswerTools), AnswerOptions{}); !strings.Contains(string(again), gmToolID(t, out)) {
+		if again, _ := Answer(api.Gemini, to, []byte(gmAnswerTools), AnswerOptions{}); !strings.Contains(string(again), gmToolID(t, out)) {
 			t.Errorf("%v: the same answer translated twice has other ids", to)
 		}
 		var calls []stCall
@@ -31,7 +32,7 @@ func TestAnswerGeminiToolsEachClient(t *testing.T) {
 			t.Fatal(err)
 		}
 		switch to {
-		case Chat:
+		case api.Chat:
 			msg := stM(stM(m["choices"].([]any)[0])["message"])
 			anEq(t, "finish", stS(stM(m["choices"].([]any)[0])["finish_reason"]), "tool_calls")
 			anEq(t, "content", stS(msg["content"]), "Let me check.")
@@ -46,7 +47,7 @@ func TestAnswerGeminiToolsEachClient(t *testing.T) {
 			anEq(t, "reasoning_tokens", stNum(stM(u["completion_tokens_details"])["reasoning_tokens"]), 10)
 			anEq(t, "cached_tokens", stNum(stM(u["prompt_tokens_details"])["cached_tokens"]), 200)
 			anEq(t, "model", stS(m["model"]), "gemini-3-pro-preview")
-		case Messages:
+		case api.Messages:
 			anEq(t, "stop_reason", stS(m["stop_reason"]), "tool_use")
 			for _, b := range m["content"].([]any) {
 				if b := stM(b); b["type"] == "tool_use" {
@@ -55,7 +56,7 @@ func TestAnswerGeminiToolsEachClient(t *testing.T) {
 				}
 			}
 			anEq(t, "input_tokens", stNum(stM(m["usage"])["input_tokens"]), 100)
-		case Responses:
+		case api.Responses:
 			for _, it := range m["output"].([]any) {
 				if it := stM(it); it["type"] == "function_call" {
 					calls = append(calls, stCall{stS(it["call_id"]), stS(it["name"]), stS(it["arguments"])})
@@ -86,7 +87,7 @@ func TestAnswerGeminiStops(t *testing.T) {
 		{`{"candidates":[{"content":{"parts":[{"text":"done"}]},"finishReason":"STOP"}]}`, "stop", "end_turn", "done"},
 	}
 	for _, c := range cases {
-		out, err := Answer(Gemini, Chat, []byte(c.body), AnswerOptions{Model: "gemini-2.5-flash"})
+		out, err := Answer(api.Gemini, api.Chat, []byte(c.body), AnswerOptions{Model: "gemini-2.5-flash"})
 		if err != nil {
 			t.Fatalf("%s: %v", c.body, err)
 		}
@@ -99,7 +100,7 @@ func TestAnswerGeminiStops(t *testing.T) {
 		text := ""
 		_ = json.Unmarshal((*ch.Choices)[0].Message.Content, &text)
 		anEq(t, c.body+" text", text, c.text)
-		out, err = Answer(Gemini, Messages, []byte(c.body), AnswerOptions{})
+		out, err = Answer(api.Gemini, api.Messages, []byte(c.body), AnswerOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -113,7 +114,7 @@ func TestAnswerGeminiStops(t *testing.T) {
 
 func TestAnswerGeminiNotAnAnswer(t *testing.T) {
 	for _, body := range []string{`{"error":{"code":500,"message":"boom","status":"INTERNAL"}}`, `{"candidates":[]}`, `[]`} {
-		if _, err := Answer(Gemini, Chat, []byte(body), AnswerOptions{}); err == nil {
+		if _, err := Answer(api.Gemini, api.Chat, []byte(body), AnswerOptions{}); err == nil {
 			t.Errorf("%s: no error", body)
 		}
 	}
@@ -136,14 +137,14 @@ func TestErrorBodyGemini(t *testing.T) {
 		var o struct {
 			Error struct{ Message, Type string } `json:"error"`
 		}
-		if err := json.Unmarshal(ErrorBody(Gemini, Chat, c.status, []byte(c.body)), &o); err != nil {
+		if err := json.Unmarshal(ErrorBody(api.Gemini, api.Chat, c.status, []byte(c.body)), &o); err != nil {
 			t.Fatal(err)
 		}
 		anEq(t, c.body+" chat type", o.Error.Type, c.chat)
 		if o.Error.Message == "" || strings.Contains(o.Error.Message, "{") {
 			t.Errorf("%s: message %q", c.body, o.Error.Message)
 		}
-		if err := json.Unmarshal(ErrorBody(Gemini, Messages, c.status, []byte(c.body)), &o); err != nil {
+		if err := json.Unmarshal(ErrorBody(api.Gemini, api.Messages, c.status, []byte(c.body)), &o); err != nil {
 			t.Fatal(err)
 		}
 		anEq(t, c.body+" messages type", o.Error.Type, c.msgs)
@@ -152,7 +153,7 @@ func TestErrorBodyGemini(t *testing.T) {
 
 func TestRequestGeminiResultWithoutCall(t *testing.T) {
 	body := `{"model":"g","messages":[{"role":"user","content":"hi"},{"role":"tool","tool_call_id":"nowhere","content":"x"}]}`
-	_, _, err := Request(Chat, Gemini, []byte(body), RequestOptions{})
+	_, _, err := Request(api.Chat, api.Gemini, []byte(body), RequestOptions{})
 	var e *Error
 	if !errors.As(err, &e) {
 		t.Fatalf("err %v", err)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 	"math"
 	"strings"
 )
@@ -21,17 +22,8 @@ type anChatAnswer struct {
 	Created json.Number     `json:"created"`
 	Model   string          `json:"model"`
 	Choices *[]anChatChoice `json:"choices"`
-	Usage   *struct {
-		Prompt  int `json:"prompt_tokens"`
-		Output  int `json:"completion_tokens"`
-		Details *struct {
-			Cached int `json:"cached_tokens"`
-		} `json:"prompt_tokens_details"`
-		OutDetails *struct {
-			Reasoning int `json:"reasoning_tokens"`
-		} `json:"completion_tokens_details"`
-	} `json:"usage"`
-	Error json.RawMessage `json:"error"`
+	Usage   json.RawMessage `json:"usage"` // read by api.Chat
+	Error   json.RawMessage `json:"error"`
 }
 
 type anChatChoice struct {
@@ -108,15 +100,7 @@ func anReadChat(body []byte) (anAnswer, error) {
 		}
 		a.parts = append(a.parts, anPart{kind: anTool, name: fc.Name, args: args})
 	}
-	if u := c.Usage; u != nil {
-		a.usage = Usage{Input: u.Prompt, Output: u.Output}
-		if u.Details != nil {
-			a.usage.CacheRead = u.Details.Cached
-		}
-		if u.OutDetails != nil {
-			a.usage.Reasoning = u.OutDetails.Reasoning
-		}
-	}
+	a.usage, _ = api.Chat.UsageOf(c.Usage)
 	return a, nil
 }
 
@@ -150,17 +134,12 @@ func anChatContent(raw json.RawMessage) (string, error) {
 
 // anMessagesAnswer is a Messages answer, the members read.
 type anMessagesAnswer struct {
-	ID         string            `json:"id"`
-	Type       string            `json:"type"`
-	Model      string            `json:"model"`
-	Content    *[]anMessageBlock `json:"content"`
-	StopReason *string           `json:"stop_reason"`
-	Usage      struct {
-		Input      int `json:"input_tokens"`
-		CacheWrite int `json:"cache_creation_input_tokens"`
-		CacheRead  int `json:"cache_read_input_tokens"`
-		Output     int `json:"output_tokens"`
-	} `json:"usage"`
+	ID          string            `json:"id"`
+	Type        string            `json:"type"`
+	Model       string            `json:"model"`
+	Content     *[]anMessageBlock `json:"content"`
+	StopReason  *string           `json:"stop_reason"`
+	Usage       json.RawMessage   `json:"usage"` // read by api.Messages
 	StopDetails *struct {
 		Explanation *string `json:"explanation"`
 	} `json:"stop_details"`
@@ -190,7 +169,7 @@ func anReadMessages(body []byte) (anAnswer, error) {
 	if m.StopReason != nil {
 		a.stop = MessagesStop(*m.StopReason)
 	}
-	a.usage = MessagesUsage(m.Usage.Input, m.Usage.CacheRead, m.Usage.CacheWrite, m.Usage.Output)
+	a.usage, _ = api.Messages.UsageOf(m.Usage)
 	// A refusal's text is what the model said instead of answering: Chat
 	// and Responses have a place for exactly that.
 	textKind := anText
@@ -235,17 +214,8 @@ type anResponsesAnswer struct {
 		Reason string `json:"reason"`
 	} `json:"incomplete_details"`
 	Output *[]anResponsesItem `json:"output"`
-	Usage  *struct {
-		Input   int `json:"input_tokens"`
-		Output  int `json:"output_tokens"`
-		Details *struct {
-			Cached int `json:"cached_tokens"`
-		} `json:"input_tokens_details"`
-		OutDetails *struct {
-			Reasoning int `json:"reasoning_tokens"`
-		} `json:"output_tokens_details"`
-	} `json:"usage"`
-	Error json.RawMessage `json:"error"`
+	Usage  json.RawMessage    `json:"usage"` // read by api.Responses
+	Error  json.RawMessage    `json:"error"`
 }
 
 type anResponsesItem struct {
@@ -321,15 +291,8 @@ func anReadResponses(body []byte) (anAnswer, error) {
 		reason = r.Incomplete.Reason
 	}
 	a.stop = ResponsesStop(r.Status, reason, tools)
-	if u := r.Usage; u != nil {
-		a.usage = Usage{Input: u.Input, Output: u.Output}
-		if u.Details != nil {
-			a.usage.CacheRead = u.Details.Cached
-		}
-		if u.OutDetails != nil {
-			a.usage.Reasoning = u.OutDetails.Reasoning
-		}
-	}
+	a.usage, _ = api.Responses.UsageOf(r.Usage)
+
 	return a, nil
 }
 

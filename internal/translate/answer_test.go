@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
 )
@@ -32,7 +33,7 @@ const (
 	"usage":{"input_tokens":50,"input_tokens_details":{"cached_tokens":10},"output_tokens":9,"output_tokens_details":{"reasoning_tokens":3},"total_tokens":59}}`
 )
 
-func anTranslate(t *testing.T, from, to API, body string) []byte {
+func anTranslate(t *testing.T, from, to api.API, body string) []byte {
 	t.Helper()
 	out, err := Answer(from, to, []byte(body), AnswerOptions{})
 	if err != nil {
@@ -95,7 +96,7 @@ func anJSONEq(t *testing.T, what, got, want string) {
 }
 
 func TestAnswerMessagesToChat(t *testing.T) {
-	c := anAsChat(t, anTranslate(t, Messages, Chat, anMessagesFixture))
+	c := anAsChat(t, anTranslate(t, api.Messages, api.Chat, anMessagesFixture))
 	anEq(t, "id", c.ID, "chatcmpl-01")
 	anEq(t, "object", string(c.Object), "chat.completion")
 	anEq(t, "model", c.Model, "claude-x")
@@ -121,7 +122,7 @@ func TestAnswerMessagesToChat(t *testing.T) {
 }
 
 func TestAnswerChatToMessages(t *testing.T) {
-	m := anAsMessage(t, anTranslate(t, Chat, Messages, anChatFixture))
+	m := anAsMessage(t, anTranslate(t, api.Chat, api.Messages, anChatFixture))
 	anEq(t, "id", m.ID, "msg_abc")
 	anEq(t, "type", string(m.Type), "message")
 	anEq(t, "role", string(m.Role), "assistant")
@@ -150,7 +151,7 @@ func TestAnswerChatToMessages(t *testing.T) {
 }
 
 func TestAnswerChatToResponses(t *testing.T) {
-	r := anAsResponse(t, anTranslate(t, Chat, Responses, anChatFixture))
+	r := anAsResponse(t, anTranslate(t, api.Chat, api.Responses, anChatFixture))
 	anEq(t, "id", r.ID, "resp_abc")
 	anEq(t, "object", string(r.Object), "response")
 	anEq(t, "created_at", r.CreatedAt, 1700000000)
@@ -187,7 +188,7 @@ func TestAnswerChatToResponses(t *testing.T) {
 }
 
 func TestAnswerResponsesToChat(t *testing.T) {
-	c := anAsChat(t, anTranslate(t, Responses, Chat, anResponsesFixture))
+	c := anAsChat(t, anTranslate(t, api.Responses, api.Chat, anResponsesFixture))
 	anEq(t, "id", c.ID, "chatcmpl-9")
 	anEq(t, "created", c.Created, 1700000001)
 	ch := c.Choices[0]
@@ -203,7 +204,7 @@ func TestAnswerResponsesToChat(t *testing.T) {
 }
 
 func TestAnswerResponsesToMessages(t *testing.T) {
-	m := anAsMessage(t, anTranslate(t, Responses, Messages, anResponsesFixture))
+	m := anAsMessage(t, anTranslate(t, api.Responses, api.Messages, anResponsesFixture))
 	anEq(t, "id", m.ID, "msg_9")
 	anEq(t, "stop_reason", string(m.StopReason), "tool_use")
 	if len(m.Content) != 3 {
@@ -220,7 +221,7 @@ func TestAnswerResponsesToMessages(t *testing.T) {
 }
 
 func TestAnswerMessagesToResponses(t *testing.T) {
-	r := anAsResponse(t, anTranslate(t, Messages, Responses, anMessagesFixture))
+	r := anAsResponse(t, anTranslate(t, api.Messages, api.Responses, anMessagesFixture))
 	anEq(t, "id", r.ID, "resp_01")
 	anEq(t, "status", string(r.Status), "completed")
 	anEq(t, "output_text", r.OutputText(), "Hi there")
@@ -241,23 +242,23 @@ type anGist struct {
 	text, refusal string
 	tools         []anPart
 	stop          Stop
-	usage         Usage
+	usage         api.Usage
 }
 
-func anGistOf(t *testing.T, api API, b []byte) anGist {
+func anGistOf(t *testing.T, from api.API, b []byte) anGist {
 	t.Helper()
 	var a anAnswer
 	var err error
-	switch api {
-	case Chat:
+	switch from {
+	case api.Chat:
 		a, err = anReadChat(b)
-	case Messages:
+	case api.Messages:
 		a, err = anReadMessages(b)
 	default:
 		a, err = anReadResponses(b)
 	}
 	if err != nil {
-		t.Fatalf("reading %s: %v\n%s", api, err, b)
+		t.Fatalf("reading %s: %v\n%s", from, err, b)
 	}
 	a.settle(b)
 	g := anGist{text: a.anJoin(anText), refusal: a.anJoin(anRefusal), stop: a.stop, usage: a.usage}
@@ -271,14 +272,14 @@ func anGistOf(t *testing.T, api API, b []byte) anGist {
 }
 
 func TestAnswerRoundTripsKeepTheGist(t *testing.T) {
-	fixtures := map[API]string{
-		Chat: `{"id":"chatcmpl-rt","created":1,"model":"m","choices":[{"message":{"content":"a<b","tool_calls":[{"id":"call_x","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}}]},"finish_reason":"tool_calls"}],
+	fixtures := map[api.API]string{
+		api.Chat: `{"id":"chatcmpl-rt","created":1,"model":"m","choices":[{"message":{"content":"a<b","tool_calls":[{"id":"call_x","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}}]},"finish_reason":"tool_calls"}],
 			"usage":{"prompt_tokens":100,"completion_tokens":20,"prompt_tokens_details":{"cached_tokens":40}}}`,
-		Messages:  anMessagesFixture,
-		Responses: anResponsesFixture,
+		api.Messages:  anMessagesFixture,
+		api.Responses: anResponsesFixture,
 	}
-	for _, a := range APIs {
-		for _, b := range APIs {
+	for _, a := range conversations {
+		for _, b := range conversations {
 			if a == b {
 				continue
 			}
@@ -295,12 +296,12 @@ func TestAnswerRoundTripsKeepTheGist(t *testing.T) {
 					anEq(t, "tool", got.tools[i], want.tools[i])
 				}
 				wantUsage := want.usage
-				if a == Messages && b != Messages {
+				if a == api.Messages && b != api.Messages {
 					// OpenAI's APIs have no cache-write count: it comes back
 					// as uncached input, the total kept.
 					wantUsage.CacheWrite = 0
 				}
-				if a != Messages && b == Messages {
+				if a != api.Messages && b == api.Messages {
 					// Messages has no reasoning count.
 					wantUsage.Reasoning = 0
 				}

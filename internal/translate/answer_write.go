@@ -2,6 +2,7 @@ package translate
 
 import (
 	"encoding/json"
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 	"slices"
 	"strconv"
 	"strings"
@@ -53,7 +54,7 @@ func anWriteChat(a *anAnswer) ([]byte, error) {
 		Object:  "chat.completion",
 		Created: a.created,
 		Model:   a.model,
-		Usage:   anUsage(Usage.AppendChat, a.usage),
+		Usage:   anUsage(api.Chat, a.usage),
 	}
 	m := &out.Choices[0].Message
 	m.Role = "assistant"
@@ -67,7 +68,7 @@ func anWriteChat(a *anAnswer) ([]byte, error) {
 		if p.kind != anTool {
 			continue
 		}
-		c := anChatOutCall{ID: anToolID(Chat, p.id, a.base, len(m.ToolCalls)), Type: "function"}
+		c := anChatOutCall{ID: anToolID(api.Chat, p.id, a.base, len(m.ToolCalls)), Type: "function"}
 		c.Function.Name = p.name
 		c.Function.Arguments = anFirst(p.args, "{}")
 		m.ToolCalls = append(m.ToolCalls, c)
@@ -121,7 +122,7 @@ func anWriteMessages(a *anAnswer) ([]byte, error) {
 		Role:    "assistant",
 		Model:   a.model,
 		Content: []anMessageOutBlock{},
-		Usage:   anUsage(Usage.AppendMessages, a.usage),
+		Usage:   anUsage(api.Messages, a.usage),
 	}
 	stop := a.stop
 	if a.anHas(anRefusal) && (stop == StopEnd || stop == StopNone || stop == StopSequence) {
@@ -143,7 +144,7 @@ func anWriteMessages(a *anAnswer) ([]byte, error) {
 		case anTool:
 			out.Content = append(out.Content, anMessageOutBlock{
 				Type:  "tool_use",
-				ID:    anToolID(Messages, p.id, a.base, tools),
+				ID:    anToolID(api.Messages, p.id, a.base, tools),
 				Name:  p.name,
 				Input: anObjectArgs(p.args),
 			})
@@ -268,7 +269,7 @@ func anWriteResponses(a *anAnswer, o AnswerOptions) ([]byte, error) {
 		ToolChoice:        "auto",
 		Tools:             []json.RawMessage{},
 		Truncation:        "disabled",
-		Usage:             anUsage(Usage.AppendResponses, a.usage),
+		Usage:             anUsage(api.Responses, a.usage),
 		Metadata:          map[string]string{},
 	}
 	if reason != "" {
@@ -296,7 +297,7 @@ func anWriteResponses(a *anAnswer, o AnswerOptions) ([]byte, error) {
 			}
 			continue
 		case anTool:
-			id := anToolID(Responses, p.id, a.base, tools)
+			id := anToolID(api.Responses, p.id, a.base, tools)
 			tools++
 			// The item's id is its own, fc_…; the call's id is call_id
 			// (trap T6).

@@ -3,6 +3,7 @@ package translate
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 	"reflect"
 	"strings"
 	"testing"
@@ -13,12 +14,12 @@ import (
 // named by its event type, with Bedrock's "p" padding in the payloads.
 
 func TestStreamConverseDirections(t *testing.T) {
-	for _, to := range APIs {
+	for _, to := range conversations {
 		for scenario := range stScenarios {
 			t.Run(fmt.Sprintf("converse-%v/%s", to, scenario), func(t *testing.T) {
-				out := stRun(t, Converse, to, StreamOptions{IncludeUsage: true, Model: "us.anthropic.claude-sonnet-4-5"}, stCapture(t, Converse, scenario))
+				out := stRun(t, api.Converse, to, StreamOptions{IncludeUsage: true, Model: "us.anthropic.claude-sonnet-4-5"}, stCapture(t, api.Converse, scenario))
 				got := stReassemble(t, to, stSplit(t, out))
-				if want := stExpect(scenario, Converse, to); !reflect.DeepEqual(got, want) {
+				if want := stExpect(scenario, api.Converse, to); !reflect.DeepEqual(got, want) {
 					t.Errorf("reassembled:\n got %+v\nwant %+v\nstream:\n%s", got, want, out)
 				}
 				if scenario == "text" && !strings.Contains(string(out), `"model":"us.anthropic.claude-sonnet-4-5"`) {
@@ -33,7 +34,7 @@ func TestStreamConverseDirections(t *testing.T) {
 // so the client's end waits for it; a stream whose metadata never came
 // still ends, at End, with what it said.
 func TestStreamConverseWaitsForMetadata(t *testing.T) {
-	evs := strings.SplitAfter(string(stCapture(t, Converse, "length")), "\n\n")
+	evs := strings.SplitAfter(string(stCapture(t, api.Converse, "length")), "\n\n")
 	var stop, meta string
 	for _, e := range evs {
 		switch {
@@ -43,8 +44,8 @@ func TestStreamConverseWaitsForMetadata(t *testing.T) {
 			meta = e
 		}
 	}
-	for _, to := range APIs {
-		s := NewStream(Converse, to, StreamOptions{IncludeUsage: true, Model: "m"})
+	for _, to := range conversations {
+		s := NewStream(api.Converse, to, StreamOptions{IncludeUsage: true, Model: "m"})
 		var out []byte
 		for _, e := range evs {
 			if e == meta {
@@ -60,7 +61,7 @@ func TestStreamConverseWaitsForMetadata(t *testing.T) {
 		if got.Stop != StopLength || got.Usage.Output != 3 {
 			t.Errorf("%v with metadata: %+v", to, got)
 		}
-		s = NewStream(Converse, to, StreamOptions{IncludeUsage: true, Model: "m"})
+		s = NewStream(api.Converse, to, StreamOptions{IncludeUsage: true, Model: "m"})
 		out = out[:0]
 		for _, e := range evs {
 			if e != meta {
@@ -83,11 +84,11 @@ func TestStreamConverseExceptions(t *testing.T) {
 		{"internalServerException", "api_error", "server_error"},
 	} {
 		ev := "event: " + c.name + "\ndata: {\"message\":\"went wrong\"}\n\n"
-		m := stFeed(NewStream(Converse, Messages, StreamOptions{}), ev)
+		m := stFeed(NewStream(api.Converse, api.Messages, StreamOptions{}), ev)
 		if want := `{"type":"error","error":{"type":"` + c.messagesType + `","message":"went wrong"}}`; !strings.Contains(m, want) {
 			t.Errorf("%s → Messages: %q", c.name, m)
 		}
-		ch := stFeed(NewStream(Converse, Chat, StreamOptions{}), ev)
+		ch := stFeed(NewStream(api.Converse, api.Chat, StreamOptions{}), ev)
 		if !strings.Contains(ch, `"message":"went wrong","type":"`+c.chatType+`"`) {
 			t.Errorf("%s → Chat: %q", c.name, ch)
 		}
@@ -99,13 +100,13 @@ func TestStreamConverseExceptions(t *testing.T) {
 func BenchmarkStreamConverse(b *testing.B) {
 	prelude := []byte("event: messageStart\ndata: {\"p\":\"abcdefghij\",\"role\":\"assistant\"}\n\n")
 	delta := []byte("event: contentBlockDelta\ndata: {\"contentBlockIndex\":0,\"delta\":{\"text\":\" the quick brown fox\"},\"p\":\"abcdefghijklmnopqrstu\"}\n\n")
-	for _, to := range APIs {
+	for _, to := range conversations {
 		b.Run("converse-"+to.String(), func(b *testing.B) {
 			o := StreamOptions{IncludeUsage: true, Model: "us.anthropic.claude-sonnet-4-5"}
-			s := NewStream(Converse, to, o)
+			s := NewStream(api.Converse, to, o)
 			out := make([]byte, 0, 64<<10)
 			start := func() {
-				s.Reset(Converse, to, o)
+				s.Reset(api.Converse, to, o)
 				out = s.Event(out[:0], prelude)
 			}
 			for range 2 {
@@ -136,7 +137,7 @@ const cvAnswerFixture = `{"output":{"message":{"role":"assistant","content":[
 	"metrics":{"latencyMs":100}}`
 
 func TestAnswerConverseToChat(t *testing.T) {
-	out, err := Answer(Converse, Chat, []byte(cvAnswerFixture), AnswerOptions{Model: "us.anthropic.claude-x"})
+	out, err := Answer(api.Converse, api.Chat, []byte(cvAnswerFixture), AnswerOptions{Model: "us.anthropic.claude-x"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,12 +151,12 @@ func TestAnswerConverseToChat(t *testing.T) {
 	anEq(t, "prompt_tokens", c.Usage.PromptTokens, 45)
 	anEq(t, "cached", c.Usage.PromptTokensDetails.CachedTokens, 30)
 	anEq(t, "completion_tokens", c.Usage.CompletionTokens, 7)
-	again, _ := Answer(Converse, Chat, []byte(cvAnswerFixture), AnswerOptions{})
+	again, _ := Answer(api.Converse, api.Chat, []byte(cvAnswerFixture), AnswerOptions{})
 	anEq(t, "the same id for the same answer", anAsChat(t, again).ID, c.ID)
 }
 
 func TestAnswerConverseToMessages(t *testing.T) {
-	m := anAsMessage(t, anTranslate(t, Converse, Messages, cvAnswerFixture))
+	m := anAsMessage(t, anTranslate(t, api.Converse, api.Messages, cvAnswerFixture))
 	anEq(t, "stop_reason", string(m.StopReason), "tool_use")
 	anEq(t, "blocks", len(m.Content), 3)
 	anEq(t, "thinking", m.Content[0].Thinking, "hmm")
@@ -167,7 +168,7 @@ func TestAnswerConverseToMessages(t *testing.T) {
 }
 
 func TestAnswerConverseToResponses(t *testing.T) {
-	r := anAsResponse(t, anTranslate(t, Converse, Responses, cvAnswerFixture))
+	r := anAsResponse(t, anTranslate(t, api.Converse, api.Responses, cvAnswerFixture))
 	anEq(t, "status", string(r.Status), "completed")
 	anEq(t, "input_tokens", r.Usage.InputTokens, int64(45))
 	var kinds []string
@@ -183,10 +184,10 @@ func TestAnswerConverseStops(t *testing.T) {
 		"content_filtered": "content_filter", "model_context_window_exceeded": "length", "malformed_model_output": "stop",
 	} {
 		body := `{"output":{"message":{"role":"assistant","content":[{"text":"x"}]}},"stopReason":"` + reason + `","usage":{}}`
-		c := anAsChat(t, anTranslate(t, Converse, Chat, body))
+		c := anAsChat(t, anTranslate(t, api.Converse, api.Chat, body))
 		anEq(t, reason, c.Choices[0].FinishReason, want)
 	}
-	if _, err := Answer(Converse, Chat, []byte(`{"message":"The security token included in the request is invalid."}`), AnswerOptions{}); err == nil || !strings.Contains(err.Error(), "security token") {
+	if _, err := Answer(api.Converse, api.Chat, []byte(`{"message":"The security token included in the request is invalid."}`), AnswerOptions{}); err == nil || !strings.Contains(err.Error(), "security token") {
 		t.Errorf("an error body as an answer: %v", err)
 	}
 }
@@ -196,12 +197,12 @@ func TestErrorBodyConverse(t *testing.T) {
 		var m struct {
 			Error struct{ Type, Message string }
 		}
-		if err := json.Unmarshal(ErrorBody(Converse, Messages, 429, []byte(body)), &m); err != nil {
+		if err := json.Unmarshal(ErrorBody(api.Converse, api.Messages, 429, []byte(body)), &m); err != nil {
 			t.Fatal(err)
 		}
 		anEq(t, "type", m.Error.Type, "rate_limit_error")
 		anEq(t, "message", m.Error.Message, "Too many requests")
-		if err := json.Unmarshal(ErrorBody(Converse, Chat, 429, []byte(body)), &m); err != nil {
+		if err := json.Unmarshal(ErrorBody(api.Converse, api.Chat, 429, []byte(body)), &m); err != nil {
 			t.Fatal(err)
 		}
 		anEq(t, "chat message", m.Error.Message, "Too many requests")

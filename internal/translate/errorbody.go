@@ -3,6 +3,7 @@ package translate
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 	"html"
 	"net/http"
 	"regexp"
@@ -39,11 +40,11 @@ import (
 // array) takes its type from its status word (RESOURCE_EXHAUSTED: 429,
 // UNAVAILABLE: 503…) rather than from the HTTP status. from == to
 // returns body unchanged.
-func ErrorBody(from, to API, status int, body []byte) []byte {
+func ErrorBody(from, to api.API, status int, body []byte) []byte {
 	if from == to {
 		return body
 	}
-	if from == Gemini {
+	if from == api.Gemini {
 		// A streamed request's error may come as a one-element array.
 		var list []json.RawMessage
 		if t := bytes.TrimSpace(body); len(t) > 0 && t[0] == '[' && json.Unmarshal(t, &list) == nil && len(list) > 0 {
@@ -54,7 +55,7 @@ func ErrorBody(from, to API, status int, body []byte) []byte {
 		}
 	}
 	msg, openAI := anErrorText(body)
-	if to != Messages {
+	if to != api.Messages {
 		if openAI {
 			return body
 		}

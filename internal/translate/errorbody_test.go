@@ -2,6 +2,7 @@ package translate
 
 import (
 	"encoding/json"
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 	"strconv"
 	"strings"
 	"testing"
@@ -56,12 +57,12 @@ func TestErrorBodyTypesFollowTheStatus(t *testing.T) {
 		{503, "overloaded_error", "server_error", "server_is_overloaded"},
 		{529, "overloaded_error", "server_error", "server_is_overloaded"},
 	} {
-		a := anDecodeError[anAnthropicError](t, ErrorBody(Chat, Messages, tc.status, []byte(`{"error":{"message":"m","type":"x","param":null,"code":null}}`)))
+		a := anDecodeError[anAnthropicError](t, ErrorBody(api.Chat, api.Messages, tc.status, []byte(`{"error":{"message":"m","type":"x","param":null,"code":null}}`)))
 		anEq(t, "Anthropic type of "+strconv.Itoa(tc.status), a.Error.Type, tc.anthropic)
 		anEq(t, "type", a.Type, "error")
 		anEq(t, "message", a.Error.Message, "m")
-		for _, to := range []API{Chat, Responses} {
-			o := anDecodeError[anOpenAIError](t, ErrorBody(Messages, to, tc.status, []byte(`{"type":"error","error":{"type":"x","message":"m"}}`)))
+		for _, to := range []api.API{api.Chat, api.Responses} {
+			o := anDecodeError[anOpenAIError](t, ErrorBody(api.Messages, to, tc.status, []byte(`{"type":"error","error":{"type":"x","message":"m"}}`)))
 			anEq(t, "OpenAI type of "+strconv.Itoa(tc.status), o.Error.Type, tc.openAI)
 			anEq(t, "message", o.Error.Message, "m")
 			code := ""
@@ -94,10 +95,10 @@ func TestErrorBodyKeepsTheMessage(t *testing.T) {
 		{"huge", huge, strings.Repeat("é", 512) + "…"},
 		{"not UTF-8", "bad \xff byte", "bad \uFFFD byte"},
 	} {
-		for _, c := range []struct{ from, to API }{{Chat, Messages}, {Messages, Chat}, {Responses, Messages}, {Messages, Responses}} {
+		for _, c := range []struct{ from, to api.API }{{api.Chat, api.Messages}, {api.Messages, api.Chat}, {api.Responses, api.Messages}, {api.Messages, api.Responses}} {
 			out := ErrorBody(c.from, c.to, 503, []byte(tc.body))
 			var msg string
-			if c.to == Messages {
+			if c.to == api.Messages {
 				msg = anDecodeError[anAnthropicError](t, out).Error.Message
 			} else {
 				msg = anDecodeError[anOpenAIError](t, out).Error.Message
@@ -112,11 +113,11 @@ func TestErrorBodyKeepsTheMessage(t *testing.T) {
 
 func TestErrorBodyBetweenOpenAIsAPIsKeepsTheBody(t *testing.T) {
 	const body = `{"error":{"message":"m","type":"tokens","param":null,"code":"rate_limit_exceeded"}}`
-	anEq(t, "Chat→Responses", string(ErrorBody(Chat, Responses, 429, []byte(body))), body)
-	anEq(t, "Responses→Chat", string(ErrorBody(Responses, Chat, 429, []byte(body))), body)
-	anEq(t, "same API", string(ErrorBody(Messages, Messages, 500, []byte("x"))), "x")
+	anEq(t, "Chat→Responses", string(ErrorBody(api.Chat, api.Responses, 429, []byte(body))), body)
+	anEq(t, "Responses→Chat", string(ErrorBody(api.Responses, api.Chat, 429, []byte(body))), body)
+	anEq(t, "same API", string(ErrorBody(api.Messages, api.Messages, 500, []byte("x"))), "x")
 	// Text from an OpenAI engine still becomes OpenAI's shape.
-	o := anDecodeError[anOpenAIError](t, ErrorBody(Chat, Responses, 502, []byte("bad gateway")))
+	o := anDecodeError[anOpenAIError](t, ErrorBody(api.Chat, api.Responses, 502, []byte("bad gateway")))
 	anEq(t, "message", o.Error.Message, "bad gateway")
 	anEq(t, "type", o.Error.Type, "server_error")
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 	"github.com/openai/openai-go/v3/responses"
 )
 
@@ -55,8 +56,8 @@ func TestAnswerNamespaceCallsGoBackSplit(t *testing.T) {
 		{"id":"call_js","type":"function","function":{"name":"mcp__node_repl__js","arguments":"{\"code\":\"1\"}"}},
 		{"id":"call_ex","type":"function","function":{"name":"mcp__x__exec","arguments":"{\"input\":\"ls\"}"}},
 		{"id":"call_sh","type":"function","function":{"name":"shell","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}`
-	out, err := Answer(Chat, Responses, []byte(chat), AnswerOptions{
-		CustomTools: CustomTools(Responses, body), Namespaces: NamespaceTools(Responses, body)})
+	out, err := Answer(api.Chat, api.Responses, []byte(chat), AnswerOptions{
+		CustomTools: CustomTools(api.Responses, body), Namespaces: NamespaceTools(api.Responses, body)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +68,7 @@ func TestAnswerNamespaceCallsGoBackSplit(t *testing.T) {
 
 func TestStreamNamespaceCallsGoBackSplit(t *testing.T) {
 	body := []byte(nsRequest)
-	o := StreamOptions{CustomTools: CustomTools(Responses, body), Namespaces: NamespaceTools(Responses, body)}
+	o := StreamOptions{CustomTools: CustomTools(api.Responses, body), Namespaces: NamespaceTools(api.Responses, body)}
 	upstream := []string{
 		stChatChunk(`{"role":"assistant","tool_calls":[{"index":0,"id":"call_js","type":"function","function":{"name":"mcp__node_repl__js","arguments":""}}]}`, ""),
 		stChatChunk(`{"tool_calls":[{"index":0,"function":{"arguments":"{\"code\":\"1\"}"}}]}`, ""),
@@ -76,7 +77,7 @@ func TestStreamNamespaceCallsGoBackSplit(t *testing.T) {
 		stChatChunk(`{}`, "tool_calls"),
 		"data: [DONE]\n\n",
 	}
-	s := NewStream(Chat, Responses, o)
+	s := NewStream(api.Chat, api.Responses, o)
 	got := stFeed(s, upstream...)
 	var added, done []responses.ResponseOutputItemUnion
 	var completed *responses.Response
@@ -120,7 +121,7 @@ func TestStreamNamespaceCallsGoBackSplit(t *testing.T) {
 	}
 	out := make([]byte, 0, 64<<10)
 	run := func() {
-		s.Reset(Chat, Responses, o)
+		s.Reset(api.Chat, api.Responses, o)
 		out = out[:0]
 		for _, ev := range evs {
 			out = s.Event(out, ev)

@@ -2,6 +2,7 @@ package translate
 
 import (
 	"fmt"
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 )
 
 // A request is translated in two steps: the client's API is read into one
@@ -21,7 +22,7 @@ import (
 // silently (the gateway answers 400 naming it and the engine), or another
 // error for a body that is not a JSON object. from == to returns body
 // unchanged.
-func Request(from, to API, body []byte, o RequestOptions) (out []byte, dropped []string, err error) {
+func Request(from, to api.API, body []byte, o RequestOptions) (out []byte, dropped []string, err error) {
 	if from == to {
 		return body, nil, nil
 	}
@@ -31,11 +32,11 @@ func Request(from, to API, body []byte, o RequestOptions) (out []byte, dropped [
 	}
 	r := &rqRequest{from: from, to: to}
 	switch from {
-	case Chat:
+	case api.Chat:
 		err = rqReadChat(r, top)
-	case Messages:
+	case api.Messages:
 		err = rqReadMessages(r, top)
-	case Responses:
+	case api.Responses:
 		err = rqReadResponses(r, top)
 	default:
 		return nil, nil, fmt.Errorf("translating a request from %v: unknown API", from)
@@ -45,15 +46,15 @@ func Request(from, to API, body []byte, o RequestOptions) (out []byte, dropped [
 	}
 	r.pairToolResults()
 	switch to {
-	case Chat:
+	case api.Chat:
 		out, err = rqWriteChat(r)
-	case Messages:
+	case api.Messages:
 		out, err = rqWriteMessages(r, o)
-	case Responses:
+	case api.Responses:
 		out, err = rqWriteResponses(r)
-	case Converse:
+	case api.Converse:
 		out, err = rqWriteConverse(r, o)
-	case Gemini:
+	case api.Gemini:
 		out, err = rqWriteGemini(r)
 	default:
 		return nil, nil, fmt.Errorf("translating a request to %v: unknown API", to)

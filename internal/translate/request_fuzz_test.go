@@ -2,6 +2,7 @@ package translate
 
 import (
 	"encoding/json"
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,7 +13,7 @@ import (
 // rqSeeds are the realistic request bodies of testdata/requests, named
 // <api>_<client>.json.
 func rqSeeds(t testing.TB) map[string]struct {
-	api  API
+	api  api.API
 	body []byte
 } {
 	files, err := filepath.Glob("testdata/requests/*.json")
@@ -20,7 +21,7 @@ func rqSeeds(t testing.TB) map[string]struct {
 		t.Fatalf("no seed bodies: %v", err)
 	}
 	seeds := map[string]struct {
-		api  API
+		api  api.API
 		body []byte
 	}{}
 	for _, f := range files {
@@ -29,10 +30,10 @@ func rqSeeds(t testing.TB) map[string]struct {
 			t.Fatal(err)
 		}
 		name := filepath.Base(f)
-		for _, a := range APIs {
+		for _, a := range conversations {
 			if strings.HasPrefix(name, a.String()+"_") {
 				seeds[name] = struct {
-					api  API
+					api  api.API
 					body []byte
 				}{a, b}
 			}
@@ -52,22 +53,22 @@ type rqEssence struct {
 	calls  []string
 }
 
-func rqEssenceOf(t testing.TB, api API, body []byte, sanitize bool) rqEssence {
+func rqEssenceOf(t testing.TB, from api.API, body []byte, sanitize bool) rqEssence {
 	top, err := rqObject(body)
 	if err != nil {
-		t.Fatalf("reading %v: %v", api, err)
+		t.Fatalf("reading %v: %v", from, err)
 	}
-	r := &rqRequest{from: api}
-	switch api {
-	case Chat:
+	r := &rqRequest{from: from}
+	switch from {
+	case api.Chat:
 		err = rqReadChat(r, top)
-	case Messages:
+	case api.Messages:
 		err = rqReadMessages(r, top)
-	case Responses:
+	case api.Responses:
 		err = rqReadResponses(r, top)
 	}
 	if err != nil {
-		t.Fatalf("reading %v: %v\n%s", api, err, body)
+		t.Fatalf("reading %v: %v\n%s", from, err, body)
 	}
 	var e rqEssence
 	var system, text []string
@@ -113,7 +114,7 @@ func rqSameCalls(want, got []string) bool {
 
 // rqRoundTrip translates body from a to b and back and compares what both
 // APIs carry.
-func rqRoundTrip(t testing.TB, a, b API, body []byte) {
+func rqRoundTrip(t testing.TB, a, b api.API, body []byte) {
 	there, _, err := Request(a, b, body, RequestOptions{})
 	if err != nil {
 		return // refused: nothing to compare
@@ -125,7 +126,7 @@ func rqRoundTrip(t testing.TB, a, b API, body []byte) {
 	if err != nil {
 		t.Fatalf("%v->%v->%v: the way back failed: %v\n%s", a, b, a, err, there)
 	}
-	sanitize := a == Messages || b == Messages
+	sanitize := a == api.Messages || b == api.Messages
 	want, got := rqEssenceOf(t, a, body, sanitize), rqEssenceOf(t, a, back, sanitize)
 	if want.system != got.system || want.text != got.text || !rqSameCalls(want.calls, got.calls) {
 		t.Fatalf("%v->%v->%v changed the transcript:\nwant %+v\ngot  %+v\nvia  %s\nback %s", a, b, a, want, got, there, back)
@@ -134,7 +135,7 @@ func rqRoundTrip(t testing.TB, a, b API, body []byte) {
 
 func TestRequestRoundTrips(t *testing.T) {
 	for name, s := range rqSeeds(t) {
-		for _, b := range APIs {
+		for _, b := range conversations {
 			if b == s.api {
 				continue
 			}
@@ -149,14 +150,14 @@ func TestRequestSeedsDropped(t *testing.T) {
 	seeds := rqSeeds(t)
 	cases := []struct {
 		seed string
-		to   API
+		to   api.API
 		want []string
 	}{
-		{"messages_claude_code.json", Chat, []string{"messages[1].content[0] (thinking)", "tools[2] (web_search_20250305)", "context_management"}},
-		{"responses_codex.json", Chat, []string{"input[3] (reasoning)", "tools[2] (web_search)"}},
-		{"responses_codex.json", Messages, []string{"input[3] (reasoning)", "tools[2] (web_search)", "text.verbosity", "reasoning.effort"}},
-		{"chat_openai_sdk.json", Messages, nil},
-		{"chat_openai_sdk.json", Responses, []string{"stop"}},
+		{"messages_claude_code.json", api.Chat, []string{"messages[1].content[0] (thinking)", "tools[2] (web_search_20250305)", "context_management"}},
+		{"responses_codex.json", api.Chat, []string{"input[3] (reasoning)", "tools[2] (web_search)"}},
+		{"responses_codex.json", api.Messages, []string{"input[3] (reasoning)", "tools[2] (web_search)", "text.verbosity", "reasoning.effort"}},
+		{"chat_openai_sdk.json", api.Messages, nil},
+		{"chat_openai_sdk.json", api.Responses, []string{"stop"}},
 	}
 	for _, c := range cases {
 		s := seeds[c.seed]
@@ -176,14 +177,14 @@ func TestRequestSeedsDropped(t *testing.T) {
 // keeps the transcript's words and tool calls.
 func FuzzRequest(f *testing.F) {
 	for _, s := range rqSeeds(f) {
-		for _, b := range APIs {
+		for _, b := range conversations {
 			f.Add(s.body, uint8(s.api), uint8(b))
 		}
 	}
-	f.Add([]byte(`{"messages":[{"role":"tool","content":"x"},{"role":"assistant","tool_calls":[{"function":{"name":"a","arguments":"[1]"}}]}]}`), uint8(Chat), uint8(Messages))
-	f.Add([]byte(`{"input":[{"type":"function_call_output","output":[{"type":"input_image","image_url":"data:x"}]}]}`), uint8(Responses), uint8(Messages))
+	f.Add([]byte(`{"messages":[{"role":"tool","content":"x"},{"role":"assistant","tool_calls":[{"function":{"name":"a","arguments":"[1]"}}]}]}`), uint8(api.Chat), uint8(api.Messages))
+	f.Add([]byte(`{"input":[{"type":"function_call_output","output":[{"type":"input_image","image_url":"data:x"}]}]}`), uint8(api.Responses), uint8(api.Messages))
 	f.Fuzz(func(t *testing.T, body []byte, from, to uint8) {
-		a, b := API(from%3+1), API(to%3+1)
+		a, b := api.API(from%3+1), api.API(to%3+1)
 		if a == b {
 			return // the body itself, whatever it is
 		}

@@ -1,12 +1,15 @@
 package translate
 
-import "testing"
+import (
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
+	"testing"
+)
 
 func TestRequestGemini(t *testing.T) {
 	const tools = `"tools":[{"type":"function","function":{"name":"Bash","description":"run","parameters":{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"cmd":{"type":"string"}},"additionalProperties":false}}}]`
 	const img = `data:image/png;base64,iVBORw0KGgo=`
 	rqRun(t, []rqCase{
-		{name: "contents and system", from: Chat, to: Gemini,
+		{name: "contents and system", from: api.Chat, to: api.Gemini,
 			body: `{"model":"gemini-2.5-flash","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":[{"type":"text","text":"What is this?"},{"type":"image_url","image_url":{"url":"` + img + `"}},{"type":"image_url","image_url":{"url":"https://example.com/cat.webp?x=1"}}]},{"role":"assistant","content":"A cat."},{"role":"developer","content":"Answer in French."},{"role":"user","content":"Sure?"}],"stream":true}`,
 			want: map[string]string{
 				"model":             "-",
@@ -17,28 +20,28 @@ func TestRequestGemini(t *testing.T) {
 				"contents.2":        `{"role":"user","parts":[{"text":"Sure?"}]}`,
 				"generationConfig":  "-",
 			}},
-		{name: "options", from: Chat, to: Gemini,
+		{name: "options", from: api.Chat, to: api.Gemini,
 			body: `{"messages":[{"role":"user","content":"x"}],"temperature":0.2,"top_p":0.9,"max_completion_tokens":500,"stop":["END",""],"reasoning_effort":"high","user":"u1",` +
 				`"response_format":{"type":"json_schema","json_schema":{"name":"r","schema":{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","properties":{"a":{"type":"integer"}}}}}}`,
 			want: map[string]string{"generationConfig": `{"temperature":0.2,"topP":0.9,"maxOutputTokens":500,"stopSequences":["END"],` +
 				`"responseMimeType":"application/json","responseJsonSchema":{"type":"object","properties":{"a":{"type":"integer"}}},"thinkingConfig":{"includeThoughts":true,"thinkingBudget":4096}}`},
 			dropped: []string{"user", "stop[1]"}},
-		{name: "json_object", from: Chat, to: Gemini, body: `{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}}`,
+		{name: "json_object", from: api.Chat, to: api.Gemini, body: `{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}}`,
 			want: map[string]string{"generationConfig": `{"responseMimeType":"application/json"}`}},
-		{name: "tools", from: Chat, to: Gemini, body: `{"messages":[{"role":"user","content":"x"}],` + tools + `}`,
+		{name: "tools", from: api.Chat, to: api.Gemini, body: `{"messages":[{"role":"user","content":"x"}],` + tools + `}`,
 			want: map[string]string{"tools": `[{"functionDeclarations":[{"name":"Bash","description":"run","parametersJsonSchema":{"type":"object","properties":{"cmd":{"type":"string"}},"additionalProperties":false}}]}]`,
 				"toolConfig": "-"}},
-		{name: "tool_choice named", from: Chat, to: Gemini, body: `{"messages":[],` + tools + `,"tool_choice":{"type":"function","function":{"name":"Bash"}},"parallel_tool_calls":false}`,
+		{name: "tool_choice named", from: api.Chat, to: api.Gemini, body: `{"messages":[],` + tools + `,"tool_choice":{"type":"function","function":{"name":"Bash"}},"parallel_tool_calls":false}`,
 			want:    map[string]string{"toolConfig": `{"functionCallingConfig":{"mode":"ANY","allowedFunctionNames":["Bash"]}}`},
 			dropped: []string{"parallel_tool_calls"}},
-		{name: "tool_choice required", from: Messages, to: Gemini,
+		{name: "tool_choice required", from: api.Messages, to: api.Gemini,
 			body: `{"max_tokens":1,"messages":[],"tools":[{"name":"a","input_schema":{"type":"object"}}],"tool_choice":{"type":"any"}}`,
 			want: map[string]string{"toolConfig": `{"functionCallingConfig":{"mode":"ANY"}}`, "generationConfig": `{"maxOutputTokens":1}`}},
-		{name: "tool_choice none", from: Responses, to: Gemini,
+		{name: "tool_choice none", from: api.Responses, to: api.Gemini,
 			body: `{"input":"x","tools":[{"type":"function","name":"a","parameters":{}}],"tool_choice":"none"}`,
 			want: map[string]string{"toolConfig": `{"functionCallingConfig":{"mode":"NONE"}}`}},
-		{name: "n", from: Chat, to: Gemini, body: `{"messages":[],"n":2}`, err: "n"},
-		{name: "result of no call", from: Responses, to: Gemini,
+		{name: "n", from: api.Chat, to: api.Gemini, body: `{"messages":[],"n":2}`, err: "n"},
+		{name: "result of no call", from: api.Responses, to: api.Gemini,
 			body: `{"input":[{"type":"function_call_output","call_id":"c9","output":"x"}]}`, err: "input[0]"},
 	})
 }
@@ -61,7 +64,7 @@ func TestRequestGeminiToolTurns(t *testing.T) {
 		{"role":"assistant","content":null,"tool_calls":[{"id":"call_x_0-gts-CiQB_-w","type":"function","function":{"name":"read","arguments":"{}"}},{"id":"call_x_1","type":"function","function":{"name":"read","arguments":"{\"p\":1}"}}]},
 		{"role":"tool","tool_call_id":"call_x_0-gts-CiQB_-w","content":"1"},{"role":"tool","tool_call_id":"call_x_1","content":"2"}]}`
 	rqRun(t, []rqCase{
-		{name: "foreign calls", from: Messages, to: Gemini, body: foreign,
+		{name: "foreign calls", from: api.Messages, to: api.Gemini, body: foreign,
 			want: map[string]string{
 				"contents.1": `{"role":"model","parts":[{"functionCall":{"name":"read","args":{"p":"a"}}}]}`,
 				"contents.2": `{"role":"user","parts":[{"functionResponse":{"name":"read","response":{"output":"A"}}}]}`,
@@ -71,7 +74,7 @@ func TestRequestGeminiToolTurns(t *testing.T) {
 				"tools":      `[{"functionDeclarations":[{"name":"read","parametersJsonSchema":{"type":"object","properties":{}}},{"name":"write","parametersJsonSchema":{"type":"object","properties":{}}}]}]`,
 			},
 			dropped: []string{"messages[5].content[0]"}},
-		{name: "own signature", from: Chat, to: Gemini, body: own,
+		{name: "own signature", from: api.Chat, to: api.Gemini, body: own,
 			want: map[string]string{
 				"contents.1": `{"role":"model","parts":[{"functionCall":{"name":"read","args":{}},"thoughtSignature":"CiQB/+w="},{"functionCall":{"name":"read","args":{"p":1}}}]}`,
 				"contents.2": `{"role":"user","parts":[{"functionResponse":{"name":"read","response":{"output":"1"}}},{"functionResponse":{"name":"read","response":{"output":"2"}}}]}`,

@@ -2,6 +2,7 @@ package translate
 
 import (
 	"encoding/json"
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 	"strconv"
 	"strings"
 )
@@ -10,7 +11,7 @@ import (
 // fills and a writer spells. Members only one API has, and that a
 // translation therefore drops, never reach it (the reader lists them).
 type rqRequest struct {
-	from, to API
+	from, to api.API
 
 	model    json.RawMessage // as the client sent it; the gateway rewrites it afterwards
 	messages []rqMessage     // system instructions included, in the client's order

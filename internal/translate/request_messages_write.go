@@ -2,6 +2,7 @@ package translate
 
 import (
 	"encoding/json"
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 	"strconv"
 	"strings"
 )
@@ -146,8 +147,8 @@ func rqWriteMessages(r *rqRequest, o RequestOptions) ([]byte, error) {
 }
 
 // rqOpenAIMember is the client's path of a member Chat and Responses share.
-func rqOpenAIMember(from API, key string) string {
-	if from == Responses && key == "verbosity" {
+func rqOpenAIMember(from api.API, key string) string {
+	if from == api.Responses && key == "verbosity" {
 		return "text.verbosity"
 	}
 	return key

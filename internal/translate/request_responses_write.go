@@ -2,6 +2,7 @@ package translate
 
 import (
 	"encoding/json"
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 	"strings"
 )
 
@@ -143,7 +144,7 @@ func rqWriteResponses(r *rqRequest) ([]byte, error) {
 	}
 	if len(r.stop) > 0 {
 		member := "stop"
-		if r.from == Messages {
+		if r.from == api.Messages {
 			member = "stop_sequences"
 		}
 		r.drops.add("stop", member)
@@ -239,8 +240,8 @@ func rqRespOutput(p rqPart) any {
 // Request wrote them as: an engine's call of one comes back as a function
 // call whose arguments are {"input": "…"}, which the answer's translation
 // turns into a custom_tool_call with that input. nil for the other APIs.
-func CustomTools(from API, body []byte) []string {
-	if from != Responses {
+func CustomTools(from api.API, body []byte) []string {
+	if from != api.Responses {
 		return nil
 	}
 	var top struct {
@@ -270,8 +271,8 @@ func CustomTools(from API, body []byte) []string {
 // and name: Codex runs a call only as {namespace, name}, so the answer's
 // translation splits a call of a flattened name back. nil when there are
 // none or from is not Responses.
-func NamespaceTools(from API, body []byte) map[string][2]string {
-	if from != Responses {
+func NamespaceTools(from api.API, body []byte) map[string][2]string {
+	if from != api.Responses {
 		return nil
 	}
 	var top struct {

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 )
 
@@ -42,7 +43,7 @@ type StreamOptions struct {
 
 // Stream translates one event stream from the engine's API into the client's, event by event.
 type Stream struct {
-	from, to API
+	from, to api.API
 	opt      StreamOptions
 
 	begun     bool // the upstream's start was seen, or assumed
@@ -50,7 +51,7 @@ type Stream struct {
 	finished  bool // the client was told the answer is whole
 	dead      bool // an error was sent: nothing more goes out
 	stop      Stop // why the upstream said it ended, once it said so
-	usage     Usage
+	usage     api.Usage
 	created   int64
 	seq       int // a Responses client's sequence_number
 	nBlocks   int // blocks opened: a Messages content index, a Responses output_index
@@ -112,14 +113,14 @@ type stBlock struct {
 }
 
 // NewStream returns a Stream translating an upstream in from's grammar for a client of to's.
-func NewStream(from, to API, o StreamOptions) *Stream {
+func NewStream(from, to api.API, o StreamOptions) *Stream {
 	s := &Stream{}
 	s.Reset(from, to, o)
 	return s
 }
 
 // Reset makes s ready for another stream, keeping its buffers (the gateway pools Streams).
-func (s *Stream) Reset(from, to API, o StreamOptions) {
+func (s *Stream) Reset(from, to api.API, o StreamOptions) {
 	*s = Stream{
 		from: from, to: to, opt: o,
 		id: s.id[:0], model: s.model[:0], token: s.token[:0], head: s.head[:0],
@@ -180,9 +181,9 @@ func (s *Stream) begin(dst, id, model []byte, created int64) []byte {
 		s.created = time.Now().Unix()
 	}
 	switch s.to {
-	case Chat:
+	case api.Chat:
 		return s.chatAnnounce(dst)
-	case Responses:
+	case api.Responses:
 		return s.respAnnounce(dst)
 	}
 	return dst // a Messages client hears of it with its first block (messagesAnnounce)
@@ -263,7 +264,7 @@ func (s *Stream) open(dst []byte, kind stKind, key int, id, name []byte) []byte 
 		s.nTools++
 		b.name = append(b.name, name...)
 		b.id = s.toolID(b.id, id)
-		if s.to == Responses {
+		if s.to == api.Responses {
 			b.custom = s.isCustom(name)
 			// Looked up once per call, not per delta; the conversion in
 			// the index does not allocate.
@@ -274,9 +275,9 @@ func (s *Stream) open(dst []byte, kind stKind, key int, id, name []byte) []byte 
 		}
 	}
 	switch s.to {
-	case Chat:
+	case api.Chat:
 		return s.chatOpen(dst, b)
-	case Messages:
+	case api.Messages:
 		return s.messagesOpen(dst, b)
 	}
 	return s.respOpen(dst, b)
@@ -286,7 +287,7 @@ func (s *Stream) open(dst []byte, kind stKind, key int, id, name []byte) []byte 
 // calls only (a text block before them must not shift it), the others
 // count every block.
 func (s *Stream) toolIndex() int {
-	if s.to == Chat {
+	if s.to == api.Chat {
 		return s.nTools
 	}
 	return s.nBlocks - 1
@@ -297,13 +298,13 @@ func (s *Stream) toolIndex() int {
 func (s *Stream) toolID(dst, id []byte) []byte {
 	if len(id) == 0 {
 		prefix := "call_"
-		if s.to == Messages {
+		if s.to == api.Messages {
 			prefix = "toolu_"
 		}
 		dst = append(append(dst, prefix...), s.token...)
 		return strconv.AppendInt(append(dst, '_'), int64(s.nTools), 10)
 	}
-	if s.to != Messages {
+	if s.to != api.Messages {
 		return append(dst, id...)
 	}
 	if bytes.IndexByte(id, '\\') >= 0 {
@@ -342,9 +343,9 @@ func (s *Stream) delta(dst []byte, p stPiece, key int, text []byte) []byte {
 		return dst
 	}
 	switch s.to {
-	case Chat:
+	case api.Chat:
 		return s.chatDelta(dst, b, p, text)
-	case Messages:
+	case api.Messages:
 		return s.messagesDelta(dst, b, p, text)
 	}
 	return s.respDelta(dst, b, p, text)
@@ -361,9 +362,9 @@ func (s *Stream) closeKey(dst []byte, key int) []byte {
 func (s *Stream) close(dst []byte, b *stBlock) []byte {
 	b.open = false
 	switch s.to {
-	case Messages:
+	case api.Messages:
 		return s.messagesClose(dst, b)
-	case Responses:
+	case api.Responses:
 		return s.respClose(dst, b)
 	}
 	return dst // Chat has no word for it
@@ -386,9 +387,9 @@ func (s *Stream) finish(dst []byte) []byte {
 		s.stop = StopTool // engines that say "stop" after calling tools
 	}
 	switch s.to {
-	case Chat:
+	case api.Chat:
 		return s.chatFinish(dst)
-	case Messages:
+	case api.Messages:
 		return s.messagesFinish(dst)
 	}
 	return s.respFinish(dst)
@@ -405,9 +406,9 @@ func (s *Stream) fail(dst, typ, code, msg []byte) []byte {
 		msg = []byte(`"the engine failed"`)
 	}
 	switch s.to {
-	case Chat:
+	case api.Chat:
 		return s.chatFail(dst, typ, code, msg)
-	case Messages:
+	case api.Messages:
 		return s.messagesFail(dst, typ, code, msg)
 	}
 	return s.respFail(dst, typ, code, msg)
@@ -420,4 +421,12 @@ func stValidObject(data []byte) bool {
 	}
 	end, err := jsonmember.SkipValue(data, 0, 1)
 	return err == nil && jsonmember.SkipSpace(data, end) == len(data)
+}
+
+// readUsage takes in the usage object of API a at data[v]: a later report
+// of the same answer replaces what an earlier one said (api.Usage.Update).
+func (s *Stream) readUsage(a api.API, data []byte, v int) {
+	if u, ok := a.ReadUsage(data, v); ok {
+		s.usage = s.usage.Update(u)
+	}
 }

@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 	"strings"
 	"testing"
 )
@@ -36,10 +37,10 @@ func TestStreamCommentsPassAndNonJSONIsDropped(t *testing.T) {
 
 func TestStreamCutUpstreamGetsNoEnd(t *testing.T) {
 	for _, d := range stDirections {
-		text := map[API]string{
-			Chat:      stChatChunk(`{"content":"Hi"}`, ""),
-			Messages:  "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi\"}}\n\n",
-			Responses: "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"output_index\":0,\"delta\":\"Hi\"}\n\n",
+		text := map[api.API]string{
+			api.Chat:      stChatChunk(`{"content":"Hi"}`, ""),
+			api.Messages:  "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi\"}}\n\n",
+			api.Responses: "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"output_index\":0,\"delta\":\"Hi\"}\n\n",
 		}[d[0]]
 		s := NewStream(d[0], d[1], StreamOptions{})
 		out := s.Event(nil, []byte(text))
@@ -53,7 +54,7 @@ func TestStreamCutUpstreamGetsNoEnd(t *testing.T) {
 }
 
 func TestStreamMessagesPingBecomesAComment(t *testing.T) {
-	s := NewStream(Messages, Chat, StreamOptions{})
+	s := NewStream(api.Messages, api.Chat, StreamOptions{})
 	if got := stFeed(s, "event: ping\ndata: {\"type\":\"ping\"}\n\n", "event: future_thing\ndata: {\"type\":\"future_thing\"}\n\n"); got != ": ping\n\n" {
 		t.Errorf("%q", got)
 	}
@@ -63,7 +64,7 @@ func TestStreamMessagesPingBecomesAComment(t *testing.T) {
 // first block, so the role chunk alone sends nothing, and an engine that
 // fails at once answers with the error event alone.
 func TestStreamChatToMessagesWaitsForContent(t *testing.T) {
-	s := NewStream(Chat, Messages, StreamOptions{})
+	s := NewStream(api.Chat, api.Messages, StreamOptions{})
 	if got := s.Event(nil, []byte(stChatChunk(`{"role":"assistant","content":""}`, ""))); len(got) != 0 {
 		t.Errorf("role chunk: %q", got)
 	}
@@ -80,7 +81,7 @@ func TestStreamChatToMessagesWaitsForContent(t *testing.T) {
 // TestStreamChatToolCallsWithoutIDsOrIndexes: engines that leave out the
 // index send calls one after another; a call without an id gets one.
 func TestStreamChatToolCallsWithoutIDsOrIndexes(t *testing.T) {
-	s := NewStream(Chat, Messages, StreamOptions{})
+	s := NewStream(api.Chat, api.Messages, StreamOptions{})
 	got := stFeed(s,
 		stChatChunk(`{"tool_calls":[{"function":{"name":"a","arguments":"{}"}}]}`, ""),
 		stChatChunk(`{"tool_calls":[{"id":"x/1","function":{"name":"b","arguments":"{\"k\":"}}]}`, ""),
@@ -97,7 +98,7 @@ func TestStreamChatToolCallsWithoutIDsOrIndexes(t *testing.T) {
 // TestStreamMessagesToChatToolIndexCountsTools: a text block before the
 // calls does not shift their index (trap T7).
 func TestStreamMessagesToChatToolIndexCountsTools(t *testing.T) {
-	out := stRun(t, Messages, Chat, StreamOptions{}, stCapture(t, Messages, "tools"))
+	out := stRun(t, api.Messages, api.Chat, StreamOptions{}, stCapture(t, api.Messages, "tools"))
 	if !strings.Contains(string(out), `"tool_calls":[{"index":0,"id":"call_abc1","type":"function","function":{"name":"get_weather","arguments":""}}]`) ||
 		!strings.Contains(string(out), `"tool_calls":[{"index":1,"id":"functions.get_time:1"`) {
 		t.Errorf("%s", out)
@@ -108,7 +109,7 @@ func TestStreamMessagesToChatToolIndexCountsTools(t *testing.T) {
 }
 
 func TestStreamResponsesCustomToolCall(t *testing.T) {
-	s := NewStream(Chat, Responses, StreamOptions{CustomTools: []string{"apply_patch"}})
+	s := NewStream(api.Chat, api.Responses, StreamOptions{CustomTools: []string{"apply_patch"}})
 	got := stFeed(s,
 		stChatChunk(`{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"apply_patch","arguments":""}}]}`, ""),
 		stChatChunk(`{"tool_calls":[{"index":0,"function":{"arguments":"{\"input\":\"*** Begin"}}]}`, ""),
@@ -133,19 +134,19 @@ func TestStreamResponsesCustomToolCall(t *testing.T) {
 }
 
 func TestStreamResetReuses(t *testing.T) {
-	s := NewStream(Chat, Messages, StreamOptions{})
-	first := stRun(t, Chat, Messages, StreamOptions{}, stCapture(t, Chat, "tools"))
-	_ = stFeed(s, strings.SplitAfter(string(stCapture(t, Chat, "tools")), "\n\n")...)
-	s.Reset(Messages, Responses, StreamOptions{})
-	s.Reset(Chat, Messages, StreamOptions{})
-	again := stFeed(s, strings.SplitAfter(string(stCapture(t, Chat, "tools")), "\n\n")...)
+	s := NewStream(api.Chat, api.Messages, StreamOptions{})
+	first := stRun(t, api.Chat, api.Messages, StreamOptions{}, stCapture(t, api.Chat, "tools"))
+	_ = stFeed(s, strings.SplitAfter(string(stCapture(t, api.Chat, "tools")), "\n\n")...)
+	s.Reset(api.Messages, api.Responses, StreamOptions{})
+	s.Reset(api.Chat, api.Messages, StreamOptions{})
+	again := stFeed(s, strings.SplitAfter(string(stCapture(t, api.Chat, "tools")), "\n\n")...)
 	if again != string(first) {
 		t.Errorf("after Reset:\n%s\nfirst:\n%s", again, first)
 	}
 }
 
 func TestStreamSameAPIPassesThrough(t *testing.T) {
-	s := NewStream(Chat, Chat, StreamOptions{})
+	s := NewStream(api.Chat, api.Chat, StreamOptions{})
 	ev := stChatChunk(`{"content":"x"}`, "")
 	if got := stFeed(s, ev); got != ev {
 		t.Errorf("%q", got)

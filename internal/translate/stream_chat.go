@@ -1,6 +1,9 @@
 package translate
 
-import "strconv"
+import (
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
+	"strconv"
+)
 
 // Chat Completions streams: data lines only, no event names; the answer's
 // parts are told in choices[0].delta, tool calls in fragments keyed by
@@ -54,7 +57,7 @@ func (s *Stream) decodeChat(dst, data []byte) []byte {
 		}
 	}
 	if usage >= 0 && data[usage] == '{' {
-		s.usage = s.usage.Update(stChatUsage(data, usage))
+		s.readUsage(api.Chat, data, usage)
 	}
 	return dst
 }
@@ -210,40 +213,6 @@ func (s *Stream) chatDone(dst []byte) []byte {
 	return s.finish(dst)
 }
 
-// stChatUsage reads a Chat usage object.
-func stChatUsage(data []byte, v int) Usage {
-	var u Usage
-	for it := stObject(data, v); ; {
-		key, v, end, ok := it.next()
-		if !ok {
-			return u
-		}
-		switch string(key) {
-		case "prompt_tokens":
-			u.Input = stInt(data, v, end)
-		case "completion_tokens":
-			u.Output = stInt(data, v, end)
-		case "prompt_tokens_details":
-			u.CacheRead = stNestedInt(data, v, "cached_tokens")
-		case "completion_tokens_details":
-			u.Reasoning = stNestedInt(data, v, "reasoning_tokens")
-		}
-	}
-}
-
-// stNestedInt is the integer member name of the object at v.
-func stNestedInt(data []byte, v int, name string) int {
-	for it := stObject(data, v); ; {
-		key, v, end, ok := it.next()
-		if !ok {
-			return 0
-		}
-		if string(key) == name {
-			return stInt(data, v, end)
-		}
-	}
-}
-
 // A Chat client's chunks all start alike: the head is written once.
 
 func (s *Stream) chatAnnounce(dst []byte) []byte {
@@ -310,7 +279,7 @@ func (s *Stream) chatFinish(dst []byte) []byte {
 		dst = append(dst, "data: "...)
 		dst = append(dst, s.head...)
 		dst = append(dst, `,"choices":[],"usage":`...)
-		dst = s.usage.AppendChat(dst)
+		dst = api.Chat.AppendUsage(dst, s.usage)
 		dst = append(dst, "}\n\n"...)
 	}
 	return append(dst, "data: [DONE]\n\n"...)

@@ -2,6 +2,7 @@ package translate
 
 import (
 	"bytes"
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 )
 
 // Converse streams (AWS Bedrock's ConverseStream) reach translation as SSE
@@ -49,7 +50,7 @@ func (s *Stream) decodeConverse(dst, ev, data []byte) []byte {
 		}
 	case "metadata":
 		if v, _, ok := scMember(data, 0, "usage"); ok {
-			s.usage = scUsage(data, v)
+			s.usage, _ = api.Converse.ReadUsage(data, v)
 		}
 		if s.stop != StopNone {
 			return s.finish(dst)
@@ -182,28 +183,4 @@ func scMember(b []byte, v int, name string) (int, int, bool) {
 			return v, end, true
 		}
 	}
-}
-
-// scUsage reads a Converse usage object. Its inputTokens leaves out the
-// cache's tokens, as Messages' input_tokens does (Bedrock's totalTokens
-// is their sum with outputTokens).
-func scUsage(data []byte, v int) Usage {
-	var input, read, write, output int
-	for it := stObject(data, v); ; {
-		key, v, end, ok := it.next()
-		if !ok {
-			break
-		}
-		switch string(key) {
-		case "inputTokens":
-			input = stInt(data, v, end)
-		case "outputTokens":
-			output = stInt(data, v, end)
-		case "cacheReadInputTokens":
-			read = stInt(data, v, end)
-		case "cacheWriteInputTokens":
-			write = stInt(data, v, end)
-		}
-	}
-	return MessagesUsage(input, read, write, output)
 }

@@ -3,6 +3,7 @@ package translate
 import (
 	"bytes"
 
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 	"github.com/llmgateway/caddy-llm-gateway/internal/sse"
 )
 
@@ -24,22 +25,22 @@ func (s *Stream) Event(dst, ev []byte) []byte {
 		return dst
 	}
 	data = bytes.TrimSpace(data)
-	if s.from == Chat && string(data) == "[DONE]" {
+	if s.from == api.Chat && string(data) == "[DONE]" {
 		return s.chatDone(dst)
 	}
 	if !stValidObject(data) {
 		return dst // not JSON: the gateway counts it, the client never sees it
 	}
 	switch s.from {
-	case Chat:
+	case api.Chat:
 		return s.decodeChat(dst, data)
-	case Messages:
+	case api.Messages:
 		return s.decodeMessages(dst, data)
-	case Responses:
+	case api.Responses:
 		return s.decodeResponses(dst, data)
-	case Gemini:
+	case api.Gemini:
 		return s.decodeGemini(dst, data)
-	case Converse:
+	case api.Converse:
 		return s.decodeConverse(dst, ev, data)
 	}
 	return dst

@@ -8,12 +8,13 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 	"github.com/llmgateway/caddy-llm-gateway/internal/sse"
 )
 
-var stDirections = [...][2]API{
-	{Chat, Messages}, {Messages, Chat}, {Chat, Responses},
-	{Responses, Chat}, {Messages, Responses}, {Responses, Messages},
+var stDirections = [...][2]api.API{
+	{api.Chat, api.Messages}, {api.Messages, api.Chat}, {api.Chat, api.Responses},
+	{api.Responses, api.Chat}, {api.Messages, api.Responses}, {api.Responses, api.Messages},
 }
 
 // FuzzStream feeds arbitrary bytes, split into events as the gateway

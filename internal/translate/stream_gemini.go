@@ -1,6 +1,9 @@
 package translate
 
-import "strconv"
+import (
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
+	"strconv"
+)
 
 // Gemini streams (:streamGenerateContent?alt=sse): data lines only, each
 // a whole GenerateContentResponse holding this chunk's parts of
@@ -57,7 +60,7 @@ func (s *Stream) decodeGemini(dst, data []byte) []byte {
 		}
 	}
 	if usage >= 0 {
-		s.usage = s.usage.Update(sgUsage(data, usage))
+		s.readUsage(api.Gemini, data, usage)
 	}
 	if candidates < 0 {
 		if r, ok := stFindStr(data, feedback, "blockReason"); ok && len(r) > 0 {
@@ -201,7 +204,7 @@ func (s *Stream) sgCall(dst, data []byte, v int, sig []byte) []byte {
 			}
 		}
 	} else {
-		if s.to == Messages {
+		if s.to == api.Messages {
 			s.scratch = append(s.scratch, "toolu_"...)
 		} else {
 			s.scratch = append(s.scratch, "call_"...)
@@ -241,32 +244,6 @@ func sgEscape(dst, raw []byte) []byte {
 		}
 	}
 	return dst
-}
-
-// sgUsage reads usageMetadata: Gemini counts thoughts apart from the
-// candidates, the clients' APIs count them in the output; the tokens of
-// a tool's prompt (search results) are input.
-func sgUsage(data []byte, v int) Usage {
-	var u Usage
-	candidates, thoughts := 0, 0
-	for it := stObject(data, v); ; {
-		key, v, end, ok := it.next()
-		if !ok {
-			break
-		}
-		switch string(key) {
-		case "promptTokenCount", "toolUsePromptTokenCount":
-			u.Input += stInt(data, v, end)
-		case "cachedContentTokenCount":
-			u.CacheRead = stInt(data, v, end)
-		case "candidatesTokenCount":
-			candidates = stInt(data, v, end)
-		case "thoughtsTokenCount":
-			thoughts = stInt(data, v, end)
-		}
-	}
-	u.Output, u.Reasoning = candidates+thoughts, thoughts
-	return u
 }
 
 // sgError reads an error payload, Google's

@@ -3,6 +3,7 @@ package translate
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 	"reflect"
 	"strings"
 	"testing"
@@ -14,14 +15,14 @@ import (
 // a later chunk of its own (T15).
 
 func TestStreamGeminiScenarios(t *testing.T) {
-	for _, to := range APIs {
+	for _, to := range conversations {
 		for _, scenario := range []string{"text", "thinking", "length", "error"} {
 			t.Run(fmt.Sprintf("gemini-%v/%s", to, scenario), func(t *testing.T) {
-				out := stRun(t, Gemini, to, StreamOptions{IncludeUsage: true}, stCapture(t, Gemini, scenario))
+				out := stRun(t, api.Gemini, to, StreamOptions{IncludeUsage: true}, stCapture(t, api.Gemini, scenario))
 				got := stReassemble(t, to, stSplit(t, out))
-				want := stExpect(scenario, Gemini, to)
+				want := stExpect(scenario, api.Gemini, to)
 				want.Signature = "" // a thought's signature is Gemini's alone: no client gets it as a thinking signature
-				if to == Responses && scenario == "thinking" {
+				if to == api.Responses && scenario == "thinking" {
 					got.Usage.Reasoning = 0
 				}
 				if !reflect.DeepEqual(got, want) {
@@ -38,9 +39,9 @@ func TestStreamGeminiScenarios(t *testing.T) {
 // them) back to Gemini: the signature is on the first call's part again,
 // and each result names its function.
 func TestStreamGeminiToolsSignatureComesBack(t *testing.T) {
-	for _, to := range APIs {
+	for _, to := range conversations {
 		t.Run("gemini-"+to.String(), func(t *testing.T) {
-			out := stRun(t, Gemini, to, StreamOptions{IncludeUsage: true}, stCapture(t, Gemini, "tools"))
+			out := stRun(t, api.Gemini, to, StreamOptions{IncludeUsage: true}, stCapture(t, api.Gemini, "tools"))
 			got := stReassemble(t, to, stSplit(t, out))
 			if got.Text != "Let me check." || got.Stop != StopTool || got.Usage.Input != 300 || got.Usage.Output != 40 {
 				t.Fatalf("reassembled %+v\n%s", got, out)
@@ -62,10 +63,10 @@ func TestStreamGeminiToolsSignatureComesBack(t *testing.T) {
 
 // gmCheckNext sends the client's next turn to Gemini and checks what its
 // calls and results became.
-func gmCheckNext(t *testing.T, client API, calls []stCall, sig string) {
+func gmCheckNext(t *testing.T, client api.API, calls []stCall, sig string) {
 	t.Helper()
 	body := gmNextTurn(client, calls)
-	req, dropped, err := Request(client, Gemini, body, RequestOptions{})
+	req, dropped, err := Request(client, api.Gemini, body, RequestOptions{})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, body)
 	}
@@ -115,11 +116,11 @@ func gmCheckNext(t *testing.T, client API, calls []stCall, sig string) {
 
 // gmNextTurn is the client's next request: its question, the answer's
 // calls and their results ("18C" for the first).
-func gmNextTurn(client API, calls []stCall) []byte {
+func gmNextTurn(client api.API, calls []stCall) []byte {
 	var b []byte
 	results := []string{"18C", "14:00"}
 	switch client {
-	case Chat:
+	case api.Chat:
 		var tc, msgs []any
 		for _, c := range calls {
 			tc = append(tc, map[string]any{"id": c.ID, "type": "function", "function": map[string]any{"name": c.Name, "arguments": c.Args}})
@@ -130,7 +131,7 @@ func gmNextTurn(client API, calls []stCall) []byte {
 			msgs = append(msgs, map[string]any{"role": "tool", "tool_call_id": c.ID, "content": results[i]})
 		}
 		b, _ = json.Marshal(map[string]any{"model": "g", "messages": msgs})
-	case Messages:
+	case api.Messages:
 		content := []any{map[string]any{"type": "text", "text": "Let me check."}}
 		var rs []any
 		for i, c := range calls {
@@ -141,7 +142,7 @@ func gmNextTurn(client API, calls []stCall) []byte {
 			map[string]any{"role": "user", "content": "Weather and time?"},
 			map[string]any{"role": "assistant", "content": content},
 			map[string]any{"role": "user", "content": rs}}})
-	case Responses:
+	case api.Responses:
 		input := []any{map[string]any{"role": "user", "content": "Weather and time?"},
 			map[string]any{"type": "message", "role": "assistant", "content": []any{map[string]any{"type": "output_text", "text": "Let me check."}}}}
 		for _, c := range calls {
@@ -175,7 +176,7 @@ func TestStreamGeminiEnds(t *testing.T) {
 			`"usage":{"prompt_tokens":5,"completion_tokens":3,"total_tokens":8,"prompt_tokens_details":{"cached_tokens":0},"completion_tokens_details":{"reasoning_tokens":2}}`, false},
 	}
 	for _, c := range cases {
-		s := NewStream(Gemini, Chat, StreamOptions{IncludeUsage: true, Model: "gemini-x"})
+		s := NewStream(api.Gemini, api.Chat, StreamOptions{IncludeUsage: true, Model: "gemini-x"})
 		var out []byte
 		for _, ev := range c.evs {
 			out = s.Event(out, []byte(ev))
@@ -196,11 +197,11 @@ func TestStreamGeminiEnds(t *testing.T) {
 
 func TestStreamGeminiErrorTypes(t *testing.T) {
 	ev := `data: {"error":{"code":429,"message":"Quota exceeded","status":"RESOURCE_EXHAUSTED"}}` + "\n\n"
-	got := stFeed(NewStream(Gemini, Messages, StreamOptions{}), ev)
+	got := stFeed(NewStream(api.Gemini, api.Messages, StreamOptions{}), ev)
 	if !strings.Contains(got, `"type":"rate_limit_error","message":"Quota exceeded"`) {
 		t.Errorf("messages: %s", got)
 	}
-	got = stFeed(NewStream(Gemini, Chat, StreamOptions{}), ev)
+	got = stFeed(NewStream(api.Gemini, api.Chat, StreamOptions{}), ev)
 	if !strings.Contains(got, `"type":"rate_limit_error","param":null,"code":"rate_limit_exceeded"`) {
 		t.Errorf("chat: %s", got)
 	}
@@ -211,12 +212,12 @@ func TestStreamGeminiErrorTypes(t *testing.T) {
 func BenchmarkStreamGemini(b *testing.B) {
 	prelude := []byte(`data: {"candidates":[{"content":{"parts":[{"text":"Sure"}],"role":"model"},"index":0}],"usageMetadata":{"promptTokenCount":25,"totalTokenCount":25},"modelVersion":"gemini-2.5-flash","responseId":"mK8RaeXyLo6e"}` + "\n\n")
 	delta := []byte(`data: {"candidates":[{"content":{"parts":[{"text":" the quick brown fox"}],"role":"model"},"index":0}],"usageMetadata":{"promptTokenCount":25,"totalTokenCount":25},"modelVersion":"gemini-2.5-flash","responseId":"mK8RaeXyLo6e"}` + "\n\n")
-	for _, to := range APIs {
+	for _, to := range conversations {
 		b.Run("gemini-"+to.String(), func(b *testing.B) {
-			s := NewStream(Gemini, to, StreamOptions{IncludeUsage: true})
+			s := NewStream(api.Gemini, to, StreamOptions{IncludeUsage: true})
 			out := make([]byte, 0, 64<<10)
 			start := func() {
-				s.Reset(Gemini, to, StreamOptions{IncludeUsage: true})
+				s.Reset(api.Gemini, to, StreamOptions{IncludeUsage: true})
 				out = s.Event(out[:0], prelude)
 			}
 			for range 2 {

@@ -2,6 +2,7 @@ package translate
 
 import (
 	"bytes"
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 	"strconv"
 )
 
@@ -51,7 +52,7 @@ func (s *Stream) decodeMessages(dst, data []byte) []byte {
 			s.stop = MessagesStop(string(r))
 		}
 		if usage >= 0 {
-			s.usage = s.usage.Update(stMessagesUsage(data, usage))
+			s.readUsage(api.Messages, data, usage)
 		}
 	case "message_stop":
 		return s.finish(dst)
@@ -77,7 +78,7 @@ func (s *Stream) messagesStart(dst, data []byte, message int) []byte {
 		case "model":
 			model, _ = stStr(data, v, end)
 		case "usage":
-			s.usage = s.usage.Update(stMessagesUsage(data, v))
+			s.readUsage(api.Messages, data, v)
 		}
 	}
 	return s.begin(dst, id, model, 0)
@@ -146,28 +147,6 @@ func (s *Stream) messagesPiece(dst, data []byte, index, delta int) []byte {
 	return dst // citations_delta and what comes next
 }
 
-// stMessagesUsage reads a Messages usage object.
-func stMessagesUsage(data []byte, v int) Usage {
-	var input, read, write, output int
-	for it := stObject(data, v); ; {
-		key, v, end, ok := it.next()
-		if !ok {
-			break
-		}
-		switch string(key) {
-		case "input_tokens":
-			input = stInt(data, v, end)
-		case "cache_read_input_tokens":
-			read = stInt(data, v, end)
-		case "cache_creation_input_tokens":
-			write = stInt(data, v, end)
-		case "output_tokens":
-			output = stInt(data, v, end)
-		}
-	}
-	return MessagesUsage(input, read, write, output)
-}
-
 // stFindStr is the string member name of the object at v, as escaped.
 func stFindStr(data []byte, v int, name string) ([]byte, bool) {
 	r := stFindRaw(data, v, name)
@@ -207,7 +186,7 @@ func (s *Stream) messagesAnnounce(dst []byte) []byte {
 	dst = append(dst, `","content":[],"stop_reason":null,"stop_sequence":null,"usage":`...)
 	u := s.usage
 	u.Output = 0
-	dst = u.AppendMessages(dst)
+	dst = api.Messages.AppendUsage(dst, u)
 	return append(dst, "}}\n\n"...)
 }
 
@@ -264,7 +243,7 @@ func (s *Stream) messagesFinish(dst []byte) []byte {
 	dst = append(dst, "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\""...)
 	dst = append(dst, s.stop.Messages()...)
 	dst = append(dst, `","stop_sequence":null},"usage":`...)
-	dst = s.usage.AppendMessages(dst)
+	dst = api.Messages.AppendUsage(dst, s.usage)
 	dst = append(dst, "}\n\n"...)
 	return append(dst, "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"...)
 }

@@ -2,6 +2,7 @@ package translate
 
 import (
 	"encoding/json"
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 	"strings"
 	"testing"
 )
@@ -42,7 +43,7 @@ func stReassembleChat(t *testing.T, evs []stTestEvent) stAnswer {
 		choices, _ := m["choices"].([]any)
 		if len(choices) == 0 {
 			u := stM(m["usage"])
-			a.Usage = Usage{Input: stNum(u["prompt_tokens"]), Output: stNum(u["completion_tokens"]),
+			a.Usage = api.Usage{Input: stNum(u["prompt_tokens"]), Output: stNum(u["completion_tokens"]),
 				CacheRead: stNum(stM(u["prompt_tokens_details"])["cached_tokens"])}
 			continue
 		}
@@ -143,7 +144,8 @@ func stReassembleMessages(t *testing.T, evs []stTestEvent) stAnswer {
 		case "message_delta":
 			d, u := stM(m["delta"]), stM(m["usage"])
 			a.Stop = MessagesStop(stS(d["stop_reason"]))
-			a.Usage = MessagesUsage(stNum(u["input_tokens"]), stNum(u["cache_read_input_tokens"]), stNum(u["cache_creation_input_tokens"]), stNum(u["output_tokens"]))
+			read, write := stNum(u["cache_read_input_tokens"]), stNum(u["cache_creation_input_tokens"])
+			a.Usage = api.Usage{Input: stNum(u["input_tokens"]) + read + write, CacheRead: read, CacheWrite: write, Output: stNum(u["output_tokens"])}
 		case "message_stop":
 			stopped = true
 		case "error":
@@ -294,7 +296,7 @@ func stReassembleResponses(t *testing.T, evs []stTestEvent) stAnswer {
 		}
 	}
 	u := stM(final["usage"])
-	a.Usage = Usage{Input: stNum(u["input_tokens"]), Output: stNum(u["output_tokens"]),
+	a.Usage = api.Usage{Input: stNum(u["input_tokens"]), Output: stNum(u["output_tokens"]),
 		CacheRead: stNum(stM(u["input_tokens_details"])["cached_tokens"])}
 	a.Stop = ResponsesStop(stS(final["status"]), stS(stM(final["incomplete_details"])["reason"]), tools)
 	return a

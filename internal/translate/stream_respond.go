@@ -1,6 +1,9 @@
 package translate
 
-import "strconv"
+import (
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
+	"strconv"
+)
 
 // A Responses client's stream: response.created and .in_progress first;
 // each block an output item (message, function_call, custom_tool_call or
@@ -60,7 +63,7 @@ func (s *Stream) respResponse(dst []byte, final bool) []byte {
 	}
 	dst = append(dst, `],"parallel_tool_calls":true,"tool_choice":"auto","tools":[],"usage":`...)
 	if final {
-		dst = s.usage.AppendResponses(dst)
+		dst = api.Responses.AppendUsage(dst, s.usage)
 	} else {
 		dst = append(dst, "null"...)
 	}

@@ -1,5 +1,9 @@
 package translate
 
+import (
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
+)
+
 // Responses streams: named events, each with its type and a rising
 // sequence_number in the data, no [DONE]: response.created, then per
 // output item output_item.added, its deltas (output_text,
@@ -92,7 +96,7 @@ func (s *Stream) responsesEnd(dst, data []byte, response int) []byte {
 		case "error":
 			errv = v
 		case "usage":
-			s.usage = s.usage.Update(stResponsesUsage(data, v))
+			s.readUsage(api.Responses, data, v)
 		}
 	}
 	if string(status) == "failed" {
@@ -103,25 +107,4 @@ func (s *Stream) responsesEnd(dst, data []byte, response int) []byte {
 		s.stop = StopEnd
 	}
 	return s.finish(dst)
-}
-
-// stResponsesUsage reads a Responses usage object.
-func stResponsesUsage(data []byte, v int) Usage {
-	var u Usage
-	for it := stObject(data, v); ; {
-		key, v, end, ok := it.next()
-		if !ok {
-			return u
-		}
-		switch string(key) {
-		case "input_tokens":
-			u.Input = stInt(data, v, end)
-		case "output_tokens":
-			u.Output = stInt(data, v, end)
-		case "input_tokens_details":
-			u.CacheRead = stNestedInt(data, v, "cached_tokens")
-		case "output_tokens_details":
-			u.Reasoning = stNestedInt(data, v, "reasoning_tokens")
-		}
-	}
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 	"github.com/llmgateway/caddy-llm-gateway/internal/sse"
 )
 
@@ -62,7 +63,7 @@ func stSplit(t testing.TB, out []byte) []stTestEvent {
 
 // stRun feeds an upstream capture to a Stream, event by event as the
 // gateway does, and returns what the client gets.
-func stRun(t testing.TB, from, to API, o StreamOptions, upstream []byte) []byte {
+func stRun(t testing.TB, from, to api.API, o StreamOptions, upstream []byte) []byte {
 	t.Helper()
 	s := NewStream(from, to, o)
 	r := sse.NewReader(bytes.NewReader(upstream))
@@ -80,7 +81,7 @@ func stRun(t testing.TB, from, to API, o StreamOptions, upstream []byte) []byte 
 	}
 }
 
-func stCapture(t testing.TB, from API, scenario string) []byte {
+func stCapture(t testing.TB, from api.API, scenario string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("testdata", "streams", from.String()+"_"+scenario+".sse"))
 	if err != nil {
@@ -94,7 +95,7 @@ type stAnswer struct {
 	Text, Thinking, Signature string
 	Tools                     []stCall
 	Stop                      Stop
-	Usage                     Usage
+	Usage                     api.Usage
 	Err                       string
 }
 
@@ -102,25 +103,25 @@ type stCall struct{ ID, Name, Args string }
 
 var stScenarios = map[string]stAnswer{
 	"text": {Text: "Hello, world!\nLine \"two\".", Stop: StopEnd,
-		Usage: Usage{Input: 1200, CacheRead: 1000, Output: 12}},
-	"tools": {Text: "Let me check.", Stop: StopTool, Usage: Usage{Input: 300, Output: 40},
+		Usage: api.Usage{Input: 1200, CacheRead: 1000, Output: 12}},
+	"tools": {Text: "Let me check.", Stop: StopTool, Usage: api.Usage{Input: 300, Output: 40},
 		Tools: []stCall{{"call_abc1", "get_weather", `{"city":"Paris"}`}, {"functions.get_time:1", "get_time", `{"tz":"CET"}`}}},
 	"thinking": {Thinking: "I should greet.", Signature: "EqQBCgIYAhIM1gbcDa9GJwZA2b3h", Text: "Hi!", Stop: StopEnd,
-		Usage: Usage{Input: 20, Output: 9}},
-	"length": {Text: "The answer is", Stop: StopLength, Usage: Usage{Input: 10, Output: 3}},
+		Usage: api.Usage{Input: 20, Output: 9}},
+	"length": {Text: "The answer is", Stop: StopLength, Usage: api.Usage{Input: 10, Output: 3}},
 	"error":  {Text: "Partial", Err: "Overloaded"},
 }
 
 // stExpect is the scenario's answer as a client of to reading an upstream
 // of from can get it.
-func stExpect(scenario string, from, to API) stAnswer {
+func stExpect(scenario string, from, to api.API) stAnswer {
 	want := stScenarios[scenario]
 	want.Tools = append([]stCall(nil), want.Tools...)
-	if from == Chat || to == Chat {
+	if from == api.Chat || to == api.Chat {
 		want.Signature = "" // Chat has no field for it
 	}
 	for i := range want.Tools {
-		if to == Messages {
+		if to == api.Messages {
 			want.Tools[i].ID = string(stSanitize(nil, []byte(want.Tools[i].ID)))
 		}
 	}
@@ -128,8 +129,8 @@ func stExpect(scenario string, from, to API) stAnswer {
 }
 
 func TestStreamDirections(t *testing.T) {
-	for _, from := range APIs {
-		for _, to := range APIs {
+	for _, from := range conversations {
+		for _, to := range conversations {
 			if from == to {
 				continue
 			}
@@ -147,7 +148,7 @@ func TestStreamDirections(t *testing.T) {
 	}
 }
 
-func stReassemble(t *testing.T, to API, evs []stTestEvent) stAnswer {
+func stReassemble(t *testing.T, to api.API, evs []stTestEvent) stAnswer {
 	t.Helper()
 	var data []stTestEvent
 	for _, e := range evs {
@@ -156,9 +157,9 @@ func stReassemble(t *testing.T, to API, evs []stTestEvent) stAnswer {
 		}
 	}
 	switch to {
-	case Chat:
+	case api.Chat:
 		return stReassembleChat(t, data)
-	case Messages:
+	case api.Messages:
 		return stReassembleMessages(t, data)
 	}
 	return stReassembleResponses(t, data)
