@@ -22,6 +22,7 @@ var metrics struct {
 	retries       *prometheus.CounterVec
 	dropped       *prometheus.CounterVec
 	tokens        *prometheus.CounterVec
+	cachedTokens  *prometheus.CounterVec
 	starts        *prometheus.CounterVec
 	startDur      *prometheus.HistogramVec
 	stops         *prometheus.CounterVec

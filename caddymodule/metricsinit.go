@@ -28,6 +28,7 @@ func initMetrics(reg *prometheus.Registry) {
 		metrics.retries = counter("retries_total", "Retries on the same engine after a transient failure.", "engine")
 		metrics.dropped = counter("dropped_events_total", "Stream events dropped because their data was not JSON.", "engine")
 		metrics.tokens = counter("tokens_total", "Tokens reported in answers' usage, by kind (prompt, completion).", "engine", "model", "kind")
+		metrics.cachedTokens = counter("cached_tokens_total", "Prompt tokens (of tokens_total's prompt) the engine read from its prompt cache (kind read) or wrote to it (kind write), as its answers reported them.", "engine", "model", "kind")
 		metrics.starts = counter("engine_starts_total", "Engine starts by result (ok, failed).", "engine", "result")
 		metrics.startDur = histogram("engine_start_duration_seconds", "Time from spawning an engine to its readiness.", []float64{.1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}, "engine")
 		metrics.stops = counter("engine_stops_total", "Engine stops by reason (idle, group, room, admin, reload, crash).", "engine", "reason")
@@ -43,7 +44,7 @@ func initMetrics(reg *prometheus.Registry) {
 	})
 	for _, c := range append([]prometheus.Collector{
 		metrics.requests, metrics.ttfb, metrics.duration, metrics.fallbacks, metrics.replays, metrics.retries,
-		metrics.dropped, metrics.tokens, metrics.starts, metrics.startDur, metrics.stops, metrics.resumes,
+		metrics.dropped, metrics.tokens, metrics.cachedTokens, metrics.starts, metrics.startDur, metrics.stops, metrics.resumes,
 		metrics.queueWait, metrics.busy, metrics.translated, metrics.untranslated, metrics.keyTokens, metrics.refusals, metrics.quotaDegraded, metrics.live,
 		schedulerCollector{}, engineSignalsCollector{}, poolChoices, warmSwapCollector{},
 	}, hedgeCollectors...) {

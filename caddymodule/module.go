@@ -350,6 +350,10 @@ func (p *placeholders) get(key string) (any, bool) {
 		return p.usage.Input, p.hasUsage
 	case "completion_tokens":
 		return p.usage.Output, p.hasUsage
+	case "cache_read_tokens": // of prompt_tokens, read from the engine's prompt cache
+		return p.usage.CacheRead, p.hasUsage
+	case "cache_write_tokens": // of prompt_tokens, written to it
+		return p.usage.CacheWrite, p.hasUsage
 	}
 	return nil, false
 }

@@ -41,6 +41,10 @@ func observeRequest(res *handler.Result) {
 	if res.HasUsage {
 		metrics.tokens.WithLabelValues(res.Engine, model, "prompt").Add(float64(res.Usage.Input))
 		metrics.tokens.WithLabelValues(res.Engine, model, "completion").Add(float64(res.Usage.Output))
+		if u := res.Usage; u.CacheRead > 0 || u.CacheWrite > 0 {
+			metrics.cachedTokens.WithLabelValues(res.Engine, model, "read").Add(float64(u.CacheRead))
+			metrics.cachedTokens.WithLabelValues(res.Engine, model, "write").Add(float64(u.CacheWrite))
+		}
 		if res.KeyName != "" {
 			metrics.keyTokens.WithLabelValues(res.KeyName, "prompt").Add(float64(res.Usage.Input))
 			metrics.keyTokens.WithLabelValues(res.KeyName, "completion").Add(float64(res.Usage.Output))

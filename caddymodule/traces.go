@@ -74,6 +74,13 @@ func traceStory(r *http.Request, res *handler.Result, now time.Time) {
 	if res.HasUsage {
 		attrs = append(attrs, attribute.Int("gen_ai.usage.input_tokens", res.Usage.Input),
 			attribute.Int("gen_ai.usage.output_tokens", res.Usage.Output))
+		// OpenTelemetry's GenAI conventions: the cache's parts of the input
+		if res.Usage.CacheRead > 0 {
+			attrs = append(attrs, attribute.Int("gen_ai.usage.cache_read.input_tokens", res.Usage.CacheRead))
+		}
+		if res.Usage.CacheWrite > 0 {
+			attrs = append(attrs, attribute.Int("gen_ai.usage.cache_creation.input_tokens", res.Usage.CacheWrite))
+		}
 	}
 	for k, v := range map[string]string{"llm_gateway.engine": res.Engine, "llm_gateway.fallback": res.Fallback, "llm_gateway.key.name": res.KeyName, "llm_gateway.refused": res.Refused,
 		"llm_gateway.api": res.API, "llm_gateway.engine_api": res.EngineAPI} {

@@ -41,6 +41,14 @@ func appendValue(b []byte, r *Record) []byte {
 	b = strconv.AppendInt(b, r.TokensIn, 10)
 	b = append(b, `,"tokens_out":`...)
 	b = strconv.AppendInt(b, r.TokensOut, 10)
+	if r.CacheRead != 0 {
+		b = append(b, `,"tokens_cache_read":`...)
+		b = strconv.AppendInt(b, r.CacheRead, 10)
+	}
+	if r.CacheWrite != 0 {
+		b = append(b, `,"tokens_cache_write":`...)
+		b = strconv.AppendInt(b, r.CacheWrite, 10)
+	}
 	if r.Stream {
 		b = append(b, `,"stream":true`...)
 	}

@@ -98,11 +98,15 @@ type Record struct {
 	Reason     string  `json:"reason,omitempty"` // a failed request's last verdict, or the key rule that refused it
 	TTFBMs     float64 `json:"ttfb_ms"`
 	DurationMs float64 `json:"duration_ms"`
-	TokensIn   int64   `json:"tokens_in"`        // -1: the answer reported no usage
-	TokensOut  int64   `json:"tokens_out"`       // -1: the answer reported no usage
-	Stream     bool    `json:"stream,omitempty"` // the answer was an event stream
-	Tries      []Try   `json:"tries,omitempty"`
-	TraceID    string  `json:"trace_id,omitempty"` // when Caddy's tracing traced it
+	TokensIn   int64   `json:"tokens_in"`  // -1: the answer reported no usage
+	TokensOut  int64   `json:"tokens_out"` // -1: the answer reported no usage
+	// CacheRead and CacheWrite are the prompt tokens (of TokensIn) read
+	// from and written to the engine's prompt cache, when it said so
+	CacheRead  int64  `json:"tokens_cache_read,omitempty"`
+	CacheWrite int64  `json:"tokens_cache_write,omitempty"`
+	Stream     bool   `json:"stream,omitempty"` // the answer was an event stream
+	Tries      []Try  `json:"tries,omitempty"`
+	TraceID    string `json:"trace_id,omitempty"` // when Caddy's tracing traced it
 }
 
 // Try is one upstream attempt of a request, as the history keeps it.
