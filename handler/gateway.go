@@ -19,6 +19,7 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 	"github.com/llmgateway/caddy-llm-gateway/quota"
+	"strings"
 )
 
 // StatusClientClosed is the status recorded for a request whose client went
@@ -185,4 +186,17 @@ type Try struct {
 	Resume  bool          // it continued a stream cut on the try before
 	Hedge   bool          // it started beside an older attempt that had no content yet
 	LostFor time.Duration // a hedge's loser (Reason "lost"): how long it ran after the win
+}
+
+// filtersOf parses an engine's filters; the config was validated, so every
+// path is well formed and every value is JSON.
+func filtersOf(cfg engines.Config) []jsonmember.Filter {
+	var fs []jsonmember.Filter
+	for _, p := range cfg.Strip {
+		fs = append(fs, jsonmember.Filter{Path: strings.Split(p, ".")})
+	}
+	for _, s := range cfg.Set {
+		fs = append(fs, jsonmember.Filter{Path: strings.Split(s.Path, "."), Value: []byte(s.Value)})
+	}
+	return fs
 }
