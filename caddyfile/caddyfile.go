@@ -78,6 +78,9 @@ import (
 //			unlisted [on|off]           # not in /v1/models, served all the same; default off
 //			api openai|anthropic|embeddings ...  # the API families it speaks; default openai anthropic
 //			api_key <key> [<header>]    # the engine's own key; default header Authorization: Bearer
+//			passthrough <route|path...> # what /upstream/ passes to a provider's engine (default nothing): its
+//			                            # routes (countTokens, converse, …) for the key's model; paths (a
+//			                            # prefix ends in *) as written, for keys without rules only
 //			cmd <program> <args...>     # the gateway starts the engine on demand
 //			dir <path>
 //			env <KEY=VALUE|KEY VALUE>   # repeatable

@@ -84,6 +84,10 @@ func parseEngineOptions(d *cf.Dispenser, ec *engines.Config, where string) (sett
 			err = oneArg(d, &ec.Location)
 		case "api_version":
 			err = oneArg(d, &ec.APIVersion)
+		case "passthrough":
+			if ec.Passthrough = d.RemainingArgs(); len(ec.Passthrough) == 0 {
+				err = d.Errf("passthrough takes the provider's routes that /upstream/ passes (countTokens, converse, …) or paths: passthrough countTokens /v1beta/files*")
+			}
 		case "display_name", "description", "metadata":
 			err = parseAbout(d, ec)
 		case "unlisted":

@@ -101,6 +101,18 @@ type Config struct {
 	// Anthropic's API at `to`).
 	Provider string `json:"provider,omitempty"`
 
+	// Passthrough names what /upstream/<model>/ passes to a provider's
+	// engine (or one whose API names the model in its path: converse,
+	// gemini), where nothing passes by default: its credentials open the
+	// provider's whole API. Each item is one of the provider's routes
+	// (generateContent, countTokens, converse, count-tokens, messages,
+	// chat/completions, …: handler/provider), sent to the path the
+	// provider builds for the model the caller's key may use; or a path
+	// starting with '/' (a prefix when it ends in '*'), passed as written,
+	// for keys without rules only. An engine without a provider passes its
+	// own pages (web UI, /props, /metrics) and needs none. Default: none.
+	Passthrough []string `json:"passthrough,omitempty"`
+
 	// Region is a Bedrock engine's AWS region (its endpoint
 	// bedrock-runtime.<region>.amazonaws.com and its SigV4 scope).
 	// Default: AWS_REGION, then AWS's shared config.

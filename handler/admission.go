@@ -42,7 +42,10 @@ import (
 //	/upstream/<model>/…      may: the path's model, a JSON (looksJSON) or
 //	                         multipart body's model (the same engine's), the method
 //	                         (GET, HEAD, POST unless widened), a key with a
-//	                         token budget only with passthrough budgets on;
+//	                         token budget only with passthrough budgets on,
+//	                         slots and id_slot an operator's key only; on a
+//	                         provider's engine only what its passthrough
+//	                         line names (passroute.go);
 //	                         the engine's filters apply to a JSON body;
 //	                         charge: the usage an answer reports
 //	status page API          who: an operator key only (statuspage,

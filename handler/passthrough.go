@@ -52,11 +52,16 @@ func (g *Gateway) servePassthrough(w http.ResponseWriter, r *http.Request, res *
 		return
 	}
 	res.Known = true
-	if gerr := g.mayPassthrough(w, r, kr, rt, model, tail); gerr != nil {
+	if gerr := g.mayPassthrough(w, r, kr, model); gerr != nil {
 		res.refuse(w, gerr)
 		return
 	}
-	req, gerr := g.readPassthrough(w, r, rt, model, kr)
+	pr, gerr := g.passRouteOf(r, kr, rt, model, tail) // passroute.go
+	if gerr != nil {
+		res.refuse(w, gerr)
+		return
+	}
+	req, gerr := g.readPassthrough(w, r, rt, model, kr, pr)
 	if gerr != nil {
 		res.refuse(w, gerr)
 		return
@@ -69,22 +74,20 @@ func (g *Gateway) servePassthrough(w http.ResponseWriter, r *http.Request, res *
 	}
 	defer charge(t, req, res)
 	withPriority(req, res)
-	g.proxyPassthrough(w, req, rt, tail, res)
+	g.proxyPassthrough(w, req, rt, tail, pr, res)
 }
 
 // mayPassthrough is what a key may do on /upstream/: the path's model, the
 // route's methods, and, for a key with a token budget, only where the
-// operator lets budgets reach an engine's own endpoints.
-func (g *Gateway) mayPassthrough(w http.ResponseWriter, r *http.Request, kr *keys.Rules, rt *route, model, tail string) *apierror.Error {
+// operator lets budgets reach an engine's own endpoints. What of the
+// engine the rest of the path reaches is passRouteOf's.
+func (g *Gateway) mayPassthrough(w http.ResponseWriter, r *http.Request, kr *keys.Rules, model string) *apierror.Error {
 	if !slices.Contains(g.ptMethods, r.Method) {
 		w.Header().Set("Allow", strings.Join(g.ptMethods, ", "))
 		return &apierror.Error{Status: http.StatusMethodNotAllowed, Type: apierror.TypeInvalidRequest, Code: "method_not_allowed", Message: fmt.Sprintf("%s %s…: the passthrough serves %s (passthrough methods)", r.Method, config.UpstreamPrefix, strings.Join(g.ptMethods, ", "))}
 	}
 	if !kr.Allows(model) {
 		return kr.NotAllowed(model)
-	}
-	if gerr := mayReachEngine(kr, rt, tail); gerr != nil {
-		return gerr
 	}
 	if kr != nil && len(kr.Limits.Tokens) > 0 && !g.ptBudgets {
 		return &apierror.Error{Status: http.StatusForbidden, Type: apierror.TypeInvalidRequest, Code: "passthrough_not_allowed", Message: fmt.Sprintf("key %s has a token budget, and %s… is not counted for it here: use the /v1/ API (or the operator sets passthrough budgets on)", kr.Name, config.UpstreamPrefix)}
@@ -96,9 +99,14 @@ func (g *Gateway) mayPassthrough(w http.ResponseWriter, r *http.Request, kr *key
 // multipart body is held to the same rules as on /v1/ (its model must be
 // the path's engine's, and one the key may use), and a JSON body gets the
 // engine's filters. Another body is relayed as it is, bounded by max_body.
-func (g *Gateway) readPassthrough(w http.ResponseWriter, r *http.Request, rt *route, model string, kr *keys.Rules) (*request, *apierror.Error) {
+// A provider's route whose body names the model (pr.bodyModel) needs one,
+// sent as the engine's model_name when it has one.
+func (g *Gateway) readPassthrough(w http.ResponseWriter, r *http.Request, rt *route, model string, kr *keys.Rules, pr *passRoute) (*request, *apierror.Error) {
 	req := &request{r: r, model: model, op: opPassthrough, passthrough: true}
 	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+		if pr != nil && pr.bodyModel {
+			return nil, bodyModelMissing(rt, pr)
+		}
 		return req, nil
 	}
 	if gerr := checkPassthroughMedia(r); gerr != nil {
@@ -110,6 +118,7 @@ func (g *Gateway) readPassthrough(w http.ResponseWriter, r *http.Request, rt *ro
 	}
 	req.body = body
 	var named []byte
+	jsonBody := false
 	ct := r.Header.Get("Content-Type")
 	if boundary, ok := multipart.Boundary(ct); ok {
 		f, gerr := scanForm(body, boundary)
@@ -127,6 +136,7 @@ func (g *Gateway) readPassthrough(w http.ResponseWriter, r *http.Request, rt *ro
 		if gerr := g.scanJSON(body, &req.fields); gerr != nil {
 			return nil, gerr
 		}
+		jsonBody = true
 		req.stream = jsonmember.IsTrue(body, req.fields.Stream)
 		if req.counts, gerr = readCounts(body, &req.fields); gerr != nil {
 			return nil, gerr
@@ -134,7 +144,6 @@ func (g *Gateway) readPassthrough(w http.ResponseWriter, r *http.Request, rt *ro
 		if v, ok := jsonmember.StringValue(body, req.fields.Model); ok {
 			named = v
 		}
-		req.body = jsonmember.ApplyFilters(body, rt.filters)
 	}
 	if named != nil && !kr.Allows(string(named)) {
 		return nil, kr.NotAllowed(string(named))
@@ -143,13 +152,31 @@ func (g *Gateway) readPassthrough(w http.ResponseWriter, r *http.Request, rt *ro
 		return nil, apierror.BadRequest("model_mismatch", fmt.Sprintf(
 			"the body names the model %q, which %s%s/ does not serve: send the body to the path of its own model", named, config.UpstreamPrefix, model))
 	}
+	if pr != nil && pr.bodyModel {
+		if named == nil {
+			return nil, bodyModelMissing(rt, pr)
+		}
+		req.model = string(named)
+		if pr.sent != "" {
+			req.body = req.bodyFor(pr.sent) // before the filters: the fields are the caller's body's
+		}
+	}
+	if jsonBody {
+		req.body = jsonmember.ApplyFilters(req.body, rt.filters)
+	}
 	return req, nil
+}
+
+// bodyModelMissing refuses a provider's route whose body names no model.
+func bodyModelMissing(rt *route, pr *passRoute) *apierror.Error {
+	return apierror.BadRequest("missing_model", fmt.Sprintf(
+		`engine %s's route %s takes the model in the body: name it in "model"`, rt.cfg.Name, pr.name))
 }
 
 // proxyPassthrough sends the request to the engine, leased (and started,
 // per its wake policy) while it is in flight, and relays its answer,
 // reading the usage the answer reports.
-func (g *Gateway) proxyPassthrough(w http.ResponseWriter, req *request, rt *route, tail string, res *Result) {
+func (g *Gateway) proxyPassthrough(w http.ResponseWriter, req *request, rt *route, tail string, pr *passRoute, res *Result) {
 	r := req.r
 	ctx := r.Context()
 	lease, err := rt.eng.Acquire(ctx, rt.wake)
@@ -169,6 +196,11 @@ func (g *Gateway) proxyPassthrough(w http.ResponseWriter, req *request, rt *rout
 	up := upstream.NewRequest(ctx, in, lease.Base(), &rt.cfg, req.body)
 	if req.body == nil {
 		up.Body, up.GetBody, up.ContentLength = http.NoBody, nil, 0
+	}
+	if err := pr.target(rt, up, lease.Base(), req.body); err != nil {
+		a := &attempt{c: candidate{rt: rt}, err: err, outcome: outcomeAuth}
+		res.refuse(w, a.failureError())
+		return
 	}
 	hctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(context.Canceled)

@@ -45,33 +45,35 @@ func (g *Gateway) mayReach(kr *keys.Rules, c candidate) bool {
 	return false
 }
 
-// mayReachEngine is what a key with model rules may reach of an engine's
-// own pages on /upstream/: never its slots (llama-server's /slots lists each
-// slot's prompt, and saves, restores and erases them: other callers'
-// conversations, which the gateway scopes by key). A key that may use
-// every model is not held.
+// mayReachEngine is what a key may reach of an engine's own pages on
+// /upstream/: its slots only as an operator (keys.Rules.Operator).
+// llama-server's /slots lists each slot's prompt, and saves, restores and
+// erases them: other callers' conversations, which the gateway scopes by
+// key. A key without a models line but with a budget read them all (issue
+// 51): whether a key may use every model says nothing of whose prompts it
+// may read.
 func mayReachEngine(kr *keys.Rules, rt *route, tail string) *apierror.Error {
-	if kr.AllowsAll() {
+	if kr.Operator() {
 		return nil
 	}
 	if tail == "/slots" || strings.HasPrefix(tail, "/slots/") {
 		return &apierror.Error{Status: http.StatusForbidden, Type: apierror.TypeInvalidRequest, Code: "passthrough_not_allowed", Message: fmt.Sprintf(
-			"key %s may not read or act on engine %s's slots at %s…: they hold other callers' conversations", kr.Name, rt.cfg.Name, config.UpstreamPrefix)}
+			"key %s may not read or act on engine %s's slots at %s…: they hold other callers' conversations (an operator's key may)", kr.Name, rt.cfg.Name, config.UpstreamPrefix)}
 	}
 	return nil
 }
 
-// mayPinSlot refuses a key with model rules a body that names llama-server's
-// id_slot: the slot is the gateway's to choose (slots save pins a session's
-// own), and a slot the caller picks can hold another caller's cached
-// prompt, whose reuse shows in the answer's timings.
+// mayPinSlot refuses a body that names llama-server's id_slot to any key but
+// an operator's: the slot is the gateway's to choose (slots save pins a
+// session's own), and a slot the caller picks can hold another caller's
+// cached prompt, whose reuse shows in the answer's timings.
 func mayPinSlot(kr *keys.Rules, req *request) *apierror.Error {
-	if kr.AllowsAll() || !req.json() {
+	if kr.Operator() || !req.json() {
 		return nil
 	}
 	if _, ok := jsonmember.LastMember(req.body, jsonmember.SkipSpace(req.body, 0), "id_slot"); ok {
 		return &apierror.Error{Status: http.StatusForbidden, Type: apierror.TypeInvalidRequest, Code: "slot_not_allowed", Message: fmt.Sprintf(
-			"key %s may not name an engine slot (id_slot): slots hold other callers' conversations; remove the field", kr.Name)}
+			"key %s may not name an engine slot (id_slot): slots hold other callers' conversations; remove the field (an operator's key may name one)", kr.Name)}
 	}
 	return nil
 }

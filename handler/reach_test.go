@@ -79,17 +79,24 @@ func TestARequestOverBudgetReachesTheCheaperModelAlone(t *testing.T) {
 	}
 }
 
-// A key with model rules never reaches an engine's slots on /upstream/:
-// they hold other callers' conversations.
-func TestAKeyWithRulesNeverReachesAnEnginesSlots(t *testing.T) {
+// Only an operator's key reaches an engine's slots on /upstream/: they hold
+// other callers' conversations. A key with a budget and no models line read
+// them all (issue 51), and so did a key without rules beside a key marked
+// operator.
+func TestOnlyAnOperatorReachesAnEnginesSlots(t *testing.T) {
 	upURL, seen := loggingUpstream(t, func(r *http.Request, b []byte) string { return r.URL.Path }, answerJSON(`[]`))
+	plain := "plain-key-0123456789ab"
 	_, url := testGateway(t, config.Config{
-		Keys:    []config.Key{{Name: "team-a", Value: teamKey, Models: []string{"x"}}, {Name: "ops", Value: opsKey}},
-		Engines: []engines.Config{{Name: "x", To: upURL, Models: []string{"x"}}},
+		Keys: []config.Key{{Name: "team-a", Value: teamKey, Models: []string{"x"}}, {Name: "free", Value: otherKey, Tokens: limits(t, "1M/d")},
+			{Name: "plain", Value: plain}, {Name: "ops", Value: opsKey, Operator: true}},
+		Engines:            []engines.Config{{Name: "x", To: upURL, Models: []string{"x"}}},
+		PassthroughBudgets: true,
 	}, nil)
-	for _, p := range []string{"/upstream/x/slots", "/upstream/x/slots/0?action=save"} {
-		if st, out := call(t, url, teamKey, "GET", p, ""); st != http.StatusForbidden {
-			t.Errorf("%s: %d %s", p, st, out)
+	for _, key := range []string{teamKey, otherKey, plain} {
+		for _, p := range []string{"/upstream/x/slots", "/upstream/x/slots/0?action=save"} {
+			if st, out := call(t, url, key, "GET", p, ""); st != http.StatusForbidden || !strings.Contains(out, "passthrough_not_allowed") {
+				t.Errorf("%s: %d %s", p, st, out)
+			}
 		}
 	}
 	if len(seen()) != 0 {
@@ -100,20 +107,22 @@ func TestAKeyWithRulesNeverReachesAnEnginesSlots(t *testing.T) {
 	}
 }
 
-// A key with model rules may not pick a llama-server slot: one can hold
-// another caller's cached prompt, and its reuse shows in the timings.
-func TestAKeyWithRulesMayNotPickAnEngineSlot(t *testing.T) {
+// Only an operator's key may pick a llama-server slot: one can hold another
+// caller's cached prompt, and its reuse shows in the timings.
+func TestOnlyAnOperatorMayPickAnEngineSlot(t *testing.T) {
 	lax, laxURL := laxUpstream(t)
 	_, url := testGateway(t, config.Config{
-		Keys:    []config.Key{{Name: "team-a", Value: teamKey, Models: []string{"x"}}, {Name: "ops", Value: opsKey}},
+		Keys:    []config.Key{{Name: "team-a", Value: teamKey, Models: []string{"x"}}, {Name: "free", Value: otherKey, Rate: limits(t, "100/m")}, {Name: "ops", Value: opsKey}},
 		Engines: []engines.Config{{Name: "x", To: laxURL, Models: []string{"x"}}},
 	}, nil)
 	body := `{"model":"x","id_slot":0,"messages":[]}`
-	if st, out := call(t, url, teamKey, "POST", "/v1/chat/completions", body); st != http.StatusForbidden || !strings.Contains(out, "slot_not_allowed") {
-		t.Fatalf("%d %s", st, out)
-	}
-	if st, out := call(t, url, teamKey, "POST", "/upstream/x/completion", body); st != http.StatusForbidden {
-		t.Fatalf("on /upstream/: %d %s", st, out)
+	for _, key := range []string{teamKey, otherKey} {
+		if st, out := call(t, url, key, "POST", "/v1/chat/completions", body); st != http.StatusForbidden || !strings.Contains(out, "slot_not_allowed") {
+			t.Fatalf("%d %s", st, out)
+		}
+		if st, out := call(t, url, key, "POST", "/upstream/x/completion", body); st != http.StatusForbidden {
+			t.Fatalf("on /upstream/: %d %s", st, out)
+		}
 	}
 	if len(lax.Ran()) != 0 {
 		t.Fatalf("the engine ran %v", lax.Ran())

@@ -331,6 +331,9 @@ func (c Config) Validate() error {
 		if err := validateFallbacks(e, byName); err != nil {
 			return engineErr(e.Name, err)
 		}
+		if err := checkPassthrough(e); err != nil {
+			return engineErr(e.Name, err)
+		}
 		if e.Preload && e.Group != "" {
 			// one GPU runs one of them: a second preload would only evict
 			// the first

@@ -95,6 +95,21 @@ func TestValidateRefuses(t *testing.T) {
 		{name: "an engine defined twice", edit: func(_ *testing.T, c *Config) { c.Engines = append(c.Engines, engine("a", "m3")) }, want: "defined twice", engine: "a"},
 		{name: "a model served twice", edit: func(_ *testing.T, c *Config) { c.Engines = append(c.Engines, engine("c", "m2")) }, want: "served by both engine b and engine c", engine: "c"},
 
+		// passthrough: a provider's routes, or clean paths
+		{name: "passthrough on an engine without a provider", edit: func(_ *testing.T, c *Config) { c.Engines[0].Passthrough = []string{"/props"} }, want: "own pages pass already", engine: "a"},
+		{name: "passthrough of a route the provider does not have", edit: func(_ *testing.T, c *Config) {
+			c.Engines[0].Provider, c.Engines[0].Passthrough = "gemini", []string{"countTokens", "converse"}
+		}, want: "no route of provider gemini: it has generateContent", engine: "a"},
+		{name: "passthrough of a path with a dot segment", edit: func(_ *testing.T, c *Config) {
+			c.Engines[0].Provider, c.Engines[0].Passthrough = "anthropic", []string{"/v1/../x*"}
+		}, want: "not a clean path", engine: "a"},
+		{name: "passthrough of a path with a star inside", edit: func(_ *testing.T, c *Config) {
+			c.Engines[0].Provider, c.Engines[0].Passthrough = "anthropic", []string{"/v1/*/x"}
+		}, want: "not a clean path", engine: "a"},
+		{name: "a route named on an engine whose API names the model in the path", edit: func(_ *testing.T, c *Config) {
+			c.Engines[0].APIs, c.Engines[0].Passthrough = []string{"gemini"}, []string{"countTokens"}
+		}, want: "has no routes of its own", engine: "a"},
+
 		// fallbacks
 		{name: "a fallback that is no engine", edit: func(_ *testing.T, c *Config) { c.Engines[0].Fallback = "nowhere" }, want: "not an engine of this handler", engine: "a"},
 		{name: "a fallback that is the engine itself", edit: func(_ *testing.T, c *Config) { c.Engines[0].Fallback = "a" }, want: "is the engine itself", engine: "a"},

@@ -60,8 +60,10 @@ type Key struct {
 	OverBudgetFallback string `json:"over_budget_fallback,omitempty"`
 }
 
-// hasRules reports whether the key carries rules beyond its token.
-func (k Key) hasRules() bool {
+// HasRules reports whether the key carries rules beyond its token: models,
+// rates, budgets, an over_budget or a reserve. A key with rules is never an
+// operator.
+func (k Key) HasRules() bool {
 	return len(k.Models) > 0 || len(k.Rate) > 0 || len(k.Tokens) > 0 || k.OverBudgetFallback != "" || k.Reserve != 0
 }
 
@@ -111,15 +113,21 @@ func SplitKeys(keys []Key) []Key {
 // budgets) is never an operator: it could reset its own budget, stop every
 // engine and read other teams' usage and engines' output.
 func OperatorTokens(keys []Key) []string {
-	marked := slices.ContainsFunc(keys, func(k Key) bool { return k.Operator })
+	isOperator := Operators(keys)
 	var out []string
 	for _, k := range SplitKeys(keys) {
-		if k.hasRules() || marked && !k.Operator {
-			continue
+		if isOperator(k) {
+			out = append(out, k.Value)
 		}
-		out = append(out, k.Value)
 	}
 	return out
+}
+
+// Operators is the rule that tells the operators among keys: the keys
+// marked operator, or, when none is, every key without rules.
+func Operators(keys []Key) func(Key) bool {
+	marked := slices.ContainsFunc(keys, func(k Key) bool { return k.Operator })
+	return func(k Key) bool { return !k.HasRules() && (k.Operator || !marked) }
 }
 
 // checkKeys refuses what makes a key's rules depend on the order of the
@@ -131,7 +139,7 @@ func checkKeys(keys []Key) error {
 		if err := CheckKey(k); err != nil {
 			return err
 		}
-		if k.Operator && k.hasRules() {
+		if k.Operator && k.HasRules() {
 			return &ConfigError{Key: k.Name, Err: fmt.Errorf("key %s is marked operator and has rules: a key with rules is never an operator (give the operator a key of its own)", k.Name)}
 		}
 		for _, tok := range SplitKeys([]Key{k}) {
@@ -173,7 +181,7 @@ func (c Config) validateKeyRules(models map[string]string) error {
 	}
 	byName := map[string]Key{}
 	for _, k := range c.Keys {
-		if !k.hasRules() {
+		if !k.HasRules() {
 			continue
 		}
 		if k.Name == "" {

@@ -27,6 +27,8 @@ type Rules struct {
 	reserveN   int64  // Key.Reserve
 	Priority   int    // Key.Priority
 	NoHedge    bool   // Key.NoHedge
+	rules      bool   // Key.HasRules: models, rates, budgets, over_budget or reserve
+	operator   bool   // config.Operators: marked operator, or rule-free when none is
 }
 
 // Reserve is what a request that names no maximum answer reserves.
@@ -45,6 +47,16 @@ func (kr *Rules) Allows(model string) bool {
 // AllowsAll reports whether the key may use every model.
 func (kr *Rules) AllowsAll() bool { return kr == nil || kr.allowed == nil }
 
+// RuleFree reports whether the key has no rules (models, rates, budgets):
+// no key at all, or one that may do anything a request can. A key with
+// rules never reaches a route the operator opened beyond the APIs' own.
+func (kr *Rules) RuleFree() bool { return kr == nil || !kr.rules }
+
+// Operator reports whether the key is an operator's (config.Operators): no
+// key at all (a gateway without keys), a key marked operator, or, when none
+// is, a key without rules. A key with rules is never one.
+func (kr *Rules) Operator() bool { return kr == nil || kr.operator }
+
 // Ring checks callers' tokens. Tokens are compared as SHA-256 digests with
 // subtle.ConstantTimeCompare against every key, so neither a token's length
 // nor which key it matched shows in the timing.
@@ -59,11 +71,13 @@ func NewRing(keys []config.Key) *Ring {
 	}
 	k := &Ring{}
 	byName := map[string]*Rules{}
+	isOperator := config.Operators(keys)
 	for _, key := range keys {
 		k.digests = append(k.digests, sha256.Sum256([]byte(key.Value)))
 		kr := byName[key.Name]
 		if kr == nil || key.Name == "" {
-			kr = &Rules{Name: key.Name, Limits: key.Rules(), OverBudget: key.OverBudgetFallback, reserveN: key.Reserve, Priority: key.Priority, NoHedge: key.NoHedge}
+			kr = &Rules{Name: key.Name, Limits: key.Rules(), OverBudget: key.OverBudgetFallback, reserveN: key.Reserve, Priority: key.Priority, NoHedge: key.NoHedge,
+				rules: key.HasRules(), operator: isOperator(key)}
 			if len(key.Models) > 0 {
 				kr.allowed, kr.Models = map[string]bool{}, key.Models
 				for _, m := range key.Models {

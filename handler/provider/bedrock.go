@@ -55,12 +55,28 @@ func newBedrock(cfg *engines.Config) (Provider, error) {
 // path segment: escaped as the SDK escapes it, ':' and '/' included,
 // since the signature covers the escaped path.
 func (p *bedrock) Target(u, base *url.URL, _ api.API, _, model string, stream bool) {
-	op := "/converse"
+	op := "converse"
 	if stream {
-		op = "/converse-stream"
+		op = "converse-stream"
 	}
-	u.Path = joinPath(base.Path, "/model/"+model+op)
-	u.RawPath = joinPath(base.EscapedPath(), "/model/"+httpbinding.EscapePath(model, true)+op)
+	p.RouteTarget(u, base, op, model)
+}
+
+// bedrockRoutes are Bedrock's model operations /upstream/ may pass, by
+// name (/model/{model}/<name>, the model being the one the key may use).
+// Async invocations, guardrails and the control plane's APIs name no model
+// in their path: no route a key's models bound.
+var bedrockRoutes = [...]string{"converse", "converse-stream", "invoke", "invoke-with-response-stream", "count-tokens"}
+
+func (*bedrock) Routes() []string { return bedrockRoutes[:] }
+
+func (*bedrock) ReadRoute(tail string) (Route, bool) {
+	return methodRoute(tail, "/model/", "/", bedrockRoutes[:])
+}
+
+func (*bedrock) RouteTarget(u, base *url.URL, name, model string) {
+	u.Path = joinPath(base.Path, "/model/"+model+"/"+name)
+	u.RawPath = joinPath(base.EscapedPath(), "/model/"+httpbinding.EscapePath(model, true)+"/"+name)
 	u.RawQuery = base.RawQuery
 }
 

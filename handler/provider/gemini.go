@@ -65,9 +65,87 @@ func newGemini(cfg *engines.Config) (Provider, error) {
 // a resource name ("models/…", "publishers/…/models/…", "projects/…") is
 // the path's tail as it is (a tuned model, another publisher's).
 func (p *gemini) Target(u, base *url.URL, _ api.API, _, model string, stream bool) {
-	method, query := ":generateContent", base.RawQuery
+	method := "generateContent"
 	if stream {
-		method = ":streamGenerateContent"
+		method = "streamGenerateContent"
+	}
+	p.RouteTarget(u, base, method, model)
+}
+
+// modelPath is the path of a model's resource, its methods after a ':'.
+func (p *gemini) modelPath(model string) string {
+	switch {
+	case !p.vertex && strings.HasPrefix(model, "models/"), !p.vertex && strings.HasPrefix(model, "tunedModels/"):
+		return "/v1beta/" + model
+	case !p.vertex:
+		return "/v1beta/models/" + model
+	case strings.HasPrefix(model, "projects/"):
+		return "/v1/" + model
+	case strings.HasPrefix(model, "publishers/"):
+		return p.locationPath() + model
+	}
+	return p.locationPath() + "publishers/google/models/" + strings.TrimPrefix(model, "models/")
+}
+
+// locationPath is the engine's project and location on Vertex.
+func (p *gemini) locationPath() string {
+	return "/v1/projects/" + p.project + "/locations/" + p.location + "/"
+}
+
+// geminiRoutes are a model's methods /upstream/ may pass, by name
+// (…/models/{model}:<name>, the model being the one the key may use), and
+// vertexRoutes Vertex's besides (another publisher's models, Anthropic's on
+// Vertex). Files, cached contents, batches, tuning and model lists belong
+// to the whole project: no route a key's models bound.
+var (
+	geminiRoutes = []string{"generateContent", "streamGenerateContent", "countTokens", "embedContent", "batchEmbedContents"}
+	vertexRoutes = append(geminiRoutes[:len(geminiRoutes):len(geminiRoutes)], "rawPredict", "streamRawPredict")
+)
+
+func (p *gemini) Routes() []string {
+	if p.vertex {
+		return vertexRoutes
+	}
+	return geminiRoutes
+}
+
+// ReadRoute reads a model's method as Google's SDKs write it: on the
+// Gemini API under v1beta or v1, a model or a tuned model; on Vertex under
+// v1 or v1beta1, in the engine's own project and location only.
+func (p *gemini) ReadRoute(tail string) (Route, bool) {
+	names := p.Routes()
+	if !p.vertex {
+		for _, v := range [...]string{"/v1beta/", "/v1/"} {
+			if r, ok := methodRoute(tail, v+"models/", ":", names); ok {
+				return r, true
+			}
+			if r, ok := methodRoute(tail, v+"tunedModels/", ":", names); ok {
+				r.Model = "tunedModels/" + r.Model
+				return r, true
+			}
+		}
+		return Route{}, false
+	}
+	for _, v := range [...]string{"/v1/", "/v1beta1/"} {
+		r, ok := methodRoute(tail, v+"projects/"+p.project+"/locations/"+p.location+"/publishers/", ":", names)
+		if !ok {
+			continue
+		}
+		if m, google := strings.CutPrefix(r.Model, "google/models/"); google {
+			r.Model = m
+		} else {
+			r.Model = "publishers/" + r.Model
+		}
+		return r, true
+	}
+	return Route{}, false
+}
+
+// RouteTarget sets the path of a model's method; a stream is asked as SSE
+// (alt=sse), which the gateway relays as it comes and reads usage from.
+func (p *gemini) RouteTarget(u, base *url.URL, name, model string) {
+	query := base.RawQuery
+	if name == "streamGenerateContent" {
 		q, _ := url.ParseQuery(base.RawQuery)
 		if q == nil {
 			q = url.Values{}
@@ -75,20 +153,7 @@ func (p *gemini) Target(u, base *url.URL, _ api.API, _, model string, stream boo
 		q.Set("alt", "sse")
 		query = q.Encode()
 	}
-	var tail string
-	switch {
-	case !p.vertex && strings.HasPrefix(model, "models/"), !p.vertex && strings.HasPrefix(model, "tunedModels/"):
-		tail = "/v1beta/" + model
-	case !p.vertex:
-		tail = "/v1beta/models/" + model
-	case strings.HasPrefix(model, "projects/"):
-		tail = "/v1/" + model
-	case strings.HasPrefix(model, "publishers/"):
-		tail = "/v1/projects/" + p.project + "/locations/" + p.location + "/" + model
-	default:
-		tail = "/v1/projects/" + p.project + "/locations/" + p.location + "/publishers/google/models/" + strings.TrimPrefix(model, "models/")
-	}
-	u.Path = joinPath(base.Path, tail+method)
+	u.Path = joinPath(base.Path, p.modelPath(model)+":"+name)
 	u.RawPath = ""
 	u.RawQuery = query
 }

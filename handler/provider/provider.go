@@ -33,6 +33,8 @@ type Provider interface {
 	// provider frames its streams otherwise (Bedrock); else it returns
 	// body. It may set h's Content-Type to text/event-stream.
 	Events(h http.Header, body io.ReadCloser) io.ReadCloser
+	// Passer is what may pass /upstream/ (passthrough.go).
+	Passer
 }
 
 // New makes the provider of an engine's config (with its defaults); nil
@@ -49,6 +51,22 @@ func New(cfg *engines.Config) (Provider, error) {
 		return newGemini(cfg)
 	}
 	return nil, nil
+}
+
+// Routes are the routes an engine of provider may name in its passthrough
+// line; none for an engine without a provider.
+func Routes(provider string) []string {
+	switch provider {
+	case "anthropic":
+		return anthropic{}.Routes()
+	case "azure":
+		return azure{}.Routes()
+	case "bedrock":
+		return (&bedrock{}).Routes()
+	case "gemini", "vertex":
+		return (&gemini{vertex: provider == "vertex"}).Routes()
+	}
+	return nil
 }
 
 // joinPath joins a base path and a path that starts with '/'.
