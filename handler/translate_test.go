@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
@@ -76,5 +77,53 @@ func TestATranslatedRequestGoesToTheEnginesPathInItsAPI(t *testing.T) {
 	defer mu.Unlock()
 	if len(got) != 1 {
 		t.Fatalf("the engine was sent %d requests, want 1", len(got))
+	}
+}
+
+// A Responses client of a Chat engine whose tool call's arguments run to
+// 100 MB: its closing events would repeat them whole, so the translated
+// stream is cut the moment what it keeps passes 1 MiB (internal/translate's
+// bound), with an in-band error, and the engine's connection is closed
+// then, not after it sent all of it (issue 51: each such stream held the
+// whole answer, several times over).
+func TestATranslatedStreamPastItsBoundIsCutAtOnce(t *testing.T) {
+	const total, piece = 100 << 20, 8 << 10
+	var sent atomic.Int64
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, `data: {"id":"c1","model":"m","choices":[{"index":0,"delta":{"role":"assistant","tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"write","arguments":""}}]}}]}`+"\n\n")
+		ev := []byte(`data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"` + strings.Repeat("a", piece) + `"}}]}}]}` + "\n\n")
+		for sent.Load() < total {
+			if _, err := w.Write(ev); err != nil {
+				return // the gateway closed the connection
+			}
+			sent.Add(piece)
+		}
+		io.WriteString(w, `data: {"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}`+"\n\ndata: [DONE]\n\n")
+	}))
+	t.Cleanup(up.Close)
+	_, url := testGateway(t, config.Config{Engines: []engines.Config{{Name: "chat", To: up.URL, Models: []string{"m"}, APIs: []string{"chat"}}}}.WithDefaults(), nil)
+
+	req, _ := http.NewRequest(http.MethodPost, url+"/v1/responses", strings.NewReader(`{"model":"m","stream":true,"input":"write it"}`))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || err == nil {
+		t.Fatalf("%d, %d bytes, read error %v: want a stream that is cut", resp.StatusCode, len(body), err)
+	}
+	if len(body) > 2<<20 || !strings.Contains(string(body), "upstream_stream_cut") || !strings.Contains(string(body), "1 MiB") {
+		t.Fatalf("%d bytes, ending %q", len(body), body[max(0, len(body)-400):])
+	}
+	if strings.Contains(string(body), "response.completed") || strings.Contains(string(body), "output_item.done") {
+		t.Fatal("the cut stream told the call as whole")
+	}
+	// the engine wrote what its connection's buffers took after the cut
+	// (a few MB on loopback), nowhere near the whole answer
+	if n := sent.Load(); n >= total/2 {
+		t.Fatalf("the engine sent %d bytes of %d", n, total)
 	}
 }

@@ -50,6 +50,13 @@ func (r *Reader) Read(p []byte) (int, error) {
 				break
 			}
 			r.out = r.s.Event(r.out, ev)
+			if err := r.s.Err(); err != nil {
+				// past a bound (stream_bound.go): the events before it
+				// go out, then the error, at once; the engine's body is
+				// closed by the gateway's cut
+				r.err = err
+				break
+			}
 			if !r.events.Buffered() || len(r.out) >= rdBatch {
 				break
 			}

@@ -26,7 +26,7 @@ import (
 // the quotes), so the hot path copies bytes and allocates nothing. The one
 // copy kept is a block's text or arguments for a Responses client, whose
 // closing events repeat them whole; it lives in the Stream's blocks, which
-// Reset keeps for the next stream.
+// Reset keeps for the next stream, and is bounded (stream_bound.go).
 
 // StreamOptions are what the client's request said that its stream's shape depends on.
 type StreamOptions struct {
@@ -57,6 +57,10 @@ type Stream struct {
 	nBlocks   int // blocks opened: a Messages content index, a Responses output_index
 	nTools    int // tool blocks opened: a Chat tool call's index
 	chatCalls int // a Chat upstream's tool calls: one past the highest index seen
+
+	kept    int   // bytes kept to repeat in closing events (stream_bound.go)
+	evStart int   // where the current upstream event's output starts in dst
+	err     error // why the stream was cut past a bound
 
 	id      []byte // the answer's id without its API's prefix, safe to write unescaped
 	model   []byte // the model, as escaped upstream
@@ -104,6 +108,7 @@ type stBlock struct {
 	custom bool // a Responses client's custom tool call
 	part   bool // a Responses client was told of its content or summary part
 	idx    int  // the client's index: content index, output_index or tool call index
+	held   int  // bytes of it counted in the Stream's kept
 	id     []byte
 	name   []byte
 	ns     []byte // a Responses client's namespace of a tool call whose name was flattened (name is then the plain one), JSON-escaped
@@ -170,6 +175,9 @@ func (s *Stream) begin(dst, id, model []byte, created int64) []byte {
 		return dst
 	}
 	s.begun = true
+	if !s.keep(nil, len(id)+len(model)+stResponseOverhead) {
+		return dst
+	}
 	s.token = strconv.AppendUint(s.token[:0], rand.Uint64(), 36)
 	s.id = stIDCore(s.id[:0], id)
 	if len(s.id) == 0 {
@@ -246,7 +254,7 @@ func (s *Stream) find(key int) *stBlock {
 // (as escaped upstream; an id may be missing).
 func (s *Stream) open(dst []byte, kind stKind, key int, id, name []byte) []byte {
 	dst = s.begin(dst, nil, nil, 0)
-	if s.finished {
+	if s.finished || s.dead || !s.roomForBlock() || !s.room(dst, stItemOverhead+len(id)+len(name)) {
 		return dst
 	}
 	n := len(s.blocks)
@@ -257,7 +265,7 @@ func (s *Stream) open(dst []byte, kind stKind, key int, id, name []byte) []byte 
 	}
 	b := &s.blocks[n]
 	*b = stBlock{kind: kind, key: key, open: true, idx: s.nBlocks,
-		id: b.id[:0], name: b.name[:0], ns: b.ns[:0], text: b.text[:0], sig: b.sig[:0], input: b.input[:0]}
+		id: stReuse(b.id), name: stReuse(b.name), ns: stReuse(b.ns), text: b.text[:0], sig: b.sig[:0], input: b.input[:0]}
 	s.nBlocks++
 	if kind == stTool {
 		b.idx = s.toolIndex()
@@ -273,6 +281,10 @@ func (s *Stream) open(dst []byte, kind stKind, key int, id, name []byte) []byte 
 				b.name = stEscape(b.name[:0], nn[1])
 			}
 		}
+	}
+	if !s.keep(b, stItemOverhead+len(b.id)+len(b.name)+len(b.ns)) {
+		s.blocks = s.blocks[:n]
+		return dst
 	}
 	switch s.to {
 	case api.Chat:
@@ -328,7 +340,7 @@ func (s *Stream) isCustom(name []byte) bool {
 // the upstream did not (Chat never does), so no block is opened for
 // nothing; tool arguments for no open tool call are dropped.
 func (s *Stream) delta(dst []byte, p stPiece, key int, text []byte) []byte {
-	if len(text) == 0 || s.finished {
+	if len(text) == 0 || s.finished || s.dead || !s.room(dst, len(text)) {
 		return dst
 	}
 	b := s.find(key)
@@ -337,6 +349,9 @@ func (s *Stream) delta(dst []byte, p stPiece, key int, text []byte) []byte {
 			return dst
 		}
 		dst = s.open(dst, p.kind(), key, nil, nil)
+		if s.dead {
+			return dst
+		}
 		b = &s.blocks[len(s.blocks)-1]
 	}
 	if b.kind != p.kind() {
@@ -361,6 +376,9 @@ func (s *Stream) closeKey(dst []byte, key int) []byte {
 
 func (s *Stream) close(dst []byte, b *stBlock) []byte {
 	b.open = false
+	if s.dead {
+		return dst
+	}
 	switch s.to {
 	case api.Messages:
 		return s.messagesClose(dst, b)
@@ -398,7 +416,7 @@ func (s *Stream) finish(dst []byte) []byte {
 // fail is the fail step: typ and code are JSON strings ("" for none), msg
 // is a JSON value as the upstream wrote it.
 func (s *Stream) fail(dst, typ, code, msg []byte) []byte {
-	if s.finished {
+	if s.finished || s.dead {
 		return dst
 	}
 	s.dead = true

@@ -19,6 +19,7 @@ func (s *Stream) Event(dst, ev []byte) []byte {
 	if s.dead {
 		return dst
 	}
+	s.evStart = len(dst)
 	dst = stComments(dst, ev)
 	data, ok := sse.Data(ev)
 	if !ok {

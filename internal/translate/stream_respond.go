@@ -199,12 +199,15 @@ func (s *Stream) respOpen(dst []byte, b *stBlock) []byte {
 }
 
 func (s *Stream) respDelta(dst []byte, b *stBlock, p stPiece, text []byte) []byte {
+	if !s.keep(b, len(text)) {
+		return dst
+	}
 	switch p {
 	case stSignature:
-		b.sig = append(b.sig, text...)
+		b.sig = stKeep(b.sig, text)
 		return dst
 	case stArgs:
-		b.text = append(b.text, text...)
+		b.text = stKeep(b.text, text)
 		if b.custom {
 			return dst // its input is known when its arguments are whole
 		}
@@ -216,11 +219,11 @@ func (s *Stream) respDelta(dst []byte, b *stBlock, p stPiece, text []byte) []byt
 			dst = append(dst, `,"summary_index":0,"part":{"type":"summary_text","text":""}`...)
 			dst = s.respEnd(dst)
 		}
-		b.text = append(b.text, text...)
+		b.text = stKeep(b.text, text)
 		dst = s.respAt(s.respEvent(dst, "response.reasoning_summary_text.delta"), b)
 		dst = append(dst, `,"summary_index":0`...)
 	default:
-		b.text = append(b.text, text...)
+		b.text = stKeep(b.text, text)
 		dst = s.respAt(s.respEvent(dst, "response.output_text.delta"), b)
 		dst = append(dst, `,"content_index":0,"logprobs":[]`...)
 	}
@@ -233,6 +236,9 @@ func (s *Stream) respClose(dst []byte, b *stBlock) []byte {
 	switch {
 	case b.custom:
 		b.input = s.customInput(b.input[:0], b.text)
+		if !s.keep(b, len(b.input)) {
+			return dst
+		}
 		dst = s.respAt(s.respEvent(dst, "response.custom_tool_call_input.delta"), b)
 		dst = s.respEnd(append(append(dst, `,"delta":`...), b.input...))
 		dst = s.respAt(s.respEvent(dst, "response.custom_tool_call_input.done"), b)
