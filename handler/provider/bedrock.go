@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -25,6 +26,7 @@ import (
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 	"github.com/llmgateway/caddy-llm-gateway/internal/api"
+	"github.com/llmgateway/caddy-llm-gateway/internal/sse"
 )
 
 // bedrock is AWS Bedrock's Converse API: POST /model/{model}/converse, or
@@ -179,8 +181,24 @@ func (e *eventStream) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// maxFrame bounds one frame of the event stream, read from its prelude
+// before any of it is buffered: it becomes one SSE event, which is at most
+// sse.MaxEventSize after it (the gateway cuts a larger one), and AWS's
+// decoder reads a frame's payload whole, growing a buffer as it goes, for
+// up to the 16 MiB its format allows (issue 51: a 15 MB frame cost ~10 MB
+// per stream before the cut). Bedrock's own events are a few hundred bytes.
+const maxFrame = sse.MaxEventSize
+
+// ErrFrameTooLarge cuts an event stream whose frame says it is over maxFrame.
+var ErrFrameTooLarge = errors.New("a frame larger than 1 MiB, the cap of one event")
+
 // next decodes one frame into e.out.
 func (e *eventStream) next() error {
+	// The prelude's first 4 bytes are the frame's total length, big-endian
+	// (its checksum comes later: a length that lies is refused either way).
+	if p, err := e.r.Peek(4); err == nil && binary.BigEndian.Uint32(p) > maxFrame {
+		return fmt.Errorf("bedrock event stream: %w (%d bytes)", ErrFrameTooLarge, binary.BigEndian.Uint32(p))
+	}
 	cr := &countReader{r: e.r}
 	m, err := e.dec.Decode(cr, e.payload[:0])
 	if err != nil {
@@ -192,7 +210,7 @@ func (e *eventStream) next() error {
 		}
 		return fmt.Errorf("bedrock event stream: %w", err)
 	}
-	e.payload = m.Payload
+	e.payload = m.Payload // at most maxFrame: the buffer kept between frames is bounded too
 	var name string
 	payload := m.Payload
 	switch headerString(m.Headers, ":message-type") {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -263,6 +264,51 @@ func TestBedrockEventsBrokenFrames(t *testing.T) {
 	if b, _ := io.ReadAll(p.Events(h, io.NopCloser(strings.NewReader(`{"message":"x"}`)))); string(b) != `{"message":"x"}` {
 		t.Errorf("a JSON body: %q", b)
 	}
+}
+
+// TestBedrockFrameOverTheCapIsRefusedUnread: a frame whose prelude says it
+// is 15 MB is refused from its prelude, with what was before it passed on,
+// and without reading (or allocating for) its payload.
+func TestBedrockFrameOverTheCapIsRefusedUnread(t *testing.T) {
+	p, _ := newBedrock(&engines.Config{Name: "b", Region: "us-east-1"})
+	good := bdFrame(t, "event", "contentBlockDelta", `{"contentBlockIndex":0,"delta":{"text":"Hi"}}`)
+	huge := bdFrame(t, "event", "contentBlockDelta", `{"contentBlockIndex":0,"delta":{"text":"`+strings.Repeat("a", 15<<20)+`"}}`)
+	body := &countingReader{r: bytes.NewReader(append(append([]byte{}, good...), huge...))}
+	h := http.Header{"Content-Type": {"application/vnd.amazon.eventstream"}}
+	events := p.Events(h, io.NopCloser(body))
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	got, err := io.ReadAll(events)
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, ErrFrameTooLarge) {
+		t.Fatalf("err %v", err)
+	}
+	if string(got) != "event: contentBlockDelta\ndata: {\"contentBlockIndex\":0,\"delta\":{\"text\":\"Hi\"}}\n\n" {
+		t.Errorf("before the huge frame: %q", got)
+	}
+	if body.n > int64(len(good))+64<<10 {
+		t.Errorf("%d bytes of the body read, the huge frame's payload among them", body.n)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 1<<20 {
+		t.Errorf("%d KiB allocated reading the stream", alloc>>10)
+	}
+	// a frame at the cap's size still passes
+	edge := bdFrame(t, "event", "contentBlockDelta", `{"contentBlockIndex":0,"delta":{"text":"`+strings.Repeat("a", maxFrame-256)+`"}}`)
+	if got, err := io.ReadAll(p.Events(h, io.NopCloser(bytes.NewReader(edge)))); err != nil || len(got) < maxFrame-256 {
+		t.Errorf("a frame under the cap: %d bytes, %v", len(got), err)
+	}
+}
+
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // TestBedrockFakeIsAWSFormat: AWS's own client, bedrockruntime, signs a
