@@ -9,7 +9,8 @@
 #
 # Environment: ROUNDS (5), DURATION (3s per timed run), RATE (500 req/s),
 # OPEN_STREAMS (1000), MANY_STREAMS (10000), COLD_STARTS (20), PHASES (all;
-# door runs only the hostile phase's keys-with-rules part; translation, only
+# door runs only the hostile phase's keys-with-rules part; transstreams, only
+# its translated streams of 10 MB tool-call arguments; translation, only
 # when named, about 20 s a round: TTFB and CPU per chunk of Messages and
 # Responses clients of a chat-only engine against native chat and
 # reverse_proxy; failover, only when named, about 4 minutes: per failure

@@ -19,11 +19,14 @@
 //     64 KiB JSON error body, after X-Bench-Fail-Delay (a Go duration);
 //   - X-Bench-Chunk-Pad: <bytes> pads every content chunk of a stream with
 //     that many bytes of text (at most 1 MiB in all per chunk);
+//   - X-Bench-Tool-Args: <bytes> streams one tool call with that many bytes
+//     of arguments (toolargs.go);
 //   - X-Bench-Req: <id> counts the call under that id. GET /bench/calls
-//     answers {"total":N,"calls":{"<id>":n,…},"tokens":{"<id>":n,…}}: every
-//     chat call since the last GET /bench/calls?reset=1, the calls of each
-//     id and the tokens its answers cost (prompt and completion, reported
-//     or not).
+//     answers {"total":N,"calls":{"<id>":n,…},"tokens":{"<id>":n,…},
+//     "tool_args_sent":N}: every chat call since the last GET
+//     /bench/calls?reset=1, the calls of each id, the tokens its answers
+//     cost (prompt and completion, reported or not), and the bytes of
+//     X-Bench-Tool-Args arguments written.
 //
 // The door's part of the hostile phase counts tokens, so the
 // upstream answers as an engine does: an answer is X-Bench-Answer-Tokens
@@ -75,6 +78,10 @@ type upstream struct {
 	mu     sync.Mutex
 	calls  map[string]int64 // chat calls per X-Bench-Req id
 	tokens map[string]int64 // tokens of the answers per X-Bench-Req id
+
+	// toolArgsSent: bytes of X-Bench-Tool-Args streams' arguments written
+	// since the last reset (toolargs.go)
+	toolArgsSent atomic.Int64
 }
 
 // errorBodySize is the size of a failing answer's body: large, like the
@@ -132,15 +139,16 @@ func (u *upstream) count(r *http.Request) {
 func (u *upstream) callCounts(w http.ResponseWriter, r *http.Request) {
 	reset := r.URL.Query().Get("reset") == "1"
 	u.mu.Lock()
-	total := u.total.Load()
+	total, toolArgsSent := u.total.Load(), u.toolArgsSent.Load()
 	if reset {
-		total = u.total.Swap(0)
+		total, toolArgsSent = u.total.Swap(0), u.toolArgsSent.Swap(0)
 	}
 	b, err := json.Marshal(struct {
-		Total  int64            `json:"total"`
-		Calls  map[string]int64 `json:"calls"`
-		Tokens map[string]int64 `json:"tokens"`
-	}{total, u.calls, u.tokens})
+		Total        int64            `json:"total"`
+		Calls        map[string]int64 `json:"calls"`
+		Tokens       map[string]int64 `json:"tokens"`
+		ToolArgsSent int64            `json:"tool_args_sent"`
+	}{total, u.calls, u.tokens, toolArgsSent})
 	if reset {
 		u.calls, u.tokens = map[string]int64{}, map[string]int64{}
 	}
@@ -200,6 +208,10 @@ func (u *upstream) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	stream := bytes.Contains(body, []byte(`"stream":true`)) || bytes.Contains(body, []byte(`"stream": true`))
+	if n := toolArgs(r); n > 0 && stream {
+		u.toolStream(w, n)
+		return
+	}
 	a := readAsk(r, body, stream)
 	u.countTokens(r, a.tokens())
 	if !stream {

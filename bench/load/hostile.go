@@ -436,6 +436,8 @@ type callCounts struct {
 	Total  int64            `json:"total"`
 	Calls  map[string]int64 `json:"calls"`
 	Tokens map[string]int64 `json:"tokens"` // what each id's answers cost
+	// bytes of X-Bench-Tool-Args arguments written (hostilestreams.go)
+	ToolArgsSent int64 `json:"tool_args_sent"`
 }
 
 // upstreamCalls reads the fake upstream's call counts, and resets them.

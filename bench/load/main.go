@@ -84,7 +84,7 @@ func run() int {
 	flag.IntVar(&c.hostile.uploaders, "uploaders", 300, "slow uploaders held open at once")
 	flag.Int64Var(&c.hostile.uploadClaim, "upload-claim", 1<<20, "the Content-Length each slow uploader announces (more than 100: 100 is the control)")
 	flag.BoolVar(&c.beside, "beside", false, "run the throughput, latency, stream, cpu and syscalls phases again with the hostile mix running against another gateway site in the same Caddy, and print how far each figure moved")
-	phases := flag.String("phases", "throughput,latency,stream,cpu,memory,hostile", "measurements to run (also: syscalls, manystreams, translation; door: the hostile phase's door alone)")
+	phases := flag.String("phases", "throughput,latency,stream,cpu,memory,hostile", "measurements to run (also: syscalls, manystreams, translation; door, transstreams: that part of the hostile phase alone)")
 	maxTime := flag.Duration("max-time", 20*time.Minute, "give up after this long")
 	flag.Parse()
 
@@ -342,6 +342,9 @@ func benchmark(ctx context.Context, e *env, c config, r *report) error {
 	case c.phases["door"]: // the door alone: part of the hostile phase
 		e.stopCaddy()
 		return doorPhase(ctx, e, r)
+	case c.phases["transstreams"]: // the translated streams alone: part of the hostile phase
+		e.stopCaddy()
+		return transStreamsPhase(ctx, e, r)
 	}
 	return nil
 }
@@ -371,7 +374,7 @@ func burstsUsed(bs []burstResult) []int64 {
 }
 
 // hostilePhase runs the hostile mix, then the door (keys with rules on every
-// route), then measures RSS per open stream and the memory slow uploaders
+// route), then translated streams of huge answers, then measures RSS per open stream and the memory slow uploaders
 // hold, each in a fresh Caddy, and adds the figures with their limits to the
 // report.
 func hostilePhase(ctx context.Context, e *env, c config, r *report) error {
@@ -394,6 +397,9 @@ func hostilePhase(ctx context.Context, e *env, c config, r *report) error {
 		res.total, res.untagged, res.slowWhole, res.slowErr, res.rssGrowthKB)
 	r.addHostile(res)
 	if err := doorPhase(ctx, e, r); err != nil {
+		return err
+	}
+	if err := transStreamsPhase(ctx, e, r); err != nil { // hostilestreams.go
 		return err
 	}
 
