@@ -286,13 +286,18 @@ func proseLines(t *testing.T, file string) []string {
 
 // headingAnchors is the set of anchors GitHub gives a file's headings: the
 // text lower-cased, punctuation but hyphens and underscores dropped, spaces
-// turned into hyphens, a repeated anchor numbered (-1, -2, …).
+// turned into hyphens, a repeated anchor numbered (-1, -2, …); and the
+// anchors a page sets itself (<a id="t3"></a>, for a row that code links).
 func headingAnchors(t *testing.T, file string) map[string]bool {
 	t.Helper()
 	heading := regexp.MustCompile(`^#{1,6} (.*)$`)
 	drop := regexp.MustCompile(`[^\p{L}\p{N}\- _]`)
+	explicit := regexp.MustCompile(`<a id="([^"]+)"></a>`)
 	out := map[string]bool{}
 	for _, line := range proseLines(t, file) {
+		for _, m := range explicit.FindAllStringSubmatch(line, -1) {
+			out[m[1]] = true
+		}
 		m := heading.FindStringSubmatch(line)
 		if m == nil {
 			continue

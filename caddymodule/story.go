@@ -64,7 +64,7 @@ func failureScope(t handler.Try) string {
 const maskedHead = 4 << 10
 
 // maskClient is a header the client sent (User-Agent, X-Session-Id), as the
-// history and the spans keep it (SPEC §19): masked as engine
+// history and the spans keep it (docs/door.md#a-tenants-data-is-its-own): masked as engine
 // output is (engines.Mask: the gateway's key tokens and whatever looks like
 // a credential), so that a token sent there is neither stored nor exported.
 // Only its head is masked: a header may be as long as the server allows,

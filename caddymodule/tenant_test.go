@@ -15,7 +15,7 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 )
 
-// A tenant's data is its own (SPEC §19), through Caddy: another
+// A tenant's data is its own (docs/door.md#a-tenants-data-is-its-own), through Caddy: another
 // key's session never restores this key's saved slot, and what a client
 // sends in User-Agent and X-Session-Id is masked before the history keeps
 // it or a span exports it.

@@ -12,7 +12,7 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/quota"
 )
 
-// The door (SPEC §12). Every request on every route passes the
+// The door (docs/door.md, docs/keys.md#what-each-route-checks). Every request on every route passes the
 // same steps, in this order; a route may add a check, never skip one:
 //
 //	step     what it decides                                      where

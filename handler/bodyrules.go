@@ -12,7 +12,7 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/internal/multipart"
 )
 
-// One body, one reading (SPEC §12). The gateway routes, counts and
+// One body, one reading (docs/door.md). The gateway routes, counts and
 // filters a request by what it reads of the body; an engine runs what it
 // reads. Wherever the two readings could differ, the body is refused:
 //

@@ -9,7 +9,7 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 )
 
-// What a request is, decided once (SPEC §15): ServeHTTP reads its path into
+// What a request is, decided once (docs/translation.md): ServeHTTP reads its path into
 // an operation, and everything after asks the operation, never the path
 // again. Each operation knows its API (internal/api: which engines can
 // serve it, the shape of the gateway's own errors, how its stream says it

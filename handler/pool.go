@@ -84,7 +84,7 @@ func (p *pool) sessionKey(req *request) string {
 	return string(v)
 }
 
-// A tenant's data is its own (SPEC §19). What the gateway keeps
+// A tenant's data is its own (docs/door.md#a-tenants-data-is-its-own). What the gateway keeps
 // on a caller's behalf and finds again by what a later request sends (a
 // pool's sticky sessions and its prefix index here, an engine's saved KV
 // slots in warmswap.go) is found only by requests of the same key.

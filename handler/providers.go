@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// Cloud providers in their own words (SPEC §16, handler/provider): where a
+// Cloud providers in their own words (docs/translation.md#cloud-providers-own-apis, handler/provider): where a
 // request goes (Bedrock, Gemini and Vertex name the model in the path,
 // Azure the deployment) and with which credentials, and a streamed answer
 // read as SSE whatever its framing. The hook sits where the upstream

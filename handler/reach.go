@@ -11,7 +11,7 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 )
 
-// Every candidate a request can reach is a model its key may use (SPEC §12).
+// Every candidate a request can reach is a model its key may use (docs/door.md#every-candidate-is-a-model-the-key-may-use).
 // The door checks the model a request names; a plan reaches
 // further: the engine's fallback and context_fallback, the body's
 // "fallbacks", a resume on the fallback. A key that could make its own

@@ -18,7 +18,7 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/internal/translate"
 )
 
-// Any client, any engine (SPEC §15): a conversation in Chat Completions,
+// Any client, any engine (docs/translation.md): a conversation in Chat Completions,
 // Responses or Messages reaches an engine that speaks another of the three
 // through internal/translate. This is translation's one hook in a request's
 // path, at the attempt's edges: try translates the body before anything is

@@ -6,7 +6,7 @@ import (
 )
 
 // Scope rewrites blocks in place into the blocks of the same prompt within
-// scope, and returns them (SPEC §19: a tenant's data is its own).
+// scope, and returns them (a tenant's data is its own: docs/door.md#a-tenants-data-is-its-own).
 // The gateway scopes by the caller's key, so that two keys sending the same
 // prompt never match each other's blocks: one tenant could otherwise learn,
 // from where its request went and how fast its engine answered (a KV cache

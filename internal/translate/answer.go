@@ -124,7 +124,7 @@ func (a *anAnswer) settle(body []byte) {
 	tools := a.anHas(anTool)
 	// Engines that say "stop" (Gemini's STOP, some OpenAI-compatible
 	// servers) after calling tools: clients that run tools only on
-	// tool_use/tool_calls would otherwise stall (trap T15).
+	// tool_use/tool_calls would otherwise stall (docs/translation-facts.md#t15).
 	if tools && (a.stop == StopEnd || a.stop == StopNone) {
 		a.stop = StopTool
 	}
@@ -147,7 +147,7 @@ func anStripPrefix(id string) string {
 // sanitized for Messages (whose tool_use ids must match
 // ^[a-zA-Z0-9_-]+$), or, for a call the engine gave no id, one made up
 // from the answer's id and the call's place: stable, so that the same
-// answer translated twice says the same (trap T5).
+// answer translated twice says the same (docs/translation-facts.md#t5).
 func anToolID(to api.API, id, base string, n int) string {
 	switch {
 	case id == "" && to == api.Messages:
@@ -161,7 +161,7 @@ func anToolID(to api.API, id, base string, n int) string {
 }
 
 // anSanitizeID is id with every byte Messages refuses in a tool_use id
-// (anything outside ^[a-zA-Z0-9_-]+$) replaced by '_' (trap T3). The
+// (anything outside ^[a-zA-Z0-9_-]+$) replaced by '_' (docs/translation-facts.md#t3). The
 // request translator sanitizes tool_result ids the same way, so a pair
 // still matches.
 func anSanitizeID(id string) string {

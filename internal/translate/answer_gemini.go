@@ -55,7 +55,7 @@ type gmAnswerPart struct {
 // (safety, recitation, block lists, personal data…) are StopFilter; a
 // malformed function call ends the answer with what it said (the client
 // sees no call, and can ask again); STOP after function calls becomes
-// StopTool where the answer's parts are known (trap T15).
+// StopTool where the answer's parts are known (docs/translation-facts.md#t15).
 func GeminiStop(reason string) Stop {
 	switch reason {
 	case "":
@@ -138,7 +138,7 @@ func anAppendText(parts []anPart, k anKind, text string) []anPart {
 
 // gmAnswerBase is what made-up tool call ids start from: the answer's id,
 // or a hash of its body (settle's), so that the same answer translated
-// twice has the same ids (trap T5).
+// twice has the same ids (docs/translation-facts.md#t5).
 func gmAnswerBase(id string, body []byte) string {
 	if id != "" {
 		return anSanitizeID(id)

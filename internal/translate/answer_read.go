@@ -300,7 +300,7 @@ func anReadResponses(body []byte) (anAnswer, error) {
 // what OpenAI shows; open-weight servers (gpt-oss behind vLLM) put the
 // text in content instead. An item with summary parts is a thinking
 // block, even if their text is empty (Messages' signature-only thinking,
-// trap T8); one with none and encrypted content only is redacted.
+// docs/translation-facts.md#t8); one with none and encrypted content only is redacted.
 func anReasoningPart(it anResponsesItem) anPart {
 	var texts []string
 	for _, s := range it.Summary {

@@ -300,7 +300,7 @@ func anWriteResponses(a *anAnswer, o AnswerOptions) ([]byte, error) {
 			id := anToolID(api.Responses, p.id, a.base, tools)
 			tools++
 			// The item's id is its own, fc_…; the call's id is call_id
-			// (trap T6).
+			// (docs/translation-facts.md#t6).
 			// A namespace's tool went upstream under its flattened name;
 			// Codex runs the call only as {namespace, name}.
 			namespace, name := "", p.name

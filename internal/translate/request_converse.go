@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// Writing a Bedrock Converse request (TRANSLATION.md §4). The body names
+// Writing a Bedrock Converse request (docs/translation-facts.md#cloud-providers). The body names
 // neither the model nor streaming: the path does both
 // (/model/{id}/converse, /converse-stream), which the provider sets.
 //

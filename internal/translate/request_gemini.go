@@ -14,7 +14,7 @@ import (
 // in generationConfig. The path names the model and whether it streams
 // (handler/provider), so the body has neither.
 //
-// Thought signatures (trap T9): a Gemini answer's function call part may
+// Thought signatures (docs/translation-facts.md#t9): a Gemini answer's function call part may
 // carry a thoughtSignature, which the next request must give back on that
 // part (Gemini 3 refuses a function-calling turn without it). No client
 // API has a place for it beside the call, but every client gives the

@@ -151,7 +151,7 @@ func rqOnlyResults(parts []rqPart) bool {
 // turn of the conversation (the transcript only grows at its end); a result
 // without one answers the first call of the turn before it that has no
 // result yet. An engine refuses a transcript with a call or result it
-// cannot pair (trap T5).
+// cannot pair (docs/translation-facts.md#t5).
 func (r *rqRequest) pairToolResults() {
 	var open []string // calls of the last assistant turn not answered yet
 	for i := range r.messages {
@@ -188,7 +188,7 @@ func rqIndex(s []string, v string) int {
 	return -1
 }
 
-// rqSanitizeID makes a tool call id fit Messages' ^[a-zA-Z0-9_-]+$ (trap T3):
+// rqSanitizeID makes a tool call id fit Messages' ^[a-zA-Z0-9_-]+$ (docs/translation-facts.md#t3):
 // ids from other engines ("functions.Bash:0") would be refused on the next
 // turn. The same function is applied to a call and to its result, so they
 // still pair.
@@ -269,7 +269,7 @@ func rqArgsObject(args string) (json.RawMessage, bool) {
 }
 
 // Budgets of Messages' extended thinking per OpenAI reasoning effort, as
-// LiteLLM maps them (TRANSLATION.md §1); Messages' minimum budget is 1024.
+// LiteLLM maps them (docs/translation-facts.md#requests); Messages' minimum budget is 1024.
 const (
 	rqBudgetMin    = 1024
 	rqBudgetMedium = 2048

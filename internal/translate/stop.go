@@ -2,7 +2,7 @@ package translate
 
 // Stop is why an answer ended, in none of the three APIs' words: each
 // reads its own into a Stop and writes a Stop in its own. The table, with
-// its sources, is in TRANSLATION.md §2:
+// its sources, is in docs/translation-facts.md#non-streamed-answers:
 //
 //	Stop          Chat            Messages                        Responses
 //	StopEnd       stop            end_turn                        completed

@@ -96,7 +96,7 @@ func TestStreamChatToolCallsWithoutIDsOrIndexes(t *testing.T) {
 }
 
 // TestStreamMessagesToChatToolIndexCountsTools: a text block before the
-// calls does not shift their index (trap T7).
+// calls does not shift their index (docs/translation-facts.md#t7).
 func TestStreamMessagesToChatToolIndexCountsTools(t *testing.T) {
 	out := stRun(t, api.Messages, api.Chat, StreamOptions{}, stCapture(t, api.Messages, "tools"))
 	if !strings.Contains(string(out), `"tool_calls":[{"index":0,"id":"call_abc1","type":"function","function":{"name":"get_weather","arguments":""}}]`) ||

@@ -8,7 +8,7 @@ import (
 // Chat Completions streams: data lines only, no event names; the answer's
 // parts are told in choices[0].delta, tool calls in fragments keyed by
 // their index among tool calls, and the end by finish_reason, a usage
-// chunk (choices []) and [DONE] (TRANSLATION.md §3).
+// chunk (choices []) and [DONE] (docs/translation-facts.md#streams).
 
 // A Chat upstream has no blocks: its text and its reasoning are each one
 // running block, and its tool calls are keyed by their own index (>= 0).

@@ -9,7 +9,7 @@ import (
 // events whose name is the Converse event type and whose data is its JSON
 // payload: the provider (handler/provider) unframes AWS's binary event
 // stream into them. The payload does not repeat its type, so the decoder
-// reads the event name. Events (TRANSLATION.md §4):
+// reads the event name. Events (docs/translation-facts.md#cloud-providers):
 //
 //	messageStart        {role}
 //	contentBlockStart   {contentBlockIndex, start:{toolUse:{toolUseId,name}}}

@@ -10,7 +10,7 @@ import (
 // candidates[0].content; a function call comes whole in one part, the
 // finishReason with the last parts or in a chunk of its own, the
 // cumulative usageMetadata on the last chunks, and the stream ends with
-// the connection: there is no [DONE] (TRANSLATION.md §4). The answer is
+// the connection: there is no [DONE] (docs/translation-facts.md#cloud-providers). The answer is
 // whole once a finishReason was seen; End tells the client so.
 //
 // Text and thought parts are each one running block (the Chat decoder's

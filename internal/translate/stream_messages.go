@@ -10,7 +10,7 @@ import (
 // message_start, then per block content_block_start, _delta…, _stop (by
 // index), then message_delta (stop_reason, cumulative usage) and
 // message_stop; ping and error anywhere; unknown types are to be ignored
-// (TRANSLATION.md §3).
+// (docs/translation-facts.md#streams).
 
 // decodeMessages reads one Messages event.
 func (s *Stream) decodeMessages(dst, data []byte) []byte {

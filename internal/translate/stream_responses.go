@@ -9,7 +9,7 @@ import (
 // output item output_item.added, its deltas (output_text,
 // function_call_arguments, reasoning summary or text) and output_item.done,
 // then response.completed, .incomplete or .failed; error anywhere
-// (TRANSLATION.md §3). A block is an output item, keyed by output_index.
+// (docs/translation-facts.md#streams). A block is an output item, keyed by output_index.
 
 // decodeResponses reads one Responses event.
 func (s *Stream) decodeResponses(dst, data []byte) []byte {
