@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -504,8 +505,15 @@ func TestReloadReturnsAtOnceWhileARemovedEngineDrains(t *testing.T) {
 
 // An engine's log (its life and its output) is under the module's logger,
 // so a log that includes http.handlers.llm_gateway gets it.
+// loggedRuns numbers the runs of TestEngineLogsAreUnderTheModulesLoggerName:
+// an engine whose definition a new config keeps is kept running, so a run
+// after the first (-count 2) must start an engine of its own to see its
+// start in its own log.
+var loggedRuns atomic.Int64
+
 func TestEngineLogsAreUnderTheModulesLoggerName(t *testing.T) {
 	moduleLog := filepath.Join(t.TempDir(), "module.log")
+	name := "logged" + strconv.FormatInt(loggedRuns.Add(1), 10)
 	initRaw(t, `{
 	skip_install_trust
 	admin localhost:@ADMIN@
@@ -519,20 +527,28 @@ func TestEngineLogsAreUnderTheModulesLoggerName(t *testing.T) {
 }
 http://`+gwAddr+` {
 	llm_gateway {
-		engine logged {
-			`+engineCmd("--model logged")+`
-			models logged
+		engine `+name+` {
+			`+engineCmd("--model "+name)+`
+			models `+name+`
 		}
 	}
 }
 `)
-	mustAnswer(t, "logged")
-	logs := readFile(t, moduleLog)
-	for _, want := range []string{`"logger":"http.handlers.llm_gateway.engine.logged"`, `"msg":"engine ready"`, "demo engine: model logged listening"} {
-		if !strings.Contains(logs, want) {
-			t.Errorf("the module's log lacks %s:\n%s", want, logs)
+	mustAnswer(t, name)
+	// the engine's own lines are read from its output on their own
+	// goroutine: the request can be answered before the listening line
+	// is logged, so the test waits for the lines, not for the answer
+	wants := []string{`"logger":"http.handlers.llm_gateway.engine.` + name + `"`, `"msg":"engine ready"`, "demo engine: model " + name + " listening"}
+	var logs string
+	eventually(t, "the engine's lines in the module's log", func() bool {
+		logs = readFile(t, moduleLog)
+		for _, want := range wants {
+			if !strings.Contains(logs, want) {
+				return false
+			}
 		}
-	}
+		return true
+	})
 }
 
 func TestAdminPoolsIsAnEmptyListWithoutPools(t *testing.T) {

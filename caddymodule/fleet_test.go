@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
 	"github.com/openai/openai-go/v3/option"
 )
 
@@ -270,9 +271,16 @@ func TestFleetExampleServesEveryNameItLists(t *testing.T) {
 // the answers the nodes gave at the last listing, up to 30 s old, and only a
 // second look showed the state.
 func TestFleetListsWhatANodeReportsNow(t *testing.T) {
+	// the gateways' own clock, so that the front door's listings age
+	// without a wait (the engines and their health checks keep the wall
+	// clock's time; a request here sets no timer that must fire)
+	fc := clock.NewFake()
+	gatewayClock = fc
+	t.Cleanup(func() { gatewayClock = nil })
 	// engines of their own: the nodes' engines of another test, kept
 	// across configs, would have the model loaded already
 	nodeA, _ := startFleetExample(t, "fresh-a", "fresh-b")
+	gatewayClock = nil
 	want := map[string]string{"node-a": "unloaded", "node-b": "unloaded", "demo": "unloaded", "auto": "unloaded"}
 	var got map[string]string
 	defer func() {
@@ -290,9 +298,8 @@ func TestFleetListsWhatANodeReportsNow(t *testing.T) {
 	if resp, body := do(t, r); resp.StatusCode != 200 {
 		t.Fatalf("loading on node a: %d %s", resp.StatusCode, body)
 	}
-	// the front door's last answers age past their 2 s life: no event
-	// marks that, so the test waits it out
-	time.Sleep(2100 * time.Millisecond)
+	// the front door's last answers age past their 2 s life
+	fc.Advance(2 * time.Second)
 	want = map[string]string{"node-a": "loaded", "node-b": "unloaded", "demo": "loaded", "auto": "loaded"}
 	if got = frontModels(t); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("the front door's first listing after node a loaded demo: %v", got)

@@ -24,6 +24,7 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/handler"
 	hconfig "github.com/llmgateway/caddy-llm-gateway/handler/config"
 	"github.com/llmgateway/caddy-llm-gateway/internal/api"
+	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
 	"github.com/llmgateway/caddy-llm-gateway/statuspage"
 )
 
@@ -152,8 +153,16 @@ func buildGateway(repl *caddy.Replacer, cfg hconfig.Config, log *zap.Logger, mak
 		es = append(es, e)
 	}
 	gw, err := handler.New(cfg, es, log)
+	if err == nil && gatewayClock != nil {
+		gw.SetClock(gatewayClock)
+	}
 	return gw, cfg, err
 }
+
+// gatewayClock, when set, is the clock of the gateways built from then on
+// instead of the wall clock: a test sets it before it loads a config, to
+// age what a gateway keeps (the fleet's listings) without waiting.
+var gatewayClock clock.Clock
 
 // provisionUI makes the site's status page. Its page is served to anyone
 // (it holds no data); its API only to operators: the ui's own keys, else
