@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmgateway/caddy-llm-gateway/api"
 	"github.com/llmgateway/caddy-llm-gateway/handler"
 	"github.com/llmgateway/caddy-llm-gateway/history"
-	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 )
 
 func historyPage(t *testing.T, query string) history.Page {

@@ -2,7 +2,7 @@ package engines
 
 import (
 	"fmt"
-	"github.com/llmgateway/caddy-llm-gateway/internal/api"
+	"github.com/llmgateway/caddy-llm-gateway/api"
 	"os"
 	"strings"
 )

@@ -3,15 +3,15 @@ package handler
 import (
 	"strings"
 
+	"github.com/llmgateway/caddy-llm-gateway/api"
 	"github.com/llmgateway/caddy-llm-gateway/engines"
-	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 )
 
 // What a request is, decided once (docs/translation.md): ServeHTTP reads its path into
 // an operation, and everything after asks the operation, never the path
-// again. Each operation knows its API (internal/api: which engines can
+// again. Each operation knows its API (api: which engines can
 // serve it, the shape of the gateway's own errors, how its stream says it
 // is whole, how its usage reads), whether it can be asked for its usage,
 // whether a transcript can follow it, and where its caller's user is:

@@ -10,9 +10,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/llmgateway/caddy-llm-gateway/api"
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 	"github.com/llmgateway/caddy-llm-gateway/handler/config"
-	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 )
 
 func TestCutStreamIsCompletedByTheSameEngine(t *testing.T) {

@@ -14,8 +14,8 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
+	"github.com/llmgateway/caddy-llm-gateway/api"
 	"github.com/llmgateway/caddy-llm-gateway/engines"
-	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 )
 
 // Defaults of the handler's limits.

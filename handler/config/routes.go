@@ -5,9 +5,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/llmgateway/caddy-llm-gateway/api"
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 	"github.com/llmgateway/caddy-llm-gateway/handler/provider"
-	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 )
 
 // What an engine's passthrough line opens on /upstream/ (issue 51): on a

@@ -6,7 +6,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/llmgateway/caddy-llm-gateway/internal/api"
+	"github.com/llmgateway/caddy-llm-gateway/api"
 )
 
 // anthropic is Anthropic's API: Messages at /v1/messages with x-api-key

@@ -4,7 +4,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/llmgateway/caddy-llm-gateway/internal/api"
+	"github.com/llmgateway/caddy-llm-gateway/api"
 )
 
 // azure is Azure OpenAI: with an api_version, the deployments API

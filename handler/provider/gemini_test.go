@@ -13,8 +13,8 @@ import (
 
 	"golang.org/x/oauth2"
 
+	"github.com/llmgateway/caddy-llm-gateway/api"
 	"github.com/llmgateway/caddy-llm-gateway/engines"
-	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 )
 
 func TestGeminiTarget(t *testing.T) {

@@ -14,8 +14,8 @@ import (
 	"net/http"
 	"net/url"
 
+	"github.com/llmgateway/caddy-llm-gateway/api"
 	"github.com/llmgateway/caddy-llm-gateway/engines"
-	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 )
 
 // Provider is one engine's provider.

@@ -6,8 +6,8 @@ import (
 	"net/url"
 	"testing"
 
+	"github.com/llmgateway/caddy-llm-gateway/api"
 	"github.com/llmgateway/caddy-llm-gateway/engines"
-	"github.com/llmgateway/caddy-llm-gateway/internal/api"
 )
 
 // target is where p sends a request spoken in api (tail the client's path,

@@ -1,7 +1,7 @@
 package grammar
 
 import (
-	"github.com/llmgateway/caddy-llm-gateway/internal/api"
+	"github.com/llmgateway/caddy-llm-gateway/api"
 	"github.com/llmgateway/caddy-llm-gateway/internal/sse"
 )
 

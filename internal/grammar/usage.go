@@ -1,12 +1,12 @@
 package grammar
 
 import (
-	"github.com/llmgateway/caddy-llm-gateway/internal/api"
+	"github.com/llmgateway/caddy-llm-gateway/api"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 )
 
 // AnswerUsage reads the usage a JSON answer of API a reports, by a's own
-// rule (internal/api): its top-level usage member. It decodes nothing
+// rule (package api): its top-level usage member. It decodes nothing
 // else.
 func AnswerUsage(a api.API, doc []byte) (api.Usage, bool) {
 	f, err := jsonmember.ScanAnswer(doc)

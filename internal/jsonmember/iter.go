@@ -3,7 +3,7 @@ package jsonmember
 // Walking a document that a validating scan (or SkipValue over the whole
 // of it) has already accepted: no decoding and no allocation, every string
 // kept as the bytes between its quotes, every value as its span. The
-// readers of usage objects (internal/api) and the stream decoders of
+// readers of usage objects (package api) and the stream decoders of
 // internal/translate read members with these, so that one set of rules
 // says what a member, a string and a count are.
 

@@ -3,7 +3,7 @@ package translate
 import (
 	"encoding/json"
 	"errors"
-	"github.com/llmgateway/caddy-llm-gateway/internal/api"
+	"github.com/llmgateway/caddy-llm-gateway/api"
 	"strings"
 	"testing"
 )

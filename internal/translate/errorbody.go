@@ -3,7 +3,7 @@ package translate
 import (
 	"bytes"
 	"encoding/json"
-	"github.com/llmgateway/caddy-llm-gateway/internal/api"
+	"github.com/llmgateway/caddy-llm-gateway/api"
 	"html"
 	"net/http"
 	"regexp"

@@ -2,7 +2,7 @@ package translate
 
 import (
 	"fmt"
-	"github.com/llmgateway/caddy-llm-gateway/internal/api"
+	"github.com/llmgateway/caddy-llm-gateway/api"
 )
 
 // A request is translated in two steps: the client's API is read into one

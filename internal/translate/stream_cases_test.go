@@ -1,7 +1,7 @@
 package translate
 
 import (
-	"github.com/llmgateway/caddy-llm-gateway/internal/api"
+	"github.com/llmgateway/caddy-llm-gateway/api"
 	"strings"
 	"testing"
 )

@@ -2,7 +2,7 @@ package translate
 
 import (
 	"bytes"
-	"github.com/llmgateway/caddy-llm-gateway/internal/api"
+	"github.com/llmgateway/caddy-llm-gateway/api"
 )
 
 // Converse streams (AWS Bedrock's ConverseStream) reach translation as SSE

@@ -3,7 +3,7 @@ package translate
 import (
 	"bytes"
 
-	"github.com/llmgateway/caddy-llm-gateway/internal/api"
+	"github.com/llmgateway/caddy-llm-gateway/api"
 	"github.com/llmgateway/caddy-llm-gateway/internal/sse"
 )
 

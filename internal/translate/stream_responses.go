@@ -1,7 +1,7 @@
 package translate
 
 import (
-	"github.com/llmgateway/caddy-llm-gateway/internal/api"
+	"github.com/llmgateway/caddy-llm-gateway/api"
 )
 
 // Responses streams: named events, each with its type and a rising

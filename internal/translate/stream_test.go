@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/llmgateway/caddy-llm-gateway/internal/api"
+	"github.com/llmgateway/caddy-llm-gateway/api"
 	"github.com/llmgateway/caddy-llm-gateway/internal/sse"
 )
 

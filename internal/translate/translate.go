@@ -6,7 +6,7 @@
 // the first token leaves as soon as it came), and an error body. It knows
 // nothing of requests, keys or engines: bytes in, bytes out.
 //
-// The APIs are internal/api's. The facts it follows, with their sources,
+// The APIs are package api's. The facts it follows, with their sources,
 // are in docs/translation-facts.md; the table of what carries and what
 // does not is docs/translation.md.
 package translate

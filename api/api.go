@@ -8,6 +8,10 @@
 // they speak with these names; internal/translate and internal/grammar
 // read and write each API's bytes by it. It knows nothing of requests.
 //
+// It is not under internal/: a provider written outside this module (a
+// Caddy guest module of its own, built in with xcaddy) names the APIs it
+// speaks with these values.
+//
 // The facts behind each row, with their sources, are in
 // docs/translation-facts.md.
 package api
