@@ -16,7 +16,8 @@ import (
 // same steps, in this order; a route may add a check, never skip one:
 //
 //	step     what it decides                                      where
-//	who      the caller's key: 401 without a valid one            keyring.check, in ServeHTTP
+//	who      the caller's key (the config's or an issued one):    keys.Who.Check, in ServeHTTP
+//	         401 without a valid one
 //	body     read once, bounded by max_body and body_timeout,     readBodyOnce, scanJSON,
 //	         by the route's parser, with one set of spelling      scanForm (request.go),
 //	         rules and numbers read as lax engines read them      bodyrules.go

@@ -46,7 +46,7 @@ type route struct {
 // reloads).
 type Gateway struct {
 	log         *zap.Logger
-	keys        *keys.Ring
+	who         keys.Who // who is asking: the config's keys, the issued ones (issued.go)
 	maxBody     int64
 	bodyTimeout time.Duration
 	keepAlive   time.Duration

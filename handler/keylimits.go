@@ -1,6 +1,7 @@
 package handler
 
 import (
+	"github.com/llmgateway/caddy-llm-gateway/handler/keys"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 	"github.com/llmgateway/caddy-llm-gateway/quota"
 )
@@ -35,15 +36,22 @@ import (
 // (no key has limits) only the model rules apply. Call before serving.
 func (g *Gateway) SetLimiter(l *quota.Limiter) { g.limiter = l }
 
-// KeyRules returns each named key's limits, for the admin API.
+// KeyRules returns each named key's limits, the config's and the issued
+// ones', for the admin API.
 func (g *Gateway) KeyRules() map[string]quota.Rules {
 	out := map[string]quota.Rules{}
-	if g.keys == nil {
-		return out
+	var all []*keys.Rules
+	if g.who.Ring != nil {
+		all = g.who.Ring.Rules
 	}
-	for _, kr := range g.keys.Rules {
+	if g.who.Issued != nil {
+		all = append(all, g.who.Issued.All()...)
+	}
+	for _, kr := range all {
 		if kr.Name != "" && !kr.Limits.Empty() {
-			out[kr.Name] = kr.Limits
+			if _, ok := out[kr.Name]; !ok { // the config's key wins a name
+				out[kr.Name] = kr.Limits
+			}
 		}
 	}
 	return out

@@ -29,7 +29,7 @@ func New(cfg config.Config, engs []*engines.Engine, log *zap.Logger) (*Gateway, 
 	g := &Gateway{
 		clock:              clock.Real,
 		log:                log,
-		keys:               keys.NewRing(config.SplitKeys(cfg.Keys)),
+		who:                keys.Who{Ring: keys.NewRing(config.SplitKeys(cfg.Keys))},
 		maxBody:            cfg.MaxBody,
 		bodyTimeout:        time.Duration(cfg.BodyTimeout),
 		byModel:            map[string]*route{},
@@ -48,6 +48,7 @@ func New(cfg config.Config, engs []*engines.Engine, log *zap.Logger) (*Gateway, 
 	for _, p := range *cfg.ExtraPaths {
 		g.extraPaths[p] = true
 	}
+	g.expectIssued(cfg)
 	byName := map[string]*engines.Engine{}
 	for _, e := range engs {
 		byName[e.Name()] = e
@@ -141,9 +142,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, res *Result)
 		res.refuse(w, apierror.BadRequest("invalid_path", "the request path must not contain '.', '..' or empty segments"))
 		return true
 	}
-	kr, ok := g.keys.Check(r)
-	if !ok {
-		res.refuse(w, &apierror.Error{Status: http.StatusUnauthorized, Type: apierror.TypeAuthentication, Code: "invalid_api_key", Message: "missing or invalid gateway key: send it as 'Authorization: Bearer <key>'"})
+	kr, gerr := g.who.Check(r)
+	if gerr != nil {
+		res.refuse(w, gerr)
 		return true
 	}
 	if kr != nil {

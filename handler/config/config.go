@@ -125,6 +125,11 @@ type Config struct {
 	// them across reloads and restarts of this instance.
 	Store *StoreConfig `json:"store,omitempty"`
 
+	// IssuedKeys accepts keys issued at run time through the admin API and
+	// the status page, stored hashed beside the counters (issued.go).
+	// Default: none (only the keys of the config).
+	IssuedKeys *IssuedKeys `json:"issued_keys,omitempty"`
+
 	// Translate lets requests reach engines that do not speak their API
 	// (Chat Completions, Responses, Messages) through translation; an
 	// engine's own `translate` wins. Default: on.
@@ -366,6 +371,9 @@ func (c Config) Validate() error {
 		return engineErr(e, fmt.Errorf("engine %s serves a model named %s, which is the default pool's sentinel", e, DefaultPool))
 	}
 	if err := checkKeys(c.Keys); err != nil {
+		return err
+	}
+	if err := c.validateIssued(); err != nil {
 		return err
 	}
 	return c.validateKeyRules(models)

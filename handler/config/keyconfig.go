@@ -8,7 +8,10 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/quota"
 )
 
-// Key is one bearer token the gateway accepts.
+// Key is one bearer token the gateway accepts. Its rules (every field but
+// Value and Operator) are also the rules of a key issued at run time (the
+// keystore package keeps them, IssuedKeys) and of an identity's rule block
+// (Identity): a rule added here is a rule of all three.
 type Key struct {
 	// Name labels the key in logs and metrics (never the key itself).
 	// Default: "" (unnamed).
@@ -17,7 +20,8 @@ type Key struct {
 	// Value is the token; placeholders such as {env.GATEWAY_KEYS} are
 	// resolved at provision time, and a value that expands to several
 	// tokens separated by commas or spaces accepts each of them.
-	Value string `json:"value"`
+	// An issued key's and an identity block's are empty.
+	Value string `json:"value,omitempty"`
 
 	// Models are the models and pools this key may use; a request for
 	// another gets 403 model_not_allowed, and /v1/models lists only these.
@@ -162,8 +166,12 @@ func keyLabel(k Key) string {
 	return "key " + k.Name
 }
 
-// HasLimits reports whether a key of the config has rate or token limits.
+// HasLimits reports whether a key of the config may have rate or token
+// limits: a key block has, or keys are issued at run time (each may).
 func (c Config) HasLimits() bool {
+	if c.IssuedKeys != nil {
+		return true
+	}
 	for _, k := range c.Keys {
 		if len(k.Rate) > 0 || len(k.Tokens) > 0 {
 			return true
@@ -176,9 +184,6 @@ func (c Config) HasLimits() bool {
 // models, an over_budget fallback that is served here and a token budget
 // for it to apply to, one set of rules per name.
 func (c Config) validateKeyRules(models map[string]string) error {
-	keyErr := func(name, format string, args ...any) error {
-		return &ConfigError{Key: name, Err: fmt.Errorf(format, args...)}
-	}
 	byName := map[string]Key{}
 	for _, k := range c.Keys {
 		if !k.HasRules() {
@@ -189,35 +194,51 @@ func (c Config) validateKeyRules(models map[string]string) error {
 		}
 		if prev, ok := byName[k.Name]; ok && fmt.Sprint(prev.Models, prev.Rate, prev.Tokens, prev.OverBudgetFallback) !=
 			fmt.Sprint(k.Models, k.Rate, k.Tokens, k.OverBudgetFallback) {
-			return keyErr(k.Name, "key %s is given twice with different rules", k.Name)
+			return &ConfigError{Key: k.Name, Err: fmt.Errorf("key %s is given twice with different rules", k.Name)}
 		}
 		byName[k.Name] = k
-		known := func(m string) bool {
-			if _, ok := models[m]; ok || m == DefaultPool && len(c.Pools) > 0 {
+		if err := CheckRules(k, c.knows(models)); err != nil {
+			return &ConfigError{Key: k.Name, Err: err}
+		}
+	}
+	return nil
+}
+
+// knows reports whether a name is a model or pool of the config; models
+// are the engines' models, as Validate gathers them.
+func (c Config) knows(models map[string]string) func(string) bool {
+	return func(m string) bool {
+		if _, ok := models[m]; ok || m == DefaultPool && len(c.Pools) > 0 {
+			return true
+		}
+		for _, p := range c.Pools {
+			if p.Name == m {
 				return true
 			}
-			for _, p := range c.Pools {
-				if p.Name == m {
-					return true
-				}
-			}
-			return false
 		}
-		for _, m := range k.Models {
-			if !known(m) {
-				return keyErr(k.Name, "key %s: models: %q is no model or pool of this gateway", k.Name, m)
-			}
+		return false
+	}
+}
+
+// CheckRules checks one key's rules, wherever they come from (a key block,
+// a key issued at run time, an identity's rule block): its models and
+// over_budget fallback are names known says are served, its limits are
+// valid, and an over_budget fallback has a token budget to apply to.
+func CheckRules(k Key, known func(string) bool) error {
+	for _, m := range k.Models {
+		if !known(m) {
+			return fmt.Errorf("key %s: models: %q is no model or pool of this gateway", k.Name, m)
 		}
-		if err := k.Rules().Validate(); err != nil {
-			return keyErr(k.Name, "key %s: %v", k.Name, err)
+	}
+	if err := k.Rules().Validate(); err != nil {
+		return fmt.Errorf("key %s: %v", k.Name, err)
+	}
+	if f := k.OverBudgetFallback; f != "" {
+		if !known(f) {
+			return fmt.Errorf("key %s: over_budget fallback %q is no model or pool of this gateway", k.Name, f)
 		}
-		if f := k.OverBudgetFallback; f != "" {
-			if !known(f) {
-				return keyErr(k.Name, "key %s: over_budget fallback %q is no model or pool of this gateway", k.Name, f)
-			}
-			if len(k.Tokens) == 0 {
-				return keyErr(k.Name, "key %s: over_budget fallback needs a token budget (tokens 200k/d) to apply to", k.Name)
-			}
+		if len(k.Tokens) == 0 {
+			return fmt.Errorf("key %s: over_budget fallback needs a token budget (tokens 200k/d) to apply to", k.Name)
 		}
 	}
 	return nil

@@ -76,19 +76,44 @@ func NewRing(keys []config.Key) *Ring {
 		k.digests = append(k.digests, sha256.Sum256([]byte(key.Value)))
 		kr := byName[key.Name]
 		if kr == nil || key.Name == "" {
-			kr = &Rules{Name: key.Name, Limits: key.Rules(), OverBudget: key.OverBudgetFallback, reserveN: key.Reserve, Priority: key.Priority, NoHedge: key.NoHedge,
-				rules: key.HasRules(), operator: isOperator(key)}
-			if len(key.Models) > 0 {
-				kr.allowed, kr.Models = map[string]bool{}, key.Models
-				for _, m := range key.Models {
-					kr.allowed[m] = true
-				}
-			}
+			kr = NewRules(key)
+			kr.operator = isOperator(key)
 			byName[key.Name] = kr
 		}
 		k.Rules = append(k.Rules, kr)
 	}
 	return k
+}
+
+// NewRules are a key's rules at runtime: a key block's, an issued key's or
+// an identity's (its Value and Operator play no part: only the ring makes
+// an operator, of its own keys).
+func NewRules(key config.Key) *Rules {
+	kr := &Rules{Name: key.Name, Limits: key.Rules(), OverBudget: key.OverBudgetFallback, reserveN: key.Reserve, Priority: key.Priority, NoHedge: key.NoHedge,
+		rules: key.HasRules()}
+	if len(key.Models) > 0 {
+		kr.allowed, kr.Models = map[string]bool{}, key.Models
+		for _, m := range key.Models {
+			kr.allowed[m] = true
+		}
+	}
+	return kr
+}
+
+// Names are the names of the ring's named keys, each once.
+func (k *Ring) Names() []string {
+	if k == nil {
+		return nil
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, kr := range k.Rules {
+		if kr.Name != "" && !seen[kr.Name] {
+			seen[kr.Name] = true
+			out = append(out, kr.Name)
+		}
+	}
+	return out
 }
 
 // Check returns the matching key's rules and whether the request carries a
@@ -97,8 +122,13 @@ func (k *Ring) Check(r *http.Request) (*Rules, bool) {
 	if k == nil {
 		return nil, true
 	}
-	token := callerToken(r.Header)
-	if token == "" {
+	return k.match(callerToken(r.Header))
+}
+
+// match returns the rules of the key token is, comparing its digest with
+// every key's in constant time. A nil ring matches nothing.
+func (k *Ring) match(token string) (*Rules, bool) {
+	if k == nil || token == "" {
 		return nil, false
 	}
 	d := sha256.Sum256([]byte(token))
