@@ -24,7 +24,11 @@ import (
 //			priority <n>                # higher goes first in engines' queues and the scheduler; default 0
 //			operator                    # may use the status page's API (never with rules)
 //		}]
-//		store redis <host:port> [{      # counters shared by several gateways (default: embedded)
+//		issued_keys [{                  # keys issued at run time (admin API, status page), stored hashed with the counters
+//			secret <secret>             # the hash's key; default: generated into the data directory (required with store redis)
+//			max <n>                     # keys issued at once; default 1000
+//		}]
+//		store redis <host:port> [{      # counters (and issued keys) shared by several gateways (default: embedded)
 //			password <p>
 //			db <n>
 //			prefix <p>

@@ -1290,6 +1290,9 @@ func TestEveryListedSubdirectiveIsKnown(t *testing.T) {
 		{"store", storeOptions, func(n string) string {
 			return "llm_gateway {\n\tstore redis 127.0.0.1:1 {\n\t\t" + n + "\n\t}" + remote + "\n}"
 		}},
+		{"issued_keys", issuedOptions, func(n string) string {
+			return "llm_gateway {\n\tissued_keys {\n\t\t" + n + "\n\t}" + remote + "\n}"
+		}},
 		{"ui", uiOptions, func(n string) string { return "llm_gateway {\n\tui /llm {\n\t\t" + n + "\n\t}" + remote + "\n}" }},
 		{"history", historyOptions, func(n string) string { return "llm_gateway {\n\thistory {\n\t\t" + n + "\n\t}" + remote + "\n}" }},
 		{"balance", balanceOptions, func(n string) string {

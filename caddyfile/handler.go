@@ -78,6 +78,16 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config, hist **history.Conf
 			}
 			cfg.Store = &st
 			continue
+		case "issued_keys":
+			if cfg.IssuedKeys != nil {
+				return cfg, d.Errf("issued_keys is given twice")
+			}
+			ik, err := parseIssuedKeys(d)
+			if err != nil {
+				return cfg, err
+			}
+			cfg.IssuedKeys = &ik
+			continue
 		case "ui":
 			if *ui != nil {
 				return cfg, d.Errf("ui is given twice (first at %s)", uiAt)
