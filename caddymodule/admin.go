@@ -26,8 +26,7 @@ func init() {
 //	POST /llm_gateway/engines/<name>/stop   stop it (?drain=true lets requests in flight finish)
 //	GET  /llm_gateway/pools                 every pool and its members' breaker state
 //	GET  /llm_gateway/pools/<name>/probe    a tiny completion through each member: 200 if all pass, 503 if not
-//	GET  /llm_gateway/keys                  every named key with limits: usage per limit, by name
-//	POST /llm_gateway/keys/<name>/reset     clear a key's counters
+//	     /llm_gateway/keys…                 named keys: usage, keys issued at run time (keysadmin.go)
 //	GET  /llm_gateway/requests              the request history: ?model=&key=&engine=&status=&since=&before=&limit=; ?format=jsonl exports
 //	GET  /llm_gateway/ui/                   the status page (statuspage.Server), no key needed
 //
@@ -136,22 +135,6 @@ func writeAdminJSONStatus(w http.ResponseWriter, status int, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
-}
-
-// serveKeysAdmin serves GET /llm_gateway/keys (each named key with limits:
-// requests and tokens used, reserved, remaining and reset times, by its
-// name, never its token) and POST /llm_gateway/keys/<name>/reset.
-func serveKeysAdmin(w http.ResponseWriter, r *http.Request, parts []string) error {
-	switch {
-	case (len(parts) == 0 || parts[0] == "") && r.Method == http.MethodGet:
-		return writeAdminJSON(w, liveKeyUsage())
-	case len(parts) == 2 && parts[1] == "reset" && r.Method == http.MethodPost:
-		if err := resetKey(parts[0]); err != nil {
-			return err
-		}
-		return writeAdminJSON(w, map[string]string{"reset": parts[0]})
-	}
-	return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("%s %s is not supported", r.Method, r.URL.Path)}
 }
 
 // serveRequestsAdmin serves GET /llm_gateway/requests: the history, filtered

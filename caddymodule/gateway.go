@@ -10,6 +10,7 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/handler"
 	hconfig "github.com/llmgateway/caddy-llm-gateway/handler/config"
 	"github.com/llmgateway/caddy-llm-gateway/history"
+	"github.com/llmgateway/caddy-llm-gateway/keystore"
 	"github.com/llmgateway/caddy-llm-gateway/quota"
 	"github.com/llmgateway/caddy-llm-gateway/statuspage"
 )
@@ -34,6 +35,7 @@ type Gateway struct {
 	engines []*engines.Engine
 	poolKey []string
 	limiter *quota.Limiter
+	issued  *keystore.Store // keys issued at run time (issuedkeys.go), nil without issued_keys
 	history *history.Store
 	logger  *zap.Logger
 	// followers give dynamic pools their members (dynamic.go)

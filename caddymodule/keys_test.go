@@ -129,6 +129,7 @@ type gatewayProcess struct {
 	cmd   *exec.Cmd
 	addr  string
 	admin string
+	out   string // its output: Caddy's log, at debug level
 	done  chan struct{}
 }
 
@@ -137,7 +138,7 @@ type gatewayProcess struct {
 func runGateway(t *testing.T, dataDir, addr, admin, site string) *gatewayProcess {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "Caddyfile")
-	cfg := fmt.Sprintf("{\n\tadmin %s\n\tskip_install_trust\n}\nhttp://%s {\n\tllm_gateway {\n%s\n\t}\n}\n", admin, addr, site)
+	cfg := fmt.Sprintf("{\n\tadmin %s\n\tskip_install_trust\n\tlog {\n\t\tlevel DEBUG\n\t}\n}\nhttp://%s {\n\tllm_gateway {\n%s\n\t}\n}\n", admin, addr, site)
 	if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +152,7 @@ func runGateway(t *testing.T, dataDir, addr, admin, site string) *gatewayProcess
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &gatewayProcess{t: t, cmd: cmd, addr: addr, admin: admin, done: make(chan struct{})}
+	p := &gatewayProcess{t: t, cmd: cmd, addr: addr, admin: admin, out: out.Name(), done: make(chan struct{})}
 	go func() { cmd.Wait(); close(p.done) }()
 	t.Cleanup(p.stop)
 	eventually(t, "caddy answers on "+addr, func() bool {

@@ -66,7 +66,7 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 		}
 		return fmt.Errorf("llm_gateway: keys are configured but resolve to no token")
 	}
-	warnIfOpen(ctx, g.logger, len(g.Keys) > 0)
+	warnIfOpen(ctx, g.logger, len(g.Keys) > 0 || g.IssuedKeys != nil)
 	g.maskKeysInEngineOutput(cfg.Keys, repl)
 
 	var preload []*engines.Engine
@@ -101,6 +101,13 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 			return fmt.Errorf("llm_gateway: %v", err)
 		}
 		gw.SetLimiter(g.limiter)
+	}
+	if cfg.IssuedKeys != nil {
+		if g.issued, err = openIssued(cfg, repl, g.logger); err != nil {
+			return fmt.Errorf("llm_gateway: %v", err)
+		}
+		giveIssued(gw, g.issued, g.logger)
+		registerIssued(g.issued, g.logger)
 	}
 	if err := g.provisionUI(cfg.Keys, repl); err != nil {
 		return fmt.Errorf("llm_gateway: %v", err)
@@ -254,6 +261,10 @@ func (g *Gateway) Cleanup() error {
 	if g.limiter != nil {
 		_ = g.limiter.Close() // the counters live on in the next config's handle, or in the store
 	}
+	if g.issued != nil {
+		unregisterIssued(g.issued)
+		_ = g.issued.Close() // the keys live on in the next config's handle, or in the store
+	}
 	if g.ui != nil {
 		g.ui.Close() // its pages reconnect to the next config's, which checks their key again
 	}
@@ -284,6 +295,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		if res.Handled {
 			observeRequest(&res)
 			g.noteServed(&res)
+			g.chargeIssued(&res)
 			setPlaceholders(r, &res)
 			recordRequest(r, &res)
 			now := time.Now()
