@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -37,10 +38,20 @@ const maxHeld = 64 << 10
 
 // attempt is one try of one candidate: its lease, its response, its time
 // budgets, and how to let go of all of them. An event stream's state, once
-// the attempt has one, is the relay's (stream, in relay.go).
+// the attempt has one, is the relay's (stream, in relay.go). The request
+// is shared by every attempt of it; what an attempt has of its own is
+// here, so that a race (race.go) runs its attempts side by side without
+// copying the request.
 type attempt struct {
-	c        candidate
-	req      *request
+	c   candidate
+	req *request
+	// parent is the context the attempt runs within: the request's, or a
+	// race's own for this attempt, which abandon cancels when it loses
+	parent  context.Context
+	abandon context.CancelFunc
+	// leased is set once the attempt holds a lease (past any wait for a
+	// start): a race reads it while the attempt runs
+	leased   atomic.Bool
 	outcome  outcome
 	resp     *http.Response
 	err      error
@@ -59,16 +70,30 @@ type attempt struct {
 	index    int           // the candidate's position in the plan walked
 	started  time.Time     // when the attempt began
 	leasedAt time.Time     // when it got its lease (after any wait)
+	ended    time.Time     // when its try returned
 	tr       translation   // an engine reading another API than the client's (translate.go)
 	hedge    bool          // started beside an older attempt that had no content yet (race.go)
+	resume   bool          // it continues a stream cut on the attempt before (resume.go)
 }
 
-// judgement is what the verdict table needs of this attempt.
-func (a *attempt) judgement(now time.Time) judgement {
+// newAttempt is an attempt of c for req, begun at started, within ctx:
+// the request's context, or a race's own for the attempt, which cancels
+// it alone when it loses.
+func (g *Gateway) newAttempt(req *request, c candidate, ctx context.Context, started time.Time) *attempt {
+	a := &attempt{c: c, req: req, parent: ctx, sent: req.model, started: started}
+	if c.model != "" {
+		a.sent = c.model
+	}
+	return a
+}
+
+// judgement is what the verdict table needs of this attempt, as it was
+// when it ended.
+func (a *attempt) judgement() judgement {
 	j := judgement{outcome: a.outcome, silence: a.silence}
 	if a.outcome == outcomeStatus {
 		j.status = a.resp.StatusCode
-		j.retryAfter = retry.After(a.resp.Header, now)
+		j.retryAfter = retry.After(a.resp.Header, a.ended)
 	}
 	return j
 }

@@ -49,10 +49,19 @@ type planner struct {
 	// may is the caller's key's check of each candidate (reach.go); nil
 	// for a key that may use every model
 	may func(candidate) bool
+	// hastes, when set (a race's), says that a transient failure of c
+	// moves on to the next candidate at once rather than retrying c
+	// after a back-off (race.go)
+	hastes func(c candidate) bool
 }
 
 func newPlanner(plan []candidate, fo *failover, clock clock.Clock, maxAttempts int) *planner {
-	return &planner{walk: plan, failover: fo, clock: clock, i: -1, max: maxAttempts, op: opChat}
+	p := makePlanner(plan, fo, clock, maxAttempts)
+	return &p
+}
+
+func makePlanner(plan []candidate, fo *failover, clock clock.Clock, maxAttempts int) planner {
+	return planner{walk: plan, failover: fo, clock: clock, i: -1, max: maxAttempts, op: opChat}
 }
 
 // next moves to the next candidate worth trying: a pool member is skipped
@@ -119,18 +128,20 @@ func (p *planner) current() candidate { return p.walk[p.i] }
 //   - the fallback failed a slow start: wait for the engine again, once;
 //   - otherwise: the next candidate.
 func (p *planner) decide(a *attempt, v verdict) step {
-	if v.attempt {
-		p.attempts++
-	}
+	p.record(a, v)
 	if a.outcome == outcomeGood {
 		return stepCommit
 	}
-	p.failed = append(p.failed, failure{a, v})
 	if a.outcome == outcomeCanceled {
 		return stepAbandon
 	}
 	c := p.current()
 	if v.retry && c.role != rolePool && p.retries < *c.rt.cfg.Retries && p.attempts < p.max {
+		if p.hastes != nil && p.hastes(c) {
+			if _, ok := p.peek(); ok {
+				return stepNext // a hedged candidate: the next one now, not a back-off (race.go)
+			}
+		}
 		p.retries++
 		return stepRetry
 	}
@@ -150,6 +161,18 @@ func (p *planner) decide(a *attempt, v verdict) step {
 		p.insert(p.walk[p.i-1].again())
 	}
 	return stepNext
+}
+
+// record books an attempt that ended: an upstream call made, a failure
+// for the final error. decide records the current candidate's; the walk
+// records those of a race that end beside it.
+func (p *planner) record(a *attempt, v verdict) {
+	if v.attempt {
+		p.attempts++
+	}
+	if a.outcome != outcomeGood {
+		p.failed = append(p.failed, failure{a, v})
+	}
 }
 
 // insert puts c right after the current candidate.
@@ -198,38 +221,61 @@ func (p *planner) spend() bool {
 	return true
 }
 
+// walk is one request's walk of its plan: the planner that decides each
+// step, and what its attempts are made for (the client's reply, the
+// request). A runner (runner.go) makes the attempts.
+type walk struct {
+	g   *Gateway
+	rp  *reply
+	req *request
+	p   planner
+	seq sequence // the runner of a request that does not hedge: no allocation of its own
+}
+
+func (g *Gateway) newWalk(rp *reply, req *request, plan []candidate) *walk {
+	w := &walk{g: g, rp: rp, req: req, p: makePlanner(plan, req.failover, g.clock, g.maxAttempts)}
+	w.p.op = req.op
+	w.p.may = g.reachFilter(req)
+	rp.spend = w.p.spend
+	return w
+}
+
 // run walks the plan. Nothing but SSE comments reaches the client before
-// commit; after it, nothing switches. A request that may hedge runs its
-// attempts as a race (race.go), one that may not on this goroutine.
+// commit; after it, nothing switches. The runner makes the attempts: one
+// at a time for a request that may not hedge, as a race (race.go) for one
+// that may; run takes every attempt that ends from it the same way,
+// judges it, and decides the next step with the planner.
 func (g *Gateway) run(w http.ResponseWriter, req *request, plan []candidate, res *Result) {
 	rp := g.newReply(w, req.stream, req.op.api(), res)
-	p := newPlanner(plan, req.failover, g.clock, g.maxAttempts)
-	p.op = req.op
-	p.may = g.reachFilter(req)
-	rp.spend = p.spend
-	var rc *race
-	if g.hedges(req, plan) {
-		rc = g.newRace(rp, req, p)
-		defer rc.settle()
+	wk := g.newWalk(rp, req, plan)
+	p := &wk.p
+	rn := wk.runner(g.hedges(req, plan))
+	defer rn.settle()
+	if c, ok := p.next(); ok {
+		rn.start(c, 0)
 	}
-	for c, ok := p.next(); ok; {
-		var a *attempt
-		if rc != nil {
-			a = rc.attempt(c)
-		} else {
-			a = g.try(rp, req, c)
-			a.index = p.i
+	for {
+		a, current := rn.next()
+		if a == nil {
+			if req.r.Context().Err() != nil {
+				return // the client left during a back-off: nobody is listening
+			}
+			break // nothing is running, and nothing is left to start
 		}
-		v := judge(a.judgement(g.clock.Now()), a.c.policy())
-		a.pass.apply(v)
-		res.tell(a, v, g.clock.Now(), false)
+		v := judged(res, a)
+		if !current && a.outcome != outcomeGood {
+			// an attempt beside the current one failed (a race's): it
+			// is booked, and the walk goes on where it is
+			p.record(a, v)
+			a.close()
+			continue
+		}
 		s := p.decide(a, v)
 		if s == stepCommit {
-			g.answerRace(rp, p, rc, a)
+			rn.end(a)
+			res.Attempts = p.attempts // a race's losers that sent their request count too
+			g.answer(rp, p, a)
 			return
-		}
-		if s == stepRetry && rc != nil && rc.skipsRetry(a.c) {
-			s = stepNext
 		}
 		res.Attempts = p.attempts
 		if ce := g.log.Check(zapcore.DebugLevel, "attempt failed"); ce != nil {
@@ -242,57 +288,22 @@ func (g *Gateway) run(w http.ResponseWriter, req *request, plan []candidate, res
 		case stepAbandon:
 			return // nobody is listening
 		case stepStop:
-			g.failRace(rp, p, rc)
-			return
+			continue // nothing more starts; an attempt still running may answer
 		case stepRetry:
-			wait := max(retry.Backoff(p.retries-1), retry.After(a.respHeader(), g.clock.Now()))
-			if rc != nil {
-				if w, ok := rc.pause(req.r.Context(), wait); w != nil || !ok {
-					if w != nil {
-						g.answerRace(rp, p, rc, w)
-					}
-					return
-				}
-			} else if !rp.pause(req.r.Context(), wait) {
-				return
-			}
 			if g.Hooks.Retry != nil {
 				g.Hooks.Retry(a.c.rt.cfg.Name)
 			}
-			c = p.current()
+			rn.start(p.current(), max(retry.Backoff(p.retries-1), retry.After(a.respHeader(), g.clock.Now())))
 			continue
 		}
 		g.logMove(req, p, a, v)
 		rp.switched = true
-		c, ok = p.next()
-	}
-	g.failRace(rp, p, rc)
-}
-
-// answerRace commits a, first cancelling the attempts of a race it won.
-func (g *Gateway) answerRace(rp *reply, p *planner, rc *race, a *attempt) {
-	if rc != nil {
-		rc.win(a)
-	}
-	rp.res.Attempts = p.attempts
-	g.answer(rp, p, a)
-}
-
-// failRace answers with the failures once the walk has nothing more to
-// try, unless an attempt of a race still running answers.
-func (g *Gateway) failRace(rp *reply, p *planner, rc *race) {
-	if rc != nil {
-		if w := rc.rest(); w != nil {
-			v := judge(w.judgement(g.clock.Now()), w.c.policy())
-			w.pass.apply(v)
-			rp.res.tell(w, v, g.clock.Now(), false)
-			p.decide(w, v)
-			g.answerRace(rp, p, rc, w)
-			return
+		if c, ok := p.next(); ok {
+			rn.start(c, 0)
 		}
-		rc.report(nil)
 	}
-	rp.res.Attempts = p.attempts
+	rn.end(nil)
+	res.Attempts = p.attempts
 	if len(p.failed) == 0 {
 		return // cannot happen: a plan has a candidate and a budget an attempt
 	}

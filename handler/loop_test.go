@@ -57,7 +57,7 @@ func TestPlannerTransitions(t *testing.T) {
 			if o == outcomeStatus {
 				a.resp = &http.Response{StatusCode: 503, Header: http.Header{}}
 			}
-			s := p.decide(a, judge(a.judgement(clock.Now()), pol))
+			s := p.decide(a, judge(a.judgement(), pol))
 			steps = append(steps, c.rt.cfg.Name+":"+s.String())
 			if s == stepNext {
 				c, ok = p.next()
@@ -112,7 +112,7 @@ func TestPlannerTransitions(t *testing.T) {
 		a := fakeAttempt(c, outcomeStatus)
 		a.resp = &http.Response{StatusCode: 400, Header: http.Header{}}
 		a.errBody = []byte(`{"error":{"code":"context_length_exceeded"}}`)
-		if s := p.decide(a, judge(a.judgement(clock.Now()), pol)); s != stepNext {
+		if s := p.decide(a, judge(a.judgement(), pol)); s != stepNext {
 			t.Fatalf("step %s", s)
 		}
 		if c, _ := p.next(); c.rt != ctxfb || c.role != roleContext {
@@ -127,7 +127,7 @@ func TestPlannerTransitions(t *testing.T) {
 		c, _ := p.next()
 		a := fakeAttempt(c, outcomeStatus)
 		a.resp = &http.Response{StatusCode: 400, Header: http.Header{}}
-		if s := p.decide(a, judge(a.judgement(clock.Now()), pol)); s != stepStop {
+		if s := p.decide(a, judge(a.judgement(), pol)); s != stepStop {
 			t.Fatalf("step %s", s)
 		}
 	})
@@ -136,6 +136,14 @@ func TestPlannerTransitions(t *testing.T) {
 		eq(t, walk(t, p, outcomeStatus, outcomeStatus), "p:retry", "p:next")
 		if c, ok := p.next(); ok {
 			t.Fatalf("%s tried after max_attempts", c.rt.cfg.Name)
+		}
+	})
+	t.Run("a hedged candidate's transient failure: the next one at once", func(t *testing.T) {
+		p := newPlanner(plan, nil, clock, 8)
+		p.hastes = func(c candidate) bool { return c.rt == primary }
+		eq(t, walk(t, p, outcomeStatus, outcomeStatus), "p:next", "f:next")
+		if p.attempts != 2 {
+			t.Fatalf("attempts %d", p.attempts)
 		}
 	})
 	t.Run("a spent pool budget skips the members left", func(t *testing.T) {

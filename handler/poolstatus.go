@@ -101,7 +101,8 @@ func (g *Gateway) probeOnce(ctx context.Context, c candidate, body []byte) (Prob
 	rp := g.newReply(discardWriter{}, false, api.Other, &Result{})
 	c.brk = engines.NewBreaker(1, time.Second, g.now)
 	start := g.clock.Now()
-	a := g.try(rp, req, c)
+	a := g.newAttempt(req, c, ctx, start)
+	g.try(rp, a)
 	defer a.close()
 	res.Latency = g.clock.Now().Sub(start)
 	switch {

@@ -3,274 +3,244 @@ package handler
 import (
 	"context"
 	"slices"
-	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
 )
 
-// A hedged request's attempts (hedge.go says when a request hedges). Each
+// A hedged request's runner (hedge.go says when a request hedges). Each
 // attempt runs on a goroutine of its own, so that the next candidate can
 // start beside one that has given no content after hedge_after; the first
 // good answer wins and the others are cancelled at once (their connections
 // closed, their leases released). The walk stays the planner's: the last
-// attempt started is its current candidate, the front; older attempts
-// still running stay in the race until they answer, fail or lose. Before
-// commit only the race writes to the client (the preamble and keep-alive
-// comments of a stream that waits): each attempt gets a quiet copy of the
-// reply, which writes nothing. A hedge while the front still waits for its
+// attempt started is its current candidate's; older attempts still running
+// stay in the race until they answer, fail or lose, and the walk takes
+// each that ends (next) and judges it like any other. Before commit only
+// the race writes to the client (the preamble and keep-alive comments of a
+// stream that waits): each attempt gets a quiet copy of the reply, which
+// writes nothing. A hedge while the current attempt still waits for its
 // engine to start is the slow-start switch (fallback_after) by another
-// name: it starts at the same delay, needs no budget, and the start goes on.
-
-// flight is one attempt of a race, on its goroutine.
-type flight struct {
-	a      *attempt
-	c      candidate
-	index  int // its place in the walk
-	cancel context.CancelFunc
-	hedge  bool        // started beside an older attempt
-	leased atomic.Bool // it holds a lease: it is past any wait for a start
-	start  time.Time
-	ended  time.Time // when its try returned
-}
+// name: it starts at the same delay, needs no budget, and the start goes
+// on.
+//
+// An attempt of a race is a flight: what it has of its own (its context,
+// which a loss cancels alone; whether it holds a lease yet; when it
+// ended) is in its attempt, and it shares the request with the others.
 
 // race is a hedged request's attempts.
 type race struct {
-	g      *Gateway
-	rp     *reply // the client's: only the race writes to it before commit
-	quiet  *reply // what the attempts get
-	req    *request
-	p      *planner
-	done   chan *flight
-	flying []*flight // started and not returned, oldest first
+	w       *walk
+	quiet   *reply        // what the attempts get: writes nothing
+	done    chan *attempt // each flight, once its try returned
+	flying  []*attempt    // started and not returned, oldest first
+	current *attempt      // the walk's current candidate's
+	// hedgeAt is the current attempt's hedge_after, while it runs alone
+	hedgeAt clock.Timer
+	wt      *waitTimers // the client's, while the race waits
 	// lost are the attempts cancelled by a win; settled is closed once
 	// they have all returned and let go of what they held
-	lost    []*flight
+	lost    []*attempt
 	settled chan struct{}
+	won     *attempt
 	wonAt   time.Time
 	hedged  bool           // a hedge started: the request's story and metrics say who won
 	from    string         // the candidate the first hedge started beside
 	counted []*hedgeBudget // the budgets this request was counted in
 }
 
-func (g *Gateway) newRace(rp *reply, req *request, p *planner) *race {
-	q := *rp
+func newRace(w *walk) *race {
+	q := *w.rp
 	q.stream, q.preamble = false, false // writes nothing: no preamble, keep-alive or loading status
-	return &race{g: g, rp: rp, quiet: &q, req: req, p: p, done: make(chan *flight, p.max+1)}
+	return &race{w: w, quiet: &q, done: make(chan *attempt, w.p.max+1)}
 }
 
-// start runs c's attempt on its own goroutine, as the new front.
-func (rc *race) start(c candidate, hedge bool) *flight {
-	g := rc.g
-	if h, b := g.hedgeOf(rc.req, c); h != nil {
+// start runs c's attempt on its own goroutine, as the current one; its
+// hedge_after starts when it is sent (after wait), if it runs alone.
+func (rc *race) start(c candidate, wait time.Duration) {
+	g := rc.w.g
+	rc.current = rc.launch(c, wait, false)
+	rc.stopHedge()
+	if len(rc.flying) > 1 {
+		return
+	}
+	if h, _ := g.hedgeOf(rc.w.req, c); h != nil {
+		rc.hedgeAt = g.clock.NewTimer(wait + hedgeDelay(h, c.rt))
+	}
+}
+
+// launch starts a flight of c after wait.
+func (rc *race) launch(c candidate, wait time.Duration, hedge bool) *attempt {
+	g, req := rc.w.g, rc.w.req
+	if h, b := g.hedgeOf(req, c); h != nil {
 		c.slow = nil // the hedge is its slow-start switch
 		if !slices.Contains(rc.counted, b) {
 			rc.counted = append(rc.counted, b)
 			b.request(g.clock.Now())
 		}
 	}
-	ctx, cancel := context.WithCancel(rc.req.r.Context())
-	f := &flight{c: c, index: rc.p.i, cancel: cancel, hedge: hedge, start: g.clock.Now()}
-	fr := *rc.req // its own copy: the context its cancel ends, its own kept error
-	fr.r, fr.leased = rc.req.r.WithContext(ctx), &f.leased
-	rc.flying = append(rc.flying, f)
-	rc.p.flying = len(rc.flying)
-	go func() {
-		a := g.try(rc.quiet, &fr, c)
-		f.ended = g.clock.Now()
-		if ctx.Err() != nil {
-			a.close() // it lost (or the client left): let go at once
-		}
-		f.a = a
-		rc.done <- f
-	}()
-	return f
+	ctx, cancel := context.WithCancel(req.r.Context())
+	a := g.newAttempt(req, c, ctx, g.clock.Now().Add(wait))
+	a.index, a.hedge, a.abandon = rc.w.p.i, hedge, cancel
+	rc.flying = append(rc.flying, a)
+	rc.w.p.flying = len(rc.flying)
+	go rc.fly(a, wait)
+	return a
 }
 
-// attempt runs c as the new front and returns the attempt to judge: a good
-// answer of any attempt of the race, else the front's failure. Older
-// attempts that fail meanwhile are judged and recorded here.
-func (rc *race) attempt(c candidate) *attempt {
-	g := rc.g
-	front := rc.start(c, false)
-	var hedgeAt <-chan time.Time
-	if len(rc.flying) == 1 {
-		if h, _ := g.hedgeOf(rc.req, c); h != nil {
-			t := g.clock.NewTimer(max(0, hedgeDelay(h, c.rt)-g.clock.Now().Sub(front.start)))
-			defer t.Stop()
-			hedgeAt = t.C()
-		}
+// fly is a flight's goroutine: its back-off, then its try.
+func (rc *race) fly(a *attempt, wait time.Duration) {
+	g := rc.w.g
+	if wait > 0 && !sleep(g.clock, a.parent, wait) {
+		a.outcome, a.ended = outcomeCanceled, g.clock.Now()
+		rc.done <- a
+		return
 	}
-	wt := rc.rp.streamTimers()
-	defer wt.stop()
-	for {
+	g.try(rc.quiet, a)
+	if a.parent.Err() != nil {
+		a.close() // it lost (or the client left): let go at once
+	}
+	rc.done <- a
+}
+
+// sleep waits d, or until ctx ends; false for the latter.
+func sleep(c clock.Clock, ctx context.Context, d time.Duration) bool {
+	t := c.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C():
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// next waits for the next flight that ends, hedging the current attempt
+// at its hedge_after and keeping a waiting stream alive meanwhile.
+func (rc *race) next() (*attempt, bool) {
+	if rc.wt == nil {
+		rc.wt = rc.w.rp.streamTimers()
+	}
+	wt := rc.wt
+	for len(rc.flying) > 0 {
 		select {
-		case f := <-rc.done:
-			a := rc.landed(f)
-			if a.outcome == outcomeGood || f == front {
-				return a
-			}
-			rc.record(f, a)
-		case <-hedgeAt:
-			hedgeAt = nil
-			if nf := rc.hedge(front); nf != nil {
-				front = nf
-			}
+		case a := <-rc.done:
+			rc.landed(a)
+			return a, a == rc.current
+		case <-rc.hedgeC():
+			rc.stopHedge()
+			rc.hedge()
 		case <-wt.preambleC():
 			wt.onPreamble()
 		case <-wt.keepAliveC():
 			wt.onKeepAlive()
 		}
 	}
+	return nil, false
 }
 
 // landed takes a returned flight out of the race.
-func (rc *race) landed(f *flight) *attempt {
-	for i, o := range rc.flying {
-		if o == f {
-			rc.flying = append(rc.flying[:i], rc.flying[i+1:]...)
-			break
-		}
+func (rc *race) landed(a *attempt) {
+	if i := slices.Index(rc.flying, a); i >= 0 {
+		rc.flying = slices.Delete(rc.flying, i, i+1)
 	}
-	rc.p.flying = len(rc.flying)
-	a := f.a
-	a.index, a.hedge = f.index, f.hedge
+	rc.w.p.flying = len(rc.flying)
+	if a == rc.current {
+		rc.stopHedge() // nothing is left to hedge
+	}
 	if a.outcome == outcomeGood && !a.leasedAt.IsZero() {
-		f.c.rt.firsts.add(f.ended.Sub(a.leasedAt))
+		a.c.rt.firsts.add(a.ended.Sub(a.leasedAt))
 	}
-	return a
 }
 
-// hedge starts the next candidate beside front, when the plan has one and
-// the budget allows it (a front still waiting for its engine's start needs
-// none); it returns the new front, or nil.
-func (rc *race) hedge(front *flight) *flight {
-	g := rc.g
-	next, ok := rc.p.peek()
+func (rc *race) hedgeC() <-chan time.Time {
+	if rc.hedgeAt == nil {
+		return nil
+	}
+	return rc.hedgeAt.C()
+}
+
+func (rc *race) stopHedge() {
+	if rc.hedgeAt != nil {
+		rc.hedgeAt.Stop()
+		rc.hedgeAt = nil
+	}
+}
+
+// hedge starts the next candidate beside the current attempt, when the
+// plan has one and the budget allows it (an attempt still waiting for its
+// engine's start needs none); the hedge becomes the current attempt.
+func (rc *race) hedge() {
+	g, req, p := rc.w.g, rc.w.req, &rc.w.p
+	cur := rc.current
+	next, ok := p.peek()
 	if !ok {
-		return nil
+		return
 	}
-	h, b := g.hedgeOf(rc.req, front.c)
-	if h == nil || !next.mayHedgeTo(rc.req.model) {
-		return nil
+	h, b := g.hedgeOf(req, cur.c)
+	if h == nil || !next.mayHedgeTo(req.model) {
+		return
 	}
-	starting := !front.leased.Load()
+	starting := !cur.leased.Load()
 	if !starting && !b.take(g.clock.Now(), h.Share()) {
-		g.log.Debug("hedge budget spent: no hedge", zap.String("engine", front.c.name()))
-		return nil
+		g.log.Debug("hedge budget spent: no hedge", zap.String("engine", cur.c.name()))
+		return
 	}
-	rc.p.next()
+	p.next()
 	if !rc.hedged {
-		rc.hedged, rc.from = true, front.c.name()
+		rc.hedged, rc.from = true, cur.c.name()
 	}
-	rc.rp.switched = true
-	g.log.Info("no content yet: a hedge starts beside the attempt", zap.String("engine", front.c.name()),
+	rc.w.rp.switched = true
+	g.log.Info("no content yet: a hedge starts beside the attempt", zap.String("engine", cur.c.name()),
 		zap.String("hedge", next.name()), zap.Bool("starting", starting),
-		zap.Duration("after", g.clock.Now().Sub(front.start)))
-	return rc.start(next, true)
+		zap.Duration("after", g.clock.Now().Sub(cur.started)))
+	rc.current = rc.launch(next, 0, true)
 }
 
 // skipsRetry reports whether a transient failure of c (a 503, a 429 with
 // a short Retry-After, a reset) moves on to the next candidate at once
-// rather than trying c again after a back-off: when c hedges and there is
-// a next candidate. A request that hedges wants the first answer soonest;
-// the back-off alone (125-250 ms, then more) costs it more than the next
-// candidate takes to answer.
+// rather than trying c again after a back-off: when c hedges (the planner
+// asks only when there is a next candidate). A request that hedges wants
+// the first answer soonest; the back-off alone (125-250 ms, then more)
+// costs it more than the next candidate takes to answer.
 func (rc *race) skipsRetry(c candidate) bool {
-	if h, _ := rc.g.hedgeOf(rc.req, c); h == nil {
-		return false
-	}
-	_, ok := rc.p.peek()
-	return ok
+	h, _ := rc.w.g.hedgeOf(rc.w.req, c)
+	return h != nil
 }
 
-// record judges an attempt of the race that failed beside the front.
-func (rc *race) record(f *flight, a *attempt) {
-	v := judge(a.judgement(rc.g.clock.Now()), a.c.policy())
-	a.pass.apply(v)
-	rc.rp.res.tell(a, v, f.ended, false)
-	if v.attempt {
-		rc.p.attempts++
-	}
-	rc.p.failed = append(rc.p.failed, failure{a, v})
-	a.close()
-}
-
-// rest waits for the attempts still running once the walk has nothing more
-// to try: the first good answer is returned, the others' failures are
-// recorded; nil when none answered.
-func (rc *race) rest() *attempt {
-	wt := rc.rp.streamTimers()
-	defer wt.stop()
-	for len(rc.flying) > 0 {
-		select {
-		case f := <-rc.done:
-			a := rc.landed(f)
-			if a.outcome == outcomeGood {
-				return a
-			}
-			rc.record(f, a)
-		case <-wt.preambleC():
-			wt.onPreamble()
-		case <-wt.keepAliveC():
-			wt.onKeepAlive()
-		}
-	}
-	return nil
-}
-
-// pause waits out a retry's back-off; an older attempt that answers
-// meanwhile is returned. ok is false when the client went away.
-func (rc *race) pause(ctx context.Context, d time.Duration) (*attempt, bool) {
-	t := rc.g.clock.NewTimer(d)
-	defer t.Stop()
-	wt := rc.rp.streamTimers()
-	defer wt.stop()
-	for {
-		select {
-		case <-t.C():
-			return nil, true
-		case <-ctx.Done():
-			return nil, false
-		case f := <-rc.done:
-			a := rc.landed(f)
-			if a.outcome == outcomeGood {
-				return a, true
-			}
-			rc.record(f, a)
-		case <-wt.preambleC():
-			wt.onPreamble()
-		case <-wt.keepAliveC():
-			wt.onKeepAlive()
-		}
-	}
-}
-
-// win cancels every attempt but w at once; they let go of their
+// end cancels every attempt but w at once; they let go of their
 // connections and leases as they return, on a goroutine of their own, and
-// settle records them when the request ends. A loser that held a lease
-// sent its request: it counts as an attempt.
-func (rc *race) win(w *attempt) {
-	rc.wonAt = rc.g.clock.Now()
-	rc.lost = rc.flying
-	rc.flying, rc.p.flying = nil, 0
+// settle tells them when the request ends. A loser that held a lease sent
+// its request: it counts as an attempt.
+func (rc *race) end(w *attempt) {
+	rc.stopHedge()
+	if rc.wt != nil {
+		rc.wt.stop()
+	}
 	rc.report(w)
+	if w == nil {
+		return
+	}
+	rc.won, rc.wonAt = w, rc.w.g.clock.Now()
+	rc.lost = rc.flying
+	rc.flying, rc.w.p.flying = nil, 0
 	if len(rc.lost) == 0 {
 		return
 	}
 	rc.settled = make(chan struct{})
-	for _, f := range rc.lost {
-		f.cancel()
-		if f.leased.Load() {
-			rc.p.attempts++
+	for _, a := range rc.lost {
+		a.abandon()
+		if a.leased.Load() {
+			rc.w.p.attempts++
 		}
 	}
 	n := len(rc.lost)
 	go func() {
 		for range n {
-			f := <-rc.done
-			f.a.close()
-			f.a.pass.apply(verdict{effect: effectAbandon, scope: scopeModel}) // a loser tells its breakers nothing
+			a := <-rc.done
+			a.close()
+			a.pass.apply(verdict{effect: effectAbandon, scope: scopeModel}) // a loser tells its breakers nothing
 		}
 		close(rc.settled)
 	}()
@@ -279,7 +249,7 @@ func (rc *race) win(w *attempt) {
 // report counts a hedged request's end: whether the hedge or the attempt
 // it started beside won, or neither (w nil).
 func (rc *race) report(w *attempt) {
-	if !rc.hedged || rc.g.Hooks.Hedge == nil {
+	if !rc.hedged || rc.w.g.Hooks.Hedge == nil {
 		return
 	}
 	winner := "none"
@@ -290,27 +260,27 @@ func (rc *race) report(w *attempt) {
 	default:
 		winner = "first"
 	}
-	rc.g.Hooks.Hedge(rc.from, winner)
+	rc.w.g.Hooks.Hedge(rc.from, winner)
 }
 
-// settle records the attempts that lost, once they have returned: in the
+// settle tells the attempts that lost, once they have returned: in the
 // request's story (reason "lost", how long each ran after the win) and in
-// what the key is charged (chargeLosers).
+// what the key is charged (loserTokens).
 func (rc *race) settle() {
+	if rc.won != nil {
+		rc.won.abandon() // its context's resources: the answer has ended
+	}
 	if rc.settled == nil {
 		return
 	}
 	<-rc.settled
-	res := rc.rp.res
-	for _, f := range rc.lost {
-		a := f.a
-		a.hedge = f.hedge
-		v := verdict{reason: "lost"}
-		res.tell(a, v, f.ended, false)
+	res := rc.w.rp.res
+	for _, a := range rc.lost {
+		res.tell(a, verdict{reason: "lost"})
 		if n := len(res.Tries); n > 0 && res.Tries[n-1].Reason == "lost" {
-			res.Tries[n-1].LostFor = max(0, f.ended.Sub(rc.wonAt))
+			res.Tries[n-1].LostFor = max(0, a.ended.Sub(rc.wonAt))
 		}
-		res.HedgeTokens += loserTokens(rc.req, a)
+		res.HedgeTokens += loserTokens(rc.w.req, a)
 	}
 }
 

@@ -33,18 +33,24 @@ type request struct {
 	op        operation         // what it is, decided once from its path (operation.go)
 	failover  *failover         // a pool request's bounds across members
 	pool      string            // the pool being served, if any
-	keptError bool              // an attempt kept its error body whole already
 	form      *multipart.Fields // a multipart body's fields; nil for JSON
 	blocks    []uint64          // the prompt's block hashes, when a pool chose by them
 
-	key         *keys.Rules  // the caller's key's rules, nil for none
-	rateHeaders http.Header  // x-ratelimit-* of the caller's key
-	overBudget  bool         // served by the key's over_budget fallback
-	passthrough bool         // a /upstream/ request: relayed as the engine answers
-	leased      *atomic.Bool // a hedged request's attempt: set once it holds a lease (race.go)
-	hideUsage   bool         // the usage chunk is the gateway's, not the client's
+	key         *keys.Rules // the caller's key's rules, nil for none
+	rateHeaders http.Header // x-ratelimit-* of the caller's key
+	overBudget  bool        // served by the key's over_budget fallback
+	passthrough bool        // a /upstream/ request: relayed as the engine answers
+	hideUsage   bool        // the usage chunk is the gateway's, not the client's
+	keptError   int32       // 1 once an attempt kept its error body whole (keepError)
 
 	counts // the token limits and choices the body names (bodyrules.go)
+}
+
+// keepError reports whether an attempt's error body may be kept whole: for
+// the first attempt that asks, once per request (one 1 MiB body, not one
+// per attempt). A race's attempts end side by side: the flag is atomic.
+func (req *request) keepError() bool {
+	return atomic.CompareAndSwapInt32(&req.keptError, 0, 1)
 }
 
 // json reports whether the body is JSON (not a multipart form).

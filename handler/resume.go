@@ -69,10 +69,10 @@ func (g *Gateway) continueOn(rp *reply, a *attempt, c candidate, cause error) *a
 	}
 	req2 := *req
 	req2.body, req2.fields = body, fields
-	b := g.try(rp, &req2, c)
-	v := judge(b.judgement(g.clock.Now()), c.policy())
-	b.pass.apply(v)
-	rp.res.tell(b, v, g.clock.Now(), true)
+	b := g.newAttempt(&req2, c, req.r.Context(), g.clock.Now())
+	b.resume = true
+	g.try(rp, b)
+	v := judged(rp.res, b)
 	if b.outcome != outcomeGood || b.stream == nil {
 		g.log.Warn("resuming a cut stream failed", zap.String("engine", a.c.rt.cfg.Name),
 			zap.String("on", c.rt.cfg.Name), zap.String("attempt", b.label(v)), zap.Error(b.err))

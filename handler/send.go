@@ -14,37 +14,35 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/internal/sse"
 )
 
-// try makes one attempt of c: ask its breakers, get a base URL (leasing and
-// starting the engine when c.acquire, waiting at most fallback_after when
-// c.slow could take over), send the request through the engine's transport,
-// and for an event stream read up to the first content event. Nothing but
-// SSE comments reaches the client here. The breakers hear the verdict in
-// the loop, through the attempt's breaker pass.
-func (g *Gateway) try(rp *reply, req *request, c candidate) *attempt {
-	a := &attempt{c: c, req: req, sent: req.model, started: g.clock.Now()}
-	if c.model != "" {
-		a.sent = c.model
-	}
+// try makes attempt a (runner.go makes it) of its candidate: ask its
+// breakers, get a base URL (leasing and starting the engine when
+// c.acquire, waiting at most fallback_after when c.slow could take over),
+// send the request through the engine's transport, and for an event stream
+// read up to the first content event. Nothing but SSE comments reaches the
+// client here. The breakers hear the verdict when the attempt is judged
+// (judged), through its breaker pass.
+func (g *Gateway) try(rp *reply, a *attempt) {
+	defer func() { a.ended = g.clock.Now() }()
+	c, req := a.c, a.req
 	tr, err := g.translateRequest(req, &c.rt.cfg, a.sent)
 	if err != nil {
 		a.outcome, a.err = outcomeUntranslatable, err
-		return a
+		return
 	}
 	a.tr = tr
 	t, ok := c.admit(a.sent)
 	a.pass = t
 	if !ok {
 		a.outcome = outcomeOpen
-		return a
+		return
 	}
 	g.send(rp, req, a)
-	return a
 }
 
 func (g *Gateway) send(rp *reply, req *request, a *attempt) {
 	c := a.c
 	cfg := &c.rt.cfg
-	ctx := req.r.Context()
+	ctx := a.parent
 	if cfg.ModelsFrom != "" && !g.mayWakeNode(ctx, a) {
 		return
 	}
@@ -57,9 +55,7 @@ func (g *Gateway) send(rp *reply, req *request, a *attempt) {
 		return
 	}
 	a.leasedAt = g.clock.Now()
-	if req.leased != nil {
-		req.leased.Store(true)
-	}
+	a.leased.Store(true)
 	base := a.lease.Base()
 
 	ctx, a.cancel = context.WithCancelCause(ctx)
@@ -115,8 +111,8 @@ func (g *Gateway) send(rp *reply, req *request, a *attempt) {
 		// only the first upstream error may be passed on whole; later
 		// ones are kept for their message, bounded
 		limit := int64(maxLaterErrorBody)
-		if !req.keptError {
-			limit, req.keptError = maxErrorBody, true
+		if req.keepError() {
+			limit = maxErrorBody
 		}
 		a.errBody, _ = io.ReadAll(io.LimitReader(resp.Body, limit))
 		resp.Body.Close()

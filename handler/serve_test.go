@@ -28,6 +28,35 @@ func benchGateway(b *testing.B) *httptest.Server { return benchGatewayHedged(b, 
 // fallback on the same upstream when hedge is true: what hedging costs a
 // healthy engine's requests, which are never hedged.
 func benchGatewayHedged(b *testing.B, hedge bool) *httptest.Server {
+	up := benchUpstream(b)
+	cfgs := []engines.Config{{Name: "up", To: up.URL, Models: []string{"m"}}}
+	if hedge {
+		cfgs[0].Fallback, cfgs[0].Hedge = "up2", &engines.Hedge{After: caddy.Duration(time.Second)}
+		cfgs = append(cfgs, engines.Config{Name: "up2", To: up.URL, Models: []string{"m2"}})
+	}
+	return benchServe(b, cfgs)
+}
+
+// benchGatewayHedging serves a gateway whose engine never answers: every
+// request is hedged after 1ms (a budget of 100%) to its fallback, which
+// answers, and the engine's attempt loses. What a hedged request costs.
+func benchGatewayHedging(b *testing.B) *httptest.Server {
+	silent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		<-r.Context().Done()
+	}))
+	b.Cleanup(silent.Close)
+	up := benchUpstream(b)
+	return benchServe(b, []engines.Config{
+		{Name: "up", To: silent.URL, Models: []string{"m"}, Fallback: "up2",
+			Hedge: &engines.Hedge{After: caddy.Duration(time.Millisecond), Budget: 1}},
+		{Name: "up2", To: up.URL, Models: []string{"m2"}},
+	})
+}
+
+// benchUpstream answers a 50-chunk stream (the number in X-Bench-Chunks,
+// when given) or a small JSON completion.
+func benchUpstream(b *testing.B) *httptest.Server {
 	stream := bytes.Repeat(benchChunk, 50)
 	stream = append(stream, "data: [DONE]\n\n"...)
 	streams := map[int][]byte{}
@@ -49,12 +78,12 @@ func benchGatewayHedged(b *testing.B, hedge bool) *httptest.Server {
 		io.WriteString(w, `{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"ok"}}]}`)
 	}))
 	b.Cleanup(up.Close)
+	return up
+}
+
+// benchServe serves a gateway of cfgs over httptest.
+func benchServe(b *testing.B, cfgs []engines.Config) *httptest.Server {
 	tr := &http.Transport{MaxIdleConnsPerHost: 64}
-	cfgs := []engines.Config{{Name: "up", To: up.URL, Models: []string{"m"}}}
-	if hedge {
-		cfgs[0].Fallback, cfgs[0].Hedge = "up2", &engines.Hedge{After: caddy.Duration(time.Second)}
-		cfgs = append(cfgs, engines.Config{Name: "up2", To: up.URL, Models: []string{"m2"}})
-	}
 	var es []*engines.Engine
 	for _, c := range cfgs {
 		e, err := engines.New(c, tr, zap.NewNop())
@@ -120,6 +149,19 @@ func BenchmarkGatewayStreamHedgeOn(b *testing.B) {
 // BenchmarkGatewayJSONHedgeOn is BenchmarkGatewayJSON with hedging on.
 func BenchmarkGatewayJSONHedgeOn(b *testing.B) {
 	benchRequestsTo(b, benchGatewayHedged(b, true), `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
+}
+
+// BenchmarkGatewayStreamHedged is one streamed completion that is hedged:
+// its engine says nothing, the fallback starts beside it after 1ms and
+// answers, the engine's attempt is cancelled.
+func BenchmarkGatewayStreamHedged(b *testing.B) {
+	benchRequestsTo(b, benchGatewayHedging(b), `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+}
+
+// BenchmarkGatewayJSONHedged is BenchmarkGatewayStreamHedged without a
+// stream.
+func BenchmarkGatewayJSONHedged(b *testing.B) {
+	benchRequestsTo(b, benchGatewayHedging(b), `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
 }
 
 func TestAClientThatLeavesIsCounted499(t *testing.T) {

@@ -8,18 +8,30 @@ import (
 // verdict that moved it on. The caddy module reads it from Result when the
 // request ends (the stream's last byte) to write the history and the
 // OpenTelemetry spans; the core's one hook is tell, called where a verdict
-// is known.
+// is known (judged).
 
 // maxTries bounds a story: max_attempts bounds the upstream calls, but
 // waits that never reach an engine (open breakers, busy queues) add tries.
 const maxTries = 32
 
+// judged judges an attempt that ended, the one way every attempt is judged
+// (the walk's, one of a race that ends beside it, a resume's): by the
+// verdict table (verdict.go), then the breakers that let it through hear
+// the verdict, then the request's story tells it. The planner books it
+// (decide, record); a resume books its own.
+func judged(res *Result, a *attempt) verdict {
+	v := judge(a.judgement(), a.c.policy())
+	a.pass.apply(v)
+	res.tell(a, v)
+	return v
+}
+
 // tell adds a's verdict to the request's story.
-func (res *Result) tell(a *attempt, v verdict, now time.Time, resume bool) {
+func (res *Result) tell(a *attempt, v verdict) {
 	if len(res.Tries) >= maxTries {
 		return
 	}
-	t := Try{Engine: a.c.rt.cfg.Name, Model: a.sent, Start: a.started, End: now, Reason: v.reason, Resume: resume, Hedge: a.hedge}
+	t := Try{Engine: a.c.rt.cfg.Name, Model: a.sent, Start: a.started, End: a.ended, Reason: v.reason, Resume: a.resume, Hedge: a.hedge}
 	if !a.leasedAt.IsZero() {
 		t.Waited = a.leasedAt.Sub(a.started)
 	} else if a.waited > 0 {

@@ -35,7 +35,7 @@ func (g *Gateway) lease(rp *reply, req *request, a *attempt) bool {
 		a.lease = l
 		return true
 	}
-	ctx := req.r.Context()
+	ctx := a.parent
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan acquired, 1)
