@@ -20,7 +20,7 @@ import (
 //			rate <limit...>             # requests per window: 60/m, 1000/d (s, m, h, d, mo)
 //			tokens <limit...>           # prompt+completion tokens per window: 200k/d, 5M/mo
 //			over_budget refuse|fallback <model>  # once a token budget is spent; default refuse
-//			reserve <n>                 # tokens a request naming no max_tokens reserves; default 1024
+//			reserve <n>                 # tokens a request naming no max_tokens reserves; default: what its engines may generate
 //			priority <n>                # higher goes first in engines' queues and the scheduler; default 0
 //			operator                    # may use the status page's API (never with rules)
 //		}]
@@ -107,6 +107,8 @@ import (
 //			stop_cmd <program> <args...>  # instead of SIGTERM; {engine.pid} {engine.port}
 //			preload [on|off]            # start when the config runs; default off
 //			max_concurrent <n>          # requests in flight at once; default 0 (no limit)
+//			max_output_tokens <n>       # the most one answer of it is (its own limit): what a request
+//			                            # naming none reserves of a budget; default none (it then runs alone)
 //			queue <n> [<timeout>]       # requests that may wait beyond it, in order; default 0 60s
 //			dial_timeout <duration>     # default 10s
 //			transport http {            # Caddy's HTTP transport, as in reverse_proxy:

@@ -11,6 +11,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
+	"github.com/llmgateway/caddy-llm-gateway/quota"
 )
 
 // An engine block, and the defaults block that takes the same options.
@@ -182,6 +183,13 @@ func parseEngineOptions(d *cf.Dispenser, ec *engines.Config, where string) (sett
 			}
 		case "max_concurrent":
 			err = countArg(d, &ec.MaxConcurrent, 1)
+		case "max_output_tokens":
+			var v string
+			if err = oneArg(d, &v); err == nil {
+				if ec.MaxOutputTokens, err = quota.ParseCount(v); err != nil || ec.MaxOutputTokens < 1 {
+					err = d.Errf("max_output_tokens takes a token count such as 8192 or 32k, not %q", v)
+				}
+			}
 		case "queue":
 			ec.Queue, ec.QueueTimeout, err = parseQueue(d)
 		case "dial_timeout":

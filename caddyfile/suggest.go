@@ -15,7 +15,7 @@ var (
 		"defaults", "ui", "history", "pool", "engine", "memory_budget", "max_wait", "priority_grace", "translate"}
 	engineOptions = []string{"to", "models", "model_name", "display_name", "description", "metadata", "unlisted", "api", "translate", "provider", "region", "project", "location", "api_version", "passthrough", "api_key", "cmd", "dir", "env", "ready",
 		"wake", "group", "memory", "min_loaded", "evict", "start_timeout", "idle_timeout", "stop_timeout", "stop_cmd", "preload",
-		"max_concurrent", "queue", "dial_timeout", "header_timeout", "request_timeout",
+		"max_concurrent", "max_output_tokens", "queue", "dial_timeout", "header_timeout", "request_timeout",
 		"first_token_timeout", "stream_idle_timeout", "fallback", "fallback_after", "fallback_model",
 		"devices", "context_fallback", "retries", "resume", "loading_status", "prefill", "retry_after_max",
 		"hangup_grace", "breaker", "transport", "set", "strip", "models_from", "health_interval",

@@ -113,6 +113,14 @@ type Config struct {
 	// own pages (web UI, /props, /metrics) and needs none. Default: none.
 	Passthrough []string `json:"passthrough,omitempty"`
 
+	// MaxOutputTokens is the most tokens the engine generates for one
+	// answer, as it is set up (llama-server's --n-predict, a model's own
+	// output limit): a request of a key with a token budget that names no
+	// limit reserves it, where it would otherwise reserve what is left of
+	// the budget (handler/answerbound.go). It is a declaration: the gateway
+	// sends it nowhere. Default: 0 (none declared).
+	MaxOutputTokens int64 `json:"max_output_tokens,omitempty"`
+
 	// Region is a Bedrock engine's AWS region (its endpoint
 	// bedrock-runtime.<region>.amazonaws.com and its SigV4 scope).
 	// Default: AWS_REGION, then AWS's shared config.

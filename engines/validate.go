@@ -231,8 +231,8 @@ func (c Config) validateLifeOptions() error {
 	if c.Preload && !c.Managed() {
 		return fmt.Errorf("engine %s: preload needs 'cmd': a remote engine is not started by the gateway", c.Name)
 	}
-	if c.MaxConcurrent < 0 || c.Queue < 0 {
-		return fmt.Errorf("engine %s: max_concurrent and queue may not be negative", c.Name)
+	if c.MaxConcurrent < 0 || c.Queue < 0 || c.MaxOutputTokens < 0 {
+		return fmt.Errorf("engine %s: max_concurrent, queue and max_output_tokens may not be negative", c.Name)
 	}
 	if (c.Queue > 0 || c.QueueTimeout > 0) && c.MaxConcurrent == 0 {
 		return fmt.Errorf("engine %s: queue needs max_concurrent: without a limit no request ever waits", c.Name)

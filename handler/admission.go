@@ -72,9 +72,16 @@ func (g *Gateway) reserve(w http.ResponseWriter, req *request, res *Result) (*re
 	}
 	if req.unbounded && len(kr.Limits.Tokens) > 0 {
 		return nil, nil, apierror.BadRequest("unbounded_answer", fmt.Sprintf(
-			"key %s has a token budget, and this request asks for an answer no limit bounds (n_predict -1, or ignore_eos without max_tokens): name a max_tokens", kr.Name))
+			"key %s has a token budget, and this request asks for an answer no limit bounds (a negative max_tokens or n_predict, or ignore_eos without max_tokens): name a max_tokens", kr.Name))
 	}
-	t, d := g.limiter.Admit(kr.Name, kr.Limits, estimateTokens(req))
+	admit := g.limiter.Admit
+	if len(kr.Limits.Tokens) > 0 {
+		var alone bool
+		if req.estimate, alone = g.estimateTokens(req); alone {
+			admit = g.limiter.AdmitAlone // answerbound.go: nothing bounds its answer
+		}
+	}
+	t, d := admit(kr.Name, kr.Limits, req.estimate)
 	req.rateHeaders = keys.RateHeaders(d)
 	for k, v := range req.rateHeaders {
 		w.Header()[k] = v
@@ -91,6 +98,11 @@ func (g *Gateway) reserve(w http.ResponseWriter, req *request, res *Result) (*re
 			over.overBudget = true
 			over.fallbacks = nil // what is over budget reaches the cheaper model alone
 			return over, t, nil
+		case d.Reason == quota.ReasonTokens && d.Held:
+			t.Cancel()
+			res.Refused = "tokens"
+			w.Header().Set("Retry-After", "1")
+			return nil, nil, &apierror.Error{Status: http.StatusTooManyRequests, Type: "tokens", Code: "rate_limit_exceeded", Message: fmt.Sprintf("key %s's token budget (%s) is held by its requests in flight (a request whose answer no limit bounds runs alone); try again when they end, or name a max_tokens", kr.Name, keys.LimitsOf(kr.Limits.Tokens))}
 		case d.Reason == quota.ReasonTokens:
 			t.Cancel()
 			res.Refused = "tokens"
@@ -114,7 +126,7 @@ func charge(t *quota.Ticket, req *request, res *Result) {
 	case res.HasUsage:
 		t.Done(int64(res.Usage.Total()) + res.HedgeTokens)
 	case res.Status >= 200 && res.Status < 300:
-		t.Done(estimateTokens(req) + res.HedgeTokens)
+		t.Done(req.estimate + res.HedgeTokens)
 	default:
 		t.Cancel()
 	}

@@ -158,7 +158,8 @@ func readCounts(b []byte, f *jsonmember.Fields) (counts, *apierror.Error) {
 		case !ok:
 		case name == "n" || name == "best_of":
 			c.choices = max(c.choices, n)
-		case name == "n_predict" && n < 0:
+		case n < 0 && name != "min_tokens":
+			// llama-server reads max_tokens -1 as n_predict -1: no end
 			c.unbounded = true
 		default:
 			c.most = max(c.most, n)

@@ -161,8 +161,9 @@ func TestAnErrorNamesAHugeModelWithoutEchoingIt(t *testing.T) {
 }
 
 // A body that asks for an answer without an end (llama-server's n_predict
-// -1 overrides max_tokens; ignore_eos without a limit) has no reservation
-// that bounds it: a key with a token budget may not send one.
+// -1 overrides max_tokens, and it reads a negative max_tokens as n_predict;
+// ignore_eos without a limit) has no reservation that bounds it: a key with
+// a token budget may not send one. The 400 is in the client's API's shape.
 func TestAnAnswerWithoutAnEndIsRefusedToABudget(t *testing.T) {
 	lax, laxURL := laxUpstream(t)
 	url := budgetGateway(t, config.Config{
@@ -172,10 +173,17 @@ func TestAnAnswerWithoutAnEndIsRefusedToABudget(t *testing.T) {
 	for _, body := range []string{
 		`{"model":"x","max_tokens":1,"n_predict":-1,"messages":[]}`,
 		`{"model":"x","ignore_eos":true,"messages":[]}`,
+		`{"model":"x","max_tokens":-1,"messages":[]}`,
+		`{"model":"x","max_completion_tokens":"-1","messages":[]}`,
+		`{"model":"x","max_output_tokens":-5e3,"messages":[]}`,
 	} {
 		if st, out := call(t, url, teamKey, "POST", "/v1/chat/completions", body); st != 400 || !strings.Contains(out, "unbounded_answer") {
 			t.Errorf("%s: %d %s", body, st, out)
 		}
+	}
+	st, out := call(t, url, teamKey, "POST", "/v1/messages", `{"model":"x","max_tokens":-1,"messages":[]}`)
+	if st != 400 || !strings.Contains(out, `"type":"error"`) || !strings.Contains(out, "unbounded_answer") && !strings.Contains(out, "no limit bounds") {
+		t.Errorf("a Messages client's negative max_tokens: %d %s", st, out)
 	}
 	if ran := lax.Ran(); len(ran) != 0 {
 		t.Fatalf("the engine ran %v", ran)

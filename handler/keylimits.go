@@ -78,23 +78,25 @@ func (g *Gateway) ResetKey(name string) (bool, error) {
 // so that a burst cannot overshoot a budget: its prompt at about four bytes
 // a token, plus the most it may answer, the largest of max_tokens,
 // max_completion_tokens (Chat Completions) and max_output_tokens
-// (Responses; Anthropic's is max_tokens), or, when it names none, the key's
-// reserve (default DefaultReserve), for each of the n (or best_of) choices
-// an engine makes. The numbers are read as lax engines read them, when the
-// body is (readCounts, bodyrules.go). An upload (a multipart form: audio,
-// images) is not text: its file says nothing of the tokens it costs, so it
-// reserves one.
-func estimateTokens(req *request) int64 {
+// (Responses; Anthropic's is max_tokens), or, when it names none, what the
+// engines it may reach may generate (answerBound, answerbound.go), for each
+// of the n (or best_of) choices an engine makes; alone when nothing bounds
+// that, and the request must then run alone (quota.AdmitAlone). The
+// numbers are read as lax engines read them, when the body is (readCounts,
+// bodyrules.go). An upload (a multipart form: audio, images) is not text:
+// its file says nothing of the tokens it costs, so it reserves one.
+func (g *Gateway) estimateTokens(req *request) (estimate int64, alone bool) {
 	if !req.json() {
-		return 1
+		return 1, false
 	}
 	prompt := promptTokens(req)
-	answer := max(req.most, 0)
+	answer, bounded := max(req.most, 0), true
 	if answer == 0 {
-		answer = min(req.key.Reserve(), 1<<40) // as LaxInt caps a limit
+		answer, bounded = g.answerBound(req)
+		answer = min(answer, 1<<40) // as LaxInt caps a limit
 	}
 	// LaxInt caps a limit at 2^40; 2^20 choices keep the product in an int64
-	return prompt + answer*min(max(req.choices, 1), 1<<20)
+	return prompt + answer*min(max(req.choices, 1), 1<<20), !bounded
 }
 
 // promptTokens is a request's prompt at about four bytes a token (an

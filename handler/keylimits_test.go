@@ -231,7 +231,8 @@ func TestAnUploadReservesNoTokensForItsFile(t *testing.T) {
 		t.Fatal(gerr)
 	}
 	// a key with 10k tokens a day may still upload 4 MB of audio
-	if est := estimateTokens(req); est != 1 {
+	g := &Gateway{}
+	if est, _ := g.estimateTokens(req); est != 1 {
 		t.Fatalf("a 4 MB upload reserves %d tokens", est)
 	}
 	chat := &request{body: []byte(`{"model":"m","max_tokens":100,"messages":[]}`)}
@@ -241,7 +242,7 @@ func TestAnUploadReservesNoTokensForItsFile(t *testing.T) {
 	if chat.counts, gerr = readCounts(chat.body, &chat.fields); gerr != nil {
 		t.Fatal(gerr)
 	}
-	if est := estimateTokens(chat); est != 12+100 {
+	if est, _ := g.estimateTokens(chat); est != 12+100 {
 		t.Fatalf("a chat request reserves %d tokens", est)
 	}
 }

@@ -43,7 +43,8 @@ type request struct {
 	hideUsage   bool        // the usage chunk is the gateway's, not the client's
 	keptError   int32       // 1 once an attempt kept its error body whole (keepError)
 
-	counts // the token limits and choices the body names (bodyrules.go)
+	counts         // the token limits and choices the body names (bodyrules.go)
+	estimate int64 // the tokens it reserves of its key's budgets (estimateTokens)
 }
 
 // keepError reports whether an attempt's error body may be kept whole: for

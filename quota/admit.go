@@ -69,6 +69,20 @@ func (ks *keyState) roll(row int, w Window, now int64) (ctr *counter, end int64)
 // (see the package doc); everything else runs on the key's local counters
 // under a mutex held for a few additions, never across I/O.
 func (l *Limiter) Admit(key string, rules Rules, estimate int64) (*Ticket, Decision) {
+	return l.admit(key, rules, estimate, false)
+}
+
+// AdmitAlone is Admit for a request whose answer nothing bounds (issue
+// 51): estimate, the least it is expected to use, must fit what is left of
+// every token budget with nothing else in flight, and, admitted, it holds
+// the whole of every budget until it ends, so that nothing is admitted
+// beside it. Its usage then passes a budget by what its answer uses beyond
+// what was left, and no other request adds to that.
+func (l *Limiter) AdmitAlone(key string, rules Rules, estimate int64) (*Ticket, Decision) {
+	return l.admit(key, rules, estimate, true)
+}
+
+func (l *Limiter) admit(key string, rules Rules, estimate int64, alone bool) (*Ticket, Decision) {
 	if rules.Empty() {
 		return nil, Decision{OK: true}
 	}
@@ -79,7 +93,7 @@ func (l *Limiter) Admit(key string, rules Rules, estimate int64) (*Ticket, Decis
 	}
 	push := true
 	if len(rules.Rate) > 0 && c.redis != nil && c.redis.exactRates() && !c.degraded.Load() {
-		t, d, outcome := c.admitShared(ks, rules, estimate)
+		t, d, outcome := c.admitShared(ks, rules, estimate, alone)
 		if outcome == decided {
 			return t, d
 		}
@@ -99,7 +113,7 @@ func (l *Limiter) Admit(key string, rules Rules, estimate int64) (*Ticket, Decis
 		return nil, ks.refusal(ReasonRate, rules, end, now)
 	}
 	ks.countRequest(rules.Rate, unix, 1, push)
-	return ks.reserve(c, rules, estimate, now)
+	return ks.reserve(c, rules, estimate, alone, now)
 }
 
 // rateBlocked is the latest end of a window whose rate limit one more
@@ -137,22 +151,31 @@ func (ks *keyState) countRequest(rate []Limit, now int64, n int64, push bool) {
 }
 
 // reserve runs the token check of a request already counted against the
-// rate limits, reserves its estimate when it passes, and makes its ticket.
-// Call with mu held.
-func (ks *keyState) reserve(c *core, rules Rules, estimate int64, now time.Time) (*Ticket, Decision) {
+// rate limits, reserves its estimate when it passes (the whole of every
+// budget for a request alone), and makes its ticket. Call with mu held.
+func (ks *keyState) reserve(c *core, rules Rules, estimate int64, alone bool, now time.Time) (*Ticket, Decision) {
 	unix := now.Unix()
 	need := max(estimate, 1)
 	var windows uint8
 	var end int64
+	held := true // every refusing window would fit but for what is in flight
 	for _, l := range rules.Tokens {
 		ctr, e := ks.roll(tokensRow, l.Window, unix)
 		windows |= 1 << l.Window
-		if !fits(ctr, need, l.N) && e > end {
+		if alone {
+			estimate = max(estimate, need, l.N) // every budget whole: nothing fits beside it
+		}
+		if !fits(ctr, need, l.N, alone) && e > end {
 			end = e
+		}
+		if !fits(ctr, need, l.N, alone) && !fits(&counter{used: ctr.used}, need, l.N, alone) {
+			held = false
 		}
 	}
 	if end != 0 {
-		return &Ticket{core: c, ks: ks, windows: windows}, ks.refusal(ReasonTokens, rules, end, now)
+		d := ks.refusal(ReasonTokens, rules, end, now)
+		d.Held = held
+		return &Ticket{core: c, ks: ks, windows: windows}, d
 	}
 	d := Decision{OK: true, Requests: ks.headroom(requestsRow, rules.Rate, now)}
 	if windows == 0 {
@@ -175,9 +198,14 @@ func (ks *keyState) reserve(c *core, rules Rules, estimate int64, now time.Time)
 // 4). Refused by the plain rule it could never pass, however long it
 // waited; admitted alone, it reserves its whole estimate, so every other
 // request waits for it and the overshoot is bounded by that one request.
-func fits(ctr *counter, need, n int64) bool {
-	if need > n {
+// A request asked alone (AdmitAlone) needs nothing in flight and its need
+// within what is left.
+func fits(ctr *counter, need, n int64, alone bool) bool {
+	switch {
+	case need > n:
 		return ctr.reserved == 0 && ctr.used < n
+	case alone:
+		return ctr.reserved == 0 && ctr.used+need <= n
 	}
 	return ctr.used+ctr.reserved+need <= n
 }

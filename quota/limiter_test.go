@@ -396,3 +396,48 @@ func TestAnOversizedEstimateStillFitsTheOtherLimits(t *testing.T) {
 	}
 	tk.Cancel()
 }
+
+// A request whose answer nothing bounds (AdmitAlone) needs what it is
+// expected to use within what is left and nothing in flight; admitted, it
+// holds every budget whole, so nothing runs beside it. A refusal that only
+// what is in flight makes says so (Held): the budget is not spent.
+func TestARequestAloneHoldsEveryBudget(t *testing.T) {
+	clock := clockAt(time.Hour)
+	l, _ := openFile(t, clock)
+	r := rules(t, nil, []string{"20000/d", "1M/mo"})
+
+	small, d := l.Admit("k", r, 100)
+	if !d.OK {
+		t.Fatal(d)
+	}
+	if _, d := l.AdmitAlone("k", r, 1000); d.OK || !d.Held {
+		t.Fatalf("admitted beside a request in flight, or not told it is held: %+v", d)
+	}
+	small.Done(5000)
+
+	alone, d := l.AdmitAlone("k", r, 1000)
+	if !d.OK {
+		t.Fatalf("refused with nothing in flight and 5000 of 20000 used: %+v", d)
+	}
+	u := l.Usage("k", r)
+	if day, month := u.Limits[0], u.Limits[1]; day.Reserved != 1_000_000 || day.Remaining != 0 || month.Remaining != 0 {
+		t.Errorf("while it runs: %+v", u.Limits)
+	}
+	if _, d := l.Admit("k", r, 1); d.OK || !d.Held {
+		t.Errorf("a small request beside it: %+v", d)
+	}
+	alone.Done(14_000)
+
+	// 19000 of 20000 used: what it is expected to use no longer fits
+	if _, d := l.AdmitAlone("k", r, 1001); d.OK || d.Held {
+		t.Errorf("admitted past what is left, or told the budget is only held: %+v", d)
+	}
+	last, d := l.AdmitAlone("k", r, 1000)
+	if !d.OK {
+		t.Fatalf("what is left fits it: %+v", d)
+	}
+	last.Cancel()
+	if u := l.Usage("k", r).Limits[0]; u.Used != 19000 || u.Reserved != 0 {
+		t.Errorf("after a cancel: %+v", u)
+	}
+}

@@ -72,6 +72,10 @@ type Decision struct {
 	// limit of that kind and the headers are left out.
 	Requests Headroom
 	Tokens   Headroom
+	// Held, for a refusal by tokens: every budget that refused the request
+	// would take it but for the tokens requests in flight reserve; it may
+	// pass when they end, before any window renews.
+	Held bool
 }
 
 // Headroom is what is left of one limit.

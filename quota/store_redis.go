@@ -150,7 +150,7 @@ const (
 // bounded by the timeout, with no lock held. The token check follows on
 // the local counters. Unless the outcome is decided, the caller decides
 // locally, and the Limiter is degraded until a sync succeeds.
-func (c *core) admitShared(ks *keyState, rules Rules, estimate int64) (*Ticket, Decision, scriptOutcome) {
+func (c *core) admitShared(ks *keyState, rules Rules, estimate int64, alone bool) (*Ticket, Decision, scriptOutcome) {
 	s := c.redis
 	now := c.clock.Now()
 	unix := now.Unix()
@@ -202,7 +202,7 @@ func (c *core) admitShared(ks *keyState, rules Rules, estimate int64) (*Ticket, 
 		}
 		return nil, ks.refusal(ReasonRate, rules, blocked, now), decided
 	}
-	t, d := ks.reserve(c, rules, estimate, now)
+	t, d := ks.reserve(c, rules, estimate, alone, now)
 	return t, d, decided
 }
 

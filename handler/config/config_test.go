@@ -301,7 +301,6 @@ func TestEachDefault(t *testing.T) {
 		{"max_attempts", DefaultMaxAttempts, 8},
 		{"keepalive", DefaultKeepAlive, 3 * time.Second},
 		{"a key's shortest length", MinKeyLength, 16},
-		{"a key's reserve", DefaultReserve, 1024},
 		{"extra_paths", DefaultExtraPaths, []string{"/completion", "/completions", "/embedding", "/embeddings", "/rerank", "/reranking", "/infill", "/tokenize", "/detokenize", "/apply-template"}},
 		{"a pool's failover_time", DefaultFailoverTime, 60 * time.Second},
 		{"the default pool", DefaultPool, "auto"},

@@ -39,7 +39,11 @@ type Key struct {
 
 	// Reserve is what a request of this key that names no max_tokens (nor
 	// max_completion_tokens, max_output_tokens) reserves of its token
-	// budget for its answer while it is in flight. Default: 1024.
+	// budget for its answer while it is in flight: the operator's estimate,
+	// which an answer longer than it passes by the difference. Default:
+	// none, and such a request reserves what its engines may generate
+	// (their max_output_tokens, 8192 toward Messages), or, when nothing
+	// bounds that, the budget: it then runs alone.
 	Reserve int64 `json:"reserve,omitempty"`
 
 	// Priority orders this key's requests in an engine's queue and in the
@@ -243,6 +247,3 @@ func CheckRules(k Key, known func(string) bool) error {
 	}
 	return nil
 }
-
-// DefaultReserve is what a request that names no maximum answer reserves.
-const DefaultReserve = 1024

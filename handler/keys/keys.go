@@ -31,12 +31,14 @@ type Rules struct {
 	operator   bool   // config.Operators: marked operator, or rule-free when none is
 }
 
-// Reserve is what a request that names no maximum answer reserves.
+// Reserve is what a request that names no maximum answer reserves for it,
+// as the key says (Key.Reserve); 0 when it says nothing, and the gateway
+// reserves what the engines may generate (handler's answerBound).
 func (kr *Rules) Reserve() int64 {
-	if kr == nil || kr.reserveN <= 0 {
-		return config.DefaultReserve
+	if kr == nil {
+		return 0
 	}
-	return kr.reserveN
+	return max(kr.reserveN, 0)
 }
 
 // Allows reports whether the key may use model (a model, alias or pool).

@@ -97,7 +97,7 @@ func TestANilRingAcceptsEveryone(t *testing.T) {
 	if !ok || kr != nil {
 		t.Fatalf("%+v %v", kr, ok)
 	}
-	if !kr.Allows("anything") || !kr.AllowsAll() || kr.Reserve() != config.DefaultReserve {
+	if !kr.Allows("anything") || !kr.AllowsAll() || kr.Reserve() != 0 {
 		t.Fatal("nil rules restrict")
 	}
 	if got := kr.Only([]string{"a", "b"}); !reflect.DeepEqual(got, []string{"a", "b"}) {
@@ -154,13 +154,13 @@ func TestOnlyKeepsWhatTheKeyMayUse(t *testing.T) {
 	}
 }
 
-func TestReserveIsTheKeysOrTheDefault(t *testing.T) {
+func TestReserveIsTheKeysOrNone(t *testing.T) {
 	t.Parallel()
 	k := ring()
 	if got := k.Rules[0].Reserve(); got != 300 {
 		t.Errorf("team: %d", got)
 	}
-	if got := k.Rules[2].Reserve(); got != config.DefaultReserve {
+	if got := k.Rules[2].Reserve(); got != 0 {
 		t.Errorf("unset: %d", got)
 	}
 	if k.Rules[0].Priority != 2 || k.Rules[0].OverBudget != "small" {
