@@ -298,6 +298,16 @@ func TestParseEverySubdirective(t *testing.T) {
 				To: "http://127.0.0.1:{engine.port}", Ready: "none"},
 			Engines: []engines.Config{{Name: "qwen", Models: []string{"qwen"}}},
 		}},
+		{"a provider's allow_media", `llm_gateway {
+	engine gem {
+		provider gemini
+		api_key {env.GEMINI_API_KEY}
+		models gemini-2.5-flash
+		allow_media gs file_id
+	}
+}`, hconfig.Config{Engines: []engines.Config{
+			{Name: "gem", Provider: "gemini", APIKey: "{env.GEMINI_API_KEY}", Models: []string{"gemini-2.5-flash"}, AllowMedia: []string{"gs", "file_id"}},
+		}}},
 		{"engines keep their order", `llm_gateway {
 	engine b {
 		to http://10.0.0.2:8000
@@ -346,6 +356,13 @@ func TestParseErrorsNameTheProblemAndTheLine(t *testing.T) {
 		to http://127.0.0.1:2
 	}
 }`, "to is set twice in this block (first at Testfile:3)", 5},
+		{"allow_media without a kind", `llm_gateway {
+	engine a {
+		provider gemini
+		models a
+		allow_media
+	}
+}`, "allow_media takes the media references a provider may be sent", 5},
 		{"a pool's breaker set twice", `llm_gateway {` + remote + `
 	pool auto {
 		member openai

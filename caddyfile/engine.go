@@ -85,6 +85,10 @@ func parseEngineOptions(d *cf.Dispenser, ec *engines.Config, where string) (sett
 			err = oneArg(d, &ec.Location)
 		case "api_version":
 			err = oneArg(d, &ec.APIVersion)
+		case "allow_media":
+			if ec.AllowMedia = d.RemainingArgs(); len(ec.AllowMedia) == 0 {
+				err = d.Errf("allow_media takes the media references a provider may be sent beside https: and data: URLs: URL schemes and file_id (allow_media gs file_id)")
+			}
 		case "passthrough":
 			if ec.Passthrough = d.RemainingArgs(); len(ec.Passthrough) == 0 {
 				err = d.Errf("passthrough takes the provider's routes that /upstream/ passes (countTokens, converse, …) or paths: passthrough countTokens /v1beta/files*")

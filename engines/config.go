@@ -136,6 +136,15 @@ type Config struct {
 	// api-version (default: none, Azure's v1 API at /openai/v1/).
 	APIVersion string `json:"api_version,omitempty"`
 
+	// AllowMedia names the media references, beside https: and data:
+	// URLs, that a provider's engine may be sent: URL schemes (gs, http,
+	// s3, …) and file_id (the provider's file ids: Anthropic's
+	// source.file_id, OpenAI's file_id). A provider fetches a reference
+	// with the operator's credentials, so a gs:// URI or a file id reads
+	// the operator's bucket or files: by default a request naming one is
+	// refused (400 media_not_allowed). Default: none.
+	AllowMedia []string `json:"allow_media,omitempty"`
+
 	// Translate lets a request of an API the engine does not speak (Chat
 	// Completions, Responses or Messages) reach it through translation
 	// into one it does. Set on the handler (`translate`) or per engine.

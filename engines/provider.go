@@ -70,10 +70,15 @@ func (c Config) withProvider() Config {
 // validateProvider checks what the engine's provider needs.
 func (c Config) validateProvider() error {
 	if c.Provider == "" {
-		if c.Region != "" || c.Project != "" || c.Location != "" || c.APIVersion != "" {
-			return fmt.Errorf("engine %s: region, project, location and api_version are for a cloud provider's engine (provider %s)", c.Name, ProviderNames)
+		if c.Region != "" || c.Project != "" || c.Location != "" || c.APIVersion != "" || len(c.AllowMedia) > 0 {
+			return fmt.Errorf("engine %s: region, project, location, api_version and allow_media are for a cloud provider's engine (provider %s)", c.Name, ProviderNames)
 		}
 		return nil
+	}
+	for _, m := range c.AllowMedia {
+		if !validMediaKind(m) {
+			return fmt.Errorf("engine %s: allow_media takes URL schemes in lower case (gs, http, s3) and file_id, not %q", c.Name, m)
+		}
 	}
 	if _, ok := providers[c.Provider]; !ok {
 		return fmt.Errorf("engine %s: provider takes %s, not %q", c.Name, ProviderNames, c.Provider)
@@ -96,4 +101,22 @@ func (c Config) validateProvider() error {
 		}
 	}
 	return nil
+}
+
+// validMediaKind reports whether m is what allow_media takes: file_id, or
+// a URL scheme in lower case (RFC 3986: a letter, then letters, digits,
+// '+', '-' and '.').
+func validMediaKind(m string) bool {
+	if m == "file_id" {
+		return true
+	}
+	for i, ch := range m {
+		switch {
+		case 'a' <= ch && ch <= 'z':
+		case i > 0 && ('0' <= ch && ch <= '9' || ch == '+' || ch == '-' || ch == '.'):
+		default:
+			return false
+		}
+	}
+	return m != ""
 }

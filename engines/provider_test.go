@@ -46,11 +46,17 @@ func TestAProviderSaysWhatItNeeds(t *testing.T) {
 		{Config{Name: "z", Provider: "azure"}, "needs 'to'"},
 		{Config{Name: "c", Provider: "anthropic", Cmd: []string{"x"}}, "has no cmd"},
 		{Config{Name: "r", To: "http://127.0.0.1:1", Region: "us-east-1"}, "are for a cloud provider's engine"},
+		{Config{Name: "m", To: "http://127.0.0.1:1", AllowMedia: []string{"gs"}}, "allow_media are for a cloud provider's engine"},
+		{Config{Name: "g", Provider: "gemini", APIKey: "k", AllowMedia: []string{"gs://"}}, `allow_media takes URL schemes in lower case (gs, http, s3) and file_id, not "gs://"`},
+		{Config{Name: "g", Provider: "gemini", APIKey: "k", AllowMedia: []string{"GS"}}, `not "GS"`},
 	} {
 		err := c.cfg.Validate()
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: %v, want %q", c.cfg, err, c.want)
 		}
+	}
+	if err := (Config{Name: "g", Provider: "gemini", APIKey: "k", Models: []string{"g"}, AllowMedia: []string{"gs", "s3", "file_id"}}).WithDefaults().Validate(); err != nil {
+		t.Errorf("allow_media gs s3 file_id: %v", err)
 	}
 	t.Setenv("AWS_REGION", "us-west-2")
 	if got := (Config{Name: "b", Provider: "bedrock"}).WithDefaults(); got.Region != "us-west-2" || !strings.Contains(got.To, "us-west-2") {
