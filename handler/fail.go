@@ -141,6 +141,8 @@ func (a *attempt) failureError() *apierror.Error {
 		}
 		return &apierror.Error{Status: http.StatusServiceUnavailable, Type: apierror.TypeUnavailable, Code: "engine_circuit_open", Message: fmt.Sprintf("%s failed %d times in a row; its breaker keeps requests away for another %s",
 			what, a.c.rt.cfg.BreakerFailures, b.RetryIn().Round(time.Second))}
+	case outcomeMedia:
+		return a.mediaError()
 	case outcomeUntranslatable:
 		return &apierror.Error{Status: http.StatusBadRequest, Type: apierror.TypeInvalidRequest, Code: "untranslatable", Message: fmt.Sprintf("engine %s speaks %s, and the request cannot be translated into it: %s", name, a.tr.via, rootCause(a.err))}
 	case outcomeAuth:

@@ -24,6 +24,10 @@ import (
 func (g *Gateway) try(rp *reply, a *attempt) {
 	defer func() { a.ended = g.clock.Now() }()
 	c, req := a.c, a.req
+	if err := refusedMedia(req, &c.rt.cfg); err != nil { // media.go
+		a.outcome, a.err = outcomeMedia, err
+		return
+	}
 	tr, err := g.translateRequest(req, &c.rt.cfg, a.sent)
 	if err != nil {
 		a.outcome, a.err = outcomeUntranslatable, err

@@ -40,6 +40,9 @@ const (
 	// a provider's credentials could not be had (providers.go): nothing
 	// was sent
 	outcomeAuth
+	// the request names media by a reference the provider's engine may
+	// not be sent (media.go): nothing was sent
+	outcomeMedia
 )
 
 // scope is whose health a failure speaks of.
@@ -110,6 +113,7 @@ type policy struct {
 //	untranslatable       no       -                  no                   yes   (400 naming the member if nothing answers)
 //	bad answer           yes      failure (model)    no                   yes   (a 200 translation cannot read)
 //	no credentials       no       -                  no                   yes   (a provider's SigV4 or ADC chain failed)
+//	media by reference   no       -                  no                   yes   (400 media_not_allowed if nothing answers)
 //
 // After commit nothing switches: a cut answer counts a failure against the
 // engine (the connection broke) or the model (it went silent), see cutFailure.
@@ -157,6 +161,9 @@ func judge(j judgement, p policy) verdict {
 		return verdict{moveOn: true, reason: "untranslatable"}
 	case outcomeAuth:
 		return verdict{moveOn: true, reason: "credentials"}
+	case outcomeMedia:
+		// the request, not the engine: another candidate may be sent it
+		return verdict{moveOn: true, reason: "media"}
 	case outcomeBadAnswer:
 		return verdict{attempt: true, answered: true, effect: effectFailure, scope: scopeModel, moveOn: true, reason: "bad-answer"}
 	}

@@ -48,6 +48,7 @@ func TestVerdictTable(t *testing.T) {
 		"504":                   {j: judgement{outcome: outcomeStatus, status: 504}, attempt: true, answered: true, retry: true, moveOn: true, effect: effectFailure, scope: scopeModel, reason: "504"},
 		"529 overloaded":        {j: judgement{outcome: outcomeStatus, status: 529}, attempt: true, answered: true, retry: true, moveOn: true, effect: effectFailure, scope: scopeModel, reason: "529"},
 		"untranslatable":        {j: judgement{outcome: outcomeUntranslatable}, moveOn: true, reason: "untranslatable"},
+		"media":                 {j: judgement{outcome: outcomeMedia}, moveOn: true, reason: "media"},
 		"bad answer":            {j: judgement{outcome: outcomeBadAnswer}, attempt: true, answered: true, moveOn: true, effect: effectFailure, scope: scopeModel, reason: "bad-answer"},
 		"no credentials":        {j: judgement{outcome: outcomeAuth}, moveOn: true, reason: "credentials"},
 		"418":                   {j: judgement{outcome: outcomeStatus, status: 418}, attempt: true, answered: true, effect: effectAbandon, scope: scopeModel, reason: "418"},
