@@ -45,6 +45,11 @@ type request struct {
 
 	counts         // the token limits and choices the body names (bodyrules.go)
 	estimate int64 // the tokens it reserves of its key's budgets (estimateTokens)
+
+	// translations are the body read once for translation, and what it
+	// was written as for each engine API and model (translate.go); made
+	// with the request, shared by its copies for another model
+	translations *translations
 }
 
 // keepError reports whether an attempt's error body may be kept whole: for
@@ -84,7 +89,7 @@ func (g *Gateway) readRequest(w http.ResponseWriter, r *http.Request, op operati
 		return readForm(r, body, boundary)
 	}
 	// the body is scanned into the request it makes (jsonmember.Fields.Scan)
-	req := &request{r: r, op: op}
+	req := &request{r: r, op: op, translations: &translations{}}
 	if gerr := g.scanJSON(body, &req.fields); gerr != nil {
 		return nil, gerr
 	}
@@ -193,7 +198,7 @@ func readForm(r *http.Request, body []byte, boundary string) (*request, *apierro
 	if !f.Model.OK() {
 		return nil, apierror.BadRequest("missing_model", `the multipart body has no "model" field: name one of GET /v1/models`)
 	}
-	return &request{r: r, body: body, model: string(body[f.Model.Start:f.Model.End]), stream: f.Stream,
+	return &request{r: r, body: body, model: string(body[f.Model.Start:f.Model.End]), stream: f.Stream, translations: &translations{},
 		form: &f, op: opUpload}, nil
 }
 

@@ -69,6 +69,7 @@ func (g *Gateway) continueOn(rp *reply, a *attempt, c candidate, cause error) *a
 	}
 	req2 := *req
 	req2.body, req2.fields = body, fields
+	req2.translations = &translations{} // another body: its own translations
 	b := g.newAttempt(&req2, c, req.r.Context(), g.clock.Now())
 	b.resume = true
 	g.try(rp, b)

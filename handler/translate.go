@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"regexp"
 	"strconv"
+	"sync"
 
 	"go.uber.org/zap"
 
@@ -47,7 +48,9 @@ type translation struct {
 // translateRequest decides which API an engine (cfg) reads the request in
 // and, when it is not the request's own, translates the body with the
 // model the attempt sends (sent). An error is a member the engine's API
-// cannot carry (outcomeUntranslatable).
+// cannot carry (outcomeUntranslatable). The request is read once, and
+// each (API, model) written once, however many attempts ask: a retry, a
+// failover and a hedge take the same bytes (translations, below).
 func (g *Gateway) translateRequest(req *request, cfg *engines.Config, sent string) (translation, error) {
 	var t translation
 	in, _ := req.op.reads(cfg)
@@ -55,24 +58,69 @@ func (g *Gateway) translateRequest(req *request, cfg *engines.Config, sent strin
 		return t, nil
 	}
 	t.on, t.via, t.client = true, in, req.op.api()
-	body := req.bodyFor(sent)
-	out, dropped, err := translate.Request(t.client, t.via, body, translate.RequestOptions{Model: sent})
+	ts := req.translations
+	if ts == nil {
+		ts = &translations{} // a request made without one keeps nothing
+	}
+	w, err := ts.written(req, in, sent)
 	if err != nil {
 		return t, err
 	}
-	for _, m := range dropped {
-		g.log.Info("dropped a request member the engine's API cannot carry", zap.String("engine", cfg.Name),
-			zap.Stringer("api", t.via), zap.String("member", m))
-		if g.Hooks.Untranslated != nil {
-			g.Hooks.Untranslated(cfg.Name, memberKind(m))
+	if w.first {
+		for _, m := range w.dropped {
+			g.log.Info("dropped a request member the engine's API cannot carry", zap.String("engine", cfg.Name),
+				zap.Stringer("api", t.via), zap.String("member", m))
+			if g.Hooks.Untranslated != nil {
+				g.Hooks.Untranslated(cfg.Name, memberKind(m))
+			}
 		}
 	}
-	t.body = out
-	if t.client == api.Responses {
-		t.custom = translate.CustomTools(t.client, body)
-		t.ns = translate.NamespaceTools(t.client, body)
-	}
+	t.body, t.custom, t.ns = w.body, w.conv.Custom, w.conv.Namespaces
 	return t, nil
+}
+
+// translations are a request's translations: the client's body read once
+// into the neutral form, and the bodies written from it, one per API and
+// model sent. The attempts of a race ask side by side: a mutex guards it.
+type translations struct {
+	mu      sync.Mutex
+	conv    *translate.Request
+	readErr error
+	bodies  []written
+}
+
+// written is one body a request was translated into.
+type written struct {
+	to      api.API
+	model   string
+	body    []byte
+	dropped []string
+	err     error
+	conv    *translate.Request
+	first   bool // this ask wrote it: its drops are logged once
+}
+
+// written is the request in API to for model, written the first time it
+// is asked for.
+func (ts *translations) written(req *request, to api.API, model string) (written, error) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if ts.conv == nil && ts.readErr == nil {
+		ts.conv, ts.readErr = translate.ReadRequest(req.op.api(), req.body)
+	}
+	if ts.readErr != nil {
+		return written{}, ts.readErr
+	}
+	for _, w := range ts.bodies {
+		if w.to == to && w.model == model {
+			return w, w.err
+		}
+	}
+	w := written{to: to, model: model, conv: ts.conv}
+	w.body, w.dropped, w.err = ts.conv.Write(to, translate.RequestOptions{Model: model})
+	ts.bodies = append(ts.bodies, w)
+	w.first = true
+	return w, w.err
 }
 
 // indexes are the array indexes in a member's path: a metric counts kinds

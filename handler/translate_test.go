@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/llmgateway/caddy-llm-gateway/api"
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 	"github.com/llmgateway/caddy-llm-gateway/handler/config"
 )
@@ -125,5 +126,28 @@ func TestATranslatedStreamPastItsBoundIsCutAtOnce(t *testing.T) {
 	// (a few MB on loopback), nowhere near the whole answer
 	if n := sent.Load(); n >= total/2 {
 		t.Fatalf("the engine sent %d bytes of %d", n, total)
+	}
+}
+
+// A request is read for translation once, and written once per API and
+// model, however many attempts ask: a retry, a failover and a hedge send
+// the same bytes, and log the members their API drops once.
+func TestARequestIsTranslatedOncePerAPIAndModel(t *testing.T) {
+	body := []byte(`{"model":"m","max_tokens":10,"messages":[{"role":"user","content":"hi"}],"metadata":{"user_id":"u"},"top_k":3}`)
+	req := &request{body: body, op: opMessages, translations: &translations{}}
+	first, err := req.translations.written(req, api.Chat, "small")
+	if err != nil || !first.first || !strings.Contains(string(first.body), `"model":"small"`) {
+		t.Fatalf("first: %s %v %v", first.body, first.first, err)
+	}
+	again, _ := req.translations.written(req, api.Chat, "small")
+	if again.first || &again.body[0] != &first.body[0] || again.conv != first.conv {
+		t.Fatal("the second ask for chat/small wrote it again")
+	}
+	other, _ := req.translations.written(req, api.Responses, "big")
+	if !other.first || other.conv != first.conv || !strings.Contains(string(other.body), `"model":"big"`) {
+		t.Fatalf("responses/big: %s (read again: %v)", other.body, other.conv != first.conv)
+	}
+	if len(first.dropped) == 0 || strings.Join(first.dropped, ",") != strings.Join(again.dropped, ",") {
+		t.Fatalf("drops %q then %q", first.dropped, again.dropped)
 	}
 }

@@ -4,11 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/llmgateway/caddy-llm-gateway/api"
 	"hash/fnv"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/llmgateway/caddy-llm-gateway/api"
 )
 
 // AnswerOptions are what the client's request said that its answer's shape
@@ -21,7 +22,7 @@ type AnswerOptions struct {
 	CustomTools []string
 	// Namespaces are, for Responses clients, the function names Request
 	// gave the tools of the request's namespaces (Codex's MCP servers),
-	// each with its namespace and name (NamespaceTools): Codex runs a call
+	// each with its namespace and name (Request.Namespaces): Codex runs a call
 	// only when it names both, so a call of a flattened name goes back as
 	// {namespace, name}.
 	Namespaces map[string][2]string

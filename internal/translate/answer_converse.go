@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
 	"github.com/llmgateway/caddy-llm-gateway/api"
 )
 
@@ -17,10 +18,10 @@ import (
 // It names neither an id nor the model: the id is settle's hash of the
 // body, the model the one the request sent (AnswerOptions.Model).
 
-type cvAnswer struct {
+type converseAnswer struct {
 	Output *struct {
 		Message *struct {
-			Content []cvAnswerBlock `json:"content"`
+			Content []converseAnswerBlock `json:"content"`
 		} `json:"message"`
 	} `json:"output"`
 	StopReason string          `json:"stopReason"`
@@ -28,7 +29,7 @@ type cvAnswer struct {
 	Message    json.RawMessage `json:"message"` // an error body's, when one came as a 200
 }
 
-type cvAnswerBlock struct {
+type converseAnswerBlock struct {
 	Text    *string `json:"text"`
 	ToolUse *struct {
 		ToolUseID string          `json:"toolUseId"`
@@ -45,7 +46,7 @@ type cvAnswerBlock struct {
 }
 
 func anReadConverse(body []byte, model string) (anAnswer, error) {
-	var c cvAnswer
+	var c converseAnswer
 	if err := json.Unmarshal(body, &c); err != nil {
 		return anAnswer{}, err
 	}
@@ -55,7 +56,7 @@ func anReadConverse(body []byte, model string) (anAnswer, error) {
 		}
 		return anAnswer{}, errors.New("no output.message")
 	}
-	a := anAnswer{model: model, stop: cvStop(c.StopReason)}
+	a := anAnswer{model: model, stop: converseStop(c.StopReason)}
 	a.usage, _ = api.Converse.UsageOf(c.Usage)
 	// A guardrail's or filter's text is what the model was made to say
 	// instead of answering: Chat and Responses have a place for that.
@@ -89,10 +90,10 @@ func anReadConverse(body []byte, model string) (anAnswer, error) {
 	return a, nil
 }
 
-// cvStop reads a Converse stopReason. Its first four are Messages' words;
+// converseStop reads a Converse stopReason. Its first four are Messages' words;
 // a guardrail or content filter is a refusal; malformed model output or
 // tool use ended the answer with what was said.
-func cvStop(s string) Stop {
+func converseStop(s string) Stop {
 	switch s {
 	case "":
 		return StopNone

@@ -5,9 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/llmgateway/caddy-llm-gateway/api"
 	"hash/fnv"
 	"strconv"
+
+	"github.com/llmgateway/caddy-llm-gateway/api"
 )
 
 // Reading a Gemini answer (generateContent, the Gemini API's and
@@ -23,11 +24,11 @@ import (
 // answer's, carrying the part's thought signature (gmCallID), so that the
 // client's next request, whatever its API, gives the signature back.
 
-type gmAnswer struct {
+type geminiAnswer struct {
 	Candidates *[]struct {
 		Index   int `json:"index"`
 		Content *struct {
-			Parts []gmAnswerPart `json:"parts"`
+			Parts []geminiAnswerPart `json:"parts"`
 		} `json:"content"`
 		FinishReason string `json:"finishReason"`
 	} `json:"candidates"`
@@ -40,7 +41,7 @@ type gmAnswer struct {
 	Error        json.RawMessage `json:"error"`
 }
 
-type gmAnswerPart struct {
+type geminiAnswerPart struct {
 	Text         *string `json:"text"`
 	Thought      bool    `json:"thought"`
 	Signature    string  `json:"thoughtSignature"`
@@ -72,7 +73,7 @@ func GeminiStop(reason string) Stop {
 }
 
 func anReadGemini(body []byte, model string) (anAnswer, error) {
-	var g gmAnswer
+	var g geminiAnswer
 	if err := json.Unmarshal(body, &g); err != nil {
 		return anAnswer{}, err
 	}
@@ -98,7 +99,7 @@ func anReadGemini(body []byte, model string) (anAnswer, error) {
 	if c.Content == nil {
 		return a, nil // a candidate filtered before it said anything
 	}
-	base := gmAnswerBase(g.ResponseID, body)
+	base := geminiAnswerBase(g.ResponseID, body)
 	calls := 0
 	for i, p := range c.Content.Parts {
 		switch {
@@ -113,7 +114,7 @@ func anReadGemini(body []byte, model string) (anAnswer, error) {
 			if id == "" {
 				id = "call_" + base + "_" + strconv.Itoa(calls)
 			}
-			id = string(gmAppendSig([]byte(id), []byte(p.Signature)))
+			id = string(geminiAppendSig([]byte(id), []byte(p.Signature)))
 			a.parts = append(a.parts, anPart{kind: anTool, id: id, name: p.FunctionCall.Name, args: args.String()})
 			calls++
 		case p.Text == nil || *p.Text == "":
@@ -136,10 +137,10 @@ func anAppendText(parts []anPart, k anKind, text string) []anPart {
 	return append(parts, anPart{kind: k, text: text})
 }
 
-// gmAnswerBase is what made-up tool call ids start from: the answer's id,
+// geminiAnswerBase is what made-up tool call ids start from: the answer's id,
 // or a hash of its body (settle's), so that the same answer translated
 // twice has the same ids (docs/translation-facts.md#t5).
-func gmAnswerBase(id string, body []byte) string {
+func geminiAnswerBase(id string, body []byte) string {
 	if id != "" {
 		return anSanitizeID(id)
 	}

@@ -3,9 +3,10 @@ package translate
 import (
 	"encoding/json"
 	"errors"
-	"github.com/llmgateway/caddy-llm-gateway/api"
 	"strings"
 	"testing"
+
+	"github.com/llmgateway/caddy-llm-gateway/api"
 )
 
 const gmAnswerTools = `{"candidates":[{"content":{"role":"model","parts":[
@@ -66,7 +67,7 @@ func TestAnswerGeminiToolsEachClient(t *testing.T) {
 		if len(calls) != 2 {
 			t.Fatalf("%v: calls %+v in %s", to, calls, out)
 		}
-		if _, sig := gmSplitID(calls[0].ID); sig != "CiQB/+w=" || strings.Contains(calls[1].ID, gmSigMark) {
+		if _, sig := geminiSplitID(calls[0].ID); sig != "CiQB/+w=" || strings.Contains(calls[1].ID, geminiSigMark) {
 			t.Errorf("%v: ids %q %q", to, calls[0].ID, calls[1].ID)
 		}
 		gmCheckNext(t, to, calls, "CiQB/+w=")
@@ -153,7 +154,7 @@ func TestErrorBodyGemini(t *testing.T) {
 
 func TestRequestGeminiResultWithoutCall(t *testing.T) {
 	body := `{"model":"g","messages":[{"role":"user","content":"hi"},{"role":"tool","tool_call_id":"nowhere","content":"x"}]}`
-	_, _, err := Request(api.Chat, api.Gemini, []byte(body), RequestOptions{})
+	_, _, err := RequestBody(api.Chat, api.Gemini, []byte(body), RequestOptions{})
 	var e *Error
 	if !errors.As(err, &e) {
 		t.Fatalf("err %v", err)
@@ -167,5 +168,5 @@ func gmToolID(t *testing.T, out []byte) string {
 	if i < 0 {
 		t.Fatalf("no call_abc123_0 in %s", out)
 	}
-	return "call_abc123_0" + gmSigMark
+	return "call_abc123_0" + geminiSigMark
 }

@@ -5,9 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/llmgateway/caddy-llm-gateway/api"
 	"math"
 	"strings"
+
+	"github.com/llmgateway/caddy-llm-gateway/api"
 )
 
 // The readers take what the three APIs' answers say into an anAnswer.

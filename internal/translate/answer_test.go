@@ -5,9 +5,10 @@ import (
 	"testing"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
-	"github.com/llmgateway/caddy-llm-gateway/api"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
+
+	"github.com/llmgateway/caddy-llm-gateway/api"
 )
 
 // One answer of each API with a bit of everything: reasoning, text, tool

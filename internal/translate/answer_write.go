@@ -2,10 +2,11 @@ package translate
 
 import (
 	"encoding/json"
-	"github.com/llmgateway/caddy-llm-gateway/api"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/llmgateway/caddy-llm-gateway/api"
 )
 
 // The writers write an anAnswer in each API's words, with every member its

@@ -3,10 +3,11 @@ package translate
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/llmgateway/caddy-llm-gateway/api"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/llmgateway/caddy-llm-gateway/api"
 )
 
 // The Converse captures (testdata/streams/converse_*.sse) are what the

@@ -3,12 +3,13 @@ package translate
 import (
 	"bytes"
 	"encoding/json"
-	"github.com/llmgateway/caddy-llm-gateway/api"
 	"html"
 	"net/http"
 	"regexp"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/llmgateway/caddy-llm-gateway/api"
 )
 
 // ErrorBody reshapes an engine's error answer (any status >= 400, any body:

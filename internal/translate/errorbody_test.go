@@ -2,11 +2,12 @@ package translate
 
 import (
 	"encoding/json"
-	"github.com/llmgateway/caddy-llm-gateway/api"
 	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/llmgateway/caddy-llm-gateway/api"
 )
 
 // anOpenAIError and anAnthropicError are the two families' error bodies

@@ -5,8 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/llmgateway/caddy-llm-gateway/api"
 	"github.com/openai/openai-go/v3/responses"
+
+	"github.com/llmgateway/caddy-llm-gateway/api"
 )
 
 // nsRequest declares what Codex does: a plain function, and MCP servers as
@@ -56,8 +57,8 @@ func TestAnswerNamespaceCallsGoBackSplit(t *testing.T) {
 		{"id":"call_js","type":"function","function":{"name":"mcp__node_repl__js","arguments":"{\"code\":\"1\"}"}},
 		{"id":"call_ex","type":"function","function":{"name":"mcp__x__exec","arguments":"{\"input\":\"ls\"}"}},
 		{"id":"call_sh","type":"function","function":{"name":"shell","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}`
-	out, err := Answer(api.Chat, api.Responses, []byte(chat), AnswerOptions{
-		CustomTools: CustomTools(api.Responses, body), Namespaces: NamespaceTools(api.Responses, body)})
+	req := nsRead(t, body)
+	out, err := Answer(api.Chat, api.Responses, []byte(chat), AnswerOptions{CustomTools: req.Custom, Namespaces: req.Namespaces})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +69,8 @@ func TestAnswerNamespaceCallsGoBackSplit(t *testing.T) {
 
 func TestStreamNamespaceCallsGoBackSplit(t *testing.T) {
 	body := []byte(nsRequest)
-	o := StreamOptions{CustomTools: CustomTools(api.Responses, body), Namespaces: NamespaceTools(api.Responses, body)}
+	req := nsRead(t, body)
+	o := StreamOptions{CustomTools: req.Custom, Namespaces: req.Namespaces}
 	upstream := []string{
 		stChatChunk(`{"role":"assistant","tool_calls":[{"index":0,"id":"call_js","type":"function","function":{"name":"mcp__node_repl__js","arguments":""}}]}`, ""),
 		stChatChunk(`{"tool_calls":[{"index":0,"function":{"arguments":"{\"code\":\"1\"}"}}]}`, ""),
@@ -132,4 +134,15 @@ func TestStreamNamespaceCallsGoBackSplit(t *testing.T) {
 	if n := testing.AllocsPerRun(100, run); n != 0 {
 		t.Errorf("%v allocations per warm stream of namespace calls", n)
 	}
+}
+
+// nsRead reads a Responses request, whose tool tables the answer's
+// translation takes.
+func nsRead(t *testing.T, body []byte) *Request {
+	t.Helper()
+	r, err := ReadRequest(api.Responses, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }

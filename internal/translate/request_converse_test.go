@@ -2,8 +2,9 @@ package translate
 
 import (
 	"encoding/json"
-	"github.com/llmgateway/caddy-llm-gateway/api"
 	"testing"
+
+	"github.com/llmgateway/caddy-llm-gateway/api"
 )
 
 func TestRequestToConverse(t *testing.T) {
@@ -72,7 +73,7 @@ func TestRequestToConverse(t *testing.T) {
 func TestRequestConverseLongToolIDs(t *testing.T) {
 	long := "call_0123456789012345678901234567890123456789012345678901234567890123456789"
 	body := `{"messages":[{"role":"assistant","tool_calls":[{"id":"` + long + `","type":"function","function":{"name":"g","arguments":"{}"}}]},{"role":"tool","tool_call_id":"` + long + `","content":"1"}]}`
-	out, _, err := Request(api.Chat, api.Converse, []byte(body), RequestOptions{})
+	out, _, err := RequestBody(api.Chat, api.Converse, []byte(body), RequestOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,12 +2,13 @@ package translate
 
 import (
 	"encoding/json"
-	"github.com/llmgateway/caddy-llm-gateway/api"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/llmgateway/caddy-llm-gateway/api"
 )
 
 // rqSeeds are the realistic request bodies of testdata/requests, named
@@ -54,42 +55,42 @@ type rqEssence struct {
 }
 
 func rqEssenceOf(t testing.TB, from api.API, body []byte, sanitize bool) rqEssence {
-	top, err := rqObject(body)
+	top, err := object(body)
 	if err != nil {
 		t.Fatalf("reading %v: %v", from, err)
 	}
-	r := &rqRequest{from: from}
+	r := &Request{From: from}
 	switch from {
 	case api.Chat:
-		err = rqReadChat(r, top)
+		err = chatReadRequest(r, top)
 	case api.Messages:
-		err = rqReadMessages(r, top)
+		err = messagesReadRequest(r, top)
 	case api.Responses:
-		err = rqReadResponses(r, top)
+		err = responsesReadRequest(r, top)
 	}
 	if err != nil {
 		t.Fatalf("reading %v: %v\n%s", from, err, body)
 	}
 	var e rqEssence
 	var system, text []string
-	for _, m := range r.messages {
-		if m.role == rqSystem {
-			if s := rqTexts(m.parts, "\n\n"); strings.TrimSpace(s) != "" {
+	for _, m := range r.Messages {
+		if m.Role == RoleSystem {
+			if s := Texts(m.Parts, "\n\n"); strings.TrimSpace(s) != "" {
 				system = append(system, s)
 			}
 			continue
 		}
-		for _, p := range m.parts {
-			switch p.kind {
-			case rqText:
-				text = append(text, p.text)
-			case rqCall:
-				id := p.id
+		for _, p := range m.Parts {
+			switch p.Kind {
+			case PartText:
+				text = append(text, p.Text)
+			case PartCall:
+				id := p.ID
 				if sanitize && id != "" {
-					id = rqSanitizeID(id)
+					id = SanitizeID(id)
 				}
-				args, _ := rqArgsObject(p.args)
-				e.calls = append(e.calls, id+" "+p.name+" "+string(args))
+				args, _ := ArgsObject(p.Args)
+				e.calls = append(e.calls, id+" "+p.Name+" "+string(args))
 			}
 		}
 	}
@@ -115,14 +116,14 @@ func rqSameCalls(want, got []string) bool {
 // rqRoundTrip translates body from a to b and back and compares what both
 // APIs carry.
 func rqRoundTrip(t testing.TB, a, b api.API, body []byte) {
-	there, _, err := Request(a, b, body, RequestOptions{})
+	there, _, err := RequestBody(a, b, body, RequestOptions{})
 	if err != nil {
 		return // refused: nothing to compare
 	}
 	if !json.Valid(there) {
 		t.Fatalf("%v->%v: output is not JSON: %s", a, b, there)
 	}
-	back, _, err := Request(b, a, there, RequestOptions{})
+	back, _, err := RequestBody(b, a, there, RequestOptions{})
 	if err != nil {
 		t.Fatalf("%v->%v->%v: the way back failed: %v\n%s", a, b, a, err, there)
 	}
@@ -161,7 +162,7 @@ func TestRequestSeedsDropped(t *testing.T) {
 	}
 	for _, c := range cases {
 		s := seeds[c.seed]
-		_, dropped, err := Request(s.api, c.to, s.body, RequestOptions{})
+		_, dropped, err := RequestBody(s.api, c.to, s.body, RequestOptions{})
 		if err != nil {
 			t.Fatalf("%s -> %v: %v", c.seed, c.to, err)
 		}
@@ -188,7 +189,7 @@ func FuzzRequest(f *testing.F) {
 		if a == b {
 			return // the body itself, whatever it is
 		}
-		out, _, err := Request(a, b, body, RequestOptions{})
+		out, _, err := RequestBody(a, b, body, RequestOptions{})
 		if err != nil {
 			return
 		}

@@ -1,8 +1,9 @@
 package translate
 
 import (
-	"github.com/llmgateway/caddy-llm-gateway/api"
 	"testing"
+
+	"github.com/llmgateway/caddy-llm-gateway/api"
 )
 
 func TestRequestGemini(t *testing.T) {
@@ -86,19 +87,19 @@ func TestRequestGeminiToolTurns(t *testing.T) {
 
 func TestGeminiSignatureID(t *testing.T) {
 	for _, sig := range []string{"CiQB/+w=", "CiQBcsjafE5k+/ab", "Cg==", "EqQBCgIYAhIM1gbcDa9GJwZA2b3h"} {
-		id := string(gmAppendSig([]byte("call_1"), []byte(sig)))
+		id := string(geminiAppendSig([]byte("call_1"), []byte(sig)))
 		if string(stSanitize(nil, []byte(id))) != id {
 			t.Errorf("%q: id %q is not Messages-safe", sig, id)
 		}
-		if base, got := gmSplitID(id); base != "call_1" || got != sig {
+		if base, got := geminiSplitID(id); base != "call_1" || got != sig {
 			t.Errorf("%q: split %q %q", sig, base, got)
 		}
 	}
 	// A signature escaped in the stream's JSON ("\/") comes back whole.
-	if _, got := gmSplitID(string(gmAppendSig([]byte("c"), []byte(`ab\/cd`)))); got != "ab/cd===" {
+	if _, got := geminiSplitID(string(geminiAppendSig([]byte("c"), []byte(`ab\/cd`)))); got != "ab/cd===" {
 		t.Errorf("escaped: %q", got)
 	}
-	if base, sig := gmSplitID("call_9"); base != "call_9" || sig != "" {
+	if base, sig := geminiSplitID("call_9"); base != "call_9" || sig != "" {
 		t.Errorf("plain id: %q %q", base, sig)
 	}
 }

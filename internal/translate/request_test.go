@@ -3,11 +3,12 @@ package translate
 import (
 	"encoding/json"
 	"errors"
-	"github.com/llmgateway/caddy-llm-gateway/api"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/llmgateway/caddy-llm-gateway/api"
 )
 
 // rqCase is one row of the request table: a body of from translated to to,
@@ -29,7 +30,7 @@ func rqRun(t *testing.T, cases []rqCase) {
 	t.Helper()
 	for _, c := range cases {
 		t.Run(c.name+"/"+c.from.String()+"->"+c.to.String(), func(t *testing.T) {
-			out, dropped, err := Request(c.from, c.to, []byte(c.body), c.opts)
+			out, dropped, err := RequestBody(c.from, c.to, []byte(c.body), c.opts)
 			if c.err != "" {
 				var e *Error
 				if !errors.As(err, &e) || e.Member != c.err {
@@ -65,7 +66,7 @@ func rqCanonical(want string) string {
 	if json.Unmarshal([]byte(want), &v) != nil {
 		return want
 	}
-	b, _ := rqMarshal(v)
+	b, _ := Marshal(v)
 	return string(b)
 }
 
@@ -88,14 +89,14 @@ func rqAt(v any, path string) string {
 			return "-"
 		}
 	}
-	b, _ := rqMarshal(v)
+	b, _ := Marshal(v)
 	return string(b)
 }
 
 func TestRequestSameAPIIsUnchanged(t *testing.T) {
 	body := []byte(`{"model":"m","messages":[] , "x":1}`)
 	for _, a := range conversations {
-		out, dropped, err := Request(a, a, body, RequestOptions{})
+		out, dropped, err := RequestBody(a, a, body, RequestOptions{})
 		if err != nil || dropped != nil || string(out) != string(body) {
 			t.Errorf("%v: %s %q %v", a, out, dropped, err)
 		}
@@ -104,7 +105,7 @@ func TestRequestSameAPIIsUnchanged(t *testing.T) {
 
 func TestRequestNotAnObject(t *testing.T) {
 	for _, body := range []string{``, `[]`, `null`, `"x"`, `{"a":`} {
-		_, _, err := Request(api.Chat, api.Messages, []byte(body), RequestOptions{})
+		_, _, err := RequestBody(api.Chat, api.Messages, []byte(body), RequestOptions{})
 		var e *Error
 		if err == nil || errors.As(err, &e) {
 			t.Errorf("%q: err = %v, want a plain error", body, err)

@@ -1,8 +1,9 @@
 package translate
 
 import (
-	"github.com/llmgateway/caddy-llm-gateway/api"
 	"testing"
+
+	"github.com/llmgateway/caddy-llm-gateway/api"
 )
 
 func TestRequestTools(t *testing.T) {
@@ -48,7 +49,7 @@ func TestRequestTools(t *testing.T) {
 			want: map[string]string{
 				"tools.0.function.name":        `"apply_patch"`,
 				"tools.0.function.description": `"patch\n\nThe input must follow this lark grammar:\nstart: x"`,
-				"tools.0.function.parameters":  string(rqCustomParams),
+				"tools.0.function.parameters":  string(customParams),
 				"tools.1.function.name":        `"mcp__node_repl__js"`,
 				"tools.2":                      "-"},
 			dropped: []string{"tools[0] (web_search)", "tools[3] (file_search)"}},
@@ -104,17 +105,17 @@ func TestRequestToolHistory(t *testing.T) {
 
 func TestCustomAndNamespaceTools(t *testing.T) {
 	body := []byte(`{"tools":[{"type":"custom","name":"apply_patch"},{"type":"function","name":"shell"},{"type":"namespace","name":"mcp__x","tools":[{"type":"function","name":"js"},{"type":"custom","name":"exec"}]}]}`)
-	if got := CustomTools(api.Responses, body); len(got) != 2 || got[0] != "apply_patch" || got[1] != "mcp__x__exec" {
-		t.Errorf("CustomTools = %q", got)
+	r, err := ReadRequest(api.Responses, body)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if got := CustomTools(api.Chat, body); got != nil {
-		t.Errorf("CustomTools(Chat) = %q", got)
+	if got := r.Custom; len(got) != 2 || got[0] != "apply_patch" || got[1] != "mcp__x__exec" {
+		t.Errorf("Custom = %q", got)
 	}
-	ns := NamespaceTools(api.Responses, body)
-	if len(ns) != 2 || ns["mcp__x__js"] != [2]string{"mcp__x", "js"} {
-		t.Errorf("NamespaceTools = %q", ns)
+	if ns := r.Namespaces; len(ns) != 2 || ns["mcp__x__js"] != [2]string{"mcp__x", "js"} {
+		t.Errorf("Namespaces = %q", ns)
 	}
-	if rqFlatName("mcp__a__", "b") != "mcp__a__b" {
+	if flatName("mcp__a__", "b") != "mcp__a__b" {
 		t.Error("a namespace ending in __ is not joined by another __")
 	}
 }

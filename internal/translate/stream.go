@@ -35,7 +35,7 @@ type StreamOptions struct {
 	Model        string   // the model sent, for upstream APIs whose streams do not name it (Converse)
 	// Namespaces are, for Responses clients, the flattened function names
 	// of the tools of the request's namespaces (Codex's MCP servers), each
-	// with its namespace and name (NamespaceTools): Codex runs a call only
+	// with its namespace and name (Request.Namespaces): Codex runs a call only
 	// when it names both, so a call of a flattened name goes back as
 	// {namespace, name}.
 	Namespaces map[string][2]string
@@ -224,7 +224,7 @@ func stSanitize(dst, id []byte) []byte {
 }
 
 // stEscape appends v as the inside of a JSON string: the names from
-// NamespaceTools come decoded, and the stream writes names as escaped.
+// Request.Namespaces come decoded, and the stream writes names as escaped.
 func stEscape(dst []byte, v string) []byte {
 	const hex = "0123456789abcdef"
 	for i := 0; i < len(v); i++ {

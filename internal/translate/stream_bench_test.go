@@ -1,8 +1,9 @@
 package translate
 
 import (
-	"github.com/llmgateway/caddy-llm-gateway/api"
 	"testing"
+
+	"github.com/llmgateway/caddy-llm-gateway/api"
 )
 
 // stBenchPrelude is what an upstream sends before its text, and

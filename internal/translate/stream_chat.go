@@ -1,8 +1,9 @@
 package translate
 
 import (
-	"github.com/llmgateway/caddy-llm-gateway/api"
 	"strconv"
+
+	"github.com/llmgateway/caddy-llm-gateway/api"
 )
 
 // Chat Completions streams: data lines only, no event names; the answer's

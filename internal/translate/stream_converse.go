@@ -2,6 +2,7 @@ package translate
 
 import (
 	"bytes"
+
 	"github.com/llmgateway/caddy-llm-gateway/api"
 )
 
@@ -46,7 +47,7 @@ func (s *Stream) decodeConverse(dst, ev, data []byte) []byte {
 	case "messageStop":
 		s.stop = StopEnd // a messageStop without a reason still ends the answer
 		if r, ok := stFindStr(data, 0, "stopReason"); ok {
-			s.stop = cvStop(string(r))
+			s.stop = converseStop(string(r))
 		}
 	case "metadata":
 		if v, _, ok := scMember(data, 0, "usage"); ok {

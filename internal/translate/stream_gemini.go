@@ -1,8 +1,9 @@
 package translate
 
 import (
-	"github.com/llmgateway/caddy-llm-gateway/api"
 	"strconv"
+
+	"github.com/llmgateway/caddy-llm-gateway/api"
 )
 
 // Gemini streams (:streamGenerateContent?alt=sse): data lines only, each
@@ -199,7 +200,7 @@ func (s *Stream) sgCall(dst, data []byte, v int, sig []byte) []byte {
 	if len(id) > 0 {
 		s.scratch = stUnescape(s.scratch, id)
 		for i, c := range s.scratch {
-			if !rqIDByte(c) {
+			if !IDByte(c) {
 				s.scratch[i] = '_' // as stSanitize, in place
 			}
 		}
@@ -212,7 +213,7 @@ func (s *Stream) sgCall(dst, data []byte, v int, sig []byte) []byte {
 		s.scratch = append(s.scratch, s.token...)
 		s.scratch = strconv.AppendInt(append(s.scratch, '_'), int64(s.nTools), 10)
 	}
-	s.scratch = gmAppendSig(s.scratch, sig)
+	s.scratch = geminiAppendSig(s.scratch, sig)
 	key := s.chatCalls
 	s.chatCalls++
 	dst = s.open(dst, stTool, key, s.scratch, name)

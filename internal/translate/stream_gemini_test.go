@@ -3,10 +3,11 @@ package translate
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/llmgateway/caddy-llm-gateway/api"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/llmgateway/caddy-llm-gateway/api"
 )
 
 // The Gemini captures (testdata/streams/gemini_*.sse) tell the scenarios
@@ -50,10 +51,10 @@ func TestStreamGeminiToolsSignatureComesBack(t *testing.T) {
 				got.Tools[1].Name != "get_time" || got.Tools[1].Args != `{"tz":"CET"}` {
 				t.Fatalf("tools %+v", got.Tools)
 			}
-			if _, sig := gmSplitID(got.Tools[0].ID); sig != "CiQB/+w=" {
+			if _, sig := geminiSplitID(got.Tools[0].ID); sig != "CiQB/+w=" {
 				t.Errorf("first call's id %q carries signature %q", got.Tools[0].ID, sig)
 			}
-			if strings.Contains(got.Tools[1].ID, gmSigMark) || got.Tools[0].ID == got.Tools[1].ID {
+			if strings.Contains(got.Tools[1].ID, geminiSigMark) || got.Tools[0].ID == got.Tools[1].ID {
 				t.Errorf("ids %q, %q", got.Tools[0].ID, got.Tools[1].ID)
 			}
 			gmCheckNext(t, to, got.Tools, "CiQB/+w=")
@@ -66,7 +67,7 @@ func TestStreamGeminiToolsSignatureComesBack(t *testing.T) {
 func gmCheckNext(t *testing.T, client api.API, calls []stCall, sig string) {
 	t.Helper()
 	body := gmNextTurn(client, calls)
-	req, dropped, err := Request(client, api.Gemini, body, RequestOptions{})
+	req, dropped, err := RequestBody(client, api.Gemini, body, RequestOptions{})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, body)
 	}
@@ -109,7 +110,7 @@ func gmCheckNext(t *testing.T, client api.API, calls []stCall, sig string) {
 		res[0].FunctionResponse.Response["output"] != "18C" || res[1].FunctionResponse == nil || res[1].FunctionResponse.Name != "get_time" {
 		t.Errorf("results: %s", req)
 	}
-	if strings.Contains(string(req), gmSigMark) {
+	if strings.Contains(string(req), geminiSigMark) {
 		t.Errorf("an id went to Gemini: %s", req)
 	}
 }

@@ -2,8 +2,9 @@ package translate
 
 import (
 	"bytes"
-	"github.com/llmgateway/caddy-llm-gateway/api"
 	"strconv"
+
+	"github.com/llmgateway/caddy-llm-gateway/api"
 )
 
 // Messages streams: named events, each with its type in the data too:

@@ -2,9 +2,10 @@ package translate
 
 import (
 	"encoding/json"
-	"github.com/llmgateway/caddy-llm-gateway/api"
 	"strings"
 	"testing"
+
+	"github.com/llmgateway/caddy-llm-gateway/api"
 )
 
 // The reassemblers read a client's stream as its SDK's accumulator does,

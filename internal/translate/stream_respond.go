@@ -1,8 +1,9 @@
 package translate
 
 import (
-	"github.com/llmgateway/caddy-llm-gateway/api"
 	"strconv"
+
+	"github.com/llmgateway/caddy-llm-gateway/api"
 )
 
 // A Responses client's stream: response.created and .in_progress first;

@@ -12,7 +12,10 @@
 package translate
 
 import (
+	"encoding/json"
 	"fmt"
+
+	"github.com/llmgateway/caddy-llm-gateway/api"
 )
 
 // Error is a request member the target API cannot carry: the gateway
@@ -32,3 +35,36 @@ func (e *Error) Error() string {
 // model that can write less stops short of anyway (LiteLLM's 256 cut
 // answers short; a model's own maximum is not known to the gateway).
 const DefaultMaxTokens = 8192
+
+// A Codec is what translation knows of one API's words: the hub (the
+// neutral Request, Answer and Stream steps) in the middle, and for each
+// API the functions that read its words into the hub and write them out
+// of it. The three APIs clients speak have theirs in this package, a file
+// per direction (chat_request.go, chat_answer.go, chat_stream.go, and the
+// same for messages and responses); a provider's own API has its codec in
+// the provider's package, which registers it. Nothing here switches on an
+// API: it looks up the codec.
+type Codec struct {
+	// ReadRequest reads a client's request, by its top-level members,
+	// into r. Nil for an API no client speaks to the gateway.
+	ReadRequest func(r *Request, top map[string]json.RawMessage) error
+	// WriteRequest writes r in the API: the body an engine is sent. It
+	// records what it cannot carry with r.Drop, or fails with an *Error.
+	WriteRequest func(r *Request, o RequestOptions) ([]byte, error)
+}
+
+// codecs are the APIs' codecs, registered at init.
+var codecs = map[api.API]*Codec{}
+
+// Register gives API a its codec. It is called at init, by this package
+// for the clients' APIs and by a provider's package for the API it
+// brings; a second codec for one API is a programming error.
+func Register(a api.API, c *Codec) {
+	if codecs[a] != nil {
+		panic(fmt.Sprintf("translate: a second codec for %s", a))
+	}
+	codecs[a] = c
+}
+
+// codecOf is a's codec, nil when none is registered.
+func codecOf(a api.API) *Codec { return codecs[a] }

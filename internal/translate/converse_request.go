@@ -22,49 +22,49 @@ import (
 //     additionalModelRequestFields, by the rules of the Messages writer;
 //     for other models it is dropped (their fields differ per family).
 
-type cvOut struct {
-	Messages   []cvMsgOut       `json:"messages"`
-	System     []cvBlockOut     `json:"system,omitempty"`
-	Inference  *cvInferenceOut  `json:"inferenceConfig,omitempty"`
-	ToolConfig *cvToolConfigOut `json:"toolConfig,omitempty"`
-	Additional map[string]any   `json:"additionalModelRequestFields,omitempty"`
+type converseOut struct {
+	Messages   []converseMsgOut       `json:"messages"`
+	System     []converseBlockOut     `json:"system,omitempty"`
+	Inference  *converseInferenceOut  `json:"inferenceConfig,omitempty"`
+	ToolConfig *converseToolConfigOut `json:"toolConfig,omitempty"`
+	Additional map[string]any         `json:"additionalModelRequestFields,omitempty"`
 }
 
-type cvMsgOut struct {
-	Role    string       `json:"role"`
-	Content []cvBlockOut `json:"content"`
+type converseMsgOut struct {
+	Role    string             `json:"role"`
+	Content []converseBlockOut `json:"content"`
 }
 
-// cvBlockOut is one member of Converse's ContentBlock union.
-type cvBlockOut struct {
-	Text       *string         `json:"text,omitempty"`
-	Image      *cvImageOut     `json:"image,omitempty"`
-	ToolUse    *cvToolUseOut   `json:"toolUse,omitempty"`
-	ToolResult *cvResultOut    `json:"toolResult,omitempty"`
-	Reasoning  *cvReasoningOut `json:"reasoningContent,omitempty"`
-	JSON       json.RawMessage `json:"json,omitempty"` // a tool result's
+// converseBlockOut is one member of Converse's ContentBlock union.
+type converseBlockOut struct {
+	Text       *string               `json:"text,omitempty"`
+	Image      *converseImageOut     `json:"image,omitempty"`
+	ToolUse    *converseToolUseOut   `json:"toolUse,omitempty"`
+	ToolResult *converseResultOut    `json:"toolResult,omitempty"`
+	Reasoning  *converseReasoningOut `json:"reasoningContent,omitempty"`
+	JSON       json.RawMessage       `json:"json,omitempty"` // a tool result's
 }
 
-type cvImageOut struct {
+type converseImageOut struct {
 	Format string `json:"format"`
 	Source struct {
 		Bytes string `json:"bytes"` // base64, as JSON carries a blob
 	} `json:"source"`
 }
 
-type cvToolUseOut struct {
+type converseToolUseOut struct {
 	ToolUseID string          `json:"toolUseId"`
 	Name      string          `json:"name"`
 	Input     json.RawMessage `json:"input"`
 }
 
-type cvResultOut struct {
-	ToolUseID string       `json:"toolUseId"`
-	Content   []cvBlockOut `json:"content"`
-	Status    string       `json:"status,omitempty"`
+type converseResultOut struct {
+	ToolUseID string             `json:"toolUseId"`
+	Content   []converseBlockOut `json:"content"`
+	Status    string             `json:"status,omitempty"`
 }
 
-type cvReasoningOut struct {
+type converseReasoningOut struct {
 	Text *struct {
 		Text      string `json:"text"`
 		Signature string `json:"signature,omitempty"`
@@ -72,19 +72,19 @@ type cvReasoningOut struct {
 	Redacted string `json:"redactedContent,omitempty"`
 }
 
-type cvInferenceOut struct {
+type converseInferenceOut struct {
 	MaxTokens     *int     `json:"maxTokens,omitempty"`
 	Temperature   *float64 `json:"temperature,omitempty"`
 	TopP          *float64 `json:"topP,omitempty"`
 	StopSequences []string `json:"stopSequences,omitempty"`
 }
 
-type cvToolConfigOut struct {
-	Tools  []cvToolOut    `json:"tools"`
-	Choice map[string]any `json:"toolChoice,omitempty"`
+type converseToolConfigOut struct {
+	Tools  []converseToolOut `json:"tools"`
+	Choice map[string]any    `json:"toolChoice,omitempty"`
 }
 
-type cvToolOut struct {
+type converseToolOut struct {
 	Spec struct {
 		Name        string `json:"name"`
 		Description string `json:"description,omitempty"`
@@ -94,72 +94,72 @@ type cvToolOut struct {
 	} `json:"toolSpec"`
 }
 
-func rqWriteConverse(r *rqRequest, o RequestOptions) ([]byte, error) {
-	if r.n > 1 {
+func converseWriteRequest(r *Request, o RequestOptions) ([]byte, error) {
+	if r.N > 1 {
 		return nil, &Error{Member: "n", Reason: "Converse answers one choice"}
 	}
-	out := cvOut{Messages: []cvMsgOut{}}
-	for _, m := range r.messages {
-		if m.role == rqSystem {
+	out := converseOut{Messages: []converseMsgOut{}}
+	for _, m := range r.Messages {
+		if m.Role == RoleSystem {
 			// Blank text blocks are refused (T1), the system's too.
-			if text := rqTexts(m.parts, "\n\n"); strings.TrimSpace(text) != "" {
-				out.System = append(out.System, cvBlockOut{Text: &text})
+			if text := Texts(m.Parts, "\n\n"); strings.TrimSpace(text) != "" {
+				out.System = append(out.System, converseBlockOut{Text: &text})
 			}
 			continue
 		}
 		var err error
-		if out.Messages, err = cvAppend(r, out.Messages, m); err != nil {
+		if out.Messages, err = converseAppend(r, out.Messages, m); err != nil {
 			return nil, err
 		}
 	}
-	inf := cvInferenceOut{MaxTokens: r.maxTokens, Temperature: r.temperature, TopP: r.topP}
+	inf := converseInferenceOut{MaxTokens: r.MaxTokens, Temperature: r.Temperature, TopP: r.TopP}
 	if t := inf.Temperature; t != nil && *t > 1 {
 		// Converse's scale is 0–1 for every model, OpenAI's goes to 2.
 		one := 1.0
 		inf.Temperature = &one
 	}
-	for i, s := range r.stop {
+	for i, s := range r.StopSequences {
 		if strings.TrimSpace(s) == "" {
-			r.drops.add("stop", "stop["+strconv.Itoa(i)+"]")
+			r.Drop("stop", "stop["+strconv.Itoa(i)+"]")
 			continue
 		}
 		inf.StopSequences = append(inf.StopSequences, s)
 	}
-	cvTools(r, &out)
-	cvThinking(r, o, &out, &inf)
+	converseTools(r, &out)
+	converseThinking(r, o, &out, &inf)
 	if inf.MaxTokens != nil || inf.Temperature != nil || inf.TopP != nil || len(inf.StopSequences) > 0 {
 		out.Inference = &inf
 	}
-	if r.format != nil {
-		r.drops.add("response_format", r.format.member)
+	if r.Format != nil {
+		r.Drop("response_format", r.Format.Member)
 	}
-	if r.user != "" {
-		r.drops.add("user", "user")
+	if r.User != "" {
+		r.Drop("user", "user")
 	}
-	if len(r.metadata) > 0 && string(r.metadata) != "{}" {
-		r.drops.add("metadata", "metadata")
+	if len(r.Metadata) > 0 && string(r.Metadata) != "{}" {
+		r.Drop("metadata", "metadata")
 	}
 	for _, k := range []string{"top_logprobs", "verbosity", "service_tier"} {
-		raw, ok := r.openai[k]
+		raw, ok := r.OpenAI[k]
 		if !ok || k == "service_tier" && (string(raw) == `"auto"` || string(raw) == `"default"`) {
 			continue
 		}
-		r.drops.add(k, rqOpenAIMember(r.from, k))
+		r.Drop(k, OpenAIMember(r.From, k))
 	}
-	return rqMarshal(out)
+	return Marshal(out)
 }
 
-// cvAppend appends m's blocks, to the message before when it has the same
+// converseAppend appends m's blocks, to the message before when it has the same
 // role: Converse wants user and assistant turns to alternate, and a
 // user turn's tool results ahead of its text, all of them together (T4).
-func cvAppend(r *rqRequest, out []cvMsgOut, m rqMessage) ([]cvMsgOut, error) {
+func converseAppend(r *Request, out []converseMsgOut, m Message) ([]converseMsgOut, error) {
 	role := "user"
-	if m.role == rqAssistant {
+	if m.Role == RoleAssistant {
 		role = "assistant"
 	}
-	var blocks []cvBlockOut
-	for _, p := range m.parts {
-		b, ok, err := cvBlock(r, p, m.member)
+	var blocks []converseBlockOut
+	for _, p := range m.Parts {
+		b, ok, err := converseBlock(r, p, m.Member)
 		if err != nil {
 			return nil, err
 		}
@@ -175,7 +175,7 @@ func cvAppend(r *rqRequest, out []cvMsgOut, m rqMessage) ([]cvMsgOut, error) {
 		out = out[:n-1]
 	}
 	if role == "user" {
-		sorted := make([]cvBlockOut, 0, len(blocks))
+		sorted := make([]converseBlockOut, 0, len(blocks))
 		for _, pass := range [...]bool{true, false} {
 			for _, b := range blocks {
 				if (b.ToolResult != nil) == pass {
@@ -185,42 +185,42 @@ func cvAppend(r *rqRequest, out []cvMsgOut, m rqMessage) ([]cvMsgOut, error) {
 		}
 		blocks = sorted
 	}
-	return append(out, cvMsgOut{Role: role, Content: blocks}), nil
+	return append(out, converseMsgOut{Role: role, Content: blocks}), nil
 }
 
-// cvBlock is p as a content block; ok is false for a part Converse
+// converseBlock is p as a content block; ok is false for a part Converse
 // cannot carry or would refuse (a blank text).
-func cvBlock(r *rqRequest, p rqPart, member string) (cvBlockOut, bool, error) {
-	if p.member != "" {
-		member = p.member
+func converseBlock(r *Request, p Part, member string) (converseBlockOut, bool, error) {
+	if p.Member != "" {
+		member = p.Member
 	}
-	switch p.kind {
-	case rqText:
-		if strings.TrimSpace(p.text) == "" {
-			return cvBlockOut{}, false, nil
+	switch p.Kind {
+	case PartText:
+		if strings.TrimSpace(p.Text) == "" {
+			return converseBlockOut{}, false, nil
 		}
-		return cvBlockOut{Text: &p.text}, true, nil
-	case rqImage:
-		img, err := cvImage(p.url, member)
+		return converseBlockOut{Text: &p.Text}, true, nil
+	case PartImage:
+		img, err := converseImage(p.URL, member)
 		if err != nil {
-			return cvBlockOut{}, false, err
+			return converseBlockOut{}, false, err
 		}
-		return cvBlockOut{Image: img}, true, nil
-	case rqCall:
-		input, ok := rqArgsObject(p.args)
+		return converseBlockOut{Image: img}, true, nil
+	case PartCall:
+		input, ok := ArgsObject(p.Args)
 		if !ok {
-			r.drops.add("arguments", member+" (arguments not a JSON object)")
+			r.Drop("arguments", member+" (arguments not a JSON object)")
 		}
-		return cvBlockOut{ToolUse: &cvToolUseOut{ToolUseID: cvToolID(p.id), Name: p.name, Input: input}}, true, nil
-	case rqResult:
-		res := &cvResultOut{ToolUseID: cvToolID(p.id), Content: []cvBlockOut{}}
-		if p.isError {
+		return converseBlockOut{ToolUse: &converseToolUseOut{ToolUseID: converseToolID(p.ID), Name: p.Name, Input: input}}, true, nil
+	case PartResult:
+		res := &converseResultOut{ToolUseID: converseToolID(p.ID), Content: []converseBlockOut{}}
+		if p.IsError {
 			res.Status = "error"
 		}
-		for _, c := range p.content {
-			b, ok, err := cvBlock(r, c, member)
+		for _, c := range p.Content {
+			b, ok, err := converseBlock(r, c, member)
 			if err != nil {
-				return cvBlockOut{}, false, err
+				return converseBlockOut{}, false, err
 			}
 			if ok {
 				res.Content = append(res.Content, b)
@@ -229,31 +229,31 @@ func cvBlock(r *rqRequest, p rqPart, member string) (cvBlockOut, bool, error) {
 		if len(res.Content) == 0 {
 			// A tool that printed nothing: Converse refuses both an empty
 			// content and a blank text; an empty JSON object says nothing.
-			res.Content = append(res.Content, cvBlockOut{JSON: json.RawMessage(`{}`)})
+			res.Content = append(res.Content, converseBlockOut{JSON: json.RawMessage(`{}`)})
 		}
-		return cvBlockOut{ToolResult: res}, true, nil
-	case rqThinking:
-		if p.signature == "" {
+		return converseBlockOut{ToolResult: res}, true, nil
+	case PartThinking:
+		if p.Signature == "" {
 			// Replayed reasoning needs the signature its model wrote;
 			// another engine's reasoning text has none (T8).
-			r.drops.add("thinking", member)
-			return cvBlockOut{}, false, nil
+			r.Drop("thinking", member)
+			return converseBlockOut{}, false, nil
 		}
-		rc := &cvReasoningOut{Text: &struct {
+		rc := &converseReasoningOut{Text: &struct {
 			Text      string `json:"text"`
 			Signature string `json:"signature,omitempty"`
-		}{p.text, p.signature}}
-		return cvBlockOut{Reasoning: rc}, true, nil
-	case rqRedacted:
-		return cvBlockOut{Reasoning: &cvReasoningOut{Redacted: p.text}}, true, nil
+		}{p.Text, p.Signature}}
+		return converseBlockOut{Reasoning: rc}, true, nil
+	case PartRedacted:
+		return converseBlockOut{Reasoning: &converseReasoningOut{Redacted: p.Text}}, true, nil
 	}
-	return cvBlockOut{}, false, nil
+	return converseBlockOut{}, false, nil
 }
 
-// cvImage is a data: URI's image; any other URL is an *Error, as Converse
+// converseImage is a data: URI's image; any other URL is an *Error, as Converse
 // takes bytes (or S3 locations) only (T13).
-func cvImage(url, member string) (*cvImageOut, error) {
-	mt, data, ok := rqSplitDataURI(url)
+func converseImage(url, member string) (*converseImageOut, error) {
+	mt, data, ok := SplitDataURI(url)
 	if !ok {
 		return nil, &Error{Member: member, Reason: "Bedrock Converse takes images as bytes (a data: URI), not by URL"}
 	}
@@ -265,17 +265,17 @@ func cvImage(url, member string) (*cvImageOut, error) {
 	default:
 		return nil, &Error{Member: member, Reason: "Bedrock Converse takes png, jpeg, gif and webp images, not " + strconv.Quote(mt)}
 	}
-	img := &cvImageOut{Format: format}
+	img := &converseImageOut{Format: format}
 	img.Source.Bytes = data
 	return img, nil
 }
 
-// cvToolID is a tool call's id as Converse takes it: ^[a-zA-Z0-9_-]+$ as
+// converseToolID is a tool call's id as Converse takes it: ^[a-zA-Z0-9_-]+$ as
 // toward Messages (T3), and at most 64 bytes. A longer id keeps its head
 // and gets a hash of the whole: the same for a call and its result, and
 // on every later turn.
-func cvToolID(id string) string {
-	id = rqSanitizeID(id)
+func converseToolID(id string) string {
+	id = SanitizeID(id)
 	if len(id) <= 64 {
 		return id
 	}
@@ -284,19 +284,19 @@ func cvToolID(id string) string {
 	return id[:47] + "_" + strconv.FormatUint(h.Sum64()|1<<63, 16)
 }
 
-// cvEmptySchema is the input schema of a tool that declares no parameters.
-var cvEmptySchema = json.RawMessage(`{"type":"object","properties":{}}`)
+// converseEmptySchema is the input schema of a tool that declares no parameters.
+var converseEmptySchema = json.RawMessage(`{"type":"object","properties":{}}`)
 
-// cvTools writes toolConfig (see the decisions above for tool_choice
+// converseTools writes toolConfig (see the decisions above for tool_choice
 // none).
-func cvTools(r *rqRequest, out *cvOut) {
-	cfg := &cvToolConfigOut{}
-	for _, t := range r.tools {
-		var tool cvToolOut
-		tool.Spec.Name, tool.Spec.Description = t.name, t.description
-		tool.Spec.InputSchema.JSON = t.params
-		if t.params == nil {
-			tool.Spec.InputSchema.JSON = cvEmptySchema
+func converseTools(r *Request, out *converseOut) {
+	cfg := &converseToolConfigOut{}
+	for _, t := range r.Tools {
+		var tool converseToolOut
+		tool.Spec.Name, tool.Spec.Description = t.Name, t.Description
+		tool.Spec.InputSchema.JSON = t.Params
+		if t.Params == nil {
+			tool.Spec.InputSchema.JSON = converseEmptySchema
 		}
 		cfg.Tools = append(cfg.Tools, tool)
 	}
@@ -309,96 +309,96 @@ func cvTools(r *rqRequest, out *cvOut) {
 				history = true
 			case b.ToolUse != nil:
 				history = true
-				if len(r.tools) == 0 && !seen[b.ToolUse.Name] {
+				if len(r.Tools) == 0 && !seen[b.ToolUse.Name] {
 					// Declared, with an open schema, for the history
 					// only (Converse refuses tool blocks without tools).
 					seen[b.ToolUse.Name] = true
-					var tool cvToolOut
+					var tool converseToolOut
 					tool.Spec.Name = b.ToolUse.Name
-					tool.Spec.InputSchema.JSON = cvEmptySchema
+					tool.Spec.InputSchema.JSON = converseEmptySchema
 					cfg.Tools = append(cfg.Tools, tool)
 				}
 			}
 		}
 	}
-	choice := r.choice
-	if len(r.tools) == 0 && len(cfg.Tools) > 0 {
-		choice = rqChoiceNone
+	choice := r.Choice
+	if len(r.Tools) == 0 && len(cfg.Tools) > 0 {
+		choice = ChoiceNone
 	}
-	if choice == rqChoiceNone && !history {
+	if choice == ChoiceNone && !history {
 		return // none, said by giving the model no tools
 	}
 	if len(cfg.Tools) == 0 {
 		return
 	}
 	switch choice {
-	case rqChoiceNone:
-		if len(r.tools) > 0 {
-			r.drops.add("tool_choice", r.choiceMember)
+	case ChoiceNone:
+		if len(r.Tools) > 0 {
+			r.Drop("tool_choice", r.ChoiceMember)
 		}
-	case rqChoiceAuto:
+	case ChoiceAuto:
 		cfg.Choice = map[string]any{"auto": struct{}{}}
-	case rqChoiceRequired:
+	case ChoiceRequired:
 		cfg.Choice = map[string]any{"any": struct{}{}}
-	case rqChoiceNamed:
-		cfg.Choice = map[string]any{"tool": map[string]string{"name": r.choiceName}}
+	case ChoiceNamed:
+		cfg.Choice = map[string]any{"tool": map[string]string{"name": r.ChoiceName}}
 	}
-	if r.parallel != nil && !*r.parallel {
-		r.drops.add("parallel_tool_calls", "parallel_tool_calls")
+	if r.Parallel != nil && !*r.Parallel {
+		r.Drop("parallel_tool_calls", "parallel_tool_calls")
 	}
 	out.ToolConfig = cfg
 }
 
-// cvThinking writes an OpenAI reasoning effort as Claude's extended
+// converseThinking writes an OpenAI reasoning effort as Claude's extended
 // thinking, with the Messages writer's rules: a budget below maxTokens,
 // no forced tool choice, a tool loop's last assistant turn starting with
 // its reasoning (T8), temperature 1 and top_p of 0.95 or more.
-func cvThinking(r *rqRequest, o RequestOptions, out *cvOut, inf *cvInferenceOut) {
-	budget := rqEffortBudget(r.effort)
+func converseThinking(r *Request, o RequestOptions, out *converseOut, inf *converseInferenceOut) {
+	budget := EffortBudget(r.Effort)
 	if budget == 0 {
-		if r.effort != "" && r.effort != "none" {
-			r.drops.add("reasoning", r.effortMember)
+		if r.Effort != "" && r.Effort != "none" {
+			r.Drop("reasoning", r.EffortMember)
 		}
 		return
 	}
-	if !cvClaude(r, o) {
-		r.drops.add("reasoning", r.effortMember)
+	if !converseClaude(r, o) {
+		r.Drop("reasoning", r.EffortMember)
 		return
 	}
 	if inf.MaxTokens != nil {
 		budget = min(budget, *inf.MaxTokens-1)
 	}
 	forced := out.ToolConfig != nil && out.ToolConfig.Choice != nil && out.ToolConfig.Choice["auto"] == nil
-	if budget < rqBudgetMin || forced || cvLastTurnUnthought(out.Messages) {
-		r.drops.add("reasoning", r.effortMember)
+	if budget < BudgetMin || forced || converseLastTurnUnthought(out.Messages) {
+		r.Drop("reasoning", r.EffortMember)
 		return
 	}
 	out.Additional = map[string]any{"thinking": map[string]any{"type": "enabled", "budget_tokens": budget}}
 	if t := inf.Temperature; t != nil && *t != 1 {
 		inf.Temperature = nil
-		r.drops.add("temperature", "temperature")
+		r.Drop("temperature", "temperature")
 	}
 	if p := inf.TopP; p != nil && *p < 0.95 {
 		inf.TopP = nil
-		r.drops.add("top_p", "top_p")
+		r.Drop("top_p", "top_p")
 	}
 }
 
-// cvClaude says whether the model is one of Anthropic's (a Bedrock id
+// converseClaude says whether the model is one of Anthropic's (a Bedrock id
 // anthropic.claude-…, an inference profile us.anthropic.claude-…, or an
 // ARN naming one): the family whose thinking field the writer knows.
-func cvClaude(r *rqRequest, o RequestOptions) bool {
+func converseClaude(r *Request, o RequestOptions) bool {
 	model := o.Model
 	if model == "" {
-		model, _ = rqString(r.model)
+		model, _ = JSONString(r.Model)
 	}
 	model = strings.ToLower(model)
 	return strings.Contains(model, "anthropic") || strings.Contains(model, "claude")
 }
 
-// cvLastTurnUnthought says whether the last assistant message calls a tool
+// converseLastTurnUnthought says whether the last assistant message calls a tool
 // without starting with its reasoning.
-func cvLastTurnUnthought(msgs []cvMsgOut) bool {
+func converseLastTurnUnthought(msgs []converseMsgOut) bool {
 	for i := len(msgs) - 1; i >= 0; i-- {
 		if msgs[i].Role != "assistant" {
 			continue

@@ -19,49 +19,49 @@ import (
 // part (Gemini 3 refuses a function-calling turn without it). No client
 // API has a place for it beside the call, but every client gives the
 // call's id back: the answer and stream translators append the signature
-// to the id (gmAppendSig), and this writer takes it off again
-// (gmSplitID). An id is then "<call id>-gts-<signature>", the signature
+// to the id (geminiAppendSig), and this writer takes it off again
+// (geminiSplitID). An id is then "<call id>-gts-<signature>", the signature
 // in unpadded URL-safe base64, which fits Messages' ^[a-zA-Z0-9_-]+$. The
 // ids grow by the signature's length (hundreds of bytes); a client that
 // keeps ids short would cut the signature, and Gemini 3 would refuse the
 // turn, as it would without the scheme.
 
-// gmSigMark separates a call's id from its thought signature.
-const gmSigMark = "-gts-"
+// geminiSigMark separates a call's id from its thought signature.
+const geminiSigMark = "-gts-"
 
-// gmSkipSignature is what Google documents to send in place of a thought
+// geminiSkipSignature is what Google documents to send in place of a thought
 // signature the conversation never had (calls another engine made):
 // Gemini 3 then accepts the turn without validating it.
-const gmSkipSignature = "skip_thought_signature_validator"
+const geminiSkipSignature = "skip_thought_signature_validator"
 
-// gmAppendSig appends to a call id its thought signature (standard base64
-// as the JSON carries it, still escaped), as gmSplitID reads it back.
-func gmAppendSig(dst, sig []byte) []byte {
+// geminiAppendSig appends to a call id its thought signature (standard base64
+// as the JSON carries it, still escaped), as geminiSplitID reads it back.
+func geminiAppendSig(dst, sig []byte) []byte {
 	if len(sig) == 0 {
 		return dst
 	}
-	dst = append(dst, gmSigMark...)
+	dst = append(dst, geminiSigMark...)
 	for _, c := range sig {
 		switch {
 		case c == '+':
 			dst = append(dst, '-')
 		case c == '/':
 			dst = append(dst, '_')
-		case rqIDByte(c):
+		case IDByte(c):
 			dst = append(dst, c)
-		} // '=' padding, the '\' of an escaped '/': restored by gmSplitID
+		} // '=' padding, the '\' of an escaped '/': restored by geminiSplitID
 	}
 	return dst
 }
 
-// gmSplitID is a call id without its thought signature, and the
+// geminiSplitID is a call id without its thought signature, and the
 // signature in standard base64 ("" for none).
-func gmSplitID(id string) (callID, sig string) {
-	i := strings.Index(id, gmSigMark)
+func geminiSplitID(id string) (callID, sig string) {
+	i := strings.Index(id, geminiSigMark)
 	if i < 0 {
 		return id, ""
 	}
-	enc := id[i+len(gmSigMark):]
+	enc := id[i+len(geminiSigMark):]
 	b := make([]byte, 0, len(enc)+3)
 	for j := 0; j < len(enc); j++ {
 		switch c := enc[j]; c {
@@ -79,197 +79,197 @@ func gmSplitID(id string) (callID, sig string) {
 	return id[:i], string(b)
 }
 
-type gmOut struct {
-	Contents          []gmContent   `json:"contents"`
-	SystemInstruction *gmContent    `json:"systemInstruction,omitempty"`
-	Tools             []gmToolOut   `json:"tools,omitempty"`
-	ToolConfig        *gmToolConfig `json:"toolConfig,omitempty"`
-	GenerationConfig  *gmGenConfig  `json:"generationConfig,omitempty"`
+type geminiOut struct {
+	Contents          []geminiContent   `json:"contents"`
+	SystemInstruction *geminiContent    `json:"systemInstruction,omitempty"`
+	Tools             []geminiToolOut   `json:"tools,omitempty"`
+	ToolConfig        *geminiToolConfig `json:"toolConfig,omitempty"`
+	GenerationConfig  *geminiGenConfig  `json:"generationConfig,omitempty"`
 }
 
-type gmContent struct {
-	Role  string   `json:"role,omitempty"`
-	Parts []gmPart `json:"parts"`
+type geminiContent struct {
+	Role  string       `json:"role,omitempty"`
+	Parts []geminiPart `json:"parts"`
 }
 
-type gmPart struct {
-	Text             *string     `json:"text,omitempty"`
-	InlineData       *gmBlob     `json:"inlineData,omitempty"`
-	FileData         *gmFile     `json:"fileData,omitempty"`
-	FunctionCall     *gmCall     `json:"functionCall,omitempty"`
-	FunctionResponse *gmResponse `json:"functionResponse,omitempty"`
-	ThoughtSignature string      `json:"thoughtSignature,omitempty"`
-	result           bool        // a functionResponse: sorted ahead of the turn's other parts
+type geminiPart struct {
+	Text             *string         `json:"text,omitempty"`
+	InlineData       *geminiBlob     `json:"inlineData,omitempty"`
+	FileData         *geminiFile     `json:"fileData,omitempty"`
+	FunctionCall     *geminiCall     `json:"functionCall,omitempty"`
+	FunctionResponse *geminiResponse `json:"functionResponse,omitempty"`
+	ThoughtSignature string          `json:"thoughtSignature,omitempty"`
+	result           bool            // a functionResponse: sorted ahead of the turn's other parts
 }
 
-type gmBlob struct {
+type geminiBlob struct {
 	MimeType string `json:"mimeType"`
 	Data     string `json:"data"`
 }
 
-type gmFile struct {
+type geminiFile struct {
 	MimeType string `json:"mimeType"`
 	FileURI  string `json:"fileUri"`
 }
 
-type gmCall struct {
+type geminiCall struct {
 	Name string          `json:"name"`
 	Args json.RawMessage `json:"args"`
 }
 
-type gmResponse struct {
+type geminiResponse struct {
 	Name     string            `json:"name"`
 	Response map[string]string `json:"response"`
 }
 
-type gmToolOut struct {
-	FunctionDeclarations []gmFunction `json:"functionDeclarations"`
+type geminiToolOut struct {
+	FunctionDeclarations []geminiFunction `json:"functionDeclarations"`
 }
 
-type gmFunction struct {
+type geminiFunction struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description,omitempty"`
 	Parameters  json.RawMessage `json:"parametersJsonSchema,omitempty"`
 }
 
-type gmToolConfig struct {
-	FunctionCallingConfig gmCallingConfig `json:"functionCallingConfig"`
+type geminiToolConfig struct {
+	FunctionCallingConfig geminiCallingConfig `json:"functionCallingConfig"`
 }
 
-type gmCallingConfig struct {
+type geminiCallingConfig struct {
 	Mode                 string   `json:"mode"`
 	AllowedFunctionNames []string `json:"allowedFunctionNames,omitempty"`
 }
 
-type gmGenConfig struct {
+type geminiGenConfig struct {
 	Temperature      *float64        `json:"temperature,omitempty"`
 	TopP             *float64        `json:"topP,omitempty"`
 	MaxOutputTokens  *int            `json:"maxOutputTokens,omitempty"`
 	StopSequences    []string        `json:"stopSequences,omitempty"`
 	ResponseMimeType string          `json:"responseMimeType,omitempty"`
 	ResponseSchema   json.RawMessage `json:"responseJsonSchema,omitempty"`
-	ThinkingConfig   *gmThinking     `json:"thinkingConfig,omitempty"`
+	ThinkingConfig   *geminiThinking `json:"thinkingConfig,omitempty"`
 }
 
-type gmThinking struct {
+type geminiThinking struct {
 	IncludeThoughts bool `json:"includeThoughts"`
 	ThinkingBudget  int  `json:"thinkingBudget"`
 }
 
-func rqWriteGemini(r *rqRequest) ([]byte, error) {
-	if r.n > 1 {
+func geminiWriteRequest(r *Request, _ RequestOptions) ([]byte, error) {
+	if r.N > 1 {
 		return nil, &Error{Member: "n", Reason: "the gateway reads one candidate of a Gemini answer"}
 	}
-	out := gmOut{Contents: []gmContent{}}
-	names := gmCallNames(r)
+	out := geminiOut{Contents: []geminiContent{}}
+	names := geminiCallNames(r)
 	var system []string
-	for _, m := range r.messages {
-		if m.role == rqSystem {
-			if text := rqTexts(m.parts, "\n\n"); strings.TrimSpace(text) != "" {
+	for _, m := range r.Messages {
+		if m.Role == RoleSystem {
+			if text := Texts(m.Parts, "\n\n"); strings.TrimSpace(text) != "" {
 				system = append(system, text)
 			}
 			continue
 		}
-		c, err := gmMessage(r, m, names)
+		c, err := geminiMessage(r, m, names)
 		if err != nil {
 			return nil, err
 		}
-		out.Contents = gmAppend(out.Contents, c)
+		out.Contents = geminiAppend(out.Contents, c)
 	}
 	if len(system) > 0 {
 		text := strings.Join(system, "\n\n")
-		out.SystemInstruction = &gmContent{Parts: []gmPart{{Text: &text}}}
+		out.SystemInstruction = &geminiContent{Parts: []geminiPart{{Text: &text}}}
 	}
-	gmSignTurn(out.Contents)
-	gmTools(r, &out)
-	out.GenerationConfig = gmGeneration(r)
-	if r.user != "" {
-		r.drops.add("user", "user")
+	geminiSignTurn(out.Contents)
+	geminiTools(r, &out)
+	out.GenerationConfig = geminiGeneration(r)
+	if r.User != "" {
+		r.Drop("user", "user")
 	}
-	if len(r.metadata) > 0 && string(r.metadata) != "{}" {
-		r.drops.add("metadata", "metadata")
+	if len(r.Metadata) > 0 && string(r.Metadata) != "{}" {
+		r.Drop("metadata", "metadata")
 	}
 	for _, k := range []string{"prompt_cache_key", "safety_identifier", "service_tier", "top_logprobs", "verbosity"} {
-		raw, ok := r.openai[k]
+		raw, ok := r.OpenAI[k]
 		if !ok || k == "service_tier" && (string(raw) == `"auto"` || string(raw) == `"default"`) {
 			continue
 		}
-		r.drops.add(k, rqOpenAIMember(r.from, k))
+		r.Drop(k, OpenAIMember(r.From, k))
 	}
-	return rqMarshal(out)
+	return Marshal(out)
 }
 
-// gmCallNames maps each tool call's id to its function's name: a
+// geminiCallNames maps each tool call's id to its function's name: a
 // functionResponse must name its function, and a Chat tool message or a
 // Responses function_call_output says only the call's id.
-func gmCallNames(r *rqRequest) map[string]string {
+func geminiCallNames(r *Request) map[string]string {
 	names := map[string]string{}
-	for _, m := range r.messages {
-		for _, p := range m.parts {
-			if p.kind == rqCall {
-				names[p.id] = p.name
+	for _, m := range r.Messages {
+		for _, p := range m.Parts {
+			if p.Kind == PartCall {
+				names[p.ID] = p.Name
 			}
 		}
 	}
 	return names
 }
 
-// gmMessage is m as a content; its parts may be none (all dropped).
-func gmMessage(r *rqRequest, m rqMessage, names map[string]string) (gmContent, error) {
-	c := gmContent{Role: "user"}
-	if m.role == rqAssistant {
+// geminiMessage is m as a content; its parts may be none (all dropped).
+func geminiMessage(r *Request, m Message, names map[string]string) (geminiContent, error) {
+	c := geminiContent{Role: "user"}
+	if m.Role == RoleAssistant {
 		c.Role = "model"
 	}
-	for _, p := range m.parts {
-		switch p.kind {
-		case rqText:
-			if p.text != "" { // a part must hold something
-				c.Parts = append(c.Parts, gmPart{Text: &p.text})
+	for _, p := range m.Parts {
+		switch p.Kind {
+		case PartText:
+			if p.Text != "" { // a part must hold something
+				c.Parts = append(c.Parts, geminiPart{Text: &p.Text})
 			}
-		case rqImage:
-			if part, ok := gmImage(p.url); ok {
+		case PartImage:
+			if part, ok := geminiImage(p.URL); ok {
 				c.Parts = append(c.Parts, part)
 			} else {
-				r.drops.add("image url", p.member+" (image)")
+				r.Drop("image url", p.Member+" (image)")
 			}
-		case rqCall:
-			args, ok := rqArgsObject(p.args)
+		case PartCall:
+			args, ok := ArgsObject(p.Args)
 			if !ok {
-				r.drops.add("arguments", p.member+" (arguments not a JSON object)")
+				r.Drop("arguments", p.Member+" (arguments not a JSON object)")
 			}
-			_, sig := gmSplitID(p.id)
-			c.Parts = append(c.Parts, gmPart{FunctionCall: &gmCall{Name: p.name, Args: args}, ThoughtSignature: sig})
-		case rqResult:
-			name, ok := names[p.id]
+			_, sig := geminiSplitID(p.ID)
+			c.Parts = append(c.Parts, geminiPart{FunctionCall: &geminiCall{Name: p.Name, Args: args}, ThoughtSignature: sig})
+		case PartResult:
+			name, ok := names[p.ID]
 			if !ok {
-				return gmContent{}, &Error{Member: p.member, Reason: "Gemini's function response names its function, and no tool call of the conversation has this result's id"}
+				return geminiContent{}, &Error{Member: p.Member, Reason: "Gemini's function response names its function, and no tool call of the conversation has this result's id"}
 			}
-			text := rqTexts(p.content, "\n")
-			for _, x := range p.content {
-				if x.kind != rqText {
-					r.drops.add("tool result image", x.member+" (tool result image)")
+			text := Texts(p.Content, "\n")
+			for _, x := range p.Content {
+				if x.Kind != PartText {
+					r.Drop("tool result image", x.Member+" (tool result image)")
 				}
 			}
 			// Google's documented keys: "output" for a result, "error"
 			// for a failure.
 			key := "output"
-			if p.isError {
+			if p.IsError {
 				key = "error"
 			}
-			c.Parts = append(c.Parts, gmPart{FunctionResponse: &gmResponse{Name: name, Response: map[string]string{key: text}}, result: true})
-		case rqThinking, rqRedacted:
+			c.Parts = append(c.Parts, geminiPart{FunctionResponse: &geminiResponse{Name: name, Response: map[string]string{key: text}}, result: true})
+		case PartThinking, PartRedacted:
 			// Gemini takes back no reasoning text: what it needs of its
 			// own thoughts travels as the calls' thought signatures.
-			r.drops.add("thinking", p.member)
+			r.Drop("thinking", p.Member)
 		}
 	}
 	return c, nil
 }
 
-// gmAppend appends c, to the content before when it has the same role:
+// geminiAppend appends c, to the content before when it has the same role:
 // Gemini wants turns to alternate, and all function responses of a turn
 // in the one content that follows the calls, ahead of any text.
-func gmAppend(out []gmContent, c gmContent) []gmContent {
+func geminiAppend(out []geminiContent, c geminiContent) []geminiContent {
 	if len(c.Parts) == 0 {
 		return out
 	}
@@ -278,7 +278,7 @@ func gmAppend(out []gmContent, c gmContent) []gmContent {
 		out = out[:n-1]
 	}
 	if c.Role == "user" {
-		sorted := make([]gmPart, 0, len(c.Parts))
+		sorted := make([]geminiPart, 0, len(c.Parts))
 		for _, results := range [...]bool{true, false} {
 			for _, p := range c.Parts {
 				if p.result == results {
@@ -291,14 +291,14 @@ func gmAppend(out []gmContent, c gmContent) []gmContent {
 	return append(out, c)
 }
 
-// gmSignTurn gives the first function call of each model content of the
+// geminiSignTurn gives the first function call of each model content of the
 // current turn (after the last user content without function responses:
 // a client's text beside its results, such as Claude Code's reminders,
 // does not start a turn) Google's stand-in signature when none of its calls has one:
 // calls another engine made, which Gemini 3 would refuse unsigned. Older
 // turns are not validated; Gemini's own calls keep their signatures, and
 // of parallel calls only the first ever has one.
-func gmSignTurn(contents []gmContent) {
+func geminiSignTurn(contents []geminiContent) {
 	start := 0
 	for i, c := range contents {
 		if c.Role != "user" {
@@ -329,19 +329,19 @@ func gmSignTurn(contents []gmContent) {
 			signed = signed || p.ThoughtSignature != ""
 		}
 		if first >= 0 && !signed {
-			c.Parts[first].ThoughtSignature = gmSkipSignature
+			c.Parts[first].ThoughtSignature = geminiSkipSignature
 		}
 	}
 }
 
-// gmImage is an image as a part: a data: URI inline, an http(s) URL as
+// geminiImage is an image as a part: a data: URI inline, an http(s) URL as
 // file data with the media type its extension says (Gemini requires one).
-func gmImage(url string) (gmPart, bool) {
-	if mt, data, ok := rqSplitDataURI(url); ok {
-		return gmPart{InlineData: &gmBlob{MimeType: mt, Data: data}}, true
+func geminiImage(url string) (geminiPart, bool) {
+	if mt, data, ok := SplitDataURI(url); ok {
+		return geminiPart{InlineData: &geminiBlob{MimeType: mt, Data: data}}, true
 	}
 	if !strings.HasPrefix(url, "http://") && !strings.HasPrefix(url, "https://") && !strings.HasPrefix(url, "gs://") {
-		return gmPart{}, false
+		return geminiPart{}, false
 	}
 	ext := strings.ToLower(path.Ext(strings.SplitN(strings.SplitN(url, "?", 2)[0], "#", 2)[0]))
 	mt := map[string]string{".png": "image/png", ".gif": "image/gif", ".webp": "image/webp",
@@ -349,56 +349,56 @@ func gmImage(url string) (gmPart, bool) {
 	if mt == "" {
 		mt = "image/jpeg" // the common case, and what an extension-less image URL most often is
 	}
-	return gmPart{FileData: &gmFile{MimeType: mt, FileURI: url}}, true
+	return geminiPart{FileData: &geminiFile{MimeType: mt, FileURI: url}}, true
 }
 
-// gmTools writes tools and toolConfig. Parameters go as
+// geminiTools writes tools and toolConfig. Parameters go as
 // parametersJsonSchema, which takes JSON Schema as clients write it
 // ($ref, anyOf, additionalProperties), unlike parameters' OpenAPI subset;
 // only $schema, which names a dialect, is taken off. A transcript with
 // calls but no tools declares the called functions with an open schema
 // and mode NONE, as toward Messages.
-func gmTools(r *rqRequest, out *gmOut) {
-	var fns []gmFunction
-	for _, t := range r.tools {
-		fns = append(fns, gmFunction{Name: t.name, Description: t.description, Parameters: gmSchema(t.params)})
+func geminiTools(r *Request, out *geminiOut) {
+	var fns []geminiFunction
+	for _, t := range r.Tools {
+		fns = append(fns, geminiFunction{Name: t.Name, Description: t.Description, Parameters: geminiSchema(t.Params)})
 	}
-	choice := r.choice
+	choice := r.Choice
 	if len(fns) == 0 {
 		seen := map[string]bool{}
 		for _, c := range out.Contents {
 			for _, p := range c.Parts {
 				if p.FunctionCall != nil && !seen[p.FunctionCall.Name] {
 					seen[p.FunctionCall.Name] = true
-					fns = append(fns, gmFunction{Name: p.FunctionCall.Name, Parameters: rqEmptySchema})
+					fns = append(fns, geminiFunction{Name: p.FunctionCall.Name, Parameters: EmptySchema})
 				}
 			}
 		}
 		if len(fns) == 0 {
 			return
 		}
-		choice = rqChoiceNone
+		choice = ChoiceNone
 	}
-	out.Tools = []gmToolOut{{FunctionDeclarations: fns}}
+	out.Tools = []geminiToolOut{{FunctionDeclarations: fns}}
 	switch choice {
-	case rqChoiceAuto:
-		out.ToolConfig = &gmToolConfig{FunctionCallingConfig: gmCallingConfig{Mode: "AUTO"}}
-	case rqChoiceNone:
-		out.ToolConfig = &gmToolConfig{FunctionCallingConfig: gmCallingConfig{Mode: "NONE"}}
-	case rqChoiceRequired:
-		out.ToolConfig = &gmToolConfig{FunctionCallingConfig: gmCallingConfig{Mode: "ANY"}}
-	case rqChoiceNamed:
-		out.ToolConfig = &gmToolConfig{FunctionCallingConfig: gmCallingConfig{Mode: "ANY", AllowedFunctionNames: []string{r.choiceName}}}
+	case ChoiceAuto:
+		out.ToolConfig = &geminiToolConfig{FunctionCallingConfig: geminiCallingConfig{Mode: "AUTO"}}
+	case ChoiceNone:
+		out.ToolConfig = &geminiToolConfig{FunctionCallingConfig: geminiCallingConfig{Mode: "NONE"}}
+	case ChoiceRequired:
+		out.ToolConfig = &geminiToolConfig{FunctionCallingConfig: geminiCallingConfig{Mode: "ANY"}}
+	case ChoiceNamed:
+		out.ToolConfig = &geminiToolConfig{FunctionCallingConfig: geminiCallingConfig{Mode: "ANY", AllowedFunctionNames: []string{r.ChoiceName}}}
 	}
-	if r.parallel != nil && !*r.parallel {
+	if r.Parallel != nil && !*r.Parallel {
 		// Gemini has no switch for it.
-		r.drops.add("parallel_tool_calls", "parallel_tool_calls")
+		r.Drop("parallel_tool_calls", "parallel_tool_calls")
 	}
 }
 
-// gmSchema is a JSON Schema without its top-level $schema; nil stays nil
+// geminiSchema is a JSON Schema without its top-level $schema; nil stays nil
 // (a function without parameters).
-func gmSchema(schema json.RawMessage) json.RawMessage {
+func geminiSchema(schema json.RawMessage) json.RawMessage {
 	if len(schema) == 0 || !bytes.Contains(schema, []byte(`"$schema"`)) {
 		return schema
 	}
@@ -407,41 +407,41 @@ func gmSchema(schema json.RawMessage) json.RawMessage {
 		return schema
 	}
 	delete(m, "$schema")
-	b, err := rqMarshal(m)
+	b, err := Marshal(m)
 	if err != nil {
 		return schema
 	}
 	return b
 }
 
-// gmGeneration is generationConfig, nil when the client set nothing.
-func gmGeneration(r *rqRequest) *gmGenConfig {
-	g := gmGenConfig{Temperature: r.temperature, TopP: r.topP}
-	if r.maxTokens != nil && *r.maxTokens > 0 {
-		g.MaxOutputTokens = r.maxTokens
+// geminiGeneration is generationConfig, nil when the client set nothing.
+func geminiGeneration(r *Request) *geminiGenConfig {
+	g := geminiGenConfig{Temperature: r.Temperature, TopP: r.TopP}
+	if r.MaxTokens != nil && *r.MaxTokens > 0 {
+		g.MaxOutputTokens = r.MaxTokens
 	}
-	for i, s := range r.stop {
+	for i, s := range r.StopSequences {
 		if s == "" {
-			r.drops.add("stop", "stop["+strconv.Itoa(i)+"]")
+			r.Drop("stop", "stop["+strconv.Itoa(i)+"]")
 			continue
 		}
 		g.StopSequences = append(g.StopSequences, s)
 	}
-	if f := r.format; f != nil {
+	if f := r.Format; f != nil {
 		g.ResponseMimeType = "application/json"
-		if f.kind == "json_schema" {
-			g.ResponseSchema = gmSchema(f.schema)
+		if f.Kind == "json_schema" {
+			g.ResponseSchema = geminiSchema(f.Schema)
 		}
 	}
-	if budget := rqEffortBudget(r.effort); budget > 0 {
+	if budget := EffortBudget(r.Effort); budget > 0 {
 		// A budget, not a thinking level: Gemini 2.5 refuses levels, and
 		// Gemini 3 takes budgets still. The client asked to reason, so it
 		// is shown the thoughts' summaries.
-		g.ThinkingConfig = &gmThinking{IncludeThoughts: true, ThinkingBudget: budget}
-	} else if r.effort != "" {
+		g.ThinkingConfig = &geminiThinking{IncludeThoughts: true, ThinkingBudget: budget}
+	} else if r.Effort != "" {
 		// "none": not every Gemini model can stop thinking (2.5 Pro
 		// refuses a budget of 0), so it thinks as it would.
-		r.drops.add("reasoning", r.effortMember)
+		r.Drop("reasoning", r.EffortMember)
 	}
 	if g.Temperature == nil && g.TopP == nil && g.MaxOutputTokens == nil && g.StopSequences == nil &&
 		g.ResponseMimeType == "" && g.ThinkingConfig == nil {

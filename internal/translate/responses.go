@@ -1,0 +1,11 @@
+package translate
+
+import "github.com/llmgateway/caddy-llm-gateway/api"
+
+// OpenAI's Responses: Codex's.
+func init() {
+	Register(api.Responses, &Codec{
+		ReadRequest:  responsesReadRequest,
+		WriteRequest: responsesWriteRequest,
+	})
+}
