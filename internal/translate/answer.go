@@ -87,6 +87,7 @@ type anAnswer struct {
 	created int64 // unix seconds; 0 when the upstream API has none
 	parts   []anPart
 	stop    Stop
+	seq     string // the stop sequence that ended it, when the engine named it (stop.go)
 	usage   api.Usage
 }
 
@@ -129,6 +130,10 @@ func (a *anAnswer) settle(body []byte) {
 	if tools && (a.stop == StopEnd || a.stop == StopNone) {
 		a.stop = StopTool
 	}
+	if len(a.seq) > maxStopSequence {
+		a.seq = ""
+	}
+	a.stop = a.stop.matched(a.seq != "")
 	if a.created == 0 {
 		a.created = time.Now().Unix()
 	}

@@ -25,6 +25,11 @@ type anChatAnswer struct {
 	Choices *[]anChatChoice `json:"choices"`
 	Usage   json.RawMessage `json:"usage"` // read by api.Chat
 	Error   json.RawMessage `json:"error"`
+	// llama-server's debugging copy of its native answer (-lv 10 and
+	// above), the one place its OpenAI answers name the stop string.
+	Verbose *struct {
+		StoppingWord string `json:"stopping_word"`
+	} `json:"__verbose"`
 }
 
 type anChatChoice struct {
@@ -47,6 +52,11 @@ type anChatChoice struct {
 		} `json:"function_call"`
 	} `json:"message"`
 	FinishReason *string `json:"finish_reason"`
+	// vLLM's stop_reason and SGLang's matched_stop: the stop string, or
+	// the id of a stop token (a number, not a sequence the client asked
+	// for).
+	StopReason  json.RawMessage `json:"stop_reason"`
+	MatchedStop json.RawMessage `json:"matched_stop"`
 }
 
 func anReadChat(body []byte) (anAnswer, error) {
@@ -67,6 +77,10 @@ func anReadChat(body []byte) (anAnswer, error) {
 	a := anAnswer{id: c.ID, model: c.Model, created: anUnix(c.Created)}
 	if ch.FinishReason != nil {
 		a.stop = ChatStop(*ch.FinishReason)
+	}
+	a.seq = anFirst(anStopString(ch.StopReason), anStopString(ch.MatchedStop))
+	if c.Verbose != nil && a.seq == "" {
+		a.seq = c.Verbose.StoppingWord
 	}
 	reasoning := ""
 	if m.Reasoning != nil {
@@ -135,13 +149,16 @@ func anChatContent(raw json.RawMessage) (string, error) {
 
 // anMessagesAnswer is a Messages answer, the members read.
 type anMessagesAnswer struct {
-	ID          string            `json:"id"`
-	Type        string            `json:"type"`
-	Model       string            `json:"model"`
-	Content     *[]anMessageBlock `json:"content"`
-	StopReason  *string           `json:"stop_reason"`
-	Usage       json.RawMessage   `json:"usage"` // read by api.Messages
-	StopDetails *struct {
+	ID         string            `json:"id"`
+	Type       string            `json:"type"`
+	Model      string            `json:"model"`
+	Content    *[]anMessageBlock `json:"content"`
+	StopReason *string           `json:"stop_reason"`
+	// The matched stop sequence; llama-server names it beside an
+	// end_turn stop_reason.
+	StopSequence *string         `json:"stop_sequence"`
+	Usage        json.RawMessage `json:"usage"` // read by api.Messages
+	StopDetails  *struct {
 		Explanation *string `json:"explanation"`
 	} `json:"stop_details"`
 	Error json.RawMessage `json:"error"`
@@ -169,6 +186,9 @@ func anReadMessages(body []byte) (anAnswer, error) {
 	a := anAnswer{id: m.ID, model: m.Model}
 	if m.StopReason != nil {
 		a.stop = MessagesStop(*m.StopReason)
+	}
+	if m.StopSequence != nil {
+		a.seq = *m.StopSequence
 	}
 	a.usage, _ = api.Messages.UsageOf(m.Usage)
 	// A refusal's text is what the model said instead of answering: Chat
@@ -367,6 +387,15 @@ func anUnix(n json.Number) int64 {
 		return 0
 	}
 	return int64(f)
+}
+
+// anStopString is a stop_reason member that names a stop string, else "".
+func anStopString(raw json.RawMessage) string {
+	var s string
+	if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
+		return ""
+	}
+	return s
 }
 
 func anFirst(a, b string) string {

@@ -163,6 +163,9 @@ func anWriteMessages(a *anAnswer) ([]byte, error) {
 		}
 	}
 	out.StopReason = stop.Messages()
+	if stop == StopSequence && a.seq != "" {
+		out.StopSequence = &a.seq
+	}
 	if stop == StopFilter {
 		out.StopDetails = &anRefusalDetails{Type: "refusal"}
 	}

@@ -12,6 +12,12 @@ package translate
 //	StopFilter    content_filter  refusal                         incomplete: content_filter
 //	StopPause     stop            pause_turn                      completed
 //	StopContext   length          model_context_window_exceeded   incomplete: max_output_tokens
+//
+// StopSequence carries the matched string where an engine names it
+// (matched): vLLM's and SGLang's choices[].stop_reason, llama-server's
+// __verbose.stopping_word, Messages' stop_sequence (llama-server's beside
+// an end_turn). A Messages client gets it as stop_sequence; Chat and
+// Responses have no member for it.
 type Stop uint8
 
 const (
@@ -24,6 +30,21 @@ const (
 	StopPause
 	StopContext
 )
+
+// maxStopSequence bounds a stop string carried from an engine to a
+// Messages client: a stop sequence is a few words, and a longer "match" is
+// an engine's mistake that the answer need not repeat.
+const maxStopSequence = 1 << 10
+
+// matched is the Stop of an answer that ended with s, when its engine
+// named the stop string it matched (named): a plain end becomes the stop
+// sequence's, a tool call or a length stays what it is.
+func (s Stop) matched(named bool) Stop {
+	if named && (s == StopEnd || s == StopNone) {
+		return StopSequence
+	}
+	return s
+}
 
 // ChatStop reads a Chat Completions finish_reason.
 func ChatStop(s string) Stop {

@@ -46,11 +46,12 @@ type Stream struct {
 	from, to api.API
 	opt      StreamOptions
 
-	begun     bool // the upstream's start was seen, or assumed
-	announced bool // the client was told the answer began (role chunk, message_start, response.created)
-	finished  bool // the client was told the answer is whole
-	dead      bool // an error was sent: nothing more goes out
-	stop      Stop // why the upstream said it ended, once it said so
+	begun     bool   // the upstream's start was seen, or assumed
+	announced bool   // the client was told the answer began (role chunk, message_start, response.created)
+	finished  bool   // the client was told the answer is whole
+	dead      bool   // an error was sent: nothing more goes out
+	stop      Stop   // why the upstream said it ended, once it said so
+	stopSeq   []byte // the stop string it matched, as escaped upstream, when it named one (stop.go)
 	usage     api.Usage
 	created   int64
 	seq       int // a Responses client's sequence_number
@@ -128,7 +129,7 @@ func NewStream(from, to api.API, o StreamOptions) *Stream {
 func (s *Stream) Reset(from, to api.API, o StreamOptions) {
 	*s = Stream{
 		from: from, to: to, opt: o,
-		id: s.id[:0], model: s.model[:0], token: s.token[:0], head: s.head[:0],
+		id: s.id[:0], model: s.model[:0], token: s.token[:0], head: s.head[:0], stopSeq: s.stopSeq[:0],
 		blocks: s.blocks[:0], scratch: s.scratch[:0],
 	}
 }
@@ -404,6 +405,7 @@ func (s *Stream) finish(dst []byte) []byte {
 	if s.nTools > 0 && (s.stop == StopNone || s.stop == StopEnd) {
 		s.stop = StopTool // engines that say "stop" after calling tools
 	}
+	s.stop = s.stop.matched(len(s.stopSeq) > 0)
 	switch s.to {
 	case api.Chat:
 		return s.chatFinish(dst)
@@ -439,6 +441,14 @@ func stValidObject(data []byte) bool {
 	}
 	end, err := jsonmember.SkipValue(data, 0, 1)
 	return err == nil && jsonmember.SkipSpace(data, end) == len(data)
+}
+
+// matchedStop keeps the stop string an engine named (escaped, as the
+// stream carries strings), within maxStopSequence.
+func (s *Stream) matchedStop(seq []byte) {
+	if len(seq) > 0 && len(seq) <= maxStopSequence {
+		s.stopSeq = append(s.stopSeq[:0], seq...)
+	}
 }
 
 // readUsage takes in the usage object of API a at data[v]: a later report

@@ -41,6 +41,13 @@ func (s *Stream) decodeChat(dst, data []byte) []byte {
 			usage = v
 		case "error":
 			errv, errEnd = v, end
+		case "__verbose":
+			// llama-server's debugging copy of its native answer, on the
+			// first chunk of its last batch: the one place it names the
+			// stop string it matched
+			if w, ok := stFindStr(data, v, "stopping_word"); ok {
+				s.matchedStop(w)
+			}
 		}
 	}
 	if errv >= 0 && choices < 0 {
@@ -67,6 +74,7 @@ func (s *Stream) decodeChat(dst, data []byte) []byte {
 type stChatChoice struct {
 	delta  int
 	finish []byte
+	seq    []byte // vLLM's stop_reason, SGLang's matched_stop, when it names a stop string (not a token id)
 }
 
 // chatChoice reads the choice at v, and whether it is choice 0.
@@ -85,6 +93,10 @@ func (s *Stream) chatChoice(data []byte, v int) (stChatChoice, bool) {
 			c.delta = v
 		case "finish_reason":
 			c.finish, _ = stStr(data, v, end)
+		case "stop_reason", "matched_stop":
+			if q, ok := stStr(data, v, end); ok {
+				c.seq = q
+			}
 		}
 	}
 }
@@ -126,6 +138,7 @@ func (s *Stream) decodeChatChoice(dst, data []byte, c stChatChoice) []byte {
 	if len(c.finish) > 0 {
 		// the answer is whole; its usage chunk and [DONE] follow
 		s.stop = ChatStop(string(c.finish))
+		s.matchedStop(c.seq)
 		for i := range s.blocks {
 			if s.blocks[i].open {
 				dst = s.close(dst, &s.blocks[i])

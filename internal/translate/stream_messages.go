@@ -52,6 +52,9 @@ func (s *Stream) decodeMessages(dst, data []byte) []byte {
 		if r, ok := stFindStr(data, delta, "stop_reason"); ok {
 			s.stop = MessagesStop(string(r))
 		}
+		if q, ok := stFindStr(data, delta, "stop_sequence"); ok {
+			s.matchedStop(q) // llama-server names it beside end_turn
+		}
 		if usage >= 0 {
 			s.readUsage(api.Messages, data, usage)
 		}
@@ -243,7 +246,13 @@ func (s *Stream) messagesFinish(dst []byte) []byte {
 	dst = s.messagesAnnounce(dst)
 	dst = append(dst, "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\""...)
 	dst = append(dst, s.stop.Messages()...)
-	dst = append(dst, `","stop_sequence":null},"usage":`...)
+	if s.stop == StopSequence && len(s.stopSeq) > 0 {
+		dst = append(dst, `","stop_sequence":"`...)
+		dst = append(dst, s.stopSeq...)
+		dst = append(dst, `"},"usage":`...)
+	} else {
+		dst = append(dst, `","stop_sequence":null},"usage":`...)
+	}
 	dst = api.Messages.AppendUsage(dst, s.usage)
 	dst = append(dst, "}\n\n"...)
 	return append(dst, "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"...)
