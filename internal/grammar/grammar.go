@@ -17,7 +17,7 @@ type Kind int
 
 const (
 	Comment    Kind = iota // only comments or no data: keep-alives
-	Preamble               // data that is not content yet: a role-only first chunk
+	Preamble               // data that is not content yet: an announcement (a role-only chunk, message_start, response.created, …)
 	Content                // data the client's answer consists of
 	Done                   // data: [DONE]
 	ErrorEvent             // data: {"error": …} from the upstream

@@ -47,9 +47,9 @@ type Event struct {
 
 // Scan reads one event in one validating pass over its data. With probe
 // (before the commit point, a handful of events) it also tells a preamble
-// from content and an error event: OpenAI's role-only first chunk;
-// Anthropic's message_start, ping, content_block_start and _stop. Without,
-// every valid data event is content.
+// from content and an error event (probe: a role-only chunk, Anthropic's
+// message_start, the Responses API's response.created, …). Without, every
+// valid data event is content.
 func (g Grammar) Scan(ev []byte, probe bool) Event { return g.scan(ev, probe, nil) }
 
 // ScanMemo is Scan of a committed stream's event (probe false) that takes
@@ -128,8 +128,26 @@ func nestedUsage(a api.API, msg []byte) (api.Usage, bool) {
 	return usageAt(a, msg, f.Usage)
 }
 
-// probe is what an object event is before the commit point.
+// probe is what an object event is before the commit point: first content
+// means content in every grammar (issue 56), the first text, tool call or
+// reasoning; what each API says before it announces the answer and is
+// held, so that a stream whose first token is late can still be hedged,
+// failed over and cut by first_token_timeout, whatever the client's API:
+//
+//	Chat       a chunk whose choices name a role and say nothing
+//	Messages   message_start, ping, content_block_start and _stop
+//	Responses  response.created, .queued, .in_progress,
+//	           .output_item.added, .content_part.added,
+//	           .reasoning_summary_part.added
+//
+// An error before content is an error event: Chat's {"error": …},
+// Messages' and Responses' `error`, and response.failed. Anything else is
+// content (an event type yet to come included: committing early is the
+// old behaviour, holding it back forever is not).
 func (g Grammar) probe(data []byte, f *jsonmember.Fields, typ []byte) Kind {
+	if g.API == api.Responses || g.API == api.Other && bytes.HasPrefix(typ, []byte(`"response.`)) {
+		return probeResponses(typ)
+	}
 	if g.API == api.Messages {
 		switch string(typ) {
 		case `"message_start"`, `"ping"`, `"content_block_start"`, `"content_block_stop"`:
@@ -146,6 +164,19 @@ func (g Grammar) probe(data []byte, f *jsonmember.Fields, typ []byte) Kind {
 	// no choices, or an empty array (a usage chunk ends an answer), is content
 	if f.Role && !f.Said && !f.NoChoices {
 		return Preamble
+	}
+	return Content
+}
+
+// probeResponses is what a Responses event is before the commit point, by
+// its type (the raw JSON string).
+func probeResponses(typ []byte) Kind {
+	switch string(typ) {
+	case `"response.created"`, `"response.queued"`, `"response.in_progress"`, `"response.output_item.added"`,
+		`"response.content_part.added"`, `"response.reasoning_summary_part.added"`:
+		return Preamble
+	case `"error"`, `"response.failed"`:
+		return ErrorEvent
 	}
 	return Content
 }
