@@ -189,13 +189,12 @@ func (s *Stream) begin(dst, id, model []byte, created int64) []byte {
 	if created <= 0 {
 		s.created = time.Now().Unix()
 	}
-	switch s.to {
-	case api.Chat:
+	if s.to == api.Chat {
 		return s.chatAnnounce(dst)
-	case api.Responses:
-		return s.respAnnounce(dst)
 	}
-	return dst // a Messages client hears of it with its first block (messagesAnnounce)
+	// a Messages or Responses client hears of it with its first block
+	// (messagesAnnounce, respAnnounce)
+	return dst
 }
 
 // stIDCore appends id without its API's prefix, every byte outside

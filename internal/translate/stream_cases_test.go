@@ -79,6 +79,33 @@ func TestStreamChatToMessagesWaitsForContent(t *testing.T) {
 	}
 }
 
+// TestStreamResponsesAnnouncesWithTheFirstBlock: a Responses client hears
+// response.created with the first block, not with the engine's role-only
+// chunk, so the gateway holds nothing but announcements until the first
+// delta (issue 56: the stream committed at its first byte, and a slow first
+// token was never hedged); an engine that fails before its first token
+// answers with the error event alone.
+func TestStreamResponsesAnnouncesWithTheFirstBlock(t *testing.T) {
+	s := NewStream(api.Chat, api.Responses, StreamOptions{})
+	if got := s.Event(nil, []byte(stChatChunk(`{"role":"assistant","content":""}`, ""))); len(got) != 0 {
+		t.Fatalf("role chunk: %q", got)
+	}
+	var names []string
+	for _, e := range stSplit(t, s.Event(nil, []byte(stChatChunk(`{"content":"Hi"}`, "")))) {
+		names = append(names, e.name)
+	}
+	if want := "response.created response.in_progress response.output_item.added response.content_part.added response.output_text.delta"; strings.Join(names, " ") != want {
+		t.Fatalf("with the first text: %v, want %s", names, want)
+	}
+
+	s = NewStream(api.Chat, api.Responses, StreamOptions{})
+	s.Event(nil, []byte(stChatChunk(`{"role":"assistant","content":""}`, "")))
+	got := stSplit(t, s.Event(nil, []byte(`data: {"error":{"message":"no","type":"server_error","code":null}}`+"\n\n")))
+	if len(got) != 1 || got[0].name != "error" {
+		t.Fatalf("an error before content: %+v", got)
+	}
+}
+
 // TestStreamChatToolCallsWithoutIDsOrIndexes: engines that leave out the
 // index send calls one after another; a call without an id gets one.
 func TestStreamChatToolCallsWithoutIDsOrIndexes(t *testing.T) {

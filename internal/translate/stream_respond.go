@@ -6,7 +6,11 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/api"
 )
 
-// A Responses client's stream: response.created and .in_progress first;
+// A Responses client's stream: response.created and .in_progress first,
+// with the first block, not with the upstream's first event (as a Messages
+// client's message_start): an engine that fails before its first token
+// answers with an error event alone, and the gateway's probe holds the
+// announcement until content follows (internal/grammar);
 // each block an output item (message, function_call, custom_tool_call or
 // reasoning) from output_item.added to output_item.done; then
 // response.completed or .incomplete with every item and the usage. Every
