@@ -2,11 +2,16 @@ package caddymodule
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/packages/ssestream"
+	"github.com/openai/openai-go/v3/responses"
 )
 
 // An engine whose first token takes 20 s, hedged after 300ms to a fallback
@@ -62,6 +67,75 @@ func TestASlowFirstTokenIsHedgedToTheFallback(t *testing.T) {
 	if !strings.Contains(after, `llm_gateway_hedge_loser_seconds_count{engine="slow"}`) {
 		t.Fatalf("no loser observed:\n%s", grepLines(after, "hedge"))
 	}
+}
+
+// The same slow first token from a Chat-only engine, to a Responses
+// client (Codex's API) and a Chat one: each is hedged at hedge_after to
+// the fallback and streamed its answer, the Responses one as the openai-go
+// SDK reads a Responses stream (issue 56: the translated stream said
+// response.created on the engine's role-only chunk, which committed it,
+// and 179 of 179 such streams waited the whole delay).
+func TestAResponsesClientIsHedgedAsAChatOne(t *testing.T) {
+	startGateway(t, `
+		engine slow {
+			`+engineCmd("--first-token-delay 20s")+`
+			models m
+			api chat
+			fallback fast
+			hedge_after 300ms
+			hedge_budget 100%
+		}
+		engine fast {
+			`+engineCmd(`--reply "from the fast one"`)+`
+			models fast
+			api chat
+			preload
+		}`)
+	awaitState(t, "fast", "ready")
+	before := scrape(t)
+	client := sdk("unused")
+	for _, which := range []string{"responses", "chat"} {
+		start := time.Now()
+		var text string
+		var err error
+		if which == "chat" {
+			text, err = readStream(client.Chat.Completions.NewStreaming(context.Background(), chatParams("m", "hi")))
+		} else {
+			text, err = readResponsesStream(client.Responses.NewStreaming(context.Background(), responses.ResponseNewParams{
+				Model: "m", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hi")}}))
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", which, err)
+		}
+		if took := time.Since(start); took >= 20*time.Second || !strings.Contains(text, "from the fast one") {
+			t.Fatalf("%s: %q after %s: not the hedge's answer", which, text, took)
+		}
+	}
+	after := scrape(t)
+	won := sample(t, after, "llm_gateway_hedges_total", `engine="slow",winner="hedge"`) -
+		sample(t, before, "llm_gateway_hedges_total", `engine="slow",winner="hedge"`)
+	if won != 2 {
+		t.Fatalf("hedges won %v, want 2 (one per client API)\n%s", won, grepLines(after, "hedge"))
+	}
+}
+
+// readResponsesStream reads a Responses stream as its SDK gives it: the
+// text of its deltas, which must be the text of response.completed.
+func readResponsesStream(s *ssestream.Stream[responses.ResponseStreamEventUnion]) (string, error) {
+	var text strings.Builder
+	completed := ""
+	for s.Next() {
+		switch ev := s.Current(); ev.Type {
+		case "response.output_text.delta":
+			text.WriteString(ev.Delta)
+		case "response.completed":
+			completed = ev.Response.OutputText()
+		}
+	}
+	if s.Err() == nil && completed != text.String() {
+		return text.String(), fmt.Errorf("deltas %q, response.completed %q", text.String(), completed)
+	}
+	return text.String(), s.Err()
 }
 
 // A hedge's loser costs the caller's key its prompt (four bytes a token:
