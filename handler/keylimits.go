@@ -1,6 +1,9 @@
 package handler
 
 import (
+	"strings"
+
+	"github.com/llmgateway/caddy-llm-gateway/handler/config"
 	"github.com/llmgateway/caddy-llm-gateway/handler/keys"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 	"github.com/llmgateway/caddy-llm-gateway/quota"
@@ -37,7 +40,8 @@ import (
 func (g *Gateway) SetLimiter(l *quota.Limiter) { g.limiter = l }
 
 // KeyRules returns each named key's limits, the config's and the issued
-// ones', for the admin API.
+// ones', and those of the identities with limits that asked, for the admin
+// API.
 func (g *Gateway) KeyRules() map[string]quota.Rules {
 	out := map[string]quota.Rules{}
 	var all []*keys.Rules
@@ -47,6 +51,7 @@ func (g *Gateway) KeyRules() map[string]quota.Rules {
 	if g.who.Issued != nil {
 		all = append(all, g.who.Issued.All()...)
 	}
+	all = append(all, g.who.Identities.Seen()...)
 	for _, kr := range all {
 		if kr.Name != "" && !kr.Limits.Empty() {
 			if _, ok := out[kr.Name]; !ok { // the config's key wins a name
@@ -68,7 +73,11 @@ func (g *Gateway) KeyUsage() []quota.KeyUsage {
 // ResetKey clears a key's counters; it reports whether the key has limits
 // here.
 func (g *Gateway) ResetKey(name string) (bool, error) {
-	if _, ok := g.KeyRules()[name]; !ok || g.limiter == nil {
+	_, ok := g.KeyRules()[name]
+	// an identity this config has not seen yet may have counters of an
+	// earlier one: its name says what it is
+	ok = ok || g.who.Identities != nil && strings.HasPrefix(name, config.IdentityPrefix)
+	if !ok || g.limiter == nil {
 		return false, nil
 	}
 	return true, g.limiter.Reset(name)

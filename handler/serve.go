@@ -29,7 +29,7 @@ func New(cfg config.Config, engs []*engines.Engine, log *zap.Logger) (*Gateway, 
 	g := &Gateway{
 		clock:              clock.Real,
 		log:                log,
-		who:                keys.Who{Ring: keys.NewRing(config.SplitKeys(cfg.Keys))},
+		who:                keys.Who{Ring: keys.NewRing(config.SplitKeys(cfg.Keys)), Identities: keys.NewIdentities(cfg.Identity)},
 		maxBody:            cfg.MaxBody,
 		bodyTimeout:        time.Duration(cfg.BodyTimeout),
 		byModel:            map[string]*route{},

@@ -130,6 +130,10 @@ type Config struct {
 	// Default: none (only the keys of the config).
 	IssuedKeys *IssuedKeys `json:"issued_keys,omitempty"`
 
+	// Identity applies rules to who another Caddy handler authenticated
+	// (identity.go). Default: none (only keys).
+	Identity *Identity `json:"identity,omitempty"`
+
 	// Translate lets requests reach engines that do not speak their API
 	// (Chat Completions, Responses, Messages) through translation; an
 	// engine's own `translate` wins. Default: on.
@@ -196,7 +200,9 @@ type ConfigError struct {
 	Engine string // the engine the error is about, if one
 	Pool   string // the pool the error is about, if one
 	Key    string // the key (by name) the error is about, if one
-	Err    error
+	// Identity: the error is about the identity block
+	Identity bool
+	Err      error
 }
 
 func (e *ConfigError) Error() string { return e.Err.Error() }
@@ -375,6 +381,12 @@ func (c Config) Validate() error {
 	}
 	if err := c.validateIssued(); err != nil {
 		return err
+	}
+	if err := checkIdentityNames(c.Keys); err != nil {
+		return err
+	}
+	if err := c.validateIdentity(models); err != nil {
+		return &ConfigError{Identity: true, Err: err}
 	}
 	return c.validateKeyRules(models)
 }

@@ -171,9 +171,10 @@ func keyLabel(k Key) string {
 }
 
 // HasLimits reports whether a key of the config may have rate or token
-// limits: a key block has, or keys are issued at run time (each may).
+// limits: a key block or an identity's rule block has, or keys are issued
+// at run time (each may).
 func (c Config) HasLimits() bool {
-	if c.IssuedKeys != nil {
+	if c.IssuedKeys != nil || c.Identity.hasLimits() {
 		return true
 	}
 	for _, k := range c.Keys {
@@ -201,7 +202,7 @@ func (c Config) validateKeyRules(models map[string]string) error {
 			return &ConfigError{Key: k.Name, Err: fmt.Errorf("key %s is given twice with different rules", k.Name)}
 		}
 		byName[k.Name] = k
-		if err := CheckRules(k, c.knows(models)); err != nil {
+		if err := CheckRules(k, "key "+k.Name, c.knows(models)); err != nil {
 			return &ConfigError{Key: k.Name, Err: err}
 		}
 	}
@@ -227,22 +228,23 @@ func (c Config) knows(models map[string]string) func(string) bool {
 // CheckRules checks one key's rules, wherever they come from (a key block,
 // a key issued at run time, an identity's rule block): its models and
 // over_budget fallback are names known says are served, its limits are
-// valid, and an over_budget fallback has a token budget to apply to.
-func CheckRules(k Key, known func(string) bool) error {
+// valid, and an over_budget fallback has a token budget to apply to. Its
+// errors start with label ("key team-a").
+func CheckRules(k Key, label string, known func(string) bool) error {
 	for _, m := range k.Models {
 		if !known(m) {
-			return fmt.Errorf("key %s: models: %q is no model or pool of this gateway", k.Name, m)
+			return fmt.Errorf("%s: models: %q is no model or pool of this gateway", label, m)
 		}
 	}
 	if err := k.Rules().Validate(); err != nil {
-		return fmt.Errorf("key %s: %v", k.Name, err)
+		return fmt.Errorf("%s: %v", label, err)
 	}
 	if f := k.OverBudgetFallback; f != "" {
 		if !known(f) {
-			return fmt.Errorf("key %s: over_budget fallback %q is no model or pool of this gateway", k.Name, f)
+			return fmt.Errorf("%s: over_budget fallback %q is no model or pool of this gateway", label, f)
 		}
 		if len(k.Tokens) == 0 {
-			return fmt.Errorf("key %s: over_budget fallback needs a token budget (tokens 200k/d) to apply to", k.Name)
+			return fmt.Errorf("%s: over_budget fallback needs a token budget (tokens 200k/d) to apply to", label)
 		}
 	}
 	return nil
