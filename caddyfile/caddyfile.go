@@ -28,6 +28,12 @@ import (
 //			secret <secret>             # the hash's key; default: generated into the data directory (required with store redis)
 //			max <n>                     # keys issued at once; default 1000
 //		}]
+//		identity <placeholder> [{       # who another handler authenticated: {http.auth.user.id}, a header forward_auth copies
+//			groups <placeholder>        # the identity's groups, separated by commas (a JWT claim, an SSO proxy's header)
+//			user <id> { <key rules> }   # rules of one identity (models, rate, tokens, … as a key block's)
+//			group <name> { <key rules> }  # rules of a group's identities without a user block; the first that applies
+//			default { <key rules> }     # rules of every other identity; default: refused (403)
+//		}]
 //		store redis <host:port> [{      # counters (and issued keys) shared by several gateways (default: embedded)
 //			password <p>
 //			db <n>

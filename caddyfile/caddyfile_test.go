@@ -1307,6 +1307,9 @@ func TestEveryListedSubdirectiveIsKnown(t *testing.T) {
 		{"store", storeOptions, func(n string) string {
 			return "llm_gateway {\n\tstore redis 127.0.0.1:1 {\n\t\t" + n + "\n\t}" + remote + "\n}"
 		}},
+		{"identity", identityOptions, func(n string) string {
+			return "llm_gateway {\n\tidentity {http.auth.user.id} {\n\t\t" + n + "\n\t}" + remote + "\n}"
+		}},
 		{"issued_keys", issuedOptions, func(n string) string {
 			return "llm_gateway {\n\tissued_keys {\n\t\t" + n + "\n\t}" + remote + "\n}"
 		}},

@@ -25,7 +25,7 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config, hist **history.Conf
 	if d.NextArg() {
 		return cfg, d.ArgErr()
 	}
-	var uiAt pos
+	var uiAt, identityAt pos
 	engineAt := map[string]pos{}      // where each engine and pool block starts,
 	poolAt := map[string]pos{}        // for the errors of the validation below
 	optionAt := map[string]settings{} // where each engine's options are
@@ -87,6 +87,17 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config, hist **history.Conf
 				return cfg, err
 			}
 			cfg.IssuedKeys = &ik
+			continue
+		case "identity":
+			if cfg.Identity != nil {
+				return cfg, d.Errf("identity is given twice")
+			}
+			identityAt = here(d)
+			id, err := parseIdentity(d)
+			if err != nil {
+				return cfg, err
+			}
+			cfg.Identity = &id
 			continue
 		case "ui":
 			if *ui != nil {
@@ -334,6 +345,9 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config, hist **history.Conf
 			}
 			if at, ok := keyAt[ce.Key]; ok && ce.Key != "" {
 				return cfg, at.errf("%v", err)
+			}
+			if ce.Identity {
+				return cfg, identityAt.errf("%v", err)
 			}
 		}
 		return cfg, d.Errf("%v", err)

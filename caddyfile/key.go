@@ -23,29 +23,36 @@ func parseKey(d *cf.Dispenser) (hconfig.Key, error) {
 		return k, d.Errf("key %s: %v", args[0], err)
 	}
 	k.Name, k.Value = args[0], args[1]
+	return k, parseRules(d, &k, "key "+k.Name, true)
+}
+
+// parseRules parses the block of rules of a key, or of an identity's
+// user, group or default (what names it in errors; an identity is never
+// an operator).
+func parseRules(d *cf.Dispenser, k *hconfig.Key, what string, operator bool) error {
 	set := settings{}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		sub := d.Val()
 		if sub != "rate" && sub != "tokens" {
 			if err := set.once(d); err != nil {
-				return k, err
+				return err
 			}
 		}
 		switch sub {
 		case "models":
 			k.Models = d.RemainingArgs()
 			if len(k.Models) == 0 {
-				return k, d.ArgErr()
+				return d.ArgErr()
 			}
 		case "rate", "tokens":
 			specs := d.RemainingArgs()
 			if len(specs) == 0 {
-				return k, d.Errf("%s takes limits such as 60/m or 200k/d", sub)
+				return d.Errf("%s takes limits such as 60/m or 200k/d", sub)
 			}
 			for _, spec := range specs {
 				l, err := quota.ParseLimit(spec)
 				if err != nil {
-					return k, d.Errf("key %s: %s: %v", k.Name, sub, err)
+					return d.Errf("%s: %s: %v", what, sub, err)
 				}
 				if sub == "rate" {
 					k.Rate = append(k.Rate, l)
@@ -56,35 +63,38 @@ func parseKey(d *cf.Dispenser) (hconfig.Key, error) {
 		case "reserve":
 			var v string
 			if err := oneArg(d, &v); err != nil {
-				return k, err
+				return err
 			}
 			n, err := quota.ParseCount(v)
 			if err != nil || n < 1 {
-				return k, d.Errf("key %s: reserve takes a token count such as 1024 or 4k, not %q", k.Name, v)
+				return d.Errf("%s: reserve takes a token count such as 1024 or 4k, not %q", what, v)
 			}
 			k.Reserve = n
 		case "priority":
 			var v string
 			if err := oneArg(d, &v); err != nil {
-				return k, err
+				return err
 			}
 			n, err := strconv.Atoi(v)
 			if err != nil {
-				return k, d.Errf("key %s: priority takes a whole number (higher goes first), not %q", k.Name, v)
+				return d.Errf("%s: priority takes a whole number (higher goes first), not %q", what, v)
 			}
 			k.Priority = n
 		case "operator":
 			if d.NextArg() {
-				return k, d.ArgErr()
+				return d.ArgErr()
+			}
+			if !operator {
+				return d.Errf("%s: an identity is never an operator (give the operator a key of its own)", what)
 			}
 			k.Operator = true
 		case "hedge":
 			var v string
 			if err := oneArg(d, &v); err != nil {
-				return k, err
+				return err
 			}
 			if v != "off" && v != "on" {
-				return k, d.Errf("key %s: hedge takes off (never start a second attempt beside a slow one for this key) or on, not %q", k.Name, v)
+				return d.Errf("%s: hedge takes off (never start a second attempt beside a slow one for this key) or on, not %q", what, v)
 			}
 			k.NoHedge = v == "off"
 		case "over_budget":
@@ -94,11 +104,11 @@ func parseKey(d *cf.Dispenser) (hconfig.Key, error) {
 			case len(args) == 2 && args[0] == "fallback":
 				k.OverBudgetFallback = args[1]
 			default:
-				return k, d.Errf("over_budget takes refuse or fallback <model>")
+				return d.Errf("over_budget takes refuse or fallback <model>")
 			}
 		default:
-			return k, unknownSubdirective(d, "key", "key "+k.Name, keyOptions)
+			return unknownSubdirective(d, "key", what, keyOptions)
 		}
 	}
-	return k, nil
+	return nil
 }

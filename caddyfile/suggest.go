@@ -10,7 +10,7 @@ import (
 // The subdirectives of each block, for the suggestion that follows an
 // unknown one (TestEveryListedSubdirectiveIsKnown keeps these lists honest).
 var (
-	handlerOptions = []string{"keys", "key", "issued_keys", "store", "max_body", "body_timeout", "wake", "keepalive", "body_fallbacks",
+	handlerOptions = []string{"keys", "key", "issued_keys", "identity", "store", "max_body", "body_timeout", "wake", "keepalive", "body_fallbacks",
 		"annotate_response", "list_aliases", "max_fallbacks", "max_attempts", "transport", "extra_paths", "passthrough",
 		"defaults", "ui", "history", "pool", "engine", "memory_budget", "max_wait", "priority_grace", "translate"}
 	engineOptions = []string{"to", "models", "model_name", "display_name", "description", "metadata", "unlisted", "api", "translate", "provider", "region", "project", "location", "api_version", "allow_media", "passthrough", "api_key", "cmd", "dir", "env", "ready",
@@ -25,6 +25,7 @@ var (
 	keyOptions         = []string{"models", "rate", "tokens", "over_budget", "reserve", "priority", "operator", "hedge"}
 	storeOptions       = []string{"password", "db", "prefix", "timeout"}
 	issuedOptions      = []string{"secret", "max"}
+	identityOptions    = []string{"groups", "user", "group", "default"}
 	uiOptions          = []string{"keys", "recent"}
 	historyOptions     = []string{"keep", "max_age", "memory"}
 	passthroughOptions = []string{"methods", "budgets"}
