@@ -107,8 +107,9 @@ func readKeyBody(r *http.Request) ([]byte, error) {
 
 // KeyListing is one key of GET /llm_gateway/keys: its counters (key and
 // limits, as for every named key with limits), where it comes from
-// (config: a key of the Caddyfile; issued: issued at run time) and, for an
-// issued key, its rules, note, expiry and use.
+// (config: a key of the Caddyfile; issued: issued at run time; identity:
+// an identity with limits that asked) and, for an issued key, its rules,
+// note, expiry and use.
 type KeyListing struct {
 	quota.KeyUsage
 	Source string `json:"source"`
@@ -122,37 +123,30 @@ type IssuedKey struct {
 	Token string `json:"token"`
 }
 
-// keyListings are the live configs' named keys with limits and the newest
-// store's issued keys, by name.
+// keyListings are the live configs' named keys and identities with limits
+// and the newest store's issued keys, by name. An issued key the config's
+// own key of its name shadows is listed apart, to be seen and revoked.
 func keyListings() []KeyListing {
 	out := []KeyListing{}
-	seen := map[string]bool{}
+	at := map[string]int{}
 	for _, u := range liveKeyUsage() {
-		seen[u.Key] = true
-		out = append(out, KeyListing{KeyUsage: u, Source: "config"})
+		source := "config"
+		if strings.HasPrefix(u.Key, hconfig.IdentityPrefix) {
+			source = "identity"
+		}
+		at[u.Key] = len(out)
+		out = append(out, KeyListing{KeyUsage: u, Source: source})
 	}
 	if h, ok := newestIssued(); ok {
-		usage := map[string]quota.KeyUsage{}
-		for _, u := range liveKeyUsage() {
-			usage[u.Key] = u
-		}
 		for _, k := range h.store.List() {
-			u, ok := usage[k.Name]
-			if !ok {
-				u = quota.KeyUsage{Key: k.Name, Limits: []quota.LimitUsage{}}
-			}
-			i := slices.IndexFunc(out, func(l KeyListing) bool { return l.KeyUsage.Key == k.Name })
-			if i >= 0 && out[i].Key != nil {
-				continue
-			}
-			if i >= 0 {
+			if i, ok := at[k.Name]; ok && !configKeyNamed(k.Name) {
 				out[i].Source, out[i].Key = "issued", &k
 				continue
 			}
-			out = append(out, KeyListing{KeyUsage: u, Source: "issued", Key: &k})
+			out = append(out, KeyListing{KeyUsage: quota.KeyUsage{Key: k.Name, Limits: []quota.LimitUsage{}}, Source: "issued", Key: &k})
 		}
 	}
-	slices.SortFunc(out, func(a, b KeyListing) int { return strings.Compare(a.KeyUsage.Key, b.KeyUsage.Key) })
+	slices.SortStableFunc(out, func(a, b KeyListing) int { return strings.Compare(a.KeyUsage.Key, b.KeyUsage.Key) })
 	return out
 }
 
@@ -203,7 +197,7 @@ func checkRules(spec keystore.Spec, issuing bool) error {
 	known := func(m string) bool {
 		return slices.ContainsFunc(gws, func(g *handler.Gateway) bool { return g.Knows(m) })
 	}
-	if err := hconfig.CheckRules(spec.Key, known); err != nil {
+	if err := hconfig.CheckRules(spec.Key, "key "+spec.Name, known); err != nil {
 		return keystore.Errorf(keystore.ErrInvalid, "%v", err)
 	}
 	if issuing && configKeyNamed(spec.Name) {

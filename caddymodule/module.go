@@ -66,7 +66,7 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 		}
 		return fmt.Errorf("llm_gateway: keys are configured but resolve to no token")
 	}
-	warnIfOpen(ctx, g.logger, len(g.Keys) > 0 || g.IssuedKeys != nil)
+	warnIfOpen(ctx, g.logger, len(g.Keys) > 0 || g.IssuedKeys != nil || g.Identity != nil)
 	g.maskKeysInEngineOutput(cfg.Keys, repl)
 
 	var preload []*engines.Engine
@@ -305,7 +305,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			}
 		}
 	}()
-	if !g.gw.ServeHTTP(w, r, &res) {
+	if !g.gw.ServeHTTP(w, g.withIdentity(r), &res) {
 		return next.ServeHTTP(w, r)
 	}
 	return nil
