@@ -88,6 +88,8 @@ import (
 //			unlisted [on|off]           # not in /v1/models, served all the same; default off
 //			api openai|anthropic|embeddings ...  # the API families it speaks; default openai anthropic
 //			api_key <key> [<header>]    # the engine's own key; default header Authorization: Bearer
+//			provider <name> [{ … }]     # a cloud provider's module (docs/providers.md); its lines
+//			                            # (region, project, …) in its block or beside it here
 //			passthrough <route|path...> # what /upstream/ passes to a provider's engine (default nothing): its
 //			                            # routes (countTokens, converse, …) for the key's model; paths (a
 //			                            # prefix ends in *) as written, for keys without rules only

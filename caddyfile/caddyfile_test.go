@@ -17,6 +17,7 @@ import (
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 	hconfig "github.com/llmgateway/caddy-llm-gateway/handler/config"
+	"github.com/llmgateway/caddy-llm-gateway/providers/gemini"
 	"github.com/llmgateway/caddy-llm-gateway/statuspage"
 )
 
@@ -306,7 +307,7 @@ func TestParseEverySubdirective(t *testing.T) {
 		allow_media gs file_id
 	}
 }`, hconfig.Config{Engines: []engines.Config{
-			{Name: "gem", Provider: "gemini", APIKey: "{env.GEMINI_API_KEY}", Models: []string{"gemini-2.5-flash"}, AllowMedia: []string{"gs", "file_id"}},
+			{Name: "gem", ProviderRaw: json.RawMessage(`{"name":"gemini"}`), Provider: new(gemini.Gemini), APIKey: "{env.GEMINI_API_KEY}", Models: []string{"gemini-2.5-flash"}, AllowMedia: []string{"gs", "file_id"}},
 		}}},
 		{"engines keep their order", `llm_gateway {
 	engine b {

@@ -2,6 +2,7 @@ package caddyfile
 
 import (
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -17,15 +18,17 @@ import (
 // An engine block, and the defaults block that takes the same options.
 
 // parseEngine parses `engine <name> { … }`, and returns where each
-// single-value option was set.
-func parseEngine(d *cf.Dispenser) (engines.Config, settings, error) {
+// single-value option was set, and the lines of a provider's engine it has
+// beside no `provider` line of its own (provider.go), for the provider it
+// inherits.
+func parseEngine(d *cf.Dispenser) (engines.Config, settings, []cf.Segment, error) {
 	var ec engines.Config
 	var err error
 	if ec.Name, err = blockArg(d, "engine needs a name: engine <name> { … }"); err != nil {
-		return ec, nil, err
+		return ec, nil, nil, err
 	}
-	set, err := parseEngineOptions(d, &ec, "engine "+ec.Name)
-	return ec, set, err
+	set, lines, err := parseEngineOptions(d, &ec, "engine "+ec.Name)
+	return ec, set, lines, err
 }
 
 // parseDefaults parses `defaults { … }`: engine options for every engine
@@ -35,26 +38,31 @@ func parseDefaults(d *cf.Dispenser) (engines.Config, settings, error) {
 	if d.NextArg() {
 		return ec, nil, d.ArgErr()
 	}
-	set, err := parseEngineOptions(d, &ec, "defaults")
+	set, lines, err := parseEngineOptions(d, &ec, "defaults")
+	if err == nil && len(lines) > 0 {
+		err = noProvider(lines, "defaults")
+	}
 	return ec, set, err
 }
 
 // parseEngineOptions parses the block of an engine (or of defaults, where
 // what names the engine is refused), named where for errors, and returns
-// where each single-value option was set.
-func parseEngineOptions(d *cf.Dispenser, ec *engines.Config, where string) (settings, error) {
+// where each single-value option was set, and the lines of a provider's
+// engine it has when it has no provider line.
+func parseEngineOptions(d *cf.Dispenser, ec *engines.Config, where string) (settings, []cf.Segment, error) {
 	nesting := d.Nesting()
 	set := settings{}
+	var lines []cf.Segment // for the provider (provider.go)
 	for d.NextBlock(nesting) {
 		if where == "defaults" {
 			switch d.Val() {
 			case "models", "model_name":
-				return set, d.Errf("%s may not be in defaults: each engine serves its own models", d.Val())
+				return set, nil, d.Errf("%s may not be in defaults: each engine serves its own models", d.Val())
 			}
 		}
 		if sub := d.Val(); sub != "env" && sub != "set" && sub != "strip" && sub != "metadata" {
 			if err := set.once(d); err != nil {
-				return set, err
+				return set, nil, err
 			}
 		}
 		var err error
@@ -74,17 +82,7 @@ func parseEngineOptions(d *cf.Dispenser, ec *engines.Config, where string) (sett
 		case "model_name":
 			err = oneArg(d, &ec.ModelName)
 		case "provider":
-			if err = oneArg(d, &ec.Provider); err == nil && !engines.IsProvider(ec.Provider) {
-				err = d.Errf("provider takes %s, not %q", engines.ProviderNames, ec.Provider)
-			}
-		case "region":
-			err = oneArg(d, &ec.Region)
-		case "project":
-			err = oneArg(d, &ec.Project)
-		case "location":
-			err = oneArg(d, &ec.Location)
-		case "api_version":
-			err = oneArg(d, &ec.APIVersion)
+			ec.Provider, err = parseProvider(d)
 		case "allow_media":
 			if ec.AllowMedia = d.RemainingArgs(); len(ec.AllowMedia) == 0 {
 				err = d.Errf("allow_media takes the media references a provider may be sent beside https: and data: URLs: URL schemes and file_id (allow_media gs file_id)")
@@ -314,13 +312,20 @@ func parseEngineOptions(d *cf.Dispenser, ec *engines.Config, where string) (sett
 		case "hedge_after", "hedge_budget":
 			_, err = hedgeOption(d, &ec.Hedge)
 		default:
-			err = unknownSubdirective(d, "engine", where, engineOptions)
+			if slices.Contains(providerLines(), sub) {
+				lines = append(lines, d.NextSegment()) // its provider's, once the block is read
+				break
+			}
+			err = unknownSubdirective(d, "engine", where, append(engineOptions, providerLines()...))
 		}
 		if err != nil {
-			return set, err
+			return set, nil, err
 		}
 	}
-	return set, nil
+	if ec.Provider == nil {
+		return set, lines, nil
+	}
+	return set, nil, offerLines(ec, lines)
 }
 
 // parseBreaker parses `breaker <failures> [<cool-down>]`.

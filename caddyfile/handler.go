@@ -29,6 +29,9 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config, hist **history.Conf
 	engineAt := map[string]pos{}      // where each engine and pool block starts,
 	poolAt := map[string]pos{}        // for the errors of the validation below
 	optionAt := map[string]settings{} // where each engine's options are
+	// the lines of a provider's engine in an engine without a provider
+	// line, for the provider it inherits (provider.go)
+	providerLinesOf := map[string][]cf.Segment{}
 	var defaultsSet settings
 	keyAt := map[string]pos{}
 	set := settings{}
@@ -168,9 +171,12 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config, hist **history.Conf
 			continue
 		case "engine":
 			at := here(d)
-			ec, eset, err := parseEngine(d)
+			ec, eset, lines, err := parseEngine(d)
 			if err != nil {
 				return cfg, err
+			}
+			if len(lines) > 0 {
+				providerLinesOf[ec.Name] = lines
 			}
 			if first, ok := engineAt[ec.Name]; ok {
 				return cfg, at.errf("engine %s is defined twice (first at %s)", ec.Name, first)
@@ -287,6 +293,13 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config, hist **history.Conf
 	}
 	if len(cfg.Engines) == 0 {
 		return cfg, d.Err("llm_gateway needs at least one engine block")
+	}
+	for i, ec := range cfg.Engines {
+		if lines := providerLinesOf[ec.Name]; lines != nil {
+			if err := inheritProvider(&cfg.Engines[i], cfg.Defaults, lines); err != nil {
+				return cfg, err
+			}
+		}
 	}
 	if defaultTransport != nil && cfg.Defaults != nil && cfg.Defaults.Transport != nil {
 		return cfg, defaultsAt.errf("transport is given both in defaults and for the whole handler: keep one")

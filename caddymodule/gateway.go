@@ -57,6 +57,7 @@ func (*Gateway) CaddyModule() caddy.ModuleInfo {
 // Interface guards
 var (
 	_ caddy.Provisioner           = (*Gateway)(nil)
+	_ caddy.Validator             = (*Gateway)(nil)
 	_ caddy.CleanerUpper          = (*Gateway)(nil)
 	_ caddyhttp.MiddlewareHandler = (*Gateway)(nil)
 	_ caddyfile.Unmarshaler       = (*Gateway)(nil)

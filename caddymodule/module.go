@@ -37,10 +37,10 @@ func init() {
 
 // Provision resolves placeholders, validates the config and builds (or
 // finds, across a reload) each engine's runtime. It never starts a process:
-// `caddy validate` runs it. The module has no Validate: the config can only
-// be checked once its placeholders are resolved and its defaults filled in,
-// which Provision does (buildGateway), and Caddy runs Provision wherever it
-// would run Validate.
+// `caddy validate` runs it. The module's Validate does nothing: the config
+// can only be checked once its placeholders are resolved, its provider
+// modules loaded and its defaults filled in, which Provision does
+// (buildGateway), and Caddy runs Provision wherever it would run Validate.
 func (g *Gateway) Provision(ctx caddy.Context) error {
 	g.logger = ctx.Logger()
 	g.ctx = ctx
@@ -70,7 +70,7 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 	g.maskKeysInEngineOutput(cfg.Keys, repl)
 
 	var preload []*engines.Engine
-	gw, cfg, err := buildGateway(repl, cfg, g.logger, func(ec engines.Config) (*engines.Engine, error) {
+	gw, cfg, err := buildGateway(ctx, repl, cfg, g.logger, func(ec engines.Config) (*engines.Engine, error) {
 		e, key, err := loadEngine(ctx, ec)
 		if err != nil {
 			return nil, err
@@ -127,14 +127,22 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 	return nil
 }
 
+// Validate does nothing: Provision validates the config once, resolved,
+// with its provider modules loaded and its defaults filled in
+// (buildGateway). Without it, Caddy would call the embedded
+// hconfig.Config's Validate after Provision, on the config as written: a
+// second validation of another config, which knows no provider module.
+func (*Gateway) Validate() error { return nil }
+
 // buildGateway is the one provisioning pipeline of a handler, which
 // Provision and `llm-probe --config` both run: placeholders in the engines
-// resolved, every default filled in, the whole config validated once (nothing
+// resolved, their provider modules loaded (providers.go), every default
+// filled in, the whole config validated once (nothing
 // after it validates again), a runtime for each engine from makeEngine, and
 // the handler over them. It returns the config as the handler got it.
 // makeEngine gets an engine's definition with its defaults; the caller keeps
 // what it made, to let go of it also when a later step fails.
-func buildGateway(repl *caddy.Replacer, cfg hconfig.Config, log *zap.Logger, makeEngine func(engines.Config) (*engines.Engine, error)) (*handler.Gateway, hconfig.Config, error) {
+func buildGateway(ctx caddy.Context, repl *caddy.Replacer, cfg hconfig.Config, log *zap.Logger, makeEngine func(engines.Config) (*engines.Engine, error)) (*handler.Gateway, hconfig.Config, error) {
 	resolved := make([]engines.Config, len(cfg.Engines))
 	for i, ec := range cfg.Engines {
 		resolved[i] = resolveEngine(repl, ec)
@@ -143,6 +151,10 @@ func buildGateway(repl *caddy.Replacer, cfg hconfig.Config, log *zap.Logger, mak
 	if cfg.Defaults != nil {
 		d := resolveEngine(repl, *cfg.Defaults)
 		cfg.Defaults = &d
+	}
+	cfg, err := loadProviders(ctx, cfg)
+	if err != nil {
+		return nil, cfg, err
 	}
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {

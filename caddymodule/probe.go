@@ -175,7 +175,7 @@ func probeConfigFile(ctx context.Context, path, adapter, only string) (map[strin
 		// behind an internal CA that the live config could not reach)
 		var es []*engines.Engine
 		var ts []*reverseproxy.HTTPTransport
-		g, _, err := buildGateway(repl, hc, zap.NewNop(), func(ec engines.Config) (*engines.Engine, error) {
+		g, _, err := buildGateway(cctx, repl, hc, zap.NewNop(), func(ec engines.Config) (*engines.Engine, error) {
 			e, t, err := probeEngine(cctx, ec)
 			if err != nil {
 				return nil, err

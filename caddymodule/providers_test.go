@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,8 @@ import (
 	anthropicoption "github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+
+	"github.com/llmgateway/caddy-llm-gateway/providers"
 )
 
 // Cloud providers end to end: a real Caddy loads a Caddyfile whose engines
@@ -613,5 +617,20 @@ func TestProviderBedrockWithoutCredentials(t *testing.T) {
 	})
 	if bed.n() != 0 || len(backup.all()) != 1 {
 		t.Fatalf("bedrock was sent %d unsigned requests; the backup got %d", bed.n(), len(backup.all()))
+	}
+}
+
+// The providers built in are Caddy modules in their own namespace, as
+// reverse_proxy's transports are: `caddy list-modules` lists each.
+func TestListModulesListsTheProviders(t *testing.T) {
+	out, err := exec.Command(caddyBinary(t), "list-modules").CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	listed := strings.Fields(string(out))
+	for _, name := range []string{"anthropic", "azure", "bedrock", "gemini", "openai", "vertex"} {
+		if id := providers.Namespace + "." + name; !slices.Contains(listed, id) {
+			t.Errorf("caddy list-modules lacks %s:\n%s", id, out)
+		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/llmgateway/caddy-llm-gateway/api"
+	"github.com/llmgateway/caddy-llm-gateway/providers"
 )
 
 // PortPlaceholder in Cmd, Env and To is replaced by a free loopback port
@@ -91,22 +92,24 @@ type Config struct {
 	// carries the bare key.
 	APIKeyHeader string `json:"api_key_header,omitempty"`
 
-	// Provider is the cloud provider the engine is: anthropic, bedrock,
-	// gemini, vertex or azure. It sets the engine's API, its default `to`,
-	// the paths of its requests (which name the model for Bedrock, Gemini
-	// and Vertex, and the deployment for Azure), its credentials (api_key
-	// in the provider's header; else SigV4 from AWS's default chain for
-	// Bedrock, Application Default Credentials for Vertex) and how its
-	// failures read. Default: none (an engine that speaks OpenAI's or
-	// Anthropic's API at `to`).
-	Provider string `json:"provider,omitempty"`
+	// ProviderRaw is the cloud provider the engine is: a Caddy guest module
+	// in the namespace http.handlers.llm_gateway.providers, named by its
+	// "name" member, with its own options beside it ({"name": "bedrock",
+	// "region": "us-east-1"}; docs/providers.md). It sets the engine's API,
+	// its default `to`, the paths of its requests (which name the model for
+	// Bedrock, Gemini and Vertex, and the deployment for Azure), its
+	// credentials (api_key in the provider's header; else SigV4 from AWS's
+	// default chain for Bedrock, Application Default Credentials for Vertex)
+	// and what /upstream/ may pass it. Default: none (an engine that speaks
+	// OpenAI's or Anthropic's API at `to`).
+	ProviderRaw json.RawMessage `json:"provider,omitempty" caddy:"namespace=http.handlers.llm_gateway.providers inline_key=name"`
 
 	// Passthrough names what /upstream/<model>/ passes to a provider's
 	// engine (or one whose API names the model in its path: converse,
 	// gemini), where nothing passes by default: its credentials open the
 	// provider's whole API. Each item is one of the provider's routes
 	// (generateContent, countTokens, converse, count-tokens, messages,
-	// chat/completions, …: handler/provider), sent to the path the
+	// chat/completions, …: its package's Routes), sent to the path the
 	// provider builds for the model the caller's key may use; or a path
 	// starting with '/' (a prefix when it ends in '*'), passed as written,
 	// for keys without rules only. An engine without a provider passes its
@@ -120,21 +123,6 @@ type Config struct {
 	// the budget (handler/answerbound.go). It is a declaration: the gateway
 	// sends it nowhere. Default: 0 (none declared).
 	MaxOutputTokens int64 `json:"max_output_tokens,omitempty"`
-
-	// Region is a Bedrock engine's AWS region (its endpoint
-	// bedrock-runtime.<region>.amazonaws.com and its SigV4 scope).
-	// Default: AWS_REGION, then AWS's shared config.
-	Region string `json:"region,omitempty"`
-
-	// Project and Location are a Vertex engine's Google Cloud project
-	// and location (us-central1, global, …). Default: none (required).
-	Project  string `json:"project,omitempty"`
-	Location string `json:"location,omitempty"`
-
-	// APIVersion is the anthropic-version an anthropic engine sends when
-	// the client sent none (default 2023-06-01), or an Azure engine's
-	// api-version (default: none, Azure's v1 API at /openai/v1/).
-	APIVersion string `json:"api_version,omitempty"`
 
 	// AllowMedia names the media references, beside https: and data:
 	// URLs, that a provider's engine may be sent: URL schemes (gs, http,
@@ -427,6 +415,11 @@ type Config struct {
 	// BreakerCooldown is how long an open breaker keeps requests away
 	// before one trial request is let through. Default: 30s.
 	BreakerCooldown caddy.Duration `json:"breaker_cooldown,omitempty"`
+
+	// Provider is ProviderRaw loaded: the caddy module loads it when it
+	// provisions the handler, the Caddyfile adapter when it reads the
+	// `provider` line. Engines that inherit it from `defaults` share one.
+	Provider providers.Provider `json:"-"`
 }
 
 // Rewrite returns c with f applied to the options that may hold

@@ -33,7 +33,7 @@ type HealthObserver interface {
 // until someone looks (the status page, which looks, said down while the
 // admin API said unknown). Call it once, after SetClock.
 func (e *Engine) StartHealthChecks() {
-	if e.cfg.Managed() || (!e.cfg.Checked() && e.cfg.Provider != "") {
+	if e.cfg.Managed() || (!e.cfg.Checked() && e.cfg.IsProvider()) {
 		return
 	}
 	e.wg.Add(1)

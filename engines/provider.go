@@ -2,76 +2,55 @@ package engines
 
 import (
 	"fmt"
-	"github.com/llmgateway/caddy-llm-gateway/api"
-	"os"
-	"strings"
+
+	"github.com/llmgateway/caddy-llm-gateway/providers"
 )
 
-// What `provider` sets on an engine: the API it speaks, where it is, and
-// the header its api_key goes in. The wire itself (paths, signatures,
-// tokens, framing) is handler/provider's.
+// An engine's cloud provider (package providers) sets what its engine
+// leaves unset of the API it speaks, where it is and the header its api_key
+// goes in, and says what the engine lacks. Its own options (a region, a
+// project, an api-version) are its module's; the wire (paths, signatures,
+// tokens, framing) is its package's too, used by the handler.
 
-// providerDefaults is one provider's part of an engine's config.
-type providerDefaults struct {
-	api       string // the `api` it speaks
-	to        string // its endpoint; {region} and {location} filled in
-	keyHeader string // where api_key goes ("": Authorization: Bearer)
+// IsProvider reports whether the engine is a cloud provider's.
+func (c *Config) IsProvider() bool { return c.Provider != nil }
+
+// ProviderName is the name of the engine's provider, "" for none.
+func (c *Config) ProviderName() string {
+	if c.Provider == nil {
+		return ""
+	}
+	return c.Provider.Name()
 }
 
-var providers = map[string]providerDefaults{
-	"anthropic": {api: "anthropic", to: "https://api.anthropic.com", keyHeader: "x-api-key"},
-	"bedrock":   {api: "converse", to: "https://bedrock-runtime.{region}.amazonaws.com"},
-	"gemini":    {api: "gemini", to: "https://generativelanguage.googleapis.com", keyHeader: "x-goog-api-key"},
-	"vertex":    {api: "gemini", to: "https://{location}-aiplatform.googleapis.com"},
-	"azure":     {api: "openai", keyHeader: "api-key"},
+// providerEngine is what the provider reads of the engine and sets.
+func (c *Config) providerEngine() providers.Engine {
+	return providers.Engine{Name: c.Name, To: c.To, APIs: c.APIs, KeyHeader: c.APIKeyHeader}
 }
-
-// IsProvider reports whether name is a provider `provider` takes.
-func IsProvider(name string) bool {
-	_, ok := providers[name]
-	return ok
-}
-
-// ProviderNames are the names `provider` takes.
-const ProviderNames = "anthropic, bedrock, gemini, vertex and azure"
 
 // withProvider fills in what the engine's provider sets and the engine
-// leaves unset.
+// leaves unset. What the provider says the engine lacks is validation's to
+// report (validateProvider asks again).
 func (c Config) withProvider() Config {
-	p, ok := providers[c.Provider]
-	if !ok {
+	if c.Provider == nil {
 		return c
 	}
-	if len(c.APIs) == 0 {
-		c.APIs = []string{p.api}
-	}
-	if c.APIKeyHeader == "" {
-		c.APIKeyHeader = p.keyHeader
-	}
-	if c.Provider == "bedrock" && c.Region == "" {
-		c.Region = os.Getenv("AWS_REGION")
-		if c.Region == "" {
-			c.Region = os.Getenv("AWS_DEFAULT_REGION")
-		}
-	}
-	if c.Provider == "anthropic" && c.APIVersion == "" {
-		c.APIVersion = api.AnthropicVersion
-	}
-	if c.To == "" && p.to != "" {
-		to := strings.ReplaceAll(p.to, "{region}", c.Region)
-		if c.Location == "global" {
-			to = "https://aiplatform.googleapis.com"
-		}
-		c.To = strings.ReplaceAll(to, "{location}", c.Location)
-	}
+	e := c.providerEngine()
+	_ = c.Provider.Engine(&e)
+	c.To, c.APIs, c.APIKeyHeader = e.To, e.APIs, e.KeyHeader
 	return c
 }
 
 // validateProvider checks what the engine's provider needs.
 func (c Config) validateProvider() error {
-	if c.Provider == "" {
-		if c.Region != "" || c.Project != "" || c.Location != "" || c.APIVersion != "" || len(c.AllowMedia) > 0 {
-			return fmt.Errorf("engine %s: region, project, location, api_version and allow_media are for a cloud provider's engine (provider %s)", c.Name, ProviderNames)
+	if c.Provider == nil {
+		if len(c.ProviderRaw) > 0 {
+			// the caddy module loads it before anything validates: a
+			// config that reaches here unloaded was built another way
+			return fmt.Errorf("engine %s: its provider module was never loaded", c.Name)
+		}
+		if len(c.AllowMedia) > 0 {
+			return fmt.Errorf("engine %s: allow_media is for a cloud provider's engine (one with a provider line)", c.Name)
 		}
 		return nil
 	}
@@ -80,25 +59,12 @@ func (c Config) validateProvider() error {
 			return fmt.Errorf("engine %s: allow_media takes URL schemes in lower case (gs, http, s3) and file_id, not %q", c.Name, m)
 		}
 	}
-	if _, ok := providers[c.Provider]; !ok {
-		return fmt.Errorf("engine %s: provider takes %s, not %q", c.Name, ProviderNames, c.Provider)
-	}
 	if c.Managed() {
 		return fmt.Errorf("engine %s: a provider's engine is remote: it has no cmd", c.Name)
 	}
-	switch c.Provider {
-	case "bedrock":
-		if c.Region == "" { // SigV4's scope names it, whatever `to` is
-			return fmt.Errorf("engine %s: provider bedrock needs its region (region us-east-1, or AWS_REGION)", c.Name)
-		}
-	case "vertex":
-		if c.Project == "" || c.Location == "" {
-			return fmt.Errorf("engine %s: provider vertex needs its project and location (project my-project, location us-central1)", c.Name)
-		}
-	case "azure":
-		if c.To == "" {
-			return fmt.Errorf("engine %s: provider azure needs 'to', the resource's endpoint (https://<resource>.openai.azure.com)", c.Name)
-		}
+	e := c.providerEngine()
+	if err := c.Provider.Engine(&e); err != nil {
+		return fmt.Errorf("engine %s: %v", c.Name, err)
 	}
 	return nil
 }

@@ -146,7 +146,7 @@ func (a *attempt) failureError() *apierror.Error {
 	case outcomeUntranslatable:
 		return &apierror.Error{Status: http.StatusBadRequest, Type: apierror.TypeInvalidRequest, Code: "untranslatable", Message: fmt.Sprintf("engine %s speaks %s, and the request cannot be translated into it: %s", name, a.tr.via, rootCause(a.err))}
 	case outcomeAuth:
-		return &apierror.Error{Status: http.StatusBadGateway, Type: apierror.TypeUpstream, Code: "upstream_credentials", Message: fmt.Sprintf("engine %s (provider %s): no credentials could be had for it: %s", name, a.c.rt.cfg.Provider, rootCause(a.err))}
+		return &apierror.Error{Status: http.StatusBadGateway, Type: apierror.TypeUpstream, Code: "upstream_credentials", Message: fmt.Sprintf("engine %s (provider %s): no credentials could be had for it: %s", name, a.c.rt.cfg.ProviderName(), rootCause(a.err))}
 	case outcomeBadAnswer:
 		return &apierror.Error{Status: http.StatusBadGateway, Type: apierror.TypeUpstream, Code: "upstream_bad_answer", Message: fmt.Sprintf("engine %s answered in a shape its API (%s) does not have: %s", name, a.tr.via, rootCause(a.err))}
 	case outcomeSlow:

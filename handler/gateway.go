@@ -15,9 +15,9 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
 	"github.com/llmgateway/caddy-llm-gateway/handler/keys"
-	"github.com/llmgateway/caddy-llm-gateway/handler/provider"
 	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
+	"github.com/llmgateway/caddy-llm-gateway/providers"
 	"github.com/llmgateway/caddy-llm-gateway/quota"
 	"strings"
 )
@@ -36,7 +36,7 @@ type route struct {
 	contextModel    string
 	plan            []candidate
 	filters         []jsonmember.Filter // set and strip
-	provider        provider.Provider   // a cloud provider's wire (providers.go); nil for none
+	provider        providers.Provider  // a cloud provider's wire (providers.go); nil for none
 	firsts          firstTokens         // its times to first content, for hedge_after auto (hedge.go)
 	hedges          hedgeBudget         // its hedges, against hedge_budget (hedge.go)
 }

@@ -26,7 +26,7 @@ import (
 // refusedMedia is the media reference the request may not send to cfg's
 // engine, or nil.
 func refusedMedia(req *request, cfg *engines.Config) error {
-	if cfg.Provider == "" || !req.json() {
+	if !cfg.IsProvider() || !req.json() {
 		return nil
 	}
 	switch a := req.op.api(); a {
@@ -45,5 +45,5 @@ func (a *attempt) mediaError() *apierror.Error {
 		hint = fmt.Sprintf("; the operator may allow it with allow_media %s on the engine", me.Kind)
 	}
 	return &apierror.Error{Status: http.StatusBadRequest, Type: apierror.TypeInvalidRequest, Code: "media_not_allowed",
-		Message: fmt.Sprintf("engine %s (provider %s): %s%s", cfg.Name, cfg.Provider, rootCause(a.err), hint)}
+		Message: fmt.Sprintf("engine %s (provider %s): %s%s", cfg.Name, cfg.ProviderName(), rootCause(a.err), hint)}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 	"github.com/llmgateway/caddy-llm-gateway/handler/config"
+	"github.com/llmgateway/caddy-llm-gateway/providers/anthropic"
 )
 
 // A request naming media by gs:// is kept from a provider's engine (it
@@ -31,9 +32,9 @@ func TestMediaByReferenceIsKeptFromAProvider(t *testing.T) {
 	}
 	up, loc := answer(&provider), answer(&local)
 	_, url := testGateway(t, config.Config{Engines: []engines.Config{
-		{Name: "anth", Provider: "anthropic", To: up.URL, APIKey: "anthropic-engine-key-0001", Models: []string{"claude"}, Fallback: "local"},
+		{Name: "anth", Provider: new(anthropic.Anthropic), To: up.URL, APIKey: "anthropic-engine-key-0001", Models: []string{"claude"}, Fallback: "local"},
 		{Name: "local", To: loc.URL, Models: []string{"local"}, APIs: []string{"anthropic"}},
-		{Name: "anth-alone", Provider: "anthropic", To: up.URL, APIKey: "anthropic-engine-key-0001", Models: []string{"claude-alone"}},
+		{Name: "anth-alone", Provider: new(anthropic.Anthropic), To: up.URL, APIKey: "anthropic-engine-key-0001", Models: []string{"claude-alone"}},
 	}}.WithDefaults(), nil)
 	post := func(model, image string) (*http.Response, string) {
 		req, _ := http.NewRequest(http.MethodPost, url+"/v1/messages", strings.NewReader(`{"model":"`+model+`","max_tokens":9,"messages":[{"role":"user","content":[{"type":"text","text":"see"},`+

@@ -53,7 +53,7 @@ func (g *Gateway) passRouteOf(r *http.Request, kr *keys.Rules, rt *route, model,
 			return &passRoute{}, nil
 		}
 	}
-	p := rt.provider
+	p := rt.passer()
 	if p == nil {
 		return nil, g.noPassRoute(rt, model, tail)
 	}
@@ -101,8 +101,8 @@ func (g *Gateway) noPassRoute(rt *route, model, tail string) *apierror.Error {
 		what = "passes through " + config.UpstreamPrefix + " only what its passthrough line names (" + strings.Join(rt.cfg.Passthrough, " ") + ")"
 	}
 	how := "paths starting with '/'"
-	if rt.provider != nil {
-		how = "its routes (" + strings.Join(rt.provider.Routes(), ", ") + "), sent for the caller's model, or paths starting with '/', for keys without rules"
+	if p := rt.passer(); p != nil {
+		how = "its routes (" + strings.Join(p.Routes(), ", ") + "), sent for the caller's model, or paths starting with '/', for keys without rules"
 	}
 	return &apierror.Error{Status: http.StatusNotFound, Type: apierror.TypeInvalidRequest, Code: "route_not_found", Message: fmt.Sprintf(
 		"%s%s%s: engine %s %s; the operator allows more with passthrough <route|path…> in the engine's block: %s",
@@ -114,12 +114,11 @@ func (g *Gateway) noPassRoute(rt *route, model, tail string) *apierror.Error {
 // token), which a path the line names needs as much. Nothing for an engine
 // whose own pages pass (pr nil).
 func (pr *passRoute) target(rt *route, up *http.Request, base *url.URL, body []byte) error {
-	p := rt.provider
-	if pr == nil || p == nil {
+	if pr == nil || rt.provider == nil {
 		return nil
 	}
-	if pr.name != "" {
+	if p := rt.passer(); p != nil && pr.name != "" {
 		p.RouteTarget(up.URL, base, pr.name, pr.sent)
 	}
-	return p.Authorize(up.Context(), up, body)
+	return rt.authorize(up, body)
 }

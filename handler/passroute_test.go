@@ -13,6 +13,9 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/handler/config"
 	"github.com/llmgateway/caddy-llm-gateway/handler/keys"
 	"github.com/llmgateway/caddy-llm-gateway/handler/upstream"
+	"github.com/llmgateway/caddy-llm-gateway/providers/anthropic"
+	"github.com/llmgateway/caddy-llm-gateway/providers/azure"
+	"github.com/llmgateway/caddy-llm-gateway/providers/gemini"
 )
 
 // providerPassConfig is three provider engines behind one upstream, the
@@ -25,13 +28,13 @@ func providerPassConfig(to string) config.Config {
 			{Name: "ops", Value: opsKey},
 		},
 		Engines: []engines.Config{
-			{Name: "gem", Provider: "gemini", To: to, APIKey: "gemini-engine-key-0001", Models: []string{"gem-flash"}, ModelName: "gemini-2.5-flash",
+			{Name: "gem", Provider: new(gemini.Gemini), To: to, APIKey: "gemini-engine-key-0001", Models: []string{"gem-flash"}, ModelName: "gemini-2.5-flash",
 				Passthrough: []string{"countTokens", "generateContent", "/v1beta/files*"}},
-			{Name: "gem-pro", Provider: "gemini", To: to, APIKey: "gemini-engine-key-0001", Models: []string{"gemini-2.5-pro"}},
-			{Name: "az", Provider: "azure", To: to, APIKey: "azure-engine-key-0002", APIVersion: "2024-10-21", Models: []string{"az-mini"}, ModelName: "gpt-4o-mini",
+			{Name: "gem-pro", Provider: new(gemini.Gemini), To: to, APIKey: "gemini-engine-key-0001", Models: []string{"gemini-2.5-pro"}},
+			{Name: "az", Provider: &azure.Azure{APIVersion: "2024-10-21"}, To: to, APIKey: "azure-engine-key-0002", Models: []string{"az-mini"}, ModelName: "gpt-4o-mini",
 				Passthrough: []string{"embeddings"}},
-			{Name: "az-big", Provider: "azure", To: to, APIKey: "azure-engine-key-0002", APIVersion: "2024-10-21", Models: []string{"az-big"}},
-			{Name: "anth", Provider: "anthropic", To: to, APIKey: "anthropic-engine-key-0003", Models: []string{"claude"}, ModelName: "claude-sonnet-4-5"},
+			{Name: "az-big", Provider: &azure.Azure{APIVersion: "2024-10-21"}, To: to, APIKey: "azure-engine-key-0002", Models: []string{"az-big"}},
+			{Name: "anth", Provider: new(anthropic.Anthropic), To: to, APIKey: "anthropic-engine-key-0003", Models: []string{"claude"}, ModelName: "claude-sonnet-4-5"},
 		},
 	}
 }
@@ -188,7 +191,7 @@ func FuzzPassRoute(f *testing.F) {
 		}
 		// the one path the route has for the engine's model, which the key may use
 		want := *base
-		rt.provider.RouteTarget(&want, base, pr.name, rt.cfg.ModelName)
+		rt.passer().RouteTarget(&want, base, pr.name, rt.cfg.ModelName)
 		if out.URL.String() != want.String() || rt.cfg.ModelName == "" {
 			t.Fatalf("%s reached %s, want %s", p, out.URL, want.String())
 		}

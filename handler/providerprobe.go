@@ -31,9 +31,9 @@ func (g *Gateway) ProbeProviders(ctx context.Context) []ProbeResult {
 		res.Member = rt.cfg.Name
 		switch res.Status {
 		case http.StatusUnauthorized, http.StatusForbidden:
-			res.Reason = "credentials refused (provider " + rt.cfg.Provider + "): " + res.Reason
+			res.Reason = "credentials refused (provider " + rt.cfg.ProviderName() + "): " + res.Reason
 		case http.StatusNotFound:
-			res.Reason = "no model " + model + " for these credentials (provider " + rt.cfg.Provider + "): " + res.Reason
+			res.Reason = "no model " + model + " for these credentials (provider " + rt.cfg.ProviderName() + "): " + res.Reason
 		}
 		out = append(out, res)
 	}

@@ -1,15 +1,18 @@
 package handler
 
 import (
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/llmgateway/caddy-llm-gateway/providers"
 )
 
-// Cloud providers in their own words (docs/translation.md#cloud-providers-own-apis, handler/provider): where a
-// request goes (Bedrock, Gemini and Vertex name the model in the path,
-// Azure the deployment) and with which credentials, and a streamed answer
-// read as SSE whatever its framing. The hook sits where the upstream
+// Cloud providers in their own words (docs/providers.md, package providers):
+// where a request goes (Bedrock, Gemini and Vertex name the model in the
+// path, Azure the deployment) and with which credentials, and a streamed
+// answer read as SSE whatever its framing. The hook sits where the upstream
 // request is final (send) and where its answer comes back, before
 // translation reads it; an engine without a provider goes where `to` and
 // the path say, a translated request to the path of its engine's API.
@@ -27,14 +30,40 @@ func (t *translation) target(rt *route, req *request, up *http.Request, base *ur
 		return nil
 	}
 	in, _ := req.op.reads(&rt.cfg)
-	tail := req.r.URL.Path
+	path := req.r.URL.Path
 	if t.on {
-		tail = t.via.Path()
+		path = t.via.Path()
 		up.URL.RawQuery = base.RawQuery
 		dropAnthropicHeaders(up.Header)
 	}
-	p.Target(up.URL, base, in, tail, sent, req.stream)
-	return p.Authorize(up.Context(), up, body)
+	p.Target(up.URL, providers.Request{Base: base, API: in, Path: path, Model: sent, Stream: req.stream})
+	return rt.authorize(up, body)
+}
+
+// authorize sets the credentials of the route's provider beyond the
+// engine's key (a SigV4 signature, a Vertex token), once up's body is
+// final; nothing for a provider that has none.
+func (rt *route) authorize(up *http.Request, body []byte) error {
+	if a, ok := rt.provider.(providers.Authorizer); ok {
+		return a.Authorize(up.Context(), up, body)
+	}
+	return nil
+}
+
+// events is a good answer's body as SSE events, for a provider that frames
+// its streams otherwise (Bedrock); any other body as it is.
+func (rt *route) events(h http.Header, body io.ReadCloser) io.ReadCloser {
+	if r, ok := rt.provider.(providers.EventReader); ok {
+		return r.Events(h, body)
+	}
+	return body
+}
+
+// passer is what the route's provider lets through /upstream/: nil for an
+// engine without a provider, or whose provider has no routes.
+func (rt *route) passer() providers.Passer {
+	p, _ := rt.provider.(providers.Passer)
+	return p
 }
 
 // dropAnthropicHeaders removes a Messages client's anthropic-* headers from

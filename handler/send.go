@@ -92,9 +92,9 @@ func (g *Gateway) send(rp *reply, req *request, a *attempt) {
 		a.resp, a.err = c.rt.eng.Transport().RoundTrip(up)
 		header.Stop()
 		a.outcome = classify(ctx, a.resp, a.err)
-		if p := c.rt.provider; a.outcome == outcomeGood && p != nil {
+		if a.outcome == outcomeGood {
 			// a provider's stream as SSE events, whatever its framing
-			a.resp.Body = p.Events(a.resp.Header, a.resp.Body)
+			a.resp.Body = c.rt.events(a.resp.Header, a.resp.Body)
 		}
 		if a.outcome == outcomeGood && a.tr.on {
 			switch bad, read := a.tr.answer(a.resp, req, a.sent); {

@@ -12,7 +12,6 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
 	"github.com/llmgateway/caddy-llm-gateway/handler/config"
 	"github.com/llmgateway/caddy-llm-gateway/handler/keys"
-	"github.com/llmgateway/caddy-llm-gateway/handler/provider"
 	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
 )
 
@@ -66,11 +65,7 @@ func New(cfg config.Config, engs []*engines.Engine, log *zap.Logger) (*Gateway, 
 		}
 		rt := &route{eng: e, cfg: e.Config(), wake: wakeAll}
 		rt.filters = filtersOf(rt.cfg)
-		prov, err := provider.New(&rt.cfg)
-		if err != nil {
-			return nil, err
-		}
-		rt.provider = prov
+		rt.provider = rt.cfg.Provider
 		for _, f := range rt.filters {
 			g.filterPaths = append(g.filterPaths, f.Path)
 		}

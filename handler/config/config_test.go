@@ -10,6 +10,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
+	"github.com/llmgateway/caddy-llm-gateway/providers/anthropic"
+	"github.com/llmgateway/caddy-llm-gateway/providers/gemini"
 	"github.com/llmgateway/caddy-llm-gateway/quota"
 )
 
@@ -98,13 +100,13 @@ func TestValidateRefuses(t *testing.T) {
 		// passthrough: a provider's routes, or clean paths
 		{name: "passthrough on an engine without a provider", edit: func(_ *testing.T, c *Config) { c.Engines[0].Passthrough = []string{"/props"} }, want: "own pages pass already", engine: "a"},
 		{name: "passthrough of a route the provider does not have", edit: func(_ *testing.T, c *Config) {
-			c.Engines[0].Provider, c.Engines[0].Passthrough = "gemini", []string{"countTokens", "converse"}
+			c.Engines[0].Provider, c.Engines[0].Passthrough = new(gemini.Gemini), []string{"countTokens", "converse"}
 		}, want: "no route of provider gemini: it has generateContent", engine: "a"},
 		{name: "passthrough of a path with a dot segment", edit: func(_ *testing.T, c *Config) {
-			c.Engines[0].Provider, c.Engines[0].Passthrough = "anthropic", []string{"/v1/../x*"}
+			c.Engines[0].Provider, c.Engines[0].Passthrough = new(anthropic.Anthropic), []string{"/v1/../x*"}
 		}, want: "not a clean path", engine: "a"},
 		{name: "passthrough of a path with a star inside", edit: func(_ *testing.T, c *Config) {
-			c.Engines[0].Provider, c.Engines[0].Passthrough = "anthropic", []string{"/v1/*/x"}
+			c.Engines[0].Provider, c.Engines[0].Passthrough = new(anthropic.Anthropic), []string{"/v1/*/x"}
 		}, want: "not a clean path", engine: "a"},
 		{name: "a route named on an engine whose API names the model in the path", edit: func(_ *testing.T, c *Config) {
 			c.Engines[0].APIs, c.Engines[0].Passthrough = []string{"gemini"}, []string{"countTokens"}

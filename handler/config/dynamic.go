@@ -67,7 +67,7 @@ func (c Config) validateDynamic(p PoolConfig, byName map[string]engines.Config) 
 	if !ok {
 		return fmt.Errorf("pool %s: template %s is not an engine of this handler", p.Name, p.Template)
 	}
-	if t.Managed() || t.Provider != "" || t.To == "" {
+	if t.Managed() || t.IsProvider() || t.To == "" {
 		return fmt.Errorf("pool %s: template %s must be a remote engine with to (no cmd, no provider): its members are found, not started", p.Name, p.Template)
 	}
 	for _, q := range c.Pools {

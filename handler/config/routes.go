@@ -7,7 +7,7 @@ import (
 
 	"github.com/llmgateway/caddy-llm-gateway/api"
 	"github.com/llmgateway/caddy-llm-gateway/engines"
-	"github.com/llmgateway/caddy-llm-gateway/handler/provider"
+	"github.com/llmgateway/caddy-llm-gateway/providers"
 )
 
 // What an engine's passthrough line opens on /upstream/ (issue 51): on a
@@ -21,7 +21,7 @@ import (
 // model in the path (converse, gemini). Another engine's own pages (web
 // UI, /props, /metrics) pass.
 func PassesNamedOnly(e *engines.Config) bool {
-	return e.Provider != "" || e.Speaks(api.Converse) || e.Speaks(api.Gemini)
+	return e.IsProvider() || e.Speaks(api.Converse) || e.Speaks(api.Gemini)
 }
 
 // IsPathItem reports whether an item of a passthrough line is a path
@@ -44,9 +44,12 @@ func checkPassthrough(e engines.Config) error {
 		return nil
 	}
 	if !PassesNamedOnly(&e) {
-		return fmt.Errorf("engine %s: passthrough names what /upstream/ passes to a cloud provider's engine (provider %s); this engine's own pages pass already", e.Name, engines.ProviderNames)
+		return fmt.Errorf("engine %s: passthrough names what /upstream/ passes to a cloud provider's engine (one with a provider line); this engine's own pages pass already", e.Name)
 	}
-	routes := provider.Routes(e.Provider)
+	var routes []string
+	if p, ok := e.Provider.(providers.Passer); ok {
+		routes = p.Routes()
+	}
 	for _, item := range e.Passthrough {
 		switch {
 		case IsPathItem(item):
@@ -61,7 +64,7 @@ func checkPassthrough(e engines.Config) error {
 			if len(routes) == 0 {
 				return fmt.Errorf("engine %s: passthrough %q: an engine without a provider has no routes of its own; name paths (starting with '/')", e.Name, item)
 			}
-			return fmt.Errorf("engine %s: passthrough %q is no route of provider %s: it has %s, or a path starting with '/'", e.Name, item, e.Provider, strings.Join(routes, ", "))
+			return fmt.Errorf("engine %s: passthrough %q is no route of provider %s: it has %s, or a path starting with '/'", e.Name, item, e.ProviderName(), strings.Join(routes, ", "))
 		}
 	}
 	return nil

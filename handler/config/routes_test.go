@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
+	"github.com/llmgateway/caddy-llm-gateway/providers/azure"
+	"github.com/llmgateway/caddy-llm-gateway/providers/gemini"
 )
 
 func TestAPassthroughLineNamesRoutesAndPaths(t *testing.T) {
@@ -13,7 +15,7 @@ func TestAPassthroughLineNamesRoutesAndPaths(t *testing.T) {
 		{"/*"},
 		{"/v1beta/*"},
 	} {
-		e := engines.Config{Name: "g", Provider: "gemini", Passthrough: items}
+		e := engines.Config{Name: "g", Provider: new(gemini.Gemini), Passthrough: items}
 		if err := checkPassthrough(e); err != nil {
 			t.Errorf("%v: %v", items, err)
 		}
@@ -32,7 +34,7 @@ func TestAPassthroughLineNamesRoutesAndPaths(t *testing.T) {
 			t.Errorf("%s %s: want %v", c.item, c.path, c.match)
 		}
 	}
-	if !PassesNamedOnly(&engines.Config{Provider: "azure"}) || !PassesNamedOnly(&engines.Config{APIs: []string{"converse"}}) || PassesNamedOnly(&engines.Config{}) {
+	if !PassesNamedOnly(&engines.Config{Provider: new(azure.Azure)}) || !PassesNamedOnly(&engines.Config{APIs: []string{"converse"}}) || PassesNamedOnly(&engines.Config{}) {
 		t.Error("PassesNamedOnly")
 	}
 }

@@ -1,4 +1,4 @@
-package provider
+package bedrock
 
 import (
 	"bytes"
@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -20,9 +19,11 @@ import (
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime"
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime/types"
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
 	"github.com/llmgateway/caddy-llm-gateway/api"
-	"github.com/llmgateway/caddy-llm-gateway/engines"
+	"github.com/llmgateway/caddy-llm-gateway/providers"
 )
 
 const (
@@ -151,11 +152,11 @@ func bdVerify(r *http.Request, body []byte) error {
 
 // bdSend sends body to the fake as the gateway does: Target, Authorize,
 // then Events on the answer.
-func bdSend(t *testing.T, p Provider, srv *httptest.Server, model string, stream bool) (*http.Response, io.ReadCloser) {
+func bdSend(t *testing.T, p *Bedrock, srv *httptest.Server, model string, stream bool) (*http.Response, io.ReadCloser) {
 	t.Helper()
 	base, _ := url.Parse(srv.URL)
 	u := *base
-	p.Target(&u, base, api.Converse, "/v1/chat/completions", model, stream)
+	p.Target(&u, providers.Request{Base: base, API: api.Converse, Path: "/v1/chat/completions", Model: model, Stream: stream})
 	body := []byte(`{"messages":[{"role":"user","content":[{"text":"Hi"}]}]}`)
 	req, _ := http.NewRequest(http.MethodPost, u.String(), bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
@@ -173,17 +174,14 @@ func bdSend(t *testing.T, p Provider, srv *httptest.Server, model string, stream
 }
 
 func TestBedrockTarget(t *testing.T) {
-	p, err := newBedrock(&engines.Config{Name: "b", Region: "us-east-1"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := &Bedrock{Region: "us-east-1"}
 	base, _ := url.Parse("https://bedrock-runtime.us-east-1.amazonaws.com/?x=1")
 	for model, want := range map[string]string{
 		bdModel: "/model/us.anthropic.claude-3-5-sonnet-20241022-v2%3A0/converse-stream",
 		"arn:aws:bedrock:us-east-1:123456789012:inference-profile/us.meta.llama3-2-1b-instruct-v1:0": "/model/arn%3Aaws%3Abedrock%3Aus-east-1%3A123456789012%3Ainference-profile%2Fus.meta.llama3-2-1b-instruct-v1%3A0/converse-stream",
 	} {
 		u := *base
-		p.Target(&u, base, api.Converse, "/v1/messages", model, true)
+		p.Target(&u, providers.Request{Base: base, API: api.Converse, Path: "/v1/messages", Model: model, Stream: true})
 		if u.EscapedPath() != want || u.Path != "/model/"+model+"/converse-stream" || u.RawQuery != "x=1" {
 			t.Errorf("%s: %s (path %s)", model, u.String(), u.Path)
 		}
@@ -194,7 +192,7 @@ func TestBedrockSignsWithTheDefaultChain(t *testing.T) {
 	bdEnv(t)
 	paths := make(chan string, 1)
 	srv := bdFake(t, paths)
-	p, _ := newBedrock(&engines.Config{Name: "b", Region: "us-east-1"})
+	p := &Bedrock{Region: "us-east-1"}
 	resp, body := bdSend(t, p, srv, bdModel, false)
 	b, _ := io.ReadAll(body)
 	if resp.StatusCode != 200 || !strings.Contains(string(b), `"stopReason":"end_turn"`) {
@@ -206,7 +204,7 @@ func TestBedrockSignsWithTheDefaultChain(t *testing.T) {
 }
 
 func TestBedrockAPIKeyIsNotSigned(t *testing.T) {
-	p, _ := newBedrock(&engines.Config{Name: "b", Region: "us-east-1", APIKey: "bedrock-api-key"})
+	p := &Bedrock{Region: "us-east-1"}
 	req, _ := http.NewRequest(http.MethodPost, "https://bedrock-runtime.us-east-1.amazonaws.com/model/m/converse", nil)
 	req.Header.Set("Authorization", "Bearer bedrock-api-key")
 	if err := p.Authorize(context.Background(), req, []byte("{}")); err != nil {
@@ -215,100 +213,6 @@ func TestBedrockAPIKeyIsNotSigned(t *testing.T) {
 	if req.Header.Get("Authorization") != "Bearer bedrock-api-key" || req.Header.Get("X-Amz-Date") != "" {
 		t.Errorf("headers %v", req.Header)
 	}
-}
-
-func TestBedrockEventsAreSSE(t *testing.T) {
-	bdEnv(t)
-	srv := bdFake(t, nil)
-	p, _ := newBedrock(&engines.Config{Name: "b", Region: "us-east-1"})
-	resp, body := bdSend(t, p, srv, "throttled-"+bdModel, true)
-	got, err := io.ReadAll(body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var want strings.Builder
-	for _, ev := range bdEvents {
-		want.WriteString("event: " + ev[0] + "\ndata: " + ev[1] + "\n\n")
-	}
-	want.WriteString("event: throttlingException\ndata: {\"message\":\"Too many tokens\"}\n\n")
-	if string(got) != want.String() {
-		t.Errorf("got\n%s\nwant\n%s", got, want.String())
-	}
-	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
-		t.Errorf("Content-Type %s", ct)
-	}
-}
-
-func TestBedrockEventsBrokenFrames(t *testing.T) {
-	p, _ := newBedrock(&engines.Config{Name: "b", Region: "us-east-1"})
-	good := bdFrame(t, "event", "contentBlockDelta", `{"contentBlockIndex":0,"delta":{"text":"Hi"}}`)
-	bad := bdFrame(t, "event", "contentBlockDelta", `{"contentBlockIndex":0,"delta":{"text":"Ho"}}`)
-	bad[len(bad)-8] ^= 0xff // a payload byte: the message CRC fails
-	for name, c := range map[string]struct {
-		stream []byte
-		want   error
-	}{
-		"crc": {append(append([]byte{}, good...), bad...), eventstream.ChecksumError{}},
-		"cut": {append(append([]byte{}, good...), good[:20]...), io.ErrUnexpectedEOF},
-	} {
-		h := http.Header{"Content-Type": {"application/vnd.amazon.eventstream"}}
-		got, err := io.ReadAll(p.Events(h, io.NopCloser(bytes.NewReader(c.stream))))
-		if !errors.Is(err, c.want) {
-			t.Errorf("%s: err %v, want %v", name, err, c.want)
-		}
-		if string(got) != "event: contentBlockDelta\ndata: {\"contentBlockIndex\":0,\"delta\":{\"text\":\"Hi\"}}\n\n" {
-			t.Errorf("%s: before the broken frame: %q", name, got)
-		}
-	}
-	h := http.Header{"Content-Type": {"application/json"}}
-	if b, _ := io.ReadAll(p.Events(h, io.NopCloser(strings.NewReader(`{"message":"x"}`)))); string(b) != `{"message":"x"}` {
-		t.Errorf("a JSON body: %q", b)
-	}
-}
-
-// TestBedrockFrameOverTheCapIsRefusedUnread: a frame whose prelude says it
-// is 15 MB is refused from its prelude, with what was before it passed on,
-// and without reading (or allocating for) its payload.
-func TestBedrockFrameOverTheCapIsRefusedUnread(t *testing.T) {
-	p, _ := newBedrock(&engines.Config{Name: "b", Region: "us-east-1"})
-	good := bdFrame(t, "event", "contentBlockDelta", `{"contentBlockIndex":0,"delta":{"text":"Hi"}}`)
-	huge := bdFrame(t, "event", "contentBlockDelta", `{"contentBlockIndex":0,"delta":{"text":"`+strings.Repeat("a", 15<<20)+`"}}`)
-	body := &countingReader{r: bytes.NewReader(append(append([]byte{}, good...), huge...))}
-	h := http.Header{"Content-Type": {"application/vnd.amazon.eventstream"}}
-	events := p.Events(h, io.NopCloser(body))
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	got, err := io.ReadAll(events)
-	runtime.ReadMemStats(&after)
-	if !errors.Is(err, ErrFrameTooLarge) {
-		t.Fatalf("err %v", err)
-	}
-	if string(got) != "event: contentBlockDelta\ndata: {\"contentBlockIndex\":0,\"delta\":{\"text\":\"Hi\"}}\n\n" {
-		t.Errorf("before the huge frame: %q", got)
-	}
-	if body.n > int64(len(good))+64<<10 {
-		t.Errorf("%d bytes of the body read, the huge frame's payload among them", body.n)
-	}
-	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 1<<20 {
-		t.Errorf("%d KiB allocated reading the stream", alloc>>10)
-	}
-	// a frame at the cap's size still passes
-	edge := bdFrame(t, "event", "contentBlockDelta", `{"contentBlockIndex":0,"delta":{"text":"`+strings.Repeat("a", maxFrame-256)+`"}}`)
-	if got, err := io.ReadAll(p.Events(h, io.NopCloser(bytes.NewReader(edge)))); err != nil || len(got) < maxFrame-256 {
-		t.Errorf("a frame under the cap: %d bytes, %v", len(got), err)
-	}
-}
-
-type countingReader struct {
-	r io.Reader
-	n int64
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
 }
 
 // TestBedrockFakeIsAWSFormat: AWS's own client, bedrockruntime, signs a
@@ -364,7 +268,7 @@ func TestBedrockFakeIsAWSFormat(t *testing.T) {
 // TestBedrockFakeRejectsABadSignature: the fake's check is a check.
 func TestBedrockFakeRejectsABadSignature(t *testing.T) {
 	bdEnv(t)
-	p, _ := newBedrock(&engines.Config{Name: "b", Region: "us-east-1"})
+	p := &Bedrock{Region: "us-east-1"}
 	body := []byte(`{"messages":[]}`)
 	req, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1:1/model/m/converse", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
@@ -380,5 +284,37 @@ func TestBedrockFakeRejectsABadSignature(t *testing.T) {
 	req.Header.Set("Content-Type", "text/plain")
 	if bdVerify(req, body) == nil {
 		t.Error("another signed header passed")
+	}
+}
+
+func TestBedrockSetsItsAPIAndRegionsEndpoint(t *testing.T) {
+	t.Setenv("AWS_REGION", "")
+	t.Setenv("AWS_DEFAULT_REGION", "")
+	var e providers.Engine
+	if err := (&Bedrock{Region: "eu-west-1"}).Engine(&e); err != nil || e.To != "https://bedrock-runtime.eu-west-1.amazonaws.com" || strings.Join(e.APIs, " ") != "converse" || e.KeyHeader != "" {
+		t.Fatalf("%+v %v", e, err)
+	}
+	e = providers.Engine{}
+	if err := new(Bedrock).Engine(&e); err == nil || !strings.Contains(err.Error(), "needs its region") {
+		t.Fatalf("without a region: %v", err)
+	}
+	t.Setenv("AWS_DEFAULT_REGION", "ap-south-1")
+	t.Setenv("AWS_REGION", "us-west-2")
+	p := new(Bedrock)
+	if err := p.Engine(&e); err != nil || !strings.Contains(e.To, "us-west-2") || p.Where() != "us-west-2" {
+		t.Fatalf("AWS_REGION: %+v %v, where %q", e, err, p.Where())
+	}
+	if err := p.Provision(caddy.Context{}); err != nil || p.Region != "us-west-2" {
+		t.Fatalf("provisioned: %q %v", p.Region, err)
+	}
+}
+
+func TestBedrockCaddyfile(t *testing.T) {
+	var p Bedrock
+	if err := p.UnmarshalCaddyfile(caddyfile.NewTestDispenser("bedrock {\n region eu-central-1\n}")); err != nil || p.Region != "eu-central-1" {
+		t.Fatalf("%+v %v", p.Region, err)
+	}
+	if err := new(Bedrock).UnmarshalCaddyfile(caddyfile.NewTestDispenser("bedrock extra")); err == nil {
+		t.Fatal("an argument it does not take")
 	}
 }

@@ -1,149 +1,29 @@
-package provider
+package bedrock
 
 import (
 	"bufio"
 	"bytes"
-	"context"
-	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
-	"net/url"
-	"strings"
-	"sync"
-	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
-	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
-	"github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/smithy-go/encoding/httpbinding"
 
-	"github.com/llmgateway/caddy-llm-gateway/api"
-	"github.com/llmgateway/caddy-llm-gateway/engines"
 	"github.com/llmgateway/caddy-llm-gateway/internal/sse"
 )
 
-// bedrock is AWS Bedrock's Converse API: POST /model/{model}/converse, or
-// /converse-stream, whose answer is AWS's binary event stream. A request
-// carries a Bedrock API key (api_key: Authorization: Bearer, set before
-// Authorize) or is signed with SigV4 (signing name "bedrock") by
-// credentials from AWS's default chain: the environment, the shared
-// config and credentials files and their profile, web identity (EKS's
-// IRSA), the container's or the instance's role.
-type bedrock struct {
-	region string
-	keyed  bool
-	signer *v4.Signer
-
-	mu    sync.Mutex
-	creds aws.CredentialsProvider // loaded at the first request, then cached and refreshed by the SDK
-}
-
-func newBedrock(cfg *engines.Config) (Provider, error) {
-	if cfg.Region == "" {
-		return nil, fmt.Errorf("engine %s: provider bedrock needs its region", cfg.Name)
-	}
-	return &bedrock{region: cfg.Region, keyed: cfg.APIKey != "", signer: v4.NewSigner()}, nil
-}
-
-// Target names the model in the path. An inference profile's id
-// (us.anthropic.claude-…-v2:0) or an ARN (arn:aws:bedrock:…/…) is one
-// path segment: escaped as the SDK escapes it, ':' and '/' included,
-// since the signature covers the escaped path.
-func (p *bedrock) Target(u, base *url.URL, _ api.API, _, model string, stream bool) {
-	op := "converse"
-	if stream {
-		op = "converse-stream"
-	}
-	p.RouteTarget(u, base, op, model)
-}
-
-// bedrockRoutes are Bedrock's model operations /upstream/ may pass, by
-// name (/model/{model}/<name>, the model being the one the key may use).
-// Async invocations, guardrails and the control plane's APIs name no model
-// in their path: no route a key's models bound.
-var bedrockRoutes = [...]string{"converse", "converse-stream", "invoke", "invoke-with-response-stream", "count-tokens"}
-
-func (*bedrock) Routes() []string { return bedrockRoutes[:] }
-
-func (*bedrock) ReadRoute(tail string) (Route, bool) {
-	return methodRoute(tail, "/model/", "/", bedrockRoutes[:])
-}
-
-func (*bedrock) RouteTarget(u, base *url.URL, name, model string) {
-	u.Path = joinPath(base.Path, "/model/"+model+"/"+name)
-	u.RawPath = joinPath(base.EscapedPath(), "/model/"+httpbinding.EscapePath(model, true)+"/"+name)
-	u.RawQuery = base.RawQuery
-}
-
-// Authorize signs r with SigV4, unless the engine has an API key (sent
-// already as Authorization: Bearer). Only the headers the signature needs
-// are signed (host, content length and type, x-amz-*): a header a proxy
-// adds, drops or rewrites on the way would otherwise void it.
-func (p *bedrock) Authorize(ctx context.Context, r *http.Request, body []byte) error {
-	if p.keyed {
-		return nil
-	}
-	provider, err := p.credentials()
-	if err != nil {
-		return err
-	}
-	creds, err := provider.Retrieve(ctx)
-	if err != nil {
-		// The SDK's errors name the source that failed, never a secret.
-		return fmt.Errorf("bedrock: no AWS credentials: %w", err)
-	}
-	sum := sha256.Sum256(body)
-	signed := &http.Request{Method: r.Method, URL: r.URL, Host: r.Host, Header: http.Header{}, ContentLength: int64(len(body))}
-	for k, v := range r.Header {
-		if k == "Content-Type" || strings.HasPrefix(k, "X-Amz-") {
-			signed.Header[k] = v
-		}
-	}
-	if err := p.signer.SignHTTP(ctx, creds, signed, hex.EncodeToString(sum[:]), "bedrock", p.region, time.Now()); err != nil {
-		return fmt.Errorf("bedrock: signing the request: %w", err)
-	}
-	for _, k := range [...]string{"Authorization", "X-Amz-Date", "X-Amz-Security-Token"} {
-		if v := signed.Header.Get(k); v != "" {
-			r.Header.Set(k, v)
-		}
-	}
-	r.Host = signed.Host // the signer drops a default port from what it signs
-	r.ContentLength = int64(len(body))
-	return nil
-}
-
-// credentials loads AWS's default chain at the first request that needs
-// it (an engine with an API key, or that is never used, never reads the
-// environment's), then keeps it: it caches the credentials and renews
-// them before they expire. A chain that fails to load (a profile that is
-// not there) is tried again at the next request.
-func (p *bedrock) credentials() (aws.CredentialsProvider, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.creds != nil {
-		return p.creds, nil
-	}
-	cfg, err := config.LoadDefaultConfig(context.Background(), config.WithRegion(p.region))
-	if err != nil {
-		return nil, fmt.Errorf("bedrock: loading AWS's configuration: %w", err)
-	}
-	if cfg.Credentials == nil {
-		return nil, errors.New("bedrock: no AWS credentials configured")
-	}
-	p.creds = cfg.Credentials
-	return p.creds, nil
-}
+// Bedrock's ConverseStream answers in AWS's binary event stream
+// (application/vnd.amazon.eventstream), decoded here with the AWS SDK's own
+// eventstream package into SSE events, which translation reads as Converse's
+// grammar (internal/translate's stream_converse.go).
 
 // Events reads a ConverseStream answer (application/vnd.amazon.eventstream)
 // as SSE events; any other body (an error's JSON) is left as it is.
-func (p *bedrock) Events(h http.Header, body io.ReadCloser) io.ReadCloser {
+func (*Bedrock) Events(h http.Header, body io.ReadCloser) io.ReadCloser {
 	mt, _, _ := mime.ParseMediaType(h.Get("Content-Type"))
 	if mt != "application/vnd.amazon.eventstream" {
 		return body

@@ -1,0 +1,164 @@
+// Package azure is the provider azure: Azure OpenAI. With an api_version,
+// its deployments API (/openai/deployments/{deployment}/chat/completions
+// ?api-version=…), the deployment being the model the attempt sends
+// (model_name); without one, its v1 API (/openai/v1/…), which takes the
+// deployment as the body's model. The key goes in api-key, or an Entra token
+// as `api_key <token> Authorization` (docs/provider-azure.md).
+package azure
+
+import (
+	"errors"
+	"net/url"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+
+	"github.com/llmgateway/caddy-llm-gateway/api"
+	"github.com/llmgateway/caddy-llm-gateway/providers"
+)
+
+func init() {
+	caddy.RegisterModule(new(Azure))
+}
+
+// Azure is the provider azure.
+type Azure struct {
+	// APIVersion is the api-version of the deployments API
+	// (2024-10-21). Default: none, the v1 API at /openai/v1/.
+	APIVersion string `json:"api_version,omitempty"`
+}
+
+// CaddyModule returns the Caddy module information.
+func (*Azure) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  providers.Namespace + ".azure",
+		New: func() caddy.Module { return new(Azure) },
+	}
+}
+
+// Name is "azure".
+func (*Azure) Name() string { return "azure" }
+
+// Engine gives the engine OpenAI's API and api-key; its `to`, the
+// resource's endpoint, is required.
+func (*Azure) Engine(e *providers.Engine) error {
+	if e.To == "" {
+		return errors.New("provider azure needs 'to', the resource's endpoint (https://<resource>.openai.azure.com)")
+	}
+	if len(e.APIs) == 0 {
+		e.APIs = []string{api.Other.String()} // "openai": every OpenAI route
+	}
+	if e.KeyHeader == "" {
+		e.KeyHeader = "api-key"
+	}
+	return nil
+}
+
+// Target sends a request to its deployment's path with the api-version, or
+// to the v1 API.
+func (p *Azure) Target(u *url.URL, r providers.Request) {
+	rest := strings.TrimPrefix(r.Path, "/v1")
+	q := p.query(r.Base)
+	switch {
+	case p.APIVersion == "":
+		u.Path = providers.JoinPath(r.Base.Path, "/openai/v1"+rest)
+	case r.API == api.Responses:
+		u.Path = providers.JoinPath(r.Base.Path, "/openai"+rest)
+	default:
+		u.Path = providers.JoinPath(r.Base.Path, "/openai/deployments/"+r.Model+rest)
+	}
+	u.RawPath = ""
+	u.RawQuery = q.Encode()
+}
+
+// query is base's query, with the api-version when there is one.
+func (p *Azure) query(base *url.URL) url.Values {
+	q := url.Values{}
+	if base.RawQuery != "" {
+		q, _ = url.ParseQuery(base.RawQuery)
+	}
+	if p.APIVersion != "" {
+		q.Set("api-version", p.APIVersion)
+	}
+	return q
+}
+
+// routes are Azure OpenAI's endpoints /upstream/ may pass, by name: a
+// deployment's (/openai/deployments/{deployment}/<name>, the deployment being
+// the model the key may use) with an api_version; without one, the v1 API's
+// (/openai/v1/<name>), whose body names the model. Files, batches,
+// fine-tuning and assistants belong to the whole resource: no route a key's
+// models bound.
+var routes = [...]string{"chat/completions", "completions", "embeddings",
+	"audio/transcriptions", "audio/translations", "audio/speech", "images/generations"}
+
+// Routes are the endpoints of a deployment.
+func (*Azure) Routes() []string { return routes[:] }
+
+// ReadRoute reads a deployment's endpoint, or the v1 API's without an
+// api_version.
+func (p *Azure) ReadRoute(tail string) (providers.Route, bool) {
+	if p.APIVersion == "" {
+		for _, n := range routes {
+			if tail == "/openai/v1/"+n {
+				return providers.Route{Name: n}, true
+			}
+		}
+		return providers.Route{}, false
+	}
+	return providers.MethodRoute(tail, "/openai/deployments/", "/", routes[:])
+}
+
+// RouteTarget sends an endpoint to the deployment's path, or the v1 API's.
+func (p *Azure) RouteTarget(u, base *url.URL, name, model string) {
+	if p.APIVersion == "" {
+		u.Path = providers.JoinPath(base.Path, "/openai/v1/"+name)
+	} else {
+		u.Path = providers.JoinPath(base.Path, "/openai/deployments/"+model+"/"+name)
+	}
+	u.RawPath = ""
+	u.RawQuery = p.query(base).Encode()
+}
+
+// UnmarshalCaddyfile reads
+//
+//	provider azure {
+//		api_version <version>
+//	}
+//
+// whose line may also stand in the engine's block beside `provider azure`
+// (EngineLines).
+func (p *Azure) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // the provider's name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	for d.NextBlock(0) {
+		if err := p.UnmarshalEngineLine(d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// EngineLines are the engine block's lines the provider takes.
+func (*Azure) EngineLines() []string { return []string{"api_version"} }
+
+// UnmarshalEngineLine reads `api_version <version>`.
+func (p *Azure) UnmarshalEngineLine(d *caddyfile.Dispenser) error {
+	if d.Val() != "api_version" {
+		return d.Errf("provider azure takes api_version, not %q", d.Val())
+	}
+	if !d.AllArgs(&p.APIVersion) {
+		return d.ArgErr()
+	}
+	return nil
+}
+
+// Interface guards
+var (
+	_ providers.Provider    = (*Azure)(nil)
+	_ providers.Passer      = (*Azure)(nil)
+	_ caddyfile.Unmarshaler = (*Azure)(nil)
+)
