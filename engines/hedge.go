@@ -21,7 +21,8 @@ type Hedge struct {
 	Auto bool `json:"auto,omitempty"`
 
 	// Budget caps the hedges: at most this share of the requests of the
-	// last minute may start a hedge (at least one a minute). Default: 0.1.
+	// last minute may start a hedge (beyond it, a floor of three at once
+	// and one more every 20 s: handler/hedgestats.go). Default: 0.1.
 	Budget float64 `json:"budget,omitempty"`
 }
 

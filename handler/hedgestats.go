@@ -65,15 +65,29 @@ func (ft *firstTokens) auto() time.Duration {
 	return ft.delay
 }
 
+// The hedge budget's floor: a bucket of hedgeFloorBurst hedges that may
+// start beyond the share of requests, one more every hedgeFloorEvery.
+// Without it a quiet gateway's share is a fraction of a hedge, and a
+// silent request right after a hedged one waits its whole first token; with
+// it a slow engine is still sent at most three more hedges at once and
+// three a minute beyond the share (docs/failover.md says what each floor
+// measured).
+const (
+	hedgeFloorBurst = 3
+	hedgeFloorEvery = 20 * time.Second
+)
+
 // hedgeBudget counts the requests of one scope (an engine, a pool) that
 // may hedge and the hedges they started, per minute: a hedge may start
 // while the hedges of this minute and the last are below the budget's
-// share of their requests, and one a minute always may.
+// share of their requests, and beyond it while the floor has a hedge left.
 type hedgeBudget struct {
 	mu                      sync.Mutex
 	window                  time.Time // the start of this minute's counts
 	requests, hedges        int
 	lastRequests, lastHedge int
+	floor                   float64   // the floor's hedges left (a token bucket)
+	filled                  time.Time // when floor was last brought up to date; zero: full
 }
 
 // roll moves the counts on to the minute of now.
@@ -96,15 +110,30 @@ func (b *hedgeBudget) request(now time.Time) {
 	b.requests++
 }
 
-// take reports whether a hedge may start, and counts it if so.
+// take reports whether a hedge may start, and counts it if so: within the
+// share of the requests of this minute and the last, else from the floor.
 func (b *hedgeBudget) take(now time.Time, share float64) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.roll(now)
-	hedges := b.hedges + b.lastHedge
-	if hedges > 0 && float64(hedges) >= share*float64(b.requests+b.lastRequests) {
+	if float64(b.hedges+b.lastHedge) >= share*float64(b.requests+b.lastRequests) && !b.fromFloor(now) {
 		return false
 	}
 	b.hedges++
+	return true
+}
+
+// fromFloor takes a hedge from the floor's bucket, if it has one.
+func (b *hedgeBudget) fromFloor(now time.Time) bool {
+	if b.filled.IsZero() {
+		b.floor = hedgeFloorBurst
+	} else {
+		b.floor = min(hedgeFloorBurst, b.floor+float64(now.Sub(b.filled))/float64(hedgeFloorEvery))
+	}
+	b.filled = now
+	if b.floor < 1 {
+		return false
+	}
+	b.floor--
 	return true
 }
