@@ -3,9 +3,11 @@ package caddymodule
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -215,4 +217,64 @@ func TestASlowStartIsAHedgeWithoutBudget(t *testing.T) {
 	if err != nil || strings.Contains(c.Choices[0].Message.Content, "from the fast one") {
 		t.Fatalf("once up, the engine answers: %v %+v", err, c)
 	}
+}
+
+// A hedged engine's transient failure (a 429 with Retry-After: 1, a single
+// 500) is the engine's to answer: its retry after the back-off runs beside
+// the fallback, which starts at once, and the client of the OpenAI SDK
+// gets the model it asked for, not the fallback's answer that came first.
+func TestAHedgedEnginesTransientFailureIsAnsweredByItsRetry(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		status int
+		header string
+	}{
+		{"429 Retry-After 1", http.StatusTooManyRequests, "1"},
+		{"a single 500", http.StatusInternalServerError, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var n atomic.Int32
+			asked := newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/v1/chat/completions" && n.Add(1) == 1 {
+					if tc.header != "" {
+						w.Header().Set("Retry-After", tc.header)
+					}
+					http.Error(w, `{"error":{"message":"transient"}}`, tc.status)
+					return
+				}
+				answerWith(w, "from the model asked for")
+			})
+			fallback := newRecorder(t, func(w http.ResponseWriter, r *http.Request) { answerWith(w, "from the fallback") })
+			startGateway(t, `
+				engine asked {
+					to `+asked.URL+`
+					models m
+					fallback other
+					hedge_after 300ms
+				}
+				engine other {
+					to `+fallback.URL+`
+					models other
+				}`)
+			c, err := sdk("unused").Chat.Completions.New(context.Background(), chatParams("m", "hi"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.Choices[0].Message.Content; got != "from the model asked for" {
+				t.Fatalf("answer %q", got)
+			}
+			if got := n.Load(); got != 2 {
+				t.Fatalf("the engine was sent %d requests, want 2 (the retry)", got)
+			}
+			if got := len(fallback.all()); got != 1 {
+				t.Fatalf("the fallback was sent %d requests, want 1 (beside the retry)", got)
+			}
+		})
+	}
+}
+
+// answerWith answers a chat completion saying text.
+func answerWith(w http.ResponseWriter, text string) {
+	w.Header().Set("Content-Type", "application/json")
+	io.WriteString(w, `{"id":"c1","object":"chat.completion","created":1,"model":"up","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"`+text+`"}}],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}`)
 }

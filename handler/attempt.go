@@ -74,6 +74,9 @@ type attempt struct {
 	tr       translation   // an engine reading another API than the client's (translate.go)
 	hedge    bool          // started beside an older attempt that had no content yet (race.go)
 	resume   bool          // it continues a stream cut on the attempt before (resume.go)
+	// lostUsage is what a JSON answer that lost a race reported (race.go)
+	lostUsage api.Usage
+	lostUsed  bool
 }
 
 // newAttempt is an attempt of c for req, begun at started, within ctx:

@@ -25,10 +25,13 @@ const (
 	stepNext                // the next candidate of the walk
 	stepStop                // nothing more to try: answer with the failures
 	stepAbandon             // the client went away: answer nothing
+	// the same candidate again after its back-off, and the next one now
+	// beside it: a hedged candidate's transient failure (race.go)
+	stepRetryBeside
 )
 
 func (s step) String() string {
-	return [...]string{"commit", "retry", "next", "stop", "abandon"}[s]
+	return [...]string{"commit", "retry", "next", "stop", "abandon", "retry-beside"}[s]
 }
 
 // planner walks a plan. The plan it is given is shared (a route's plan is
@@ -49,10 +52,10 @@ type planner struct {
 	// may is the caller's key's check of each candidate (reach.go); nil
 	// for a key that may use every model
 	may func(candidate) bool
-	// hastes, when set (a race's), says that a transient failure of c
-	// moves on to the next candidate at once rather than retrying c
-	// after a back-off (race.go)
-	hastes func(c candidate) bool
+	// beside, when set (a race's), says that c's retry after a
+	// transient failure runs beside the next candidate, started at once
+	// (race.go)
+	beside func(c candidate) bool
 }
 
 func newPlanner(plan []candidate, fo *failover, clock clock.Clock, maxAttempts int) *planner {
@@ -121,7 +124,9 @@ func (p *planner) current() candidate { return p.walk[p.i] }
 //   - an answer: commit;
 //   - the client left: abandon;
 //   - a transient failure with retries left (not for pool members, which
-//     replay on the next member instead): retry here;
+//     replay on the next member instead): retry here, and when the
+//     candidate hedges and another follows it, start that one at once
+//     beside the retry (its answer waits for the retry, race.go);
 //   - a context-too-long 400 of an engine with a context_fallback: insert
 //     it next, once;
 //   - a failure that does not move on (a 400, …): stop;
@@ -137,12 +142,12 @@ func (p *planner) decide(a *attempt, v verdict) step {
 	}
 	c := p.current()
 	if v.retry && c.role != rolePool && p.retries < *c.rt.cfg.Retries && p.attempts < p.max {
-		if p.hastes != nil && p.hastes(c) {
+		p.retries++
+		if p.beside != nil && p.beside(c) {
 			if _, ok := p.peek(); ok {
-				return stepNext // a hedged candidate: the next one now, not a back-off (race.go)
+				return stepRetryBeside
 			}
 		}
-		p.retries++
 		return stepRetry
 	}
 	if a.contextTooLong() {
@@ -289,14 +294,23 @@ func (g *Gateway) run(w http.ResponseWriter, req *request, plan []candidate, res
 			return // nobody is listening
 		case stepStop:
 			continue // nothing more starts; an attempt still running may answer
-		case stepRetry:
+		case stepRetry, stepRetryBeside:
 			if g.Hooks.Retry != nil {
 				g.Hooks.Retry(a.c.rt.cfg.Name)
 			}
-			rn.start(p.current(), max(retry.Backoff(p.retries-1), retry.After(a.respHeader(), g.clock.Now())))
-			continue
+			wait := max(retry.Backoff(p.retries-1), retry.After(a.respHeader(), a.ended))
+			rn.start(p.current(), wait)
+			if s == stepRetry {
+				continue
+			}
+			// the model asked for is retried after its back-off; the next
+			// candidate starts now, and its answer waits for the retry's
+			rn.prefer()
+			g.log.Info("transient failure: the engine is retried after its back-off, the next candidate starts beside it",
+				zap.String("engine", a.c.name()), zap.String("failure", a.label(v)), zap.Duration("back_off", wait))
+		default:
+			g.logMove(req, p, a, v)
 		}
-		g.logMove(req, p, a, v)
 		rp.switched = true
 		if c, ok := p.next(); ok {
 			rn.start(c, 0)

@@ -138,13 +138,31 @@ func TestPlannerTransitions(t *testing.T) {
 			t.Fatalf("%s tried after max_attempts", c.rt.cfg.Name)
 		}
 	})
-	t.Run("a hedged candidate's transient failure: the next one at once", func(t *testing.T) {
+	t.Run("a hedged candidate's transient failure: retried beside the next one", func(t *testing.T) {
 		p := newPlanner(plan, nil, clock, 8)
-		p.hastes = func(c candidate) bool { return c.rt == primary }
-		eq(t, walk(t, p, outcomeStatus, outcomeStatus), "p:next", "f:next")
-		if p.attempts != 2 {
-			t.Fatalf("attempts %d", p.attempts)
+		p.beside = func(c candidate) bool { return c.rt == primary }
+		c, _ := p.next()
+		a := fakeAttempt(c, outcomeStatus)
+		a.resp = &http.Response{StatusCode: 500, Header: http.Header{}}
+		if s := p.decide(a, judge(a.judgement(), pol)); s != stepRetryBeside || p.retries != 1 {
+			t.Fatalf("step %s, retries %d", s, p.retries)
 		}
+	})
+	t.Run("a hedged candidate with its retries spent moves on", func(t *testing.T) {
+		p := newPlanner(plan, nil, clock, 8)
+		p.beside = func(c candidate) bool { return c.rt == primary }
+		p.next()
+		p.retries = 1
+		a := fakeAttempt(p.current(), outcomeStatus)
+		a.resp = &http.Response{StatusCode: 500, Header: http.Header{}}
+		if s := p.decide(a, judge(a.judgement(), pol)); s != stepNext {
+			t.Fatalf("step %s", s)
+		}
+	})
+	t.Run("a hedged candidate with nothing after it retries alone", func(t *testing.T) {
+		p := newPlanner(plan[:1], nil, clock, 8)
+		p.beside = func(candidate) bool { return true }
+		eq(t, walk(t, p, outcomeStatus), "p:retry")
 	})
 	t.Run("a spent pool budget skips the members left", func(t *testing.T) {
 		m1 := candidate{rt: primary, role: rolePool}

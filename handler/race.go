@@ -2,12 +2,14 @@ package handler
 
 import (
 	"context"
+	"io"
 	"slices"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
+	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
 )
 
 // A hedged request's runner (hedge.go says when a request hedges). Each
@@ -25,6 +27,14 @@ import (
 // name: it starts at the same delay, needs no budget, and the start goes
 // on.
 //
+// A hedged candidate's transient failure (a 500, a 429 with a short
+// Retry-After) is retried after its back-off as any other's, and the next
+// candidate starts at once beside the retry: the model asked for keeps the
+// request when its retry answers, and the next one has been warming up in
+// case it does not. The next candidate's answer waits (held) for the
+// retry until the retry has been sent and had its hedge_after, or has
+// failed; the first of them to answer then wins.
+//
 // An attempt of a race is a flight: what it has of its own (its context,
 // which a loss cancels alone; whether it holds a lease yet; when it
 // ended) is in its attempt, and it shares the request with the others.
@@ -39,6 +49,11 @@ type race struct {
 	// hedgeAt is the current attempt's hedge_after, while it runs alone
 	hedgeAt clock.Timer
 	wt      *waitTimers // the client's, while the race waits
+	// preferred is a retry of the candidate asked for while the answers
+	// of the attempts beside it wait for it (held), until keepAt
+	preferred *attempt
+	keepAt    clock.Timer
+	held      []*attempt
 	// lost are the attempts cancelled by a win; settled is closed once
 	// they have all returned and let go of what they held
 	lost    []*attempt
@@ -60,7 +75,12 @@ func newRace(w *walk) *race {
 // hedge_after starts when it is sent (after wait), if it runs alone.
 func (rc *race) start(c candidate, wait time.Duration) {
 	g := rc.w.g
-	rc.current = rc.launch(c, wait, false)
+	// started beside a retry that answers would rather have: its hedge
+	beside := rc.preferred != nil
+	if beside && !rc.hedged {
+		rc.hedged, rc.from = true, rc.preferred.c.name()
+	}
+	rc.current = rc.launch(c, wait, beside)
 	rc.stopHedge()
 	if len(rc.flying) > 1 {
 		return
@@ -85,17 +105,26 @@ func (rc *race) launch(c candidate, wait time.Duration, hedge bool) *attempt {
 	a.index, a.hedge, a.abandon = rc.w.p.i, hedge, cancel
 	rc.flying = append(rc.flying, a)
 	rc.w.p.flying = len(rc.flying)
-	go rc.fly(a, wait)
+	var backOff clock.Timer
+	if wait > 0 {
+		backOff = g.clock.NewTimer(wait) // armed here, in order: a test's clock sees it
+	}
+	go rc.fly(a, backOff)
 	return a
 }
 
 // fly is a flight's goroutine: its back-off, then its try.
-func (rc *race) fly(a *attempt, wait time.Duration) {
+func (rc *race) fly(a *attempt, backOff clock.Timer) {
 	g := rc.w.g
-	if wait > 0 && !sleep(g.clock, a.parent, wait) {
-		a.outcome, a.ended = outcomeCanceled, g.clock.Now()
-		rc.done <- a
-		return
+	if backOff != nil {
+		select {
+		case <-backOff.C():
+		case <-a.parent.Done():
+			backOff.Stop()
+			a.outcome, a.ended = outcomeCanceled, g.clock.Now()
+			rc.done <- a
+			return
+		}
 	}
 	g.try(rc.quiet, a)
 	if a.parent.Err() != nil {
@@ -104,40 +133,42 @@ func (rc *race) fly(a *attempt, wait time.Duration) {
 	rc.done <- a
 }
 
-// sleep waits d, or until ctx ends; false for the latter.
-func sleep(c clock.Clock, ctx context.Context, d time.Duration) bool {
-	t := c.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C():
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
 // next waits for the next flight that ends, hedging the current attempt
-// at its hedge_after and keeping a waiting stream alive meanwhile.
+// at its hedge_after and keeping a waiting stream alive meanwhile. An
+// answer that waits for a preferred retry is handed out once the retry has
+// failed or had its time.
 func (rc *race) next() (*attempt, bool) {
 	if rc.wt == nil {
 		rc.wt = rc.w.rp.streamTimers()
 	}
 	wt := rc.wt
-	for len(rc.flying) > 0 {
+	for {
+		if len(rc.held) > 0 && rc.preferred == nil {
+			a := rc.held[0]
+			rc.held = rc.held[1:]
+			return a, a == rc.current
+		}
+		if len(rc.flying) == 0 {
+			return nil, false
+		}
 		select {
 		case a := <-rc.done:
 			rc.landed(a)
+			if rc.holds(a) {
+				continue
+			}
 			return a, a == rc.current
 		case <-rc.hedgeC():
 			rc.stopHedge()
 			rc.hedge()
+		case <-timerC(rc.keepAt):
+			rc.unprefer() // the retry had its time: the answers waiting go
 		case <-wt.preambleC():
 			wt.onPreamble()
 		case <-wt.keepAliveC():
 			wt.onKeepAlive()
 		}
 	}
-	return nil, false
 }
 
 // landed takes a returned flight out of the race.
@@ -149,16 +180,54 @@ func (rc *race) landed(a *attempt) {
 	if a == rc.current {
 		rc.stopHedge() // nothing is left to hedge
 	}
+	if a == rc.preferred && a.outcome != outcomeGood {
+		rc.unprefer() // the retry failed: the answers waiting for it go
+	}
 	if a.outcome == outcomeGood && !a.leasedAt.IsZero() {
 		a.c.rt.firsts.add(a.ended.Sub(a.leasedAt))
 	}
 }
 
-func (rc *race) hedgeC() <-chan time.Time {
-	if rc.hedgeAt == nil {
+// prefer makes the current attempt, a retry of the candidate asked for,
+// the one the race would rather have, until it has been sent and had its
+// hedge_after.
+func (rc *race) prefer() {
+	g, a := rc.w.g, rc.current
+	h, _ := g.hedgeOf(rc.w.req, a.c)
+	if h == nil {
+		return
+	}
+	rc.unprefer()
+	rc.preferred = a
+	rc.keepAt = g.clock.NewTimer(max(0, a.started.Sub(g.clock.Now())) + hedgeDelay(h, a.c.rt))
+}
+
+// holds keeps a's answer back while a preferred retry runs beside it.
+func (rc *race) holds(a *attempt) bool {
+	if rc.preferred == nil || a == rc.preferred || a.outcome != outcomeGood {
+		return false
+	}
+	rc.held = append(rc.held, a)
+	return true
+}
+
+// unprefer ends the wait for a preferred retry.
+func (rc *race) unprefer() {
+	if rc.keepAt != nil {
+		rc.keepAt.Stop()
+		rc.keepAt = nil
+	}
+	rc.preferred = nil
+}
+
+func (rc *race) hedgeC() <-chan time.Time { return timerC(rc.hedgeAt) }
+
+// timerC is t's channel, or nil (never ready) for no timer.
+func timerC(t clock.Timer) <-chan time.Time {
+	if t == nil {
 		return nil
 	}
-	return rc.hedgeAt.C()
+	return t.C()
 }
 
 func (rc *race) stopHedge() {
@@ -198,13 +267,14 @@ func (rc *race) hedge() {
 	rc.current = rc.launch(next, 0, true)
 }
 
-// skipsRetry reports whether a transient failure of c (a 503, a 429 with
-// a short Retry-After, a reset) moves on to the next candidate at once
-// rather than trying c again after a back-off: when c hedges (the planner
-// asks only when there is a next candidate). A request that hedges wants
-// the first answer soonest; the back-off alone (125-250 ms, then more)
-// costs it more than the next candidate takes to answer.
-func (rc *race) skipsRetry(c candidate) bool {
+// hedges reports whether c hedges: then its retry after a transient
+// failure (a 503, a 429 with a short Retry-After, a reset) runs beside
+// the next candidate, started at once (the planner asks only when there is
+// one). A request that hedges wants the first answer soonest, and the
+// model it asked for: the back-off alone (125-250 ms, then more) costs it
+// more than the next candidate takes to answer, and moving on at once
+// would give a single 500 to another model.
+func (rc *race) hedges(c candidate) bool {
 	h, _ := rc.w.g.hedgeOf(rc.w.req, c)
 	return h != nil
 }
@@ -213,18 +283,19 @@ func (rc *race) skipsRetry(c candidate) bool {
 // connections and leases as they return, on a goroutine of their own, and
 // settle tells them when the request ends. A loser that held a lease sent
 // its request: it counts as an attempt.
+//
+// An answer held for a preferred retry that won loses too: it answered,
+// so its breakers hear a success, and it is charged what it reported.
 func (rc *race) end(w *attempt) {
-	rc.stopHedge()
-	if rc.wt != nil {
-		rc.wt.stop()
-	}
+	rc.stop()
 	rc.report(w)
 	if w == nil {
 		return
 	}
 	rc.won, rc.wonAt = w, rc.w.g.clock.Now()
-	rc.lost = rc.flying
-	rc.flying, rc.w.p.flying = nil, 0
+	flying, held := rc.flying, slices.DeleteFunc(rc.held, func(a *attempt) bool { return a == w })
+	rc.flying, rc.w.p.flying, rc.held = nil, 0, nil
+	rc.lost = append(flying, held...)
 	if len(rc.lost) == 0 {
 		return
 	}
@@ -235,15 +306,28 @@ func (rc *race) end(w *attempt) {
 			rc.w.p.attempts++
 		}
 	}
-	n := len(rc.lost)
 	go func() {
-		for range n {
+		for _, a := range held {
+			a.readLostAnswer()
+			a.close()
+			a.pass.apply(verdict{answered: true, effect: effectSuccess, scope: scopeModel})
+		}
+		for range flying {
 			a := <-rc.done
 			a.close()
 			a.pass.apply(verdict{effect: effectAbandon, scope: scopeModel}) // a loser tells its breakers nothing
 		}
 		close(rc.settled)
 	}()
+}
+
+// stop stops the race's timers.
+func (rc *race) stop() {
+	rc.stopHedge()
+	rc.unprefer()
+	if rc.wt != nil {
+		rc.wt.stop()
+	}
 }
 
 // report counts a hedged request's end: whether the hedge or the attempt
@@ -270,6 +354,10 @@ func (rc *race) settle() {
 	if rc.won != nil {
 		rc.won.abandon() // its context's resources: the answer has ended
 	}
+	rc.stop()
+	for _, a := range rc.held {
+		a.close() // held for a retry when the client left
+	}
 	if rc.settled == nil {
 		return
 	}
@@ -295,7 +383,24 @@ func loserTokens(req *request, a *attempt) int64 {
 	if st := a.stream; st != nil && st.used {
 		return int64(st.usage.Total())
 	}
+	if a.lostUsed {
+		return int64(a.lostUsage.Total())
+	}
 	return promptTokens(req)
+}
+
+// readLostAnswer reads the usage of a JSON answer that lost while held for
+// a retry (bounded as any answer read whole): the engine made the whole
+// answer, and its tokens are charged.
+func (a *attempt) readLostAnswer() {
+	if a.stream != nil || a.resp == nil || !isJSON(a.resp.Header) {
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(a.resp.Body, maxWholeAnswer+1))
+	if err != nil || len(body) > maxWholeAnswer {
+		return
+	}
+	a.lostUsage, a.lostUsed = grammar.AnswerUsage(a.req.op.api(), body)
 }
 
 // mayHedgeTo reports whether a hedge may start on c: never on a candidate

@@ -303,24 +303,174 @@ func TestHedgesCountAgainstMaxAttempts(t *testing.T) {
 	}
 }
 
-func TestAHedgedEnginesTransientFailureMovesOnWithoutABackOff(t *testing.T) {
-	var hits atomic.Int32
-	a := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		hits.Add(1)
-		http.Error(w, `{"error":{"message":"overloaded"}}`, http.StatusServiceUnavailable)
+// flakyEngine answers its first request with status (and header), and
+// every later one with later (with status again when later is nil);
+// arrived hears each request's number.
+type flakyEngine struct {
+	*httptest.Server
+	arrived chan int // the request's number, from 1
+}
+
+func newFlakyEngine(t *testing.T, status int, header http.Header, later func(w http.ResponseWriter, r *http.Request)) *flakyEngine {
+	f := &flakyEngine{arrived: make(chan int, 16)}
+	var n atomic.Int32
+	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		i := int(n.Add(1))
+		f.arrived <- i
+		if i == 1 || later == nil {
+			for k, v := range header {
+				w.Header()[k] = v
+			}
+			http.Error(w, `{"error":{"message":"transient"}}`, status)
+			return
+		}
+		later(w, r)
 	}))
-	defer a.Close()
-	b := streamingEngine(t, "b1")
-	cfg := hedgeConfig(a.URL, b.URL)
+	t.Cleanup(f.Close)
+	return f
+}
+
+// answers is a flaky engine's later answer: a stream of its name.
+func answers(id string) func(w http.ResponseWriter, r *http.Request) {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, chunk(id, "from "+id)+"data: [DONE]\n\n")
+	}
+}
+
+// engineOf is the engine that answered: its header, or the stream's
+// comment when the stream's preamble went out before it was known.
+func engineOf(ans answer) string {
+	if e := ans.resp.Header.Get("X-LLM-Engine"); e != "" {
+		return e
+	}
+	for _, line := range strings.Split(ans.body, "\n") {
+		if e, ok := strings.CutPrefix(line, ": engine "); ok {
+			return e
+		}
+		if e, ok := strings.CutPrefix(line, ": fallback "); ok {
+			return e
+		}
+	}
+	return ""
+}
+
+// arrivedB is a fallback that answers at once and says when it was asked.
+func arrivedB(t *testing.T) (*httptest.Server, chan struct{}) {
+	asked := make(chan struct{}, 4)
+	b := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		asked <- struct{}{}
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, chunk("b1", "from b")+"data: [DONE]\n\n")
+	}))
+	t.Cleanup(b.Close)
+	return b, asked
+}
+
+func retryConfig(aURL, bURL string) config.Config {
+	cfg := hedgeConfig(aURL, bURL)
 	one := 1
 	cfg.Engines[0].Retries = &one
-	_, url := testGateway(t, cfg, clock.NewFake()) // a back-off would wait for a fake clock nobody moves
+	return cfg
+}
+
+// A single 500 of a hedged engine: the fallback starts at once, and the
+// engine's retry after its back-off answers before the fallback's answer
+// may go (the retry's hedge_after): the model asked for keeps the request.
+func TestAHedgedEnginesSingle500IsAnsweredByItsRetryNotTheFallback(t *testing.T) {
+	a := newFlakyEngine(t, http.StatusInternalServerError, nil, answers("a"))
+	b, asked := arrivedB(t)
+	fake := clock.NewFake()
+	g, url := testGateway(t, retryConfig(a.URL, b.URL), fake)
+	hedges := hedgeCounter(g)
 	drain()
-	resp, body := postJSON(t, url, `{"model":"a","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
-	if resp.StatusCode != 200 || resp.Header.Get("X-LLM-Engine") != "b" {
-		t.Fatalf("%d %s", resp.StatusCode, body)
+	got := postLater(t, url, `{"model":"a","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	<-a.arrived
+	<-asked                              // the fallback started at once, beside the back-off
+	fake.Advance(250 * time.Millisecond) // the back-off (125-250 ms): the retry goes
+	if n := <-a.arrived; n != 2 {
+		t.Fatalf("request %d", n)
 	}
-	if n := hits.Load(); n != 1 {
-		t.Fatalf("a was tried %d times, want once: the fallback is next", n)
+	ans := <-got
+	if engineOf(ans) != "a" || !strings.Contains(ans.body, "from a") {
+		t.Fatalf("engine %q: %s", engineOf(ans), ans.body)
+	}
+	res := <-served
+	if s := tries(res); s != "a=500 a=ok b=lost(hedge)" {
+		t.Fatalf("story %q", s)
+	}
+	if h := hedges(); len(h) != 1 || h[0] != "a:first" {
+		t.Fatalf("hedge hook %v", h)
+	}
+}
+
+// A 429 with Retry-After: 1 of a hedged engine is retried after that
+// second, beside the fallback, and the retry answers.
+func TestAHedgedEngines429RetryAfterIsAnsweredByItsRetry(t *testing.T) {
+	a := newFlakyEngine(t, http.StatusTooManyRequests, http.Header{"Retry-After": {"1"}}, answers("a"))
+	b, asked := arrivedB(t)
+	fake := clock.NewFake()
+	_, url := testGateway(t, retryConfig(a.URL, b.URL), fake)
+	drain()
+	got := postLater(t, url, `{"model":"a","messages":[{"role":"user","content":"hi"}],"stream":true}`)
+	<-a.arrived
+	<-asked
+	fake.Advance(time.Second) // Retry-After
+	<-a.arrived
+	if ans := <-got; engineOf(ans) != "a" || !strings.Contains(ans.body, "from a") {
+		t.Fatalf("engine %q: %s", engineOf(ans), ans.body)
+	}
+	if s := tries(<-served); s != "a=429 a=ok b=lost(hedge)" {
+		t.Fatalf("story %q", s)
+	}
+}
+
+// The fallback's answer waits for the retry no longer than the retry's
+// hedge_after once it is sent: a retry that says nothing loses to it.
+func TestTheFallbacksAnswerWaitsForTheRetryOnlyItsHedgeAfter(t *testing.T) {
+	a := newFlakyEngine(t, http.StatusInternalServerError, nil, func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
+	b, asked := arrivedB(t)
+	fake := clock.NewFake()
+	g, url := testGateway(t, retryConfig(a.URL, b.URL), fake)
+	hedges := hedgeCounter(g)
+	drain()
+	got := postLater(t, url, `{"model":"a","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	<-a.arrived
+	<-asked
+	fake.Advance(250 * time.Millisecond) // the retry goes, and says nothing
+	<-a.arrived
+	fake.Advance(300 * time.Millisecond) // its hedge_after: the fallback's answer goes
+	ans := <-got
+	if engineOf(ans) != "b" || !strings.Contains(ans.body, "from b") {
+		t.Fatalf("engine %q: %s", engineOf(ans), ans.body)
+	}
+	if s := tries(<-served); s != "a=500 b=ok(hedge) a=lost" {
+		t.Fatalf("story %q", s)
+	}
+	if h := hedges(); len(h) != 1 || h[0] != "a:hedge" {
+		t.Fatalf("hedge hook %v", h)
+	}
+}
+
+// A retry that fails again lets the fallback's answer go at once.
+func TestARetryThatFailsAgainLetsTheFallbacksAnswerGo(t *testing.T) {
+	a := newFlakyEngine(t, http.StatusServiceUnavailable, nil, nil)
+	b, asked := arrivedB(t)
+	fake := clock.NewFake()
+	_, url := testGateway(t, retryConfig(a.URL, b.URL), fake)
+	drain()
+	got := postLater(t, url, `{"model":"a","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	<-a.arrived
+	<-asked
+	fake.Advance(250 * time.Millisecond)
+	<-a.arrived
+	ans := <-got
+	if engineOf(ans) != "b" {
+		t.Fatalf("engine %q: %s", engineOf(ans), ans.body)
+	}
+	if s := tries(<-served); s != "a=503 a=503 b=ok(hedge)" {
+		t.Fatalf("story %q", s)
 	}
 }

@@ -19,6 +19,11 @@ type runner interface {
 	// candidate's (an attempt of a race may end beside it); nil when none
 	// is running, or when the client went away during a back-off.
 	next() (a *attempt, current bool)
+	// prefer makes the current attempt (a retry of the candidate asked
+	// for) the one the walk would rather have: while it runs, the answer
+	// of an attempt started beside it waits for it until it has had its
+	// hedge_after. Only a race runs attempts side by side.
+	prefer()
 	// end is told how the walk ends, before anything is written: a, the
 	// attempt that answers (the others are cancelled), or nil for none.
 	end(a *attempt)
@@ -31,7 +36,7 @@ type runner interface {
 func (w *walk) runner(hedges bool) runner {
 	if hedges {
 		rc := newRace(w)
-		w.p.hastes = rc.skipsRetry
+		w.p.beside = rc.hedges
 		return rc
 	}
 	w.seq.w = w
@@ -67,5 +72,6 @@ func (s *sequence) next() (*attempt, bool) {
 	return a, true
 }
 
+func (s *sequence) prefer()      {}
 func (s *sequence) end(*attempt) {}
 func (s *sequence) settle()      {}
