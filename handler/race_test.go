@@ -474,3 +474,21 @@ func TestARetryThatFailsAgainLetsTheFallbacksAnswerGo(t *testing.T) {
 		t.Fatalf("story %q", s)
 	}
 }
+
+// An answer held for a retry that won is charged what it reported: the
+// engine made the whole answer.
+func TestAHeldAnswerThatLostIsChargedItsUsage(t *testing.T) {
+	req := &request{op: opChat, body: []byte(`{"model":"b","messages":[{"role":"user","content":"hi"}]}`)}
+	a := &attempt{req: req, leasedAt: time.Now(), resp: &http.Response{
+		Header: http.Header{"Content-Type": {"application/json"}},
+		Body:   io.NopCloser(strings.NewReader(`{"id":"c1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":7,"total_tokens":12}}`)),
+	}}
+	a.readLostAnswer()
+	if n := loserTokens(req, a); n != 12 {
+		t.Fatalf("charged %d, want its usage 12", n)
+	}
+	unread := &attempt{req: req, leasedAt: time.Now()}
+	if n, want := loserTokens(req, unread), promptTokens(req); n != want {
+		t.Fatalf("charged %d, want its prompt %d", n, want)
+	}
+}
