@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -575,6 +576,99 @@ func TestProviderSecretsNeverLeak(t *testing.T) {
 			if i := strings.Index(text, secret); i >= 0 {
 				t.Errorf("%s holds the secret %q: …%s…", what, secret, text[max(0, i-200):min(len(text), i+len(secret)+50)])
 			}
+		}
+	}
+}
+
+// An engine's error answer that echoes the request it was sent (a proxy's
+// error page, a debug build's 401) reaches the client with the engine's
+// credentials masked: its key in whichever header, a SigV4 signature and
+// session token, on /v1/ and on /upstream/, in the body and in the
+// headers (issue 51: they reached the client whole).
+func TestProviderErrorEchoesCarryNoSecret(t *testing.T) {
+	pvEnv(t)
+	var mu sync.Mutex
+	var sent []http.Header // what the echo got
+	echo := newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/health" {
+			return // a readiness probe
+		}
+		mu.Lock()
+		sent = append(sent, r.Header.Clone())
+		mu.Unlock()
+		b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": "denied", "type": "invalid_request_error", "headers": r.Header}})
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Echo-Authorization", r.Header.Get("Authorization"))
+		status := http.StatusUnauthorized
+		if r.Header.Get("X-Amz-Security-Token") != "" {
+			status = http.StatusInternalServerError
+		}
+		w.WriteHeader(status)
+		w.Write(b)
+	})
+	startGateway(t, fmt.Sprintf(`
+		key ops %s
+		engine keyed {
+			to %s
+			api openai
+			api_key {env.PV_AZURE_KEY}
+			models keyed
+			retries 0
+		}
+		engine gemini {
+			provider gemini
+			to %s
+			api_key {env.PV_GEMINI_KEY}
+			models %s
+			retries 0
+		}
+		engine bedrock {
+			provider bedrock
+			region us-east-1
+			to %s
+			models %s
+			retries 0
+			passthrough /guardrail*
+		}`, callerKey, echo.URL, echo.URL, geminiModel, echo.URL, bedrockModel))
+	auth := []string{"Authorization", "Bearer " + callerKey}
+	var seen []string
+	for _, model := range []string{"keyed", geminiModel, bedrockModel} {
+		resp, out := post(t, "/v1/chat/completions", fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"Hello!"}]}`, model), auth...)
+		if resp.StatusCode < 400 || !strings.Contains(out, "****") {
+			t.Errorf("%s: %d %s", model, resp.StatusCode, out)
+		}
+		seen = append(seen, fmt.Sprint(resp.Header), out)
+	}
+	req, _ := http.NewRequest(http.MethodGet, gwURL+"/upstream/"+bedrockModel+"/guardrail/g1", nil)
+	req.Header.Set("Authorization", "Bearer "+callerKey)
+	resp, out := do(t, req)
+	if resp.StatusCode != 500 || !strings.Contains(out, "****") {
+		t.Errorf("/upstream/: %d %s", resp.StatusCode, out)
+	}
+	seen = append(seen, fmt.Sprint(resp.Header), out)
+
+	// every credential the engines were sent, and its parts
+	secrets := append([]string(nil), pvSecrets...)
+	mu.Lock()
+	for _, h := range sent {
+		for _, k := range []string{"Authorization", "X-Goog-Api-Key", "X-Amz-Security-Token"} {
+			if v := h.Get(k); v != "" {
+				secrets = append(secrets, v)
+			}
+		}
+		if _, sig, ok := strings.Cut(h.Get("Authorization"), "Signature="); ok {
+			secrets = append(secrets, sig)
+		}
+	}
+	n := len(sent)
+	mu.Unlock()
+	if n != 4 {
+		t.Fatalf("the echo was sent %d requests, want 4", n)
+	}
+	text := strings.Join(seen, "\n")
+	for _, secret := range append(secrets, pvAWSKeyID) {
+		if i := strings.Index(text, secret); i >= 0 {
+			t.Errorf("the client was sent %q: …%s…", secret, text[max(0, i-200):min(len(text), i+len(secret)+50)])
 		}
 	}
 }

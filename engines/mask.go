@@ -49,13 +49,7 @@ var urlPassword = regexp.MustCompile(`(?i)(\b[a-z][a-z0-9+.-]*://[^\s:/?#@"']*:)
 // with RegisterSecrets), every password in a URL and every key-like value
 // replaced by "****".
 func Mask(line string, secrets []string) string {
-	for _, list := range [][]string{registered(), secrets} {
-		for _, s := range list {
-			if len(s) >= minSecretLen && strings.Contains(line, s) {
-				line = strings.ReplaceAll(line, s, maskedValue)
-			}
-		}
-	}
+	line = MaskKnown(line, secrets)
 	if !mayLookLikeKey(line) {
 		return line
 	}
@@ -64,6 +58,23 @@ func Mask(line string, secrets []string) string {
 		line = re.ReplaceAllString(line, "${1}"+maskedValue)
 	}
 	return line
+}
+
+// MaskKnown returns s with every known secret (secrets, then those
+// registered with RegisterSecrets) replaced by "****", and nothing else: for
+// text whose shape a client reads, such as an engine's JSON error body,
+// where a key-like pattern would take `"max_tokens": 5000}` for a key and
+// eat its brace. Pass secrets longest first, so that a value holding a
+// shorter one is masked whole.
+func MaskKnown(s string, secrets []string) string {
+	for _, list := range [][]string{secrets, registered()} {
+		for _, secret := range list {
+			if len(secret) >= minSecretLen && strings.Contains(s, secret) {
+				s = strings.ReplaceAll(s, secret, maskedValue)
+			}
+		}
+	}
+	return s
 }
 
 // patternWords are, in lower case, words of which a line must hold one for

@@ -85,6 +85,16 @@ func (g *Gateway) bodyCandidate(item string, kr *keys.Rules) (candidate, error) 
 	return candidate{rt: rt, model: model, role: roleBody, acquire: true}, nil
 }
 
+// named resolves a request's model of the form engine/model (or engine):
+// never one a pool or engine serves under that very name.
+func (g *Gateway) named(model string, kr *keys.Rules) (candidate, bool) {
+	if g.byModel[model] != nil || g.pools[model] != nil {
+		return candidate{}, false
+	}
+	c, err := g.bodyCandidate(model, kr)
+	return c, err == nil
+}
+
 // engineNames lists the engines, or for a restricted key those that serve
 // a model it may use.
 func (g *Gateway) engineNames(kr *keys.Rules) []string {

@@ -1,10 +1,13 @@
 package handler
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -217,6 +220,15 @@ func (g *Gateway) proxyPassthrough(w http.ResponseWriter, req *request, rt *rout
 	}
 	defer resp.Body.Close()
 	res.Engine = rt.cfg.Name
+	if resp.StatusCode >= http.StatusBadRequest {
+		// an error answer, read whole (bounded) to mask what of the
+		// engine's credentials it echoes, as on /v1/
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+		body = upstream.MaskEcho(body, resp.Header, upstream.SentSecrets(up.Header, &rt.cfg))
+		resp.Body = io.NopCloser(bytes.NewReader(body))
+		resp.ContentLength = int64(len(body))
+		resp.Header.Set("Content-Length", strconv.Itoa(len(body)))
+	}
 	upstream.CopyHeader(w.Header(), resp.Header)
 	w.Header().Set("X-LLM-Engine", rt.cfg.Name)
 	w.WriteHeader(resp.StatusCode)

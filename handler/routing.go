@@ -108,16 +108,6 @@ func (g *Gateway) namedPlan(req *request) (*route, []candidate) {
 	return c.rt, plan
 }
 
-// named resolves a request's model of the form engine/model (or engine):
-// never one a pool or engine serves under that very name.
-func (g *Gateway) named(model string, kr *keys.Rules) (candidate, bool) {
-	if g.byModel[model] != nil || g.pools[model] != nil {
-		return candidate{}, false
-	}
-	c, err := g.bodyCandidate(model, kr)
-	return c, err == nil
-}
-
 // mayName reports whether a key may name engine/model as its request's
 // model: the engine and the model it is sent are checked as for a body
 // fallback (reach.go).

@@ -120,9 +120,15 @@ func (g *Gateway) send(rp *reply, req *request, a *attempt) {
 		}
 		a.errBody, _ = io.ReadAll(io.LimitReader(resp.Body, limit))
 		resp.Body.Close()
+		// no credential the engine was sent leaves in its echo
+		a.errBody = upstream.MaskEcho(a.errBody, resp.Header, upstream.SentSecrets(up.Header, cfg))
 		if a.tr.on {
 			a.errBody = a.tr.errorBody(resp, a.errBody)
 		}
+	case outcomeStreamError:
+		a.errBody = upstream.MaskEcho(a.errBody, nil, upstream.SentSecrets(up.Header, cfg))
+		a.err = errors.New(strings.TrimSpace(string(a.errBody)))
+		fallthrough
 	default:
 		a.silence = g.clock.Now().Sub(sentAt)
 		if resp != nil {
