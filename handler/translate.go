@@ -164,7 +164,7 @@ func (t *translation) answer(resp *http.Response, req *request, sent string) (ba
 		if len(body) > maxTranslatedAnswer {
 			return fmt.Errorf("an answer over %d MiB is too large to translate", maxTranslatedAnswer>>20), nil
 		}
-		if body, err = translate.Answer(t.via, t.client, body, translate.AnswerOptions{CustomTools: t.custom, Namespaces: t.ns, Model: sent}); err != nil {
+		if body, err = translate.AnswerBody(t.via, t.client, body, translate.AnswerOptions{CustomTools: t.custom, Namespaces: t.ns, Model: sent}); err != nil {
 			return err, nil
 		}
 		resp.Body = io.NopCloser(bytes.NewReader(body))

@@ -127,7 +127,7 @@ func TestAnswerCustomToolsGoBackAsCustomCalls(t *testing.T) {
 	const chat = `{"id":"c","created":1,"model":"m","choices":[{"message":{"tool_calls":[
 		{"id":"call_p","type":"function","function":{"name":"apply_patch","arguments":"{\"input\":\"*** Begin Patch\\n\"}"}},
 		{"id":"call_f","type":"function","function":{"name":"get","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}`
-	out, err := Answer(api.Chat, api.Responses, []byte(chat), AnswerOptions{CustomTools: []string{"apply_patch"}})
+	out, err := AnswerBody(api.Chat, api.Responses, []byte(chat), AnswerOptions{CustomTools: []string{"apply_patch"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,13 +231,13 @@ func TestAnswerRefusesWhatIsNoAnswer(t *testing.T) {
 			if to == tc.from {
 				continue
 			}
-			_, err := Answer(tc.from, to, []byte(tc.body), AnswerOptions{})
+			_, err := AnswerBody(tc.from, to, []byte(tc.body), AnswerOptions{})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("%s (%s→%s): err = %v, want one saying %q", tc.name, tc.from, to, err, tc.want)
 			}
 		}
 	}
-	if out, err := Answer(api.Chat, api.Chat, []byte(`not even JSON`), AnswerOptions{}); err != nil || string(out) != `not even JSON` {
+	if out, err := AnswerBody(api.Chat, api.Chat, []byte(`not even JSON`), AnswerOptions{}); err != nil || string(out) != `not even JSON` {
 		t.Errorf("Answer(Chat, Chat) = %q, %v: want the body unchanged", out, err)
 	}
 }

@@ -26,7 +26,7 @@ func FuzzAnswer(f *testing.F) {
 				if from == to {
 					continue
 				}
-				out, err := Answer(from, to, body, o)
+				out, err := AnswerBody(from, to, body, o)
 				if err == nil && !json.Valid(out) {
 					t.Fatalf("Answer(%s→%s, %q) = %q: not JSON", from, to, body, out)
 				}

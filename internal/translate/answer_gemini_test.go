@@ -20,11 +20,11 @@ const gmAnswerTools = `{"candidates":[{"content":{"role":"model","parts":[
 
 func TestAnswerGeminiToolsEachClient(t *testing.T) {
 	for _, to := range conversations {
-		out, err := Answer(api.Gemini, to, []byte(gmAnswerTools), AnswerOptions{})
+		out, err := AnswerBody(api.Gemini, to, []byte(gmAnswerTools), AnswerOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if again, _ := Answer(api.Gemini, to, []byte(gmAnswerTools), AnswerOptions{}); !strings.Contains(string(again), gmToolID(t, out)) {
+		if again, _ := AnswerBody(api.Gemini, to, []byte(gmAnswerTools), AnswerOptions{}); !strings.Contains(string(again), gmToolID(t, out)) {
 			t.Errorf("%v: the same answer translated twice has other ids", to)
 		}
 		var calls []stCall
@@ -88,11 +88,11 @@ func TestAnswerGeminiStops(t *testing.T) {
 		{`{"candidates":[{"content":{"parts":[{"text":"done"}]},"finishReason":"STOP"}]}`, "stop", "end_turn", "done"},
 	}
 	for _, c := range cases {
-		out, err := Answer(api.Gemini, api.Chat, []byte(c.body), AnswerOptions{Model: "gemini-2.5-flash"})
+		out, err := AnswerBody(api.Gemini, api.Chat, []byte(c.body), AnswerOptions{Model: "gemini-2.5-flash"})
 		if err != nil {
 			t.Fatalf("%s: %v", c.body, err)
 		}
-		var ch anChatAnswer
+		var ch chatAnswerIn
 		if err := json.Unmarshal(out, &ch); err != nil {
 			t.Fatal(err)
 		}
@@ -101,7 +101,7 @@ func TestAnswerGeminiStops(t *testing.T) {
 		text := ""
 		_ = json.Unmarshal((*ch.Choices)[0].Message.Content, &text)
 		anEq(t, c.body+" text", text, c.text)
-		out, err = Answer(api.Gemini, api.Messages, []byte(c.body), AnswerOptions{})
+		out, err = AnswerBody(api.Gemini, api.Messages, []byte(c.body), AnswerOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -115,7 +115,7 @@ func TestAnswerGeminiStops(t *testing.T) {
 
 func TestAnswerGeminiNotAnAnswer(t *testing.T) {
 	for _, body := range []string{`{"error":{"code":500,"message":"boom","status":"INTERNAL"}}`, `{"candidates":[]}`, `[]`} {
-		if _, err := Answer(api.Gemini, api.Chat, []byte(body), AnswerOptions{}); err == nil {
+		if _, err := AnswerBody(api.Gemini, api.Chat, []byte(body), AnswerOptions{}); err == nil {
 			t.Errorf("%s: no error", body)
 		}
 	}

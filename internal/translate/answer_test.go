@@ -36,7 +36,7 @@ const (
 
 func anTranslate(t *testing.T, from, to api.API, body string) []byte {
 	t.Helper()
-	out, err := Answer(from, to, []byte(body), AnswerOptions{})
+	out, err := AnswerBody(from, to, []byte(body), AnswerOptions{})
 	if err != nil {
 		t.Fatalf("Answer(%s→%s): %v", from, to, err)
 	}
@@ -241,32 +241,32 @@ func TestAnswerMessagesToResponses(t *testing.T) {
 // counts, read back by this package's own readers.
 type anGist struct {
 	text, refusal string
-	tools         []anPart
+	tools         []Block
 	stop          Stop
 	usage         api.Usage
 }
 
 func anGistOf(t *testing.T, from api.API, b []byte) anGist {
 	t.Helper()
-	var a anAnswer
+	var a Answer
 	var err error
 	switch from {
 	case api.Chat:
-		a, err = anReadChat(b)
+		a, err = chatReadAnswer(b, AnswerOptions{})
 	case api.Messages:
-		a, err = anReadMessages(b)
+		a, err = messagesReadAnswer(b, AnswerOptions{})
 	default:
-		a, err = anReadResponses(b)
+		a, err = responsesReadAnswer(b, AnswerOptions{})
 	}
 	if err != nil {
 		t.Fatalf("reading %s: %v\n%s", from, err, b)
 	}
 	a.settle(b)
-	g := anGist{text: a.anJoin(anText), refusal: a.anJoin(anRefusal), stop: a.stop, usage: a.usage}
-	for _, p := range a.parts {
-		if p.kind == anTool {
-			p.args = string(anObjectArgs(p.args))
-			g.tools = append(g.tools, anPart{kind: anTool, id: p.id, name: p.name, args: p.args})
+	g := anGist{text: a.join(BlockText), refusal: a.join(BlockRefusal), stop: a.Stop, usage: a.Usage}
+	for _, p := range a.Blocks {
+		if p.Kind == BlockTool {
+			p.Args = string(objectArgs(p.Args))
+			g.tools = append(g.tools, Block{Kind: BlockTool, ID: p.ID, Name: p.Name, Args: p.Args})
 		}
 	}
 	return g

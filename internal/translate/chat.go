@@ -8,5 +8,7 @@ func init() {
 	Register(api.Chat, &Codec{
 		ReadRequest:  chatReadRequest,
 		WriteRequest: chatWriteRequest,
+		ReadAnswer:   chatReadAnswer,
+		WriteAnswer:  chatWriteAnswer,
 	})
 }

@@ -6,5 +6,6 @@ import "github.com/llmgateway/caddy-llm-gateway/api"
 func init() {
 	Register(api.Converse, &Codec{
 		WriteRequest: converseWriteRequest,
+		ReadAnswer:   converseReadAnswer,
 	})
 }

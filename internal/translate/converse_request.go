@@ -275,7 +275,7 @@ func converseImage(url, member string) (*converseImageOut, error) {
 // and gets a hash of the whole: the same for a call and its result, and
 // on every later turn.
 func converseToolID(id string) string {
-	id = SanitizeID(id)
+	id = ToolID(id)
 	if len(id) <= 64 {
 		return id
 	}

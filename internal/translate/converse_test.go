@@ -138,7 +138,7 @@ const cvAnswerFixture = `{"output":{"message":{"role":"assistant","content":[
 	"metrics":{"latencyMs":100}}`
 
 func TestAnswerConverseToChat(t *testing.T) {
-	out, err := Answer(api.Converse, api.Chat, []byte(cvAnswerFixture), AnswerOptions{Model: "us.anthropic.claude-x"})
+	out, err := AnswerBody(api.Converse, api.Chat, []byte(cvAnswerFixture), AnswerOptions{Model: "us.anthropic.claude-x"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func TestAnswerConverseToChat(t *testing.T) {
 	anEq(t, "prompt_tokens", c.Usage.PromptTokens, 45)
 	anEq(t, "cached", c.Usage.PromptTokensDetails.CachedTokens, 30)
 	anEq(t, "completion_tokens", c.Usage.CompletionTokens, 7)
-	again, _ := Answer(api.Converse, api.Chat, []byte(cvAnswerFixture), AnswerOptions{})
+	again, _ := AnswerBody(api.Converse, api.Chat, []byte(cvAnswerFixture), AnswerOptions{})
 	anEq(t, "the same id for the same answer", anAsChat(t, again).ID, c.ID)
 }
 
@@ -188,7 +188,7 @@ func TestAnswerConverseStops(t *testing.T) {
 		c := anAsChat(t, anTranslate(t, api.Converse, api.Chat, body))
 		anEq(t, reason, c.Choices[0].FinishReason, want)
 	}
-	if _, err := Answer(api.Converse, api.Chat, []byte(`{"message":"The security token included in the request is invalid."}`), AnswerOptions{}); err == nil || !strings.Contains(err.Error(), "security token") {
+	if _, err := AnswerBody(api.Converse, api.Chat, []byte(`{"message":"The security token included in the request is invalid."}`), AnswerOptions{}); err == nil || !strings.Contains(err.Error(), "security token") {
 		t.Errorf("an error body as an answer: %v", err)
 	}
 }

@@ -7,5 +7,7 @@ import "github.com/llmgateway/caddy-llm-gateway/api"
 func init() {
 	Register(api.Gemini, &Codec{
 		WriteRequest: geminiWriteRequest,
+		ReadAnswer:   geminiReadAnswer,
+		ReadError:    geminiReadError,
 	})
 }

@@ -7,5 +7,7 @@ func init() {
 	Register(api.Messages, &Codec{
 		ReadRequest:  messagesReadRequest,
 		WriteRequest: messagesWriteRequest,
+		ReadAnswer:   messagesReadAnswer,
+		WriteAnswer:  messagesWriteAnswer,
 	})
 }

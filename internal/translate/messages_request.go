@@ -490,9 +490,9 @@ func messagesBlock(r *Request, p Part) (messagesBlockOut, bool) {
 			// the turn is kept, with arguments Messages accepts.
 			r.drops.add("arguments", p.Member+" (arguments not a JSON object)")
 		}
-		return messagesBlockOut{Type: "tool_use", ID: SanitizeID(p.ID), Name: p.Name, Input: input}, true
+		return messagesBlockOut{Type: "tool_use", ID: ToolID(p.ID), Name: p.Name, Input: input}, true
 	case PartResult:
-		b := messagesBlockOut{Type: "tool_result", ToolUseID: SanitizeID(p.ID), IsError: p.IsError}
+		b := messagesBlockOut{Type: "tool_result", ToolUseID: ToolID(p.ID), IsError: p.IsError}
 		var content []messagesBlockOut
 		for _, c := range p.Content {
 			if cb, ok := messagesBlock(r, c); ok {

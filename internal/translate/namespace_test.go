@@ -58,7 +58,7 @@ func TestAnswerNamespaceCallsGoBackSplit(t *testing.T) {
 		{"id":"call_ex","type":"function","function":{"name":"mcp__x__exec","arguments":"{\"input\":\"ls\"}"}},
 		{"id":"call_sh","type":"function","function":{"name":"shell","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}`
 	req := nsRead(t, body)
-	out, err := Answer(api.Chat, api.Responses, []byte(chat), AnswerOptions{CustomTools: req.Custom, Namespaces: req.Namespaces})
+	out, err := AnswerBody(api.Chat, api.Responses, []byte(chat), AnswerOptions{CustomTools: req.Custom, Namespaces: req.Namespaces})
 	if err != nil {
 		t.Fatal(err)
 	}

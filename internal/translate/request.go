@@ -271,14 +271,21 @@ func indexOf(s []string, v string) int {
 	return -1
 }
 
-// SanitizeID makes a tool call id fit Messages' ^[a-zA-Z0-9_-]+$ (docs/translation-facts.md#t3):
-// ids from other engines ("functions.Bash:0") would be refused on the next
-// turn. The same function is applied to a call and to its result, so they
-// still pair.
-func SanitizeID(id string) string {
+// ToolID is a request's tool call id as Messages and Converse take it:
+// sanitized, and never empty (an empty id would be refused too).
+func ToolID(id string) string {
 	if id == "" {
 		return "toolu_empty"
 	}
+	return SanitizeID(id)
+}
+
+// SanitizeID makes a tool call id fit Messages' ^[a-zA-Z0-9_-]+$
+// (docs/translation-facts.md#t3): ids from other engines
+// ("functions.Bash:0") would be refused on the next turn. The same
+// function is applied to a call and to its result, and to the ids of a
+// request and of the answers, so they still pair. An empty id stays empty.
+func SanitizeID(id string) string {
 	ok := true
 	for i := 0; i < len(id); i++ {
 		if !IDByte(id[i]) {

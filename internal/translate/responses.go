@@ -7,5 +7,7 @@ func init() {
 	Register(api.Responses, &Codec{
 		ReadRequest:  responsesReadRequest,
 		WriteRequest: responsesWriteRequest,
+		ReadAnswer:   responsesReadAnswer,
+		WriteAnswer:  responsesWriteAnswer,
 	})
 }

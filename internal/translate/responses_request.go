@@ -564,4 +564,3 @@ func responsesOutput(p Part) any {
 	}
 	return parts
 }
-

@@ -53,13 +53,13 @@ func TestAnswerStopSequenceReachesMessagesClients(t *testing.T) {
 }
 
 func TestAnswerMessagesStopSequenceBesideEndTurnIsRead(t *testing.T) {
-	a, err := anReadMessages([]byte(stopLlamaMessages))
+	a, err := messagesReadAnswer([]byte(stopLlamaMessages), AnswerOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	a.settle(nil)
-	anEq(t, "stop", a.stop, StopSequence)
-	anEq(t, "seq", a.seq, "three")
+	anEq(t, "stop", a.Stop, StopSequence)
+	anEq(t, "seq", a.StopSequence, "three")
 	anEq(t, "finish_reason", anAsChat(t, anTranslate(t, api.Messages, api.Chat, stopLlamaMessages)).Choices[0].FinishReason, "stop")
 }
 

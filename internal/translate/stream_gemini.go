@@ -255,13 +255,13 @@ func (s *Stream) sgError(dst, data []byte, v int) []byte {
 		return s.fail(dst, nil, nil, stFindRaw(data, 0, "error"))
 	}
 	status, _ := stFindStr(data, v, "status")
-	st := anGoogleStatus(string(status))
+	st := geminiErrorStatus(string(status))
 	if st == 0 {
 		if st, _ = stFindNumber(data, v, "code"); st < 400 {
 			st = 500
 		}
 	}
-	typ, code := anOpenAIType(st)
+	typ, code := OpenAIErrorType(st)
 	t := []byte(`"` + typ + `"`)
 	var c []byte
 	if code != "" {

@@ -51,6 +51,15 @@ type Codec struct {
 	// WriteRequest writes r in the API: the body an engine is sent. It
 	// records what it cannot carry with r.Drop, or fails with an *Error.
 	WriteRequest func(r *Request, o RequestOptions) ([]byte, error)
+	// ReadAnswer reads an engine's whole JSON answer into the neutral
+	// Answer; a body that is not one is an error (the gateway's 502).
+	ReadAnswer func(body []byte, o AnswerOptions) (Answer, error)
+	// WriteAnswer writes a for a client. Nil for an API no client speaks.
+	WriteAnswer func(a *Answer, o AnswerOptions) ([]byte, error)
+	// ReadError, when the API's errors need it, reads an engine's error
+	// answer before the hub reshapes it (errors.go): the status its body
+	// says more precisely than the HTTP one, the body unwrapped.
+	ReadError func(status int, body []byte) (int, []byte)
 }
 
 // codecs are the APIs' codecs, registered at init.

@@ -105,7 +105,7 @@ func TestErrorBodyKeepsTheMessage(t *testing.T) {
 				msg = anDecodeError[anOpenAIError](t, out).Error.Message
 			}
 			anEq(t, tc.name+" "+c.from.String()+"→"+c.to.String(), msg, tc.want)
-			if len(msg) > anMaxMessage+len("…") || !utf8.ValidString(msg) {
+			if len(msg) > maxErrorMessage+len("…") || !utf8.ValidString(msg) {
 				t.Errorf("%s: message of %d bytes (valid UTF-8: %v)", tc.name, len(msg), utf8.ValidString(msg))
 			}
 		}

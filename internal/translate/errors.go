@@ -45,22 +45,15 @@ func ErrorBody(from, to api.API, status int, body []byte) []byte {
 	if from == to {
 		return body
 	}
-	if from == api.Gemini {
-		// A streamed request's error may come as a one-element array.
-		var list []json.RawMessage
-		if t := bytes.TrimSpace(body); len(t) > 0 && t[0] == '[' && json.Unmarshal(t, &list) == nil && len(list) > 0 {
-			body = list[0]
-		}
-		if s := anGoogleStatus(anGoogleWord(body)); s != 0 {
-			status = s // its status word is more precise than a proxy's HTTP status
-		}
+	if c := codecOf(from); c != nil && c.ReadError != nil {
+		status, body = c.ReadError(status, body)
 	}
-	msg, openAI := anErrorText(body)
-	if to != api.Messages {
+	msg, openAI := errorText(body)
+	if to.Errors() != api.AnthropicErrors {
 		if openAI {
 			return body
 		}
-		typ, code := anOpenAIType(status)
+		typ, code := OpenAIErrorType(status)
 		out := struct {
 			Error struct {
 				Message string  `json:"message"`
@@ -69,11 +62,11 @@ func ErrorBody(from, to api.API, status int, body []byte) []byte {
 				Code    *string `json:"code"`
 			} `json:"error"`
 		}{}
-		out.Error.Message, out.Error.Type = anMessageOr(msg, status), typ
+		out.Error.Message, out.Error.Type = messageOr(msg, status), typ
 		if code != "" {
 			out.Error.Code = &code
 		}
-		b, _ := anMarshal(out)
+		b, _ := Marshal(out)
 		return b
 	}
 	out := struct {
@@ -83,13 +76,13 @@ func ErrorBody(from, to api.API, status int, body []byte) []byte {
 			Message string `json:"message"`
 		} `json:"error"`
 	}{Type: "error"}
-	out.Error.Type, out.Error.Message = anAnthropicType(status), anMessageOr(msg, status)
-	b, _ := anMarshal(out)
+	out.Error.Type, out.Error.Message = anthropicErrorType(status), messageOr(msg, status)
+	b, _ := Marshal(out)
 	return b
 }
 
-// anAnthropicType is Anthropic's error type for an HTTP status.
-func anAnthropicType(status int) string {
+// anthropicErrorType is Anthropic's error type for an HTTP status.
+func anthropicErrorType(status int) string {
 	switch status {
 	case http.StatusUnauthorized:
 		return "authentication_error"
@@ -110,9 +103,9 @@ func anAnthropicType(status int) string {
 	return "invalid_request_error"
 }
 
-// anOpenAIType is OpenAI's error type and code ("" for null) for an HTTP
+// OpenAIErrorType is OpenAI's error type and code ("" for null) for an HTTP
 // status.
-func anOpenAIType(status int) (typ, code string) {
+func OpenAIErrorType(status int) (typ, code string) {
 	switch status {
 	case http.StatusUnauthorized:
 		return "authentication_error", "invalid_api_key"
@@ -129,12 +122,12 @@ func anOpenAIType(status int) (typ, code string) {
 	return "invalid_request_error", ""
 }
 
-// anErrorText is the message of an error body, and whether the body is
+// errorText is the message of an error body, and whether the body is
 // already OpenAI's shape ({"error":{"message":"…"}}). Besides both
 // families' shapes it reads the ones OpenAI-compatible servers use
 // ({"error":"…"}, vLLM's {"object":"error","message":…}, FastAPI's
 // {"detail":…}); any other body is text, an HTML page's title or text.
-func anErrorText(body []byte) (msg string, openAI bool) {
+func errorText(body []byte) (msg string, openAI bool) {
 	t := bytes.TrimSpace(body)
 	if len(t) > 0 && t[0] == '{' {
 		var e struct {
@@ -149,29 +142,29 @@ func anErrorText(body []byte) (msg string, openAI bool) {
 				Status  *string `json:"status"` // Google's: its code is a number and it has no type
 			}
 			if len(e.Error) > 0 && e.Error[0] == '{' && json.Unmarshal(e.Error, &o) == nil && o.Message != nil {
-				return anBound(*o.Message), e.Type != "error" && o.Status == nil
+				return boundMessage(*o.Message), e.Type != "error" && o.Status == nil
 			}
 			for _, m := range []json.RawMessage{e.Error, e.Message, e.Detail} {
-				if s := anErrorMessage(m); s != "" {
+				if s := ErrorMessage(m); s != "" {
 					return s, false
 				}
 				if len(m) > 0 && m[0] != 'n' { // FastAPI's detail list, some other value: said as JSON
 					var b bytes.Buffer
 					if json.Compact(&b, m) == nil && b.String() != `""` && b.String() != "{}" {
-						return anBound(b.String()), false
+						return boundMessage(b.String()), false
 					}
 				}
 			}
 		}
 	}
-	if anLooksHTML(t) {
-		return anHTMLText(t), false
+	if looksHTML(t) {
+		return htmlText(t), false
 	}
-	return anBound(strings.ToValidUTF8(string(t), "\uFFFD")), false
+	return boundMessage(strings.ToValidUTF8(string(t), "\uFFFD")), false
 }
 
-// anMessageOr is msg, or, for an engine that said nothing, its status.
-func anMessageOr(msg string, status int) string {
+// messageOr is msg, or, for an engine that said nothing, its status.
+func messageOr(msg string, status int) string {
 	if strings.TrimSpace(msg) != "" {
 		return msg
 	}
@@ -181,9 +174,9 @@ func anMessageOr(msg string, status int) string {
 	return "engine answered an error"
 }
 
-// anLooksHTML says whether a body is an HTML page: it starts with a tag
+// looksHTML says whether a body is an HTML page: it starts with a tag
 // and names one of a page's own in its first bytes.
-func anLooksHTML(b []byte) bool {
+func looksHTML(b []byte) bool {
 	if !bytes.HasPrefix(b, []byte("<")) {
 		return false
 	}
@@ -204,11 +197,11 @@ var (
 	anSpace = regexp.MustCompile(`\s+`)
 )
 
-// anHTMLText is what an HTML error page (a proxy's, a load balancer's)
+// htmlText is what an HTML error page (a proxy's, a load balancer's)
 // says in a line: its title (nginx: "502 Bad Gateway"), its first heading,
 // or its text. Only the page's first 64 KB are read: the point is one
 // line, not the page.
-func anHTMLText(b []byte) string {
+func htmlText(b []byte) string {
 	b = b[:min(len(b), 64<<10)]
 	plain := func(s []byte) string {
 		t := anTag.ReplaceAll(s, []byte(" "))
@@ -217,66 +210,27 @@ func anHTMLText(b []byte) string {
 	for _, re := range []*regexp.Regexp{anTitle, anH1} {
 		if m := re.FindSubmatch(b); m != nil {
 			if s := plain(m[1]); s != "" {
-				return anBound(s)
+				return boundMessage(s)
 			}
 		}
 	}
-	return anBound(plain(anNoise.ReplaceAll(b, nil)))
+	return boundMessage(plain(anNoise.ReplaceAll(b, nil)))
 }
 
-// anMaxMessage bounds the message an error keeps: enough for any API's
+// maxErrorMessage bounds the message an error keeps: enough for any API's
 // message, and not an engine's whole page in the client's logs.
-const anMaxMessage = 1024
+const maxErrorMessage = 1024
 
-// anBound is s cut to anMaxMessage bytes at a rune boundary, with an
+// boundMessage is s cut to maxErrorMessage bytes at a rune boundary, with an
 // ellipsis when it was cut.
-func anBound(s string) string {
+func boundMessage(s string) string {
 	s = strings.TrimSpace(s)
-	if len(s) <= anMaxMessage {
+	if len(s) <= maxErrorMessage {
 		return s
 	}
-	cut := anMaxMessage
+	cut := maxErrorMessage
 	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}
 	return strings.ToValidUTF8(s[:cut], "\uFFFD") + "…"
-}
-
-// anGoogleStatus is the HTTP status of a Google error's status word
-// ({"error":{"code","message","status"}}), whose clients' SDKs know the
-// status only; 0 for a word that says no more than the HTTP status.
-func anGoogleStatus(word string) int {
-	switch word {
-	case "RESOURCE_EXHAUSTED":
-		return http.StatusTooManyRequests
-	case "UNAVAILABLE":
-		return http.StatusServiceUnavailable
-	case "INVALID_ARGUMENT", "FAILED_PRECONDITION", "OUT_OF_RANGE":
-		return http.StatusBadRequest
-	case "PERMISSION_DENIED":
-		return http.StatusForbidden
-	case "UNAUTHENTICATED":
-		return http.StatusUnauthorized
-	case "NOT_FOUND":
-		return http.StatusNotFound
-	case "DEADLINE_EXCEEDED":
-		return http.StatusGatewayTimeout
-	case "INTERNAL", "UNKNOWN":
-		return http.StatusInternalServerError
-	}
-	return 0
-}
-
-// anGoogleWord is the status word of a Google error body, "" for another
-// body.
-func anGoogleWord(body []byte) string {
-	var e struct {
-		Error struct {
-			Status string `json:"status"`
-		} `json:"error"`
-	}
-	if json.Unmarshal(body, &e) != nil {
-		return ""
-	}
-	return e.Error.Status
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"net/http"
 	"strconv"
 
 	"github.com/llmgateway/caddy-llm-gateway/api"
@@ -72,30 +73,31 @@ func GeminiStop(reason string) Stop {
 	return StopEnd // MALFORMED_FUNCTION_CALL, OTHER, UNEXPECTED_TOOL_CALL and what comes next
 }
 
-func anReadGemini(body []byte, model string) (anAnswer, error) {
+func geminiReadAnswer(body []byte, o AnswerOptions) (Answer, error) {
+	model := o.Model
 	var g geminiAnswer
 	if err := json.Unmarshal(body, &g); err != nil {
-		return anAnswer{}, err
+		return Answer{}, err
 	}
-	a := anAnswer{id: g.ResponseID, model: g.ModelVersion}
-	if a.model == "" {
-		a.model = model
+	a := Answer{ID: g.ResponseID, Model: g.ModelVersion}
+	if a.Model == "" {
+		a.Model = model
 	}
-	a.usage, _ = api.Gemini.UsageOf(g.Usage)
+	a.Usage, _ = api.Gemini.UsageOf(g.Usage)
 	if g.Candidates == nil || len(*g.Candidates) == 0 {
 		if g.PromptFeedback != nil && g.PromptFeedback.BlockReason != "" {
 			// A blocked prompt is an answer, filtered whole: the client's
 			// SDK says why instead of raising a gateway error.
-			a.stop = StopFilter
+			a.Stop = StopFilter
 			return a, nil
 		}
 		if g.Candidates == nil {
-			return anAnswer{}, anNoAnswer("candidates", g.Error)
+			return Answer{}, NoAnswer("candidates", g.Error)
 		}
-		return anAnswer{}, errors.New("no candidate in candidates")
+		return Answer{}, errors.New("no candidate in candidates")
 	}
 	c := (*g.Candidates)[0]
-	a.stop = GeminiStop(c.FinishReason)
+	a.Stop = GeminiStop(c.FinishReason)
 	if c.Content == nil {
 		return a, nil // a candidate filtered before it said anything
 	}
@@ -107,34 +109,34 @@ func anReadGemini(body []byte, model string) (anAnswer, error) {
 			var args bytes.Buffer
 			if in := bytes.TrimSpace(p.FunctionCall.Args); len(in) > 0 && string(in) != "null" {
 				if err := json.Compact(&args, in); err != nil {
-					return anAnswer{}, fmt.Errorf("candidates[0].content.parts[%d].functionCall.args: %w", i, err)
+					return Answer{}, fmt.Errorf("candidates[0].content.parts[%d].functionCall.args: %w", i, err)
 				}
 			}
-			id := anSanitizeID(p.FunctionCall.ID)
+			id := SanitizeID(p.FunctionCall.ID)
 			if id == "" {
 				id = "call_" + base + "_" + strconv.Itoa(calls)
 			}
 			id = string(geminiAppendSig([]byte(id), []byte(p.Signature)))
-			a.parts = append(a.parts, anPart{kind: anTool, id: id, name: p.FunctionCall.Name, args: args.String()})
+			a.Blocks = append(a.Blocks, Block{Kind: BlockTool, ID: id, Name: p.FunctionCall.Name, Args: args.String()})
 			calls++
 		case p.Text == nil || *p.Text == "":
 		case p.Thought:
-			a.parts = anAppendText(a.parts, anThinking, *p.Text)
+			a.Blocks = AppendText(a.Blocks, BlockThinking, *p.Text)
 		default:
-			a.parts = anAppendText(a.parts, anText, *p.Text)
+			a.Blocks = AppendText(a.Blocks, BlockText, *p.Text)
 		}
 	}
 	return a, nil
 }
 
-// anAppendText appends text to the last part when it is of kind k (Gemini
+// AppendText appends text to the last part when it is of kind k (Gemini
 // may split one text into parts), else as a part of its own.
-func anAppendText(parts []anPart, k anKind, text string) []anPart {
-	if n := len(parts); n > 0 && parts[n-1].kind == k {
-		parts[n-1].text += text
+func AppendText(parts []Block, k BlockKind, text string) []Block {
+	if n := len(parts); n > 0 && parts[n-1].Kind == k {
+		parts[n-1].Text += text
 		return parts
 	}
-	return append(parts, anPart{kind: k, text: text})
+	return append(parts, Block{Kind: k, Text: text})
 }
 
 // geminiAnswerBase is what made-up tool call ids start from: the answer's id,
@@ -142,9 +144,62 @@ func anAppendText(parts []anPart, k anKind, text string) []anPart {
 // twice has the same ids (docs/translation-facts.md#t5).
 func geminiAnswerBase(id string, body []byte) string {
 	if id != "" {
-		return anSanitizeID(id)
+		return SanitizeID(id)
 	}
 	h := fnv.New64a()
 	h.Write(body)
 	return strconv.FormatUint(h.Sum64(), 16)
+}
+
+// geminiErrorStatus is the HTTP status of a Google error's status word
+// ({"error":{"code","message","status"}}), whose clients' SDKs know the
+// status only; 0 for a word that says no more than the HTTP status.
+func geminiErrorStatus(word string) int {
+	switch word {
+	case "RESOURCE_EXHAUSTED":
+		return http.StatusTooManyRequests
+	case "UNAVAILABLE":
+		return http.StatusServiceUnavailable
+	case "INVALID_ARGUMENT", "FAILED_PRECONDITION", "OUT_OF_RANGE":
+		return http.StatusBadRequest
+	case "PERMISSION_DENIED":
+		return http.StatusForbidden
+	case "UNAUTHENTICATED":
+		return http.StatusUnauthorized
+	case "NOT_FOUND":
+		return http.StatusNotFound
+	case "DEADLINE_EXCEEDED":
+		return http.StatusGatewayTimeout
+	case "INTERNAL", "UNKNOWN":
+		return http.StatusInternalServerError
+	}
+	return 0
+}
+
+// geminiErrorWord is the status word of a Google error body, "" for another
+// body.
+func geminiErrorWord(body []byte) string {
+	var e struct {
+		Error struct {
+			Status string `json:"status"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &e) != nil {
+		return ""
+	}
+	return e.Error.Status
+}
+
+// geminiReadError reads a Google error ({"error":{"code","message",
+// "status"}}): a streamed request's may come as a one-element array, and
+// its status word is more precise than a proxy's HTTP status.
+func geminiReadError(status int, body []byte) (int, []byte) {
+	var list []json.RawMessage
+	if t := bytes.TrimSpace(body); len(t) > 0 && t[0] == '[' && json.Unmarshal(t, &list) == nil && len(list) > 0 {
+		body = list[0]
+	}
+	if s := geminiErrorStatus(geminiErrorWord(body)); s != 0 {
+		status = s
+	}
+	return status, body
 }

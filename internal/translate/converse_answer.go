@@ -45,44 +45,45 @@ type converseAnswerBlock struct {
 	} `json:"reasoningContent"`
 }
 
-func anReadConverse(body []byte, model string) (anAnswer, error) {
+func converseReadAnswer(body []byte, o AnswerOptions) (Answer, error) {
+	model := o.Model
 	var c converseAnswer
 	if err := json.Unmarshal(body, &c); err != nil {
-		return anAnswer{}, err
+		return Answer{}, err
 	}
 	if c.Output == nil || c.Output.Message == nil {
-		if msg := anErrorMessage(c.Message); msg != "" {
-			return anAnswer{}, fmt.Errorf("no output.message, an error: %s", msg)
+		if msg := ErrorMessage(c.Message); msg != "" {
+			return Answer{}, fmt.Errorf("no output.message, an error: %s", msg)
 		}
-		return anAnswer{}, errors.New("no output.message")
+		return Answer{}, errors.New("no output.message")
 	}
-	a := anAnswer{model: model, stop: converseStop(c.StopReason)}
-	a.usage, _ = api.Converse.UsageOf(c.Usage)
+	a := Answer{Model: model, Stop: converseStop(c.StopReason)}
+	a.Usage, _ = api.Converse.UsageOf(c.Usage)
 	// A guardrail's or filter's text is what the model was made to say
 	// instead of answering: Chat and Responses have a place for that.
-	textKind := anText
-	if a.stop == StopFilter {
-		textKind = anRefusal
+	textKind := BlockText
+	if a.Stop == StopFilter {
+		textKind = BlockRefusal
 	}
 	for i, b := range c.Output.Message.Content {
 		switch {
 		case b.Text != nil:
 			if *b.Text != "" {
-				a.parts = append(a.parts, anPart{kind: textKind, text: *b.Text})
+				a.Blocks = append(a.Blocks, Block{Kind: textKind, Text: *b.Text})
 			}
 		case b.ToolUse != nil:
 			var args bytes.Buffer
 			if in := bytes.TrimSpace(b.ToolUse.Input); len(in) > 0 && string(in) != "null" {
 				if err := json.Compact(&args, in); err != nil {
-					return anAnswer{}, fmt.Errorf("output.message.content[%d].toolUse.input: %w", i, err)
+					return Answer{}, fmt.Errorf("output.message.content[%d].toolUse.input: %w", i, err)
 				}
 			}
-			a.parts = append(a.parts, anPart{kind: anTool, id: b.ToolUse.ToolUseID, name: b.ToolUse.Name, args: args.String()})
+			a.Blocks = append(a.Blocks, Block{Kind: BlockTool, ID: b.ToolUse.ToolUseID, Name: b.ToolUse.Name, Args: args.String()})
 		case b.Reasoning != nil && b.Reasoning.Text != nil:
 			t := b.Reasoning.Text
-			a.parts = append(a.parts, anPart{kind: anThinking, text: t.Text, sig: t.Signature})
+			a.Blocks = append(a.Blocks, Block{Kind: BlockThinking, Text: t.Text, Sig: t.Signature})
 		case b.Reasoning != nil && b.Reasoning.Redacted != "":
-			a.parts = append(a.parts, anPart{kind: anRedacted, sig: b.Reasoning.Redacted})
+			a.Blocks = append(a.Blocks, Block{Kind: BlockRedacted, Sig: b.Reasoning.Redacted})
 		}
 		// image, document, citations, guardContent…: no counterpart in
 		// an answer of the other APIs.
