@@ -1,6 +1,7 @@
 package handler
 
 import (
+	"cmp"
 	"context"
 	"io"
 	"net"
@@ -75,6 +76,9 @@ type dynamicPool struct {
 	closed   bool
 	stop     chan struct{} // closed by closeMembers: drains let go at once
 	drains   sync.WaitGroup
+	// overAnswer tells the last answer over MaxDynamicMembers (answerPrint),
+	// whose warning was logged; 0 while the answer is within it
+	overAnswer uint64
 }
 
 // makeDynamic gives a pool with a source its runtime: members come later,
@@ -155,8 +159,8 @@ func (g *Gateway) SetMembers(ctx context.Context, pool string, addrs []string) M
 		return ch
 	}
 	d := p.dyn
-	want := d.wanted(addrs)
 	d.mu.Lock()
+	want := d.wanted(addrs)
 	if d.closed || d.maker == nil {
 		d.mu.Unlock()
 		return ch
@@ -217,9 +221,15 @@ func (g *Gateway) SetMembers(ctx context.Context, pool string, addrs []string) M
 	return ch
 }
 
-// wanted is the set of addresses a source gave, each as a member's address,
-// at most MaxDynamicMembers of them (in the source's order).
+// wanted is the set of addresses a source gave, each as a member's
+// address. Past MaxDynamicMembers the choice is stable (issue 51: each
+// lookup of a larger answer took a random 64, and of 64 members 22, then 13
+// were still members 2 s later): the current members first, then the others
+// by their rendezvous score with the pool, so that every front door with
+// the same answer takes the same ones; the warning is logged once per
+// answer, not at every lookup. It holds d.mu.
 func (d *dynamicPool) wanted(addrs []string) map[string]bool {
+	var all []string
 	want := map[string]bool{}
 	for _, a := range addrs {
 		if _, rest, ok := strings.Cut(a, "/"); ok {
@@ -233,14 +243,43 @@ func (d *dynamicPool) wanted(addrs []string) map[string]bool {
 			host = ip.String() // an SRV target 10.0.0.7. is an address, not a name
 		}
 		a = net.JoinHostPort(host, port)
-		if !want[a] && len(want) == config.MaxDynamicMembers {
-			d.log.Warn("a pool's source gave more members than a pool takes; the rest are left out",
-				zap.String("pool", d.pool), zap.Int("max", config.MaxDynamicMembers), zap.Int("given", len(addrs)))
-			break
+		if !want[a] {
+			want[a] = true
+			all = append(all, a)
 		}
-		want[a] = true
+	}
+	if len(all) <= config.MaxDynamicMembers {
+		d.overAnswer = 0
+		return want
+	}
+	if answer := answerPrint(all); answer != d.overAnswer {
+		d.overAnswer = answer
+		d.log.Warn("a pool's source gave more members than a pool takes; the current members and then the others by rendezvous score are kept, the rest left out",
+			zap.String("pool", d.pool), zap.Int("max", config.MaxDynamicMembers), zap.Int("given", len(all)))
+	}
+	pool := rendezvous.Hash(d.pool)
+	score := func(a string) uint64 { return rendezvous.Score(pool, rendezvous.Hash(d.tmpl.Name+"@"+a)) }
+	current := func(a string) bool { return d.live[a] != nil || d.checking[a] != nil }
+	slices.SortFunc(all, func(a, b string) int {
+		if ca, cb := current(a), current(b); ca != cb {
+			if ca {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Compare(score(b), score(a))
+	})
+	for _, a := range all[config.MaxDynamicMembers:] {
+		delete(want, a)
 	}
 	return want
+}
+
+// answerPrint tells one answer (a set of addresses) from another, in any
+// order.
+func answerPrint(addrs []string) uint64 {
+	sorted := slices.Sorted(slices.Values(addrs))
+	return rendezvous.Hash(strings.Join(sorted, " "))
 }
 
 // make builds the member at addr from the template, or reports why not.

@@ -18,8 +18,10 @@ import (
 
 // MaxDynamicMembers bounds the members one source may give a pool: a DNS
 // answer is not the config, and a wrong record set must not make the
-// gateway build thousands of engines. The addresses past it are left out,
-// in the order the source gave them, with a warning in the log.
+// gateway build thousands of engines. Of a larger answer, the current
+// members are kept first, then the others by rendezvous score, the same on
+// every front door; the rest are left out, with one warning in the log per
+// answer (handler/dynamic.go).
 const MaxDynamicMembers = 64
 
 // IsDynamic reports whether the pool takes its members from a source.
