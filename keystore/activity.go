@@ -34,20 +34,20 @@ func (a *activity) seen(now time.Time) {
 
 // take moves what was counted since the last save into a delta to save.
 func (a *activity) take() (Use, bool) {
-	d := Use{Requests: a.requests.Swap(0), Tokens: a.tokens.Swap(0)}
+	d := Use{Requests: a.requests.Swap(0), TokensUsed: a.tokens.Swap(0)}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if last := a.last.Load(); last > a.saved {
 		d.LastUsed = time.UnixMilli(last).UTC()
 		a.saved = last
 	}
-	return d, d.Requests != 0 || d.Tokens != 0 || !d.LastUsed.IsZero()
+	return d, d.Requests != 0 || d.TokensUsed != 0 || !d.LastUsed.IsZero()
 }
 
 // giveBack returns a delta whose save failed, for the next one.
 func (a *activity) giveBack(d Use) {
 	a.requests.Add(d.Requests)
-	a.tokens.Add(d.Tokens)
+	a.tokens.Add(d.TokensUsed)
 	a.mu.Lock()
 	a.saved = 0
 	a.mu.Unlock()
@@ -65,7 +65,7 @@ func (a *activity) view() Use {
 	u := a.total
 	a.mu.Unlock()
 	u.Requests += a.requests.Load()
-	u.Tokens += a.tokens.Load()
+	u.TokensUsed += a.tokens.Load()
 	if last := a.last.Load(); last > 0 && time.UnixMilli(last).After(u.LastUsed) {
 		u.LastUsed = time.UnixMilli(last).UTC()
 	}

@@ -160,7 +160,7 @@ func encodeUse(u Use) []byte {
 	}
 	binary.BigEndian.PutUint64(b, uint64(last))
 	binary.BigEndian.PutUint64(b[8:], uint64(u.Requests))
-	binary.BigEndian.PutUint64(b[16:], uint64(u.Tokens))
+	binary.BigEndian.PutUint64(b[16:], uint64(u.TokensUsed))
 	return b
 }
 
@@ -173,14 +173,14 @@ func decodeUse(b []byte) Use {
 		u.LastUsed = time.UnixMilli(last).UTC()
 	}
 	u.Requests = int64(binary.BigEndian.Uint64(b[8:]))
-	u.Tokens = int64(binary.BigEndian.Uint64(b[16:]))
+	u.TokensUsed = int64(binary.BigEndian.Uint64(b[16:]))
 	return u
 }
 
 // plus is u with d's counts added and the later of their last uses.
 func (u Use) plus(d Use) Use {
 	u.Requests += d.Requests
-	u.Tokens += d.Tokens
+	u.TokensUsed += d.TokensUsed
 	if d.LastUsed.After(u.LastUsed) {
 		u.LastUsed = d.LastUsed
 	}

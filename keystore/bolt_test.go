@@ -77,7 +77,7 @@ func TestKeysSurviveARestartAndNoFileHoldsAToken(t *testing.T) {
 		t.Fatal("a restart lost a key")
 	}
 	k, _ := s.Get("alice")
-	if k.Requests != 2 || k.Tokens != 42 || k.Note != "a test's" || k.Models[0] != "qwen" {
+	if k.Requests != 2 || k.TokensUsed != 42 || k.Note != "a test's" || k.Models[0] != "qwen" {
 		t.Fatalf("after a restart: %+v", k)
 	}
 	clk.Advance(time.Hour)

@@ -37,9 +37,9 @@ type Key struct {
 
 // Use is what a key was used for, over every front door sharing the store.
 type Use struct {
-	LastUsed time.Time `json:"last_used,omitzero"`
-	Requests int64     `json:"requests"`    // every request that presented it
-	Tokens   int64     `json:"tokens_used"` // prompt and completion tokens of its answers
+	LastUsed   time.Time `json:"last_used,omitzero"`
+	Requests   int64     `json:"requests"`    // every request that presented it
+	TokensUsed int64     `json:"tokens_used"` // prompt and completion tokens of its answers
 }
 
 // record is a key as the store keeps it: the view's fields but its use,

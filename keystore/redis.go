@@ -228,7 +228,7 @@ func (s *redisStore) addUse(parent context.Context, deltas map[string]Use, names
 		if !d.LastUsed.IsZero() {
 			last = d.LastUsed.UnixMilli()
 		}
-		useScript.Eval(ctx, pipe, []string{s.useKey(name), s.p + ":records"}, name, d.Requests, d.Tokens, last)
+		useScript.Eval(ctx, pipe, []string{s.useKey(name), s.p + ":records"}, name, d.Requests, d.TokensUsed, last)
 	}
 	reads := make([]*redis.SliceCmd, len(names))
 	for i, name := range names {
@@ -244,7 +244,7 @@ func (s *redisStore) addUse(parent context.Context, deltas map[string]Use, names
 			continue
 		}
 		var u Use
-		u.Requests, u.Tokens = redisInt(vals[0]), redisInt(vals[1])
+		u.Requests, u.TokensUsed = redisInt(vals[0]), redisInt(vals[1])
 		if last := redisInt(vals[2]); last > 0 {
 			u.LastUsed = time.UnixMilli(last).UTC()
 		}

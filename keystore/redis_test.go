@@ -142,7 +142,7 @@ func TestUseIsSharedAndRedisHoldsNoToken(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if k, _ := a.Get("alice"); k.Requests != 2 || k.Tokens != 15 {
+	if k, _ := a.Get("alice"); k.Requests != 2 || k.TokensUsed != 15 {
 		t.Fatalf("%+v", k.Use)
 	}
 	c := redis.NewClient(&redis.Options{Addr: rs.Addr(), Protocol: 2, DisableIdentity: true})

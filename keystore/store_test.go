@@ -242,13 +242,13 @@ func TestUseCountsRequestsTokensAndLastUse(t *testing.T) {
 	s.Charge("erin", 120)
 	s.Charge("not-issued", 5)
 	k, _ := s.Get("erin")
-	if k.Requests != 3 || k.Tokens != 120 || !k.LastUsed.Equal(clk.Now().Truncate(time.Millisecond)) {
+	if k.Requests != 3 || k.TokensUsed != 120 || !k.LastUsed.Equal(clk.Now().Truncate(time.Millisecond)) {
 		t.Fatalf("%+v", k.Use)
 	}
 	if err := s.Refresh(); err != nil {
 		t.Fatal(err)
 	}
-	if k, _ := s.Get("erin"); k.Requests != 3 || k.Tokens != 120 {
+	if k, _ := s.Get("erin"); k.Requests != 3 || k.TokensUsed != 120 {
 		t.Fatalf("after a save: %+v", k.Use)
 	}
 }
