@@ -49,7 +49,7 @@ const (
 //	POST <prefix>/api/engines/<name>/start   the admin API's start
 //	POST <prefix>/api/engines/<name>/stop    the admin API's stop (?drain=true)
 //	POST <prefix>/api/stop-all               stop every running engine
-//	POST <prefix>/api/keys/<name>/reset      the admin API's reset of a key's counters
+//	     <prefix>/api/keys…                  a key's counters reset; keys issued, changed, rotated, revoked (issued.go)
 //
 // Every /api/ call needs one of Keys (none needed when Keys is nil).
 type Server struct {
@@ -216,14 +216,8 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, rest string) {
 		writeJSON(w, http.StatusOK, map[string]string{"engine": parts[1], "done": parts[2]})
 	case r.Method == http.MethodPost && rest == "stop-all":
 		s.stopAll(w, r)
-	case r.Method == http.MethodPost && len(parts) == 3 && parts[0] == "keys" && parts[2] == "reset":
-		err := s.Source.ResetKey(parts[1])
-		s.Board.Nudge() // the pages show the counters at zero at once
-		if err != nil {
-			writeError(w, statusOf(err), "action_failed", engines.Mask(err.Error(), nil))
-			return
-		}
-		writeJSON(w, http.StatusOK, map[string]string{"key": parts[1], "done": "reset"})
+	case r.Method != http.MethodGet && parts[0] == "keys":
+		s.serveKeyAction(w, r, parts[1:]) // issued.go
 	default:
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("%s %s is not part of the status page's API", r.Method, r.URL.Path))
 	}

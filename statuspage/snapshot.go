@@ -35,7 +35,9 @@ type snapshot struct {
 	Engines []engineView `json:"engines"`
 	Pools   []poolView   `json:"pools"`
 	Keys    []keyView    `json:"keys"`
-	Memory  []boxView    `json:"memory,omitempty"` // the scheduler (memory.go)
+	// Issuing: keys may be issued here (issued.go)
+	Issuing bool      `json:"issuing,omitempty"`
+	Memory  []boxView `json:"memory,omitempty"` // the scheduler (memory.go)
 }
 
 type engineView struct {
@@ -96,7 +98,10 @@ type memberView struct {
 // the page is never sent a token.
 type keyView struct {
 	Name   string      `json:"name"`
+	Source string      `json:"source,omitempty"` // issued, identity; a key of the config says none
 	Limits []limitView `json:"limits"`
+	// Issued is an issued key's life (issued.go)
+	Issued *issuedView `json:"issued,omitempty"`
 }
 
 // limitView is one limit of a key in its current window.
@@ -172,9 +177,10 @@ func (s *Server) takeSnapshot(ctx context.Context) snapshot {
 	es := s.Source.Engines()
 	s.reach.refresh(ctx, s.clock(), es)
 	now := s.clock().Now()
-	snap := snapshot{Engines: make([]engineView, 0, len(es)), Pools: []poolView{}, Keys: keyViews(s.Source.KeyUsage())}
-	shown := map[string]string{}  // as the page shows it
-	actual := map[string]string{} // as the handler's pool sees it
+	snap := snapshot{Engines: make([]engineView, 0, len(es)), Pools: []poolView{}}
+	snap.Keys, snap.Issuing = s.keys() // issued.go
+	shown := map[string]string{}       // as the page shows it
+	actual := map[string]string{}      // as the handler's pool sees it
 	for _, e := range es {
 		v := s.engineView(e, now)
 		shown[v.Name], actual[v.Name] = v.State, e.State().String()

@@ -154,7 +154,7 @@ function renderState(snap) {
   engines = snap.engines || [];
   keepCards($('#engines'), engines, 'engine', engineCard, updateEngine);
   renderPools(snap.pools || []);
-  renderKeys(snap.keys || []);
+  renderKeys(snap.keys || [], !!snap.issuing);
   if (typeof renderMemory === 'function') renderMemory(snap.memory || []); // memory.js
   renderLogChoice();
   tick();
@@ -259,17 +259,20 @@ function renderPools(pools) {
 // ---- keys with limits ----
 // A card per key, kept across updates (as engine cards are) so that the
 // Reset button keeps its focus; its limits are redrawn.
-function renderKeys(keys) {
-  $('#keys-section').hidden = keys.length === 0;
-  keepCards($('#keys'), keys, 'key', keyCard, (card, k) =>
-    card.querySelector('.limits').replaceWith(el('div', { class: 'limits' }, ...k.limits.map(limitRow))));
+function renderKeys(keys, issuing) {
+  $('#keys-section').hidden = keys.length === 0 && !issuing;
+  $('#issue-form').hidden = !issuing;
+  keepCards($('#keys'), keys, 'key', keyCard, (card, k) => {
+    card.querySelector('.limits').replaceWith(el('div', { class: 'limits' }, ...k.limits.map(limitRow)));
+    if (typeof updateIssued === 'function') updateIssued(card, k); // keys.js
+  });
 }
 
 function keyCard(name) {
   const reset = el('button', { type: 'button', 'data-act': 'reset', text: 'Reset' });
   reset.addEventListener('click', () => resetKey(name));
   return el('article', { class: 'card', 'data-key': name, 'aria-label': 'key ' + name },
-    el('h3', { text: name }), el('div', { class: 'limits' }), el('div', { class: 'actions' }, reset));
+    el('h3', { text: name }), el('dl', { class: 'issued' }), el('div', { class: 'limits' }), el('div', { class: 'actions' }, reset));
 }
 
 // limitRow is one limit: a bar of what was used of it, what is left, and
