@@ -18,6 +18,7 @@ import (
 	hconfig "github.com/llmgateway/caddy-llm-gateway/handler/config"
 	"github.com/llmgateway/caddy-llm-gateway/keystore"
 	"github.com/llmgateway/caddy-llm-gateway/quota"
+	"github.com/llmgateway/caddy-llm-gateway/statuspage"
 )
 
 // The admin API's keys, and the status page's (which calls the same
@@ -353,3 +354,34 @@ func keyEvent(h issuedHandle, what string, k keystore.Key) {
 	h.log.Info("key "+what, fields...)
 	emit("llm_gateway.key_"+what, map[string]any{"key": k.Name})
 }
+
+// The status page's keys: the admin API's calls, their errors with their
+// status (asPageError).
+
+func (liveSource) IssuedKeys() ([]keystore.Key, bool) {
+	h, ok := newestIssued()
+	if !ok {
+		return nil, false
+	}
+	return h.store.List(), true
+}
+
+func (liveSource) IssueKey(body []byte) (keystore.Key, string, error) {
+	k, err := issueKey(body)
+	return k.Key, k.Token, asPageError(err)
+}
+
+func (liveSource) UpdateKey(name string, body []byte) (keystore.Key, error) {
+	k, err := updateKey(name, body)
+	return k, asPageError(err)
+}
+
+func (liveSource) RotateKey(name string, body []byte) (keystore.Key, string, error) {
+	k, err := rotateKey(name, body)
+	return k.Key, k.Token, asPageError(err)
+}
+
+func (liveSource) RevokeKey(name string) error { return asPageError(revokeKey(name)) }
+
+// Interface guards
+var _ statuspage.KeyIssuer = liveSource{}

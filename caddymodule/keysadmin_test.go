@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
@@ -283,5 +285,104 @@ func TestTwoFrontDoorsOnRedisSeeARevoke(t *testing.T) {
 	// the stated bound is 1s and a round trip; a loaded machine gets a margin
 	if took > 5*time.Second {
 		t.Fatalf("the revoke took %s to reach the other front door (bound: 1s and a round trip)", took)
+	}
+}
+
+// An operator issues, changes, rotates and revokes a key on the status
+// page; the token is shown once and is nowhere in what the page holds or
+// was sent after that.
+func TestAnOperatorIssuesAKeyOnTheStatusPage(t *testing.T) {
+	ctx := browser(t)
+	up := newRecorder(t, usageChat)
+	startGateway(t, fmt.Sprintf(`
+		key ops %s
+		issued_keys
+		ui /llm
+		engine one {
+			to %s
+			models page-one
+		}
+		engine two {
+			to %s
+			models page-two
+		}`, uiKey, up.URL, up.URL))
+	// the store outlives a test in this binary (as it outlives a config)
+	do(t, mustReq(http.MethodDelete, adminURL+"/llm_gateway/keys/page-dev"))
+
+	run(t, ctx, "opening the page", chromedp.Navigate(gwURL+"/llm"), chromedp.WaitVisible(chromedp.CSS("#key")),
+		chromedp.SendKeys(chromedp.CSS("#key"), uiKey), chromedp.Click(chromedp.CSS("#key-form button")))
+	run(t, ctx, "issuing a key", chromedp.WaitVisible(chromedp.CSS("#issue-form")),
+		chromedp.SendKeys(chromedp.CSS("#issue-name"), "page-dev"),
+		chromedp.SendKeys(chromedp.CSS("#issue-models"), "page-one"),
+		chromedp.SendKeys(chromedp.CSS("#issue-rate"), "100/d"),
+		chromedp.SendKeys(chromedp.CSS("#issue-note"), "from the page"),
+		chromedp.Click(chromedp.CSS(`#issue-form button[type="submit"]`)),
+		chromedp.WaitVisible(chromedp.CSS("#token-dialog")))
+	token := eval[string](t, ctx, `document.querySelector('#token').value`)
+	if !strings.HasPrefix(token, "sk-llmgw-") {
+		t.Fatalf("the token shown: %q", token)
+	}
+	run(t, ctx, "closing the token", chromedp.Click(chromedp.CSS("#token-done")), chromedp.WaitNotVisible(chromedp.CSS("#token-dialog")))
+	until(t, ctx, "the token cleared once its dialog closed", `document.querySelector('#token').value === ''`)
+
+	// its rules hold; its life is on its card
+	ask := func(key, model string) int {
+		_, err := sdk(key).Chat.Completions.New(context.Background(), chatParams(model, "hi"))
+		var e *openai.Error
+		if errors.As(err, &e) {
+			return e.StatusCode
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", model, err)
+		}
+		return 200
+	}
+	if st := ask(token, "page-one"); st != 200 {
+		t.Fatalf("the page's key: %d", st)
+	}
+	if st := ask(token, "page-two"); st != 403 {
+		t.Fatalf("another model: %d", st)
+	}
+	card := `document.querySelector('article[data-key="page-dev"]')`
+	field := func(name string) string {
+		return fmt.Sprintf(`(document.querySelector('article[data-key="page-dev"] [data-field=%q]') || {}).textContent`, name)
+	}
+	until(t, ctx, "its use", field("requests")+` === '2' && `+field("tokens used")+` === '10' && `+field("last used")+` !== 'never' && `+field("note")+` === 'from the page'`)
+
+	// Edit: another model
+	run(t, ctx, "editing", chromedp.Click(chromedp.CSS(`article[data-key="page-dev"] button[data-act="edit"]`)), chromedp.WaitVisible(chromedp.CSS("#edit-dialog")))
+	run(t, ctx, "saving", chromedp.SetValue(chromedp.CSS("#edit-models"), "page-one page-two"), chromedp.Click(chromedp.CSS("#edit-ok")))
+	until(t, ctx, "the new models", field("models")+` === 'page-one, page-two'`)
+	if st := ask(token, "page-two"); st != 200 {
+		t.Fatalf("after the edit: %d", st)
+	}
+
+	// Rotate, the old token refused at once
+	run(t, ctx, "rotating", chromedp.Click(chromedp.CSS(`article[data-key="page-dev"] button[data-act="rotate"]`)), chromedp.WaitVisible(chromedp.CSS("#rotate-dialog")),
+		chromedp.Click(chromedp.CSS("#rotate-ok")), chromedp.WaitVisible(chromedp.CSS("#token-dialog")))
+	fresh := eval[string](t, ctx, `document.querySelector('#token').value`)
+	run(t, ctx, "closing the new token", chromedp.Click(chromedp.CSS("#token-done")), chromedp.WaitNotVisible(chromedp.CSS("#token-dialog")))
+	if fresh == token || ask(token, "page-one") != 401 || ask(fresh, "page-one") != 200 {
+		t.Fatal("the rotation: the old token must be refused, the new one accepted")
+	}
+
+	// Revoke, confirmed: refused at once, its card gone
+	run(t, ctx, "revoking", chromedp.Click(chromedp.CSS(`article[data-key="page-dev"] button[data-act="revoke"]`)), chromedp.WaitVisible(chromedp.CSS("#confirm-ok")),
+		chromedp.Click(chromedp.CSS("#confirm-ok")))
+	until(t, ctx, "the card gone", card+` === null`)
+	if st := ask(fresh, "page-one"); st != 401 {
+		t.Fatalf("a revoked key: %d", st)
+	}
+
+	// no token in the page, its state or its stream
+	seen := eval[string](t, ctx, `document.documentElement.outerHTML`)
+	req := mustReq(http.MethodGet, gwURL+"/llm/api/state")
+	req.Header.Set("Authorization", "Bearer "+uiKey)
+	_, state := do(t, req)
+	seen += state + streamUntil(t, "/llm/api/events", "state")
+	for _, secret := range []string{token, fresh, strings.TrimPrefix(token, "sk-llmgw-"), strings.TrimPrefix(fresh, "sk-llmgw-")} {
+		if strings.Contains(seen, secret) {
+			t.Error("a token stays in the page or what it is sent")
+		}
 	}
 }
