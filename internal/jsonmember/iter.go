@@ -77,6 +77,60 @@ func Find(b []byte, v int, name string) (start, end int, ok bool) {
 	}
 }
 
+// FindValue is where the value of the member name of the object at b[v]
+// starts (the last one, as Find), or -1.
+func FindValue(b []byte, v int, name string) int {
+	if s, _, ok := Find(b, v, name); ok {
+		return s
+	}
+	return -1
+}
+
+// FindRaw is the value of the member name of the object at b[v] (the
+// last one, as Find), or nil.
+func FindRaw(b []byte, v int, name string) []byte {
+	if s, e, ok := Find(b, v, name); ok {
+		return b[s:e]
+	}
+	return nil
+}
+
+// FindStr is the string member name of the object at b[v], as escaped
+// (the bytes between its quotes); ok is false when it is absent or not a
+// string.
+func FindStr(b []byte, v int, name string) ([]byte, bool) {
+	if s, e, ok := Find(b, v, name); ok {
+		return Str(b, s, e)
+	}
+	return nil, false
+}
+
+// FindInt is the count member name of the object at b[v] (Count), and
+// whether it is there.
+func FindInt(b []byte, v int, name string) (int, bool) {
+	if s, e, ok := Find(b, v, name); ok {
+		return Count(b, s, e), true
+	}
+	return 0, false
+}
+
+// Str is the string at b[v:end] as escaped, without its quotes, and
+// whether it is a string.
+func Str(b []byte, v, end int) ([]byte, bool) {
+	if v < end && b[v] == '"' {
+		return b[v+1 : end-1], true
+	}
+	return nil, false
+}
+
+// Index is Count for an index: -1 when b[v:end] is not a number.
+func Index(b []byte, v, end int) int {
+	if v >= end || b[v] < '0' || b[v] > '9' {
+		return -1
+	}
+	return Count(b, v, end)
+}
+
 // Count is the non-negative integer at b[v:end], as a token count is
 // read: 0 for anything else (a negative number, a string, null), a
 // fraction cut at its point, an absurd count capped at 2^40.

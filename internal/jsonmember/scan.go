@@ -852,8 +852,61 @@ func AppendEdits(dst, b []byte, edits ...Edit) []byte {
 // AppendString appends s as a JSON string literal. Invalid UTF-8 becomes
 // U+FFFD, as encoding/json does.
 func AppendString(dst []byte, s string) []byte {
-	const hex = "0123456789abcdef"
 	dst = append(dst, '"')
+	return append(AppendEscaped(dst, s), '"')
+}
+
+// AppendUnescaped appends the decoded form of a string's escaped bytes (the
+// bytes between its quotes, as Str and FindStr give them). It is safe on
+// any bytes: an escape cut short at the end is dropped, a lone surrogate
+// becomes U+FFFD.
+func AppendUnescaped(dst, raw []byte) []byte {
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		if c != '\\' {
+			dst = append(dst, c)
+			continue
+		}
+		if i+1 >= len(raw) {
+			return dst
+		}
+		i++
+		switch raw[i] {
+		case 'b':
+			dst = append(dst, '\b')
+		case 'f':
+			dst = append(dst, '\f')
+		case 'n':
+			dst = append(dst, '\n')
+		case 'r':
+			dst = append(dst, '\r')
+		case 't':
+			dst = append(dst, '\t')
+		case 'u':
+			if i+4 >= len(raw) {
+				return dst
+			}
+			r := rune(hex4(raw[i+1 : i+5]))
+			i += 4
+			if utf16IsHighSurrogate(r) && i+6 < len(raw) && raw[i+1] == '\\' && raw[i+2] == 'u' {
+				if lo := rune(hex4(raw[i+3 : i+7])); lo >= 0xDC00 && lo < 0xE000 {
+					r = (r-0xD800)<<10 + (lo - 0xDC00) + 0x10000
+					i += 6
+				}
+			}
+			dst = utf8.AppendRune(dst, r) // a lone surrogate becomes U+FFFD
+		default: // '"', '\\', '/'
+			dst = append(dst, raw[i])
+		}
+	}
+	return dst
+}
+
+// AppendEscaped appends s as the inside of a JSON string (without its
+// quotes), escaped as AppendString escapes it: a decoded name or a JSON
+// text written into a string member as it is.
+func AppendEscaped[T string | []byte](dst []byte, s T) []byte {
+	const hex = "0123456789abcdef"
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
@@ -874,7 +927,7 @@ func AppendString(dst []byte, s string) []byte {
 			i++
 			continue
 		}
-		r, size := utf8.DecodeRuneInString(s[i:])
+		r, size := decodeRune(s[i:])
 		if r == utf8.RuneError && size == 1 {
 			dst = append(dst, `\ufffd`...)
 		} else {
@@ -882,7 +935,17 @@ func AppendString(dst []byte, s string) []byte {
 		}
 		i += size
 	}
-	return append(dst, '"')
+	return dst
+}
+
+func decodeRune[T string | []byte](s T) (rune, int) {
+	switch v := any(s).(type) {
+	case string:
+		return utf8.DecodeRuneInString(v)
+	case []byte:
+		return utf8.DecodeRune(v)
+	}
+	return utf8.RuneError, 1
 }
 
 // ArrayItems returns the spans of the items of the JSON array at b[i:], at

@@ -142,12 +142,11 @@ func stripIDPrefix(id string) string {
 // from the answer's id and the call's place: stable, so that the same
 // answer translated twice says the same (docs/translation-facts.md#t5).
 func answerToolID(to api.API, id, base string, n int) string {
+	cl := codecOf(to).client
 	switch {
-	case id == "" && to == api.Messages:
-		return "toolu_" + SanitizeID(base) + "_" + strconv.Itoa(n)
 	case id == "":
-		return "call_" + SanitizeID(base) + "_" + strconv.Itoa(n)
-	case to == api.Messages:
+		return cl.toolPrefix + SanitizeID(base) + "_" + strconv.Itoa(n)
+	case cl.sanitizesIDs:
 		return SanitizeID(id)
 	}
 	return id

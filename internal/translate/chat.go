@@ -10,5 +10,45 @@ func init() {
 		WriteRequest: chatWriteRequest,
 		ReadAnswer:   chatReadAnswer,
 		WriteAnswer:  chatWriteAnswer,
+		Decode:       func(s *Stream, dst, _, data []byte) []byte { return s.decodeChat(dst, data) },
+		client: &client{
+			announce: (*Stream).chatAnnounce, open: (*Stream).chatOpen, delta: (*Stream).chatDelta,
+			finish: (*Stream).chatFinish, fail: (*Stream).chatFail,
+			toolPrefix: "call_", countsTools: true,
+		},
+		Media: chatMedia,
+	})
+}
+
+// chatMedia reads a Chat request's media: messages[].content[]:
+// image_url (a string, or {url}), video_url, audio_url ({url}, vLLM's),
+// file.file_id.
+func chatMedia(c *MediaCheck, top int) {
+	c.Each(top, "messages", func(m int, path string) {
+		c.Each(m, "content", func(p int, path string) { chatMediaPart(c, p, path) }, path)
+	}, "")
+}
+
+func chatMediaPart(c *MediaCheck, p int, path string) {
+	c.Members(p, func(name []byte, val, end int) {
+		switch string(name) {
+		case "image_url", "video_url", "audio_url":
+			member := path + "." + string(name)
+			if c.Body()[val] == '"' {
+				c.URL(val, end, member)
+				return
+			}
+			c.Members(val, func(n []byte, v, e int) {
+				if string(n) == "url" {
+					c.URL(v, e, member+".url")
+				}
+			})
+		case "file":
+			c.Members(val, func(n []byte, v, e int) {
+				if string(n) == "file_id" {
+					c.FileID(v, e, path+".file.file_id")
+				}
+			})
+		}
 	})
 }

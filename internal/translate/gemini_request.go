@@ -194,7 +194,7 @@ func geminiWriteRequest(r *Request, _ RequestOptions) ([]byte, error) {
 		if !ok || k == "service_tier" && (string(raw) == `"auto"` || string(raw) == `"default"`) {
 			continue
 		}
-		r.Drop(k, OpenAIMember(r.From, k))
+		r.Drop(k, ClientMember(r.From, k))
 	}
 	return Marshal(out)
 }

@@ -66,30 +66,10 @@ func (e *MediaError) Error() string {
 // whose kind (URL scheme, lower case, or MediaFileID) allow does not list;
 // nil when there is none, and for an API that has no media.
 func CheckMedia(a api.API, body []byte, allow []string) error {
-	c := mdCheck{body: body, allow: allow}
+	c := MediaCheck{body: body, allow: allow}
 	top := jsonmember.SkipSpace(body, 0)
-	switch a {
-	case api.Chat:
-		c.each(top, "messages", func(m int, path string) {
-			c.each(m, "content", func(p int, path string) { c.chatPart(p, path) }, path)
-		}, "")
-	case api.Responses:
-		c.each(top, "input", func(item int, path string) {
-			c.each(item, "content", func(p int, path string) { c.respPart(p, path) }, path)
-			c.each(item, "output", func(p int, path string) { c.respPart(p, path) }, path)
-		}, "")
-	case api.Messages:
-		c.each(top, "messages", func(m int, path string) {
-			c.each(m, "content", func(b int, path string) { c.msgBlock(b, path) }, path)
-		}, "")
-	case api.Gemini:
-		c.each(top, "contents", func(m int, path string) {
-			c.each(m, "parts", func(p int, path string) { c.geminiPart(p, path) }, path)
-		}, "")
-	case api.Converse:
-		c.each(top, "messages", func(m int, path string) {
-			c.each(m, "content", func(b int, path string) { c.converseBlock(b, path) }, path)
-		}, "")
+	if cd := codecOf(a); cd != nil && cd.Media != nil {
+		cd.Media(&c, top)
 	}
 	if c.err != nil {
 		return c.err
@@ -97,8 +77,8 @@ func CheckMedia(a api.API, body []byte, allow []string) error {
 	return nil
 }
 
-// mdCheck walks one request; err is the first refusal.
-type mdCheck struct {
+// MediaCheck walks one request; err is the first refusal.
+type MediaCheck struct {
 	body    []byte
 	allow   []string
 	err     *MediaError
@@ -106,12 +86,12 @@ type mdCheck struct {
 	scratch []byte // a URL with escapes, read
 }
 
-// each calls fn for every item of the array members named name of the
+// Each calls fn for every item of the array members named name of the
 // object at v (every one: a name given twice is read both times, as
 // engines may read either), with the item's path.
-func (c *mdCheck) each(v int, name string, fn func(item int, path string), path string) {
-	for it := stObject(c.body, v); c.err == nil; {
-		key, val, _, ok := it.next()
+func (c *MediaCheck) Each(v int, name string, fn func(item int, path string), path string) {
+	for it := jsonmember.Object(c.body, v); c.err == nil; {
+		key, val, _, ok := it.Next()
 		if !ok {
 			return
 		}
@@ -119,8 +99,8 @@ func (c *mdCheck) each(v int, name string, fn func(item int, path string), path 
 			continue
 		}
 		i := 0
-		for items := stArray(c.body, val); c.err == nil; i++ {
-			_, item, _, ok := items.next()
+		for items := jsonmember.Array(c.body, val); c.err == nil; i++ {
+			_, item, _, ok := items.Next()
 			if !ok {
 				break
 			}
@@ -129,11 +109,11 @@ func (c *mdCheck) each(v int, name string, fn func(item int, path string), path 
 	}
 }
 
-// members calls fn for every member of the object at v with its name
+// Members calls fn for every member of the object at v with its name
 // folded (mdFold).
-func (c *mdCheck) members(v int, fn func(name []byte, val, end int)) {
-	for it := stObject(c.body, v); c.err == nil; {
-		key, val, end, ok := it.next()
+func (c *MediaCheck) Members(v int, fn func(name []byte, val, end int)) {
+	for it := jsonmember.Object(c.body, v); c.err == nil; {
+		key, val, end, ok := it.Next()
 		if !ok {
 			return
 		}
@@ -142,7 +122,7 @@ func (c *mdCheck) members(v int, fn func(name []byte, val, end int)) {
 }
 
 // named reports whether a member's raw name is name, folded.
-func (c *mdCheck) named(key []byte, name string) bool {
+func (c *MediaCheck) named(key []byte, name string) bool {
 	return string(c.fold(key)) == name
 }
 
@@ -152,7 +132,7 @@ func (c *mdCheck) named(key []byte, name string) bool {
 // "IMAGE_URL" or a "\u017fource" is read as image_url and source), so that
 // no spelling names media past the check. Names without escapes, upper
 // case or non-ASCII bytes, the usual ones, are returned as they are.
-func (c *mdCheck) fold(key []byte) []byte {
+func (c *MediaCheck) fold(key []byte) []byte {
 	plain := true
 	for _, ch := range key {
 		if ch == '\\' || 'A' <= ch && ch <= 'Z' || ch >= 0x80 {
@@ -163,7 +143,7 @@ func (c *mdCheck) fold(key []byte) []byte {
 	if plain {
 		return key
 	}
-	c.key = stUnescape(c.key[:0], key)
+	c.key = jsonmember.AppendUnescaped(c.key[:0], key)
 	folded := bytes.Map(func(r rune) rune {
 		switch r {
 		case '\u017f': // ſ, which folds to s
@@ -177,150 +157,26 @@ func (c *mdCheck) fold(key []byte) []byte {
 	return c.key
 }
 
-func (c *mdCheck) chatPart(p int, path string) {
-	c.members(p, func(name []byte, val, end int) {
-		switch string(name) {
-		case "image_url", "video_url", "audio_url":
-			member := path + "." + string(name)
-			if c.body[val] == '"' {
-				c.url(val, end, member)
-				return
-			}
-			c.members(val, func(n []byte, v, e int) {
-				if string(n) == "url" {
-					c.url(v, e, member+".url")
-				}
-			})
-		case "file":
-			c.members(val, func(n []byte, v, e int) {
-				if string(n) == "file_id" {
-					c.fileID(v, e, path+".file.file_id")
-				}
-			})
-		}
-	})
-}
-
-func (c *mdCheck) respPart(p int, path string) {
-	c.members(p, func(name []byte, val, end int) {
-		switch string(name) {
-		case "image_url", "file_url":
-			c.url(val, end, path+"."+string(name))
-		case "file_id":
-			c.fileID(val, end, path+".file_id")
-		}
-	})
-}
-
-func (c *mdCheck) msgBlock(b int, path string) {
-	c.members(b, func(name []byte, val, end int) {
-		switch string(name) {
-		case "source":
-			c.msgSource(val, path+".source")
-		case "file_id":
-			c.fileID(val, end, path+".file_id")
-		case "content": // a tool_result's blocks
-			i := 0
-			for items := stArray(c.body, val); c.err == nil; i++ {
-				_, item, _, ok := items.next()
-				if !ok {
-					break
-				}
-				c.msgBlock(item, path+".content["+strconv.Itoa(i)+"]")
-			}
-		}
-	})
-}
-
-// msgSource reads a Messages block's source. Every url and file_id member
-// is read whatever the source's type says, so that a type engines read
-// another way than the gateway (or a type yet to come) hides nothing.
-func (c *mdCheck) msgSource(v int, path string) {
-	c.members(v, func(name []byte, val, end int) {
-		switch string(name) {
-		case "url":
-			c.url(val, end, path+".url")
-		case "file_id":
-			c.fileID(val, end, path+".file_id")
-		case "content": // a document's own blocks
-			i := 0
-			for items := stArray(c.body, val); c.err == nil; i++ {
-				_, item, _, ok := items.next()
-				if !ok {
-					break
-				}
-				c.msgBlock(item, path+".content["+strconv.Itoa(i)+"]")
-			}
-		}
-	})
-}
-
-// geminiPart reads a Gemini part's fileData.fileUri (Google's JSON takes
-// the proto's names too: file_data, file_uri).
-func (c *mdCheck) geminiPart(p int, path string) {
-	c.members(p, func(name []byte, val, _ int) {
-		if n := string(name); n == "filedata" || n == "file_data" {
-			c.members(val, func(n []byte, v, e int) {
-				if u := string(n); u == "fileuri" || u == "file_uri" {
-					c.url(v, e, path+".fileData.fileUri")
-				}
-			})
-		}
-	})
-}
-
-// converseBlock reads a Converse block's image, document or video source:
-// an s3Location (its uri) is a reference, bytes are inline.
-func (c *mdCheck) converseBlock(b int, path string) {
-	c.members(b, func(name []byte, val, _ int) {
-		kind := string(name)
-		if kind != "image" && kind != "document" && kind != "video" {
-			return
-		}
-		c.members(val, func(n []byte, src, _ int) {
-			if string(n) != "source" {
-				return
-			}
-			c.members(src, func(n []byte, loc, _ int) {
-				if string(n) != "s3location" {
-					return
-				}
-				member := path + "." + kind + ".source.s3Location"
-				found := false
-				c.members(loc, func(n []byte, v, e int) {
-					if string(n) == "uri" {
-						found = true
-						c.url(v, e, member+".uri")
-					}
-				})
-				if !found && c.err == nil && !c.allowed("s3") {
-					c.err = &MediaError{Member: member, Kind: "s3"}
-				}
-			})
-		})
-	})
-}
-
-// url checks the string at body[v:end], a media URL.
-func (c *mdCheck) url(v, end int, member string) {
-	raw, ok := stStr(c.body, v, end)
+// URL checks the string at body[v:end], a media URL.
+func (c *MediaCheck) URL(v, end int, member string) {
+	raw, ok := jsonmember.Str(c.body, v, end)
 	if !ok {
 		return // not a string: no reference (the engine refuses it)
 	}
 	if bytes.IndexByte(raw, '\\') >= 0 {
-		c.scratch = stUnescape(c.scratch[:0], raw)
+		c.scratch = jsonmember.AppendUnescaped(c.scratch[:0], raw)
 		raw = c.scratch
 	}
 	scheme := mdScheme(raw)
 	if scheme == "https" && mdGoogleHosted(raw) {
 		// the Gemini Files API's URIs and Cloud Storage's: Google reads
 		// them as the operator
-		if !c.allowed(MediaFileID) {
+		if !c.Allowed(MediaFileID) {
 			c.err = &MediaError{Member: member, Kind: MediaFileID}
 		}
 		return
 	}
-	if scheme == "https" || scheme == "data" || c.allowed(scheme) {
+	if scheme == "https" || scheme == "data" || c.Allowed(scheme) {
 		return
 	}
 	c.err = &MediaError{Member: member, Kind: scheme}
@@ -348,15 +204,28 @@ func mdGoogleHosted(u []byte) bool {
 	return host == "googleapis.com" || strings.HasSuffix(host, ".googleapis.com")
 }
 
-// fileID checks a file id member: any string is a reference to the
+// FileID checks a file id member: any string is a reference to the
 // provider's files.
-func (c *mdCheck) fileID(v, end int, member string) {
-	if raw, ok := stStr(c.body, v, end); ok && len(raw) > 0 && !c.allowed(MediaFileID) {
+func (c *MediaCheck) FileID(v, end int, member string) {
+	if raw, ok := jsonmember.Str(c.body, v, end); ok && len(raw) > 0 && !c.Allowed(MediaFileID) {
 		c.err = &MediaError{Member: member, Kind: MediaFileID}
 	}
 }
 
-func (c *mdCheck) allowed(kind string) bool {
+// Refuse refuses the reference at member, of kind (a URL scheme, or
+// MediaFileID), unless the engine allows that kind: for a reference a
+// reader found that is not a URL (Converse's s3Location without a uri).
+func (c *MediaCheck) Refuse(member, kind string) {
+	if c.err == nil && !c.Allowed(kind) {
+		c.err = &MediaError{Member: member, Kind: kind}
+	}
+}
+
+// Body is the request being walked.
+func (c *MediaCheck) Body() []byte { return c.body }
+
+// Allowed reports whether the engine allows references of kind.
+func (c *MediaCheck) Allowed(kind string) bool {
 	for _, a := range c.allow {
 		if a == kind {
 			return true

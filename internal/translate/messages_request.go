@@ -418,7 +418,7 @@ func messagesWriteRequest(r *Request, o RequestOptions) ([]byte, error) {
 		if !ok || k == "service_tier" && (string(raw) == `"auto"` || string(raw) == `"default"`) {
 			continue
 		}
-		r.drops.add(k, OpenAIMember(r.From, k))
+		r.drops.add(k, ClientMember(r.From, k))
 	}
 	return Marshal(out)
 }

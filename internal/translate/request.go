@@ -460,10 +460,14 @@ func ResultText(p Part) string {
 // Messages requires one.
 var EmptySchema = json.RawMessage(`{"type":"object","properties":{}}`)
 
-// OpenAIMember is the client's path of a member Chat and Responses share.
-func OpenAIMember(from api.API, key string) string {
-	if from == api.Responses && key == "verbosity" {
-		return "text.verbosity"
+// ClientMember is the path of a member the client's API (from) says
+// elsewhere than Chat's name says: how a writer names a member it drops,
+// as the client wrote it (the API's Codec.Paths).
+func ClientMember(from api.API, key string) string {
+	if c := codecOf(from); c != nil {
+		if p, ok := c.Paths[key]; ok {
+			return p
+		}
 	}
 	return key
 }

@@ -88,7 +88,7 @@ func TestRequestGeminiToolTurns(t *testing.T) {
 func TestGeminiSignatureID(t *testing.T) {
 	for _, sig := range []string{"CiQB/+w=", "CiQBcsjafE5k+/ab", "Cg==", "EqQBCgIYAhIM1gbcDa9GJwZA2b3h"} {
 		id := string(geminiAppendSig([]byte("call_1"), []byte(sig)))
-		if string(stSanitize(nil, []byte(id))) != id {
+		if string(appendSanitized(nil, []byte(id))) != id {
 			t.Errorf("%q: id %q is not Messages-safe", sig, id)
 		}
 		if base, got := geminiSplitID(id); base != "call_1" || got != sig {

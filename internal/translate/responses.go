@@ -9,5 +9,33 @@ func init() {
 		WriteRequest: responsesWriteRequest,
 		ReadAnswer:   responsesReadAnswer,
 		WriteAnswer:  responsesWriteAnswer,
+		Decode:       func(s *Stream, dst, _, data []byte) []byte { return s.decodeResponses(dst, data) },
+		client: &client{
+			open: (*Stream).respOpen, delta: (*Stream).respDelta, close: (*Stream).respClose,
+			finish: (*Stream).respFinish, fail: (*Stream).respFail,
+			toolPrefix: "call_", keepsBlocks: true,
+		},
+		Media: responsesMedia,
+		Paths: map[string]string{"verbosity": "text.verbosity"},
+	})
+}
+
+// responsesMedia reads a Responses request's media: input[].content[] and
+// input[].output[] (a tool's output parts): image_url, file_url, file_id.
+func responsesMedia(c *MediaCheck, top int) {
+	c.Each(top, "input", func(item int, path string) {
+		c.Each(item, "content", func(p int, path string) { responsesMediaPart(c, p, path) }, path)
+		c.Each(item, "output", func(p int, path string) { responsesMediaPart(c, p, path) }, path)
+	}, "")
+}
+
+func responsesMediaPart(c *MediaCheck, p int, path string) {
+	c.Members(p, func(name []byte, val, end int) {
+		switch string(name) {
+		case "image_url", "file_url":
+			c.URL(val, end, path+"."+string(name))
+		case "file_id":
+			c.FileID(val, end, path+".file_id")
+		}
 	})
 }

@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
-
-	"github.com/llmgateway/caddy-llm-gateway/api"
 )
 
 // Reading an OpenAI Responses request.
@@ -473,11 +471,7 @@ func responsesWriteRequest(r *Request, _ RequestOptions) ([]byte, error) {
 		}
 	}
 	if len(r.StopSequences) > 0 {
-		member := "stop"
-		if r.From == api.Messages {
-			member = "stop_sequences"
-		}
-		r.drops.add("stop", member)
+		r.drops.add("stop", ClientMember(r.From, "stop"))
 	}
 	b, err := Marshal(out)
 	if err != nil {

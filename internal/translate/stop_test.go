@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
+
 	"github.com/llmgateway/caddy-llm-gateway/api"
 )
 

@@ -3,7 +3,6 @@ package translate
 import (
 	"errors"
 
-	"github.com/llmgateway/caddy-llm-gateway/api"
 	"github.com/llmgateway/caddy-llm-gateway/internal/sse"
 )
 
@@ -49,12 +48,12 @@ import (
 // repeat it: an event's cap.
 const maxKept = sse.MaxEventSize
 
-// stItemOverhead is what an output item adds to response.completed beside
+// itemOverhead is what an output item adds to response.completed beside
 // its text, id and name (its type, status and member names), rounded up;
-// stResponseOverhead, the event's own (its names, status, usage).
+// responseOverhead, the event's own (its names, status, usage).
 const (
-	stItemOverhead     = 192
-	stResponseOverhead = 2 << 10
+	itemOverhead     = 192
+	responseOverhead = 2 << 10
 )
 
 // maxBlocks bounds the blocks a Stream holds. A real answer has a few:
@@ -83,7 +82,7 @@ func (s *Stream) cut(err error) {
 
 // keep counts n more bytes kept (for b, or nil for the answer's own);
 // false, and the stream cut, past maxKept.
-func (s *Stream) keep(b *stBlock, n int) bool {
+func (s *Stream) keep(b *streamBlock, n int) bool {
 	s.kept += n
 	if b != nil {
 		b.held += n
@@ -109,7 +108,7 @@ func (s *Stream) room(dst []byte, n int) bool {
 // closed blocks are dropped (their buffers kept for the next ones); false
 // cuts the stream when maxBlocks are held still.
 func (s *Stream) roomForBlock() bool {
-	if s.to != api.Responses && len(s.blocks) >= 16 {
+	if !s.cl.keepsBlocks && len(s.blocks) >= 16 {
 		s.dropClosed()
 	}
 	if len(s.blocks) >= maxBlocks {
@@ -134,19 +133,19 @@ func (s *Stream) dropClosed() {
 	s.blocks = s.blocks[:n]
 }
 
-// stReuse is a block slot's id, name or namespace buffer made ready for
-// the slot's next block: one that grew past stReuseCap (a huge name) is let
+// reuse is a block slot's id, name or namespace buffer made ready for
+// the slot's next block: one that grew past reuseCap (a huge name) is let
 // go, so that the slots a Chat or Messages client reuses keep no more than
 // that each. (Their text buffers stay empty: only a Responses client's
 // Stream fills them, and it reuses no slot within a stream.)
-func stReuse(b []byte) []byte {
-	if cap(b) > stReuseCap {
+func reuse(b []byte) []byte {
+	if cap(b) > reuseCap {
 		return nil
 	}
 	return b[:0]
 }
 
-const stReuseCap = 1 << 10
+const reuseCap = 1 << 10
 
 // stKeep appends p to a buffer a Responses client's Stream keeps: grown by
 // doubling up to maxKept, which it never needs to pass (keep cuts the

@@ -122,7 +122,7 @@ func stExpect(scenario string, from, to api.API) stAnswer {
 	}
 	for i := range want.Tools {
 		if to == api.Messages {
-			want.Tools[i].ID = string(stSanitize(nil, []byte(want.Tools[i].ID)))
+			want.Tools[i].ID = string(appendSanitized(nil, []byte(want.Tools[i].ID)))
 		}
 	}
 	return want

@@ -6,6 +6,19 @@
 // the first token leaves as soon as it came), and an error body. It knows
 // nothing of requests, keys or engines: bytes in, bytes out.
 //
+// A hub with spokes. The hub is the neutral form of each thing that
+// crosses: a Request (request.go), an Answer of Blocks (answer.go), the
+// steps of a Stream (stream.go: start, open, delta, close, finish, fail,
+// bounded by stream_bound.go), an error's shape (errors.go), a Stop
+// (stop.go), and the JSON plumbing they share (json.go, and
+// internal/jsonmember). Each API is a spoke that reads its words into the
+// hub and writes them out of it, in one layout: <api>.go its codec (the
+// functions below, its media members), <api>_request.go, <api>_answer.go
+// and <api>_stream.go. A spoke refers to the hub and to its own API's
+// files, never to another API's: a rule of one API lives in the one
+// spoke that needs it, whatever the other side speaks. The translations
+// look the codecs up (Register, codecOf); nothing switches on an API.
+//
 // The APIs are package api's. The facts it follows, with their sources,
 // are in docs/translation-facts.md; the table of what carries and what
 // does not is docs/translation.md.
@@ -60,6 +73,22 @@ type Codec struct {
 	// answer before the hub reshapes it (errors.go): the status its body
 	// says more precisely than the HTTP one, the body unwrapped.
 	ReadError func(status int, body []byte) (int, []byte)
+	// Decode reads one event of an engine's stream (ev whole, its data
+	// payload a JSON object) into the stream's steps (Stream.Begin,
+	// Open, Delta, CloseKey, Finish, Fail, ReadUsage), appending what the
+	// client is to be sent to dst.
+	Decode func(s *Stream, dst, ev, data []byte) []byte
+
+	// Paths are the paths of the members the API says elsewhere than at
+	// Chat's name (Responses' text.verbosity, Messages' stop_sequences),
+	// by that name: what ClientMember answers for a client of the API.
+	Paths map[string]string
+	// Media reads a request's media references (the object at top of
+	// c's body) with c, for the rule that only public or inline media
+	// leave for a provider (media.go).
+	Media func(c *MediaCheck, top int)
+
+	client *client // how a client of the API is written to (nil: none speaks it)
 }
 
 // codecs are the APIs' codecs, registered at init.

@@ -4,7 +4,113 @@ import (
 	"strconv"
 
 	"github.com/llmgateway/caddy-llm-gateway/api"
+	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 )
+
+// Responses streams: named events, each with its type and a rising
+// sequence_number in the data, no [DONE]: response.created, then per
+// output item output_item.added, its deltas (output_text,
+// function_call_arguments, reasoning summary or text) and output_item.done,
+// then response.completed, .incomplete or .failed; error anywhere
+// (docs/translation-facts.md#streams). A block is an output item, keyed by output_index.
+
+// decodeResponses reads one Responses event.
+func (s *Stream) decodeResponses(dst, data []byte) []byte {
+	var typ, delta, code, msg []byte
+	index, item, response, errv, summary := -1, -1, -1, -1, 0
+	for it := jsonmember.Object(data, 0); ; {
+		key, v, end, ok := it.Next()
+		if !ok {
+			break
+		}
+		switch string(key) {
+		case "type":
+			typ, _ = jsonmember.Str(data, v, end)
+		case "output_index":
+			index = jsonmember.Index(data, v, end)
+		case "item":
+			item = v
+		case "delta":
+			delta, _ = jsonmember.Str(data, v, end)
+		case "response":
+			response = v
+		case "summary_index":
+			summary = jsonmember.Count(data, v, end)
+		case "code":
+			code = data[v:end]
+		case "message":
+			msg = data[v:end]
+		case "error":
+			errv = v
+		}
+	}
+	switch string(typ) {
+	case "response.output_text.delta", "response.refusal.delta":
+		return s.Delta(dst, PieceText, index, delta)
+	case "response.function_call_arguments.delta":
+		return s.Delta(dst, PieceArgs, index, delta)
+	case "response.reasoning_summary_text.delta", "response.reasoning_text.delta":
+		return s.Delta(dst, PieceThinking, index, delta)
+	case "response.reasoning_summary_part.added":
+		if summary > 0 && s.find(index) != nil {
+			return s.Delta(dst, PieceThinking, index, []byte(`\n\n`)) // summaries are paragraphs
+		}
+	case "response.output_item.added":
+		if t, _ := jsonmember.FindStr(data, item, "type"); string(t) == "function_call" {
+			id, _ := jsonmember.FindStr(data, item, "call_id") // the id its output pairs with, not the item's
+			name, _ := jsonmember.FindStr(data, item, "name")
+			return s.Open(dst, BlockTool, index, id, name)
+		}
+	case "response.output_item.done":
+		if sig, ok := jsonmember.FindStr(data, item, "encrypted_content"); ok {
+			dst = s.Delta(dst, PieceSignature, index, sig)
+		}
+		return s.CloseKey(dst, index)
+	case "response.created":
+		id, _ := jsonmember.FindStr(data, response, "id")
+		model, _ := jsonmember.FindStr(data, response, "model")
+		created := jsonmember.FindRaw(data, response, "created_at")
+		return s.Begin(dst, id, model, int64(jsonmember.Count(created, 0, len(created))))
+	case "response.completed", "response.incomplete", "response.failed":
+		return s.responsesEnd(dst, data, response)
+	case "error":
+		if errv >= 0 && msg == nil {
+			code, msg = jsonmember.FindRaw(data, errv, "code"), jsonmember.FindRaw(data, errv, "message")
+		}
+		return s.Fail(dst, nil, code, msg)
+	}
+	return dst
+}
+
+// responsesEnd reads the terminal event's response: its status and usage.
+func (s *Stream) responsesEnd(dst, data []byte, response int) []byte {
+	var status, reason []byte
+	errv := -1
+	for it := jsonmember.Object(data, response); ; {
+		key, v, end, ok := it.Next()
+		if !ok {
+			break
+		}
+		switch string(key) {
+		case "status":
+			status, _ = jsonmember.Str(data, v, end)
+		case "incomplete_details":
+			reason, _ = jsonmember.FindStr(data, v, "reason")
+		case "error":
+			errv = v
+		case "usage":
+			s.ReadUsage(api.Responses, data, v)
+		}
+	}
+	if string(status) == "failed" {
+		return s.Fail(dst, nil, jsonmember.FindRaw(data, errv, "code"), jsonmember.FindRaw(data, errv, "message"))
+	}
+	s.stop = ResponsesStop(string(status), string(reason), s.nTools > 0)
+	if s.stop == StopNone {
+		s.stop = StopEnd
+	}
+	return s.Finish(dst)
+}
 
 // A Responses client's stream: response.created and .in_progress first,
 // with the first block, not with the upstream's first event (as a Messages
@@ -85,13 +191,13 @@ func (s *Stream) respAnnounce(dst []byte) []byte {
 
 // respItemID appends the block's item id: its kind's prefix, the stream's
 // token and its output_index.
-func (s *Stream) respItemID(dst []byte, b *stBlock) []byte {
+func (s *Stream) respItemID(dst []byte, b *streamBlock) []byte {
 	switch {
 	case b.custom:
 		dst = append(dst, "ctc_"...)
-	case b.kind == stTool:
+	case b.kind == BlockTool:
 		dst = append(dst, "fc_"...)
-	case b.kind == stThinking:
+	case b.kind == BlockThinking:
 		dst = append(dst, "rs_"...)
 	default:
 		dst = append(dst, "msg_"...)
@@ -101,7 +207,7 @@ func (s *Stream) respItemID(dst []byte, b *stBlock) []byte {
 }
 
 // respItem appends the block as an output item, whole when done.
-func (s *Stream) respItem(dst []byte, b *stBlock, done bool) []byte {
+func (s *Stream) respItem(dst []byte, b *streamBlock, done bool) []byte {
 	status := `","status":"in_progress"`
 	if done {
 		status = `","status":"completed"`
@@ -117,16 +223,16 @@ func (s *Stream) respItem(dst []byte, b *stBlock, done bool) []byte {
 			return append(append(dst, b.input...), '}')
 		}
 		return append(dst, `""}`...)
-	case b.kind == stTool:
+	case b.kind == BlockTool:
 		dst = append(dst, `","type":"function_call`...)
 		dst = append(dst, status...)
 		dst = s.respCall(dst, b)
 		dst = append(dst, `,"arguments":"`...)
 		if done {
-			dst = stArguments(dst, b.text)
+			dst = responsesArguments(dst, b.text)
 		}
 		return append(dst, `"}`...)
-	case b.kind == stThinking:
+	case b.kind == BlockThinking:
 		dst = append(dst, `","type":"reasoning","summary":[`...)
 		if done && len(b.text) > 0 {
 			dst = append(dst, `{"type":"summary_text","text":"`...)
@@ -148,7 +254,7 @@ func (s *Stream) respItem(dst []byte, b *stBlock, done bool) []byte {
 	return append(dst, "]}"...)
 }
 
-func (s *Stream) respCall(dst []byte, b *stBlock) []byte {
+func (s *Stream) respCall(dst []byte, b *streamBlock) []byte {
 	dst = append(dst, `,"call_id":"`...)
 	dst = append(dst, b.id...)
 	dst = append(dst, `","name":"`...)
@@ -160,16 +266,16 @@ func (s *Stream) respCall(dst []byte, b *stBlock) []byte {
 	return append(dst, '"')
 }
 
-// stArguments appends a call's arguments, "{}" for none: a call without
+// responsesArguments appends a call's arguments, "{}" for none: a call without
 // parameters streams no arguments, and clients parse them as JSON.
-func stArguments(dst, args []byte) []byte {
+func responsesArguments(dst, args []byte) []byte {
 	if len(args) == 0 {
 		return append(dst, "{}"...)
 	}
 	return append(dst, args...)
 }
 
-func (s *Stream) respTextPart(dst []byte, b *stBlock, done bool) []byte {
+func (s *Stream) respTextPart(dst []byte, b *streamBlock, done bool) []byte {
 	dst = append(dst, `{"type":"output_text","text":"`...)
 	if done {
 		dst = append(dst, b.text...)
@@ -179,13 +285,13 @@ func (s *Stream) respTextPart(dst []byte, b *stBlock, done bool) []byte {
 
 // respAt appends the members that place an event: item_id and
 // output_index.
-func (s *Stream) respAt(dst []byte, b *stBlock) []byte {
+func (s *Stream) respAt(dst []byte, b *streamBlock) []byte {
 	dst = s.respItemID(append(dst, `,"item_id":"`...), b)
 	dst = append(dst, `","output_index":`...)
 	return strconv.AppendInt(dst, int64(b.idx), 10)
 }
 
-func (s *Stream) respOpen(dst []byte, b *stBlock) []byte {
+func (s *Stream) respOpen(dst []byte, b *streamBlock) []byte {
 	if !s.announced {
 		dst = s.respAnnounce(dst)
 	}
@@ -194,7 +300,7 @@ func (s *Stream) respOpen(dst []byte, b *stBlock) []byte {
 	dst = strconv.AppendInt(dst, int64(b.idx), 10)
 	dst = s.respItem(append(dst, `,"item":`...), b, false)
 	dst = s.respEnd(dst)
-	if b.kind == stText {
+	if b.kind == BlockText {
 		b.part = true
 		dst = s.respAt(s.respEvent(dst, "response.content_part.added"), b)
 		dst = s.respTextPart(append(dst, `,"content_index":0,"part":`...), b, false)
@@ -203,21 +309,21 @@ func (s *Stream) respOpen(dst []byte, b *stBlock) []byte {
 	return dst
 }
 
-func (s *Stream) respDelta(dst []byte, b *stBlock, p stPiece, text []byte) []byte {
+func (s *Stream) respDelta(dst []byte, b *streamBlock, p Piece, text []byte) []byte {
 	if !s.keep(b, len(text)) {
 		return dst
 	}
 	switch p {
-	case stSignature:
+	case PieceSignature:
 		b.sig = stKeep(b.sig, text)
 		return dst
-	case stArgs:
+	case PieceArgs:
 		b.text = stKeep(b.text, text)
 		if b.custom {
 			return dst // its input is known when its arguments are whole
 		}
 		dst = s.respAt(s.respEvent(dst, "response.function_call_arguments.delta"), b)
-	case stThought:
+	case PieceThinking:
 		if !b.part {
 			b.part = true
 			dst = s.respAt(s.respEvent(dst, "response.reasoning_summary_part.added"), b)
@@ -237,7 +343,7 @@ func (s *Stream) respDelta(dst []byte, b *stBlock, p stPiece, text []byte) []byt
 	return s.respEnd(append(dst, '"'))
 }
 
-func (s *Stream) respClose(dst []byte, b *stBlock) []byte {
+func (s *Stream) respClose(dst []byte, b *streamBlock) []byte {
 	switch {
 	case b.custom:
 		b.input = s.customInput(b.input[:0], b.text)
@@ -248,19 +354,19 @@ func (s *Stream) respClose(dst []byte, b *stBlock) []byte {
 		dst = s.respEnd(append(append(dst, `,"delta":`...), b.input...))
 		dst = s.respAt(s.respEvent(dst, "response.custom_tool_call_input.done"), b)
 		dst = s.respEnd(append(append(dst, `,"input":`...), b.input...))
-	case b.kind == stTool:
+	case b.kind == BlockTool:
 		dst = s.respAt(s.respEvent(dst, "response.function_call_arguments.done"), b)
 		dst = append(append(dst, `,"name":"`...), b.name...)
-		dst = stArguments(append(dst, `","arguments":"`...), b.text)
+		dst = responsesArguments(append(dst, `","arguments":"`...), b.text)
 		dst = s.respEnd(append(dst, '"'))
-	case b.kind == stThinking && b.part:
+	case b.kind == BlockThinking && b.part:
 		dst = s.respAt(s.respEvent(dst, "response.reasoning_summary_text.done"), b)
 		dst = append(append(dst, `,"summary_index":0,"text":"`...), b.text...)
 		dst = s.respEnd(append(dst, '"'))
 		dst = s.respAt(s.respEvent(dst, "response.reasoning_summary_part.done"), b)
 		dst = append(append(dst, `,"summary_index":0,"part":{"type":"summary_text","text":"`...), b.text...)
 		dst = s.respEnd(append(dst, `"}`...))
-	case b.kind == stText:
+	case b.kind == BlockText:
 		dst = s.respAt(s.respEvent(dst, "response.output_text.done"), b)
 		dst = append(append(dst, `,"content_index":0,"logprobs":[],"text":"`...), b.text...)
 		dst = s.respEnd(append(dst, '"'))
@@ -278,9 +384,9 @@ func (s *Stream) respClose(dst []byte, b *stBlock) []byte {
 // argument "input" of the function call it went upstream as, or, when an
 // engine wrote something else, its arguments as they are.
 func (s *Stream) customInput(dst, args []byte) []byte {
-	s.scratch = stUnescape(s.scratch[:0], args)
-	if stValidObject(s.scratch) {
-		if in := stFindRaw(s.scratch, 0, "input"); len(in) > 0 && in[0] == '"' {
+	s.scratch = jsonmember.AppendUnescaped(s.scratch[:0], args)
+	if validObject(s.scratch) {
+		if in := jsonmember.FindRaw(s.scratch, 0, "input"); len(in) > 0 && in[0] == '"' {
 			return append(dst, in...)
 		}
 	}
@@ -304,7 +410,7 @@ func (s *Stream) respFail(dst, typ, code, msg []byte) []byte {
 	if len(code) > 1 && code[0] == '"' {
 		dst = append(dst, code...)
 	} else {
-		dst = stOr(dst, typ, `"server_error"`)
+		dst = orDefault(dst, typ, `"server_error"`)
 	}
 	dst = append(append(dst, `,"message":`...), msg...)
 	return s.respEnd(append(dst, `,"param":null`...))

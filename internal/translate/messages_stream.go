@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/llmgateway/caddy-llm-gateway/api"
+	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 )
 
 // Messages streams: named events, each with its type in the data too:
@@ -17,16 +18,16 @@ import (
 func (s *Stream) decodeMessages(dst, data []byte) []byte {
 	var typ []byte
 	index, block, delta, message, usage, errv := -1, -1, -1, -1, -1, -1
-	for it := stObject(data, 0); ; {
-		key, v, end, ok := it.next()
+	for it := jsonmember.Object(data, 0); ; {
+		key, v, end, ok := it.Next()
 		if !ok {
 			break
 		}
 		switch string(key) {
 		case "type":
-			typ, _ = stStr(data, v, end)
+			typ, _ = jsonmember.Str(data, v, end)
 		case "index":
-			index = stIndex(data, v, end)
+			index = jsonmember.Index(data, v, end)
 		case "content_block":
 			block = v
 		case "delta":
@@ -45,47 +46,47 @@ func (s *Stream) decodeMessages(dst, data []byte) []byte {
 	case "content_block_start":
 		return s.messagesBlock(dst, data, index, block)
 	case "content_block_stop":
-		return s.closeKey(dst, index)
+		return s.CloseKey(dst, index)
 	case "message_start":
 		return s.messagesStart(dst, data, message)
 	case "message_delta":
-		if r, ok := stFindStr(data, delta, "stop_reason"); ok {
+		if r, ok := jsonmember.FindStr(data, delta, "stop_reason"); ok {
 			s.stop = MessagesStop(string(r))
 		}
-		if q, ok := stFindStr(data, delta, "stop_sequence"); ok {
+		if q, ok := jsonmember.FindStr(data, delta, "stop_sequence"); ok {
 			s.matchedStop(q) // llama-server names it beside end_turn
 		}
 		if usage >= 0 {
-			s.readUsage(api.Messages, data, usage)
+			s.ReadUsage(api.Messages, data, usage)
 		}
 	case "message_stop":
-		return s.finish(dst)
+		return s.Finish(dst)
 	case "ping":
 		return append(dst, ": ping\n\n"...) // keeps the client's proxies from timing out
 	case "error":
-		typ, msg := stFindRaw(data, errv, "type"), stFindRaw(data, errv, "message")
-		return s.fail(dst, typ, nil, msg)
+		typ, msg := jsonmember.FindRaw(data, errv, "type"), jsonmember.FindRaw(data, errv, "message")
+		return s.Fail(dst, typ, nil, msg)
 	}
 	return dst
 }
 
 func (s *Stream) messagesStart(dst, data []byte, message int) []byte {
 	var id, model []byte
-	for it := stObject(data, message); ; {
-		key, v, end, ok := it.next()
+	for it := jsonmember.Object(data, message); ; {
+		key, v, end, ok := it.Next()
 		if !ok {
 			break
 		}
 		switch string(key) {
 		case "id":
-			id, _ = stStr(data, v, end)
+			id, _ = jsonmember.Str(data, v, end)
 		case "model":
-			model, _ = stStr(data, v, end)
+			model, _ = jsonmember.Str(data, v, end)
 		case "usage":
-			s.readUsage(api.Messages, data, v)
+			s.ReadUsage(api.Messages, data, v)
 		}
 	}
-	return s.begin(dst, id, model, 0)
+	return s.Begin(dst, id, model, 0)
 }
 
 // messagesBlock reads content_block_start. Text and thinking open with
@@ -94,31 +95,31 @@ func (s *Stream) messagesStart(dst, data []byte, message int) []byte {
 // stay closed, so their pieces are dropped.
 func (s *Stream) messagesBlock(dst, data []byte, index, block int) []byte {
 	var typ, id, name, text, thinking []byte
-	for it := stObject(data, block); ; {
-		key, v, end, ok := it.next()
+	for it := jsonmember.Object(data, block); ; {
+		key, v, end, ok := it.Next()
 		if !ok {
 			break
 		}
 		switch string(key) {
 		case "type":
-			typ, _ = stStr(data, v, end)
+			typ, _ = jsonmember.Str(data, v, end)
 		case "id":
-			id, _ = stStr(data, v, end)
+			id, _ = jsonmember.Str(data, v, end)
 		case "name":
-			name, _ = stStr(data, v, end)
+			name, _ = jsonmember.Str(data, v, end)
 		case "text":
-			text, _ = stStr(data, v, end)
+			text, _ = jsonmember.Str(data, v, end)
 		case "thinking":
-			thinking, _ = stStr(data, v, end)
+			thinking, _ = jsonmember.Str(data, v, end)
 		}
 	}
 	switch string(typ) {
 	case "tool_use":
-		return s.open(dst, stTool, index, id, name)
+		return s.Open(dst, BlockTool, index, id, name)
 	case "text":
-		return s.delta(dst, stTextPiece, index, text)
+		return s.Delta(dst, PieceText, index, text)
 	case "thinking":
-		return s.delta(dst, stThought, index, thinking)
+		return s.Delta(dst, PieceThinking, index, thinking)
 	}
 	return dst
 }
@@ -126,51 +127,29 @@ func (s *Stream) messagesBlock(dst, data []byte, index, block int) []byte {
 // messagesPiece reads content_block_delta.
 func (s *Stream) messagesPiece(dst, data []byte, index, delta int) []byte {
 	var typ, text []byte
-	for it := stObject(data, delta); ; {
-		key, v, end, ok := it.next()
+	for it := jsonmember.Object(data, delta); ; {
+		key, v, end, ok := it.Next()
 		if !ok {
 			break
 		}
 		switch string(key) {
 		case "type":
-			typ, _ = stStr(data, v, end)
+			typ, _ = jsonmember.Str(data, v, end)
 		case "text", "partial_json", "thinking", "signature":
-			text, _ = stStr(data, v, end)
+			text, _ = jsonmember.Str(data, v, end)
 		}
 	}
 	switch string(typ) {
 	case "text_delta":
-		return s.delta(dst, stTextPiece, index, text)
+		return s.Delta(dst, PieceText, index, text)
 	case "input_json_delta":
-		return s.delta(dst, stArgs, index, text)
+		return s.Delta(dst, PieceArgs, index, text)
 	case "thinking_delta":
-		return s.delta(dst, stThought, index, text)
+		return s.Delta(dst, PieceThinking, index, text)
 	case "signature_delta":
-		return s.delta(dst, stSignature, index, text)
+		return s.Delta(dst, PieceSignature, index, text)
 	}
 	return dst // citations_delta and what comes next
-}
-
-// stFindStr is the string member name of the object at v, as escaped.
-func stFindStr(data []byte, v int, name string) ([]byte, bool) {
-	r := stFindRaw(data, v, name)
-	if len(r) > 1 && r[0] == '"' {
-		return r[1 : len(r)-1], true
-	}
-	return nil, false
-}
-
-// stFindRaw is the value of the member name of the object at v, or nil.
-func stFindRaw(data []byte, v int, name string) []byte {
-	for it := stObject(data, v); ; {
-		key, v, end, ok := it.next()
-		if !ok {
-			return nil
-		}
-		if string(key) == name {
-			return data[v:end]
-		}
-	}
 }
 
 // A Messages client hears message_start with the first block, not with
@@ -203,17 +182,17 @@ func (s *Stream) messagesEvent(dst []byte, typ string, index int) []byte {
 	return strconv.AppendInt(dst, int64(index), 10)
 }
 
-func (s *Stream) messagesOpen(dst []byte, b *stBlock) []byte {
+func (s *Stream) messagesOpen(dst []byte, b *streamBlock) []byte {
 	dst = s.messagesAnnounce(dst)
 	dst = s.messagesEvent(dst, "content_block_start", b.idx)
 	switch b.kind {
-	case stTool:
+	case BlockTool:
 		dst = append(dst, `,"content_block":{"type":"tool_use","id":"`...)
 		dst = append(dst, b.id...)
 		dst = append(dst, `","name":"`...)
 		dst = append(dst, b.name...)
 		dst = append(dst, `","input":{}`...)
-	case stThinking:
+	case BlockThinking:
 		dst = append(dst, `,"content_block":{"type":"thinking","thinking":"","signature":""`...)
 	default:
 		dst = append(dst, `,"content_block":{"type":"text","text":""`...)
@@ -221,14 +200,14 @@ func (s *Stream) messagesOpen(dst []byte, b *stBlock) []byte {
 	return append(dst, "}}\n\n"...)
 }
 
-func (s *Stream) messagesDelta(dst []byte, b *stBlock, p stPiece, text []byte) []byte {
+func (s *Stream) messagesDelta(dst []byte, b *streamBlock, p Piece, text []byte) []byte {
 	dst = s.messagesEvent(dst, "content_block_delta", b.idx)
 	switch p {
-	case stArgs:
+	case PieceArgs:
 		dst = append(dst, `,"delta":{"type":"input_json_delta","partial_json":"`...)
-	case stThought:
+	case PieceThinking:
 		dst = append(dst, `,"delta":{"type":"thinking_delta","thinking":"`...)
-	case stSignature:
+	case PieceSignature:
 		dst = append(dst, `,"delta":{"type":"signature_delta","signature":"`...)
 	default:
 		dst = append(dst, `,"delta":{"type":"text_delta","text":"`...)
@@ -237,7 +216,7 @@ func (s *Stream) messagesDelta(dst []byte, b *stBlock, p stPiece, text []byte) [
 	return append(dst, "\"}}\n\n"...)
 }
 
-func (s *Stream) messagesClose(dst []byte, b *stBlock) []byte {
+func (s *Stream) messagesClose(dst []byte, b *streamBlock) []byte {
 	dst = s.messagesEvent(dst, "content_block_stop", b.idx)
 	return append(dst, "}\n\n"...)
 }
@@ -260,15 +239,15 @@ func (s *Stream) messagesFinish(dst []byte) []byte {
 
 func (s *Stream) messagesFail(dst, typ, code, msg []byte) []byte {
 	dst = append(dst, "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\""...)
-	dst = append(dst, stMessagesErrorType(typ, code)...)
+	dst = append(dst, messagesErrorType(typ, code)...)
 	dst = append(dst, `","message":`...)
 	dst = append(dst, msg...)
 	return append(dst, "}}\n\n"...)
 }
 
-// stMessagesErrorType is the Messages error type closest to an OpenAI
+// messagesErrorType is the Messages error type closest to an OpenAI
 // error's type and code (JSON strings, or nil).
-func stMessagesErrorType(typ, code []byte) string {
+func messagesErrorType(typ, code []byte) string {
 	for _, v := range [...][]byte{typ, code} {
 		switch {
 		case len(v) == 0:

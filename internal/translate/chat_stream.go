@@ -4,6 +4,7 @@ import (
 	"strconv"
 
 	"github.com/llmgateway/caddy-llm-gateway/api"
+	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 )
 
 // Chat Completions streams: data lines only, no event names; the answer's
@@ -11,30 +12,23 @@ import (
 // their index among tool calls, and the end by finish_reason, a usage
 // chunk (choices []) and [DONE] (docs/translation-facts.md#streams).
 
-// A Chat upstream has no blocks: its text and its reasoning are each one
-// running block, and its tool calls are keyed by their own index (>= 0).
-const (
-	stKeyText     = -1
-	stKeyThinking = -2
-)
-
 // decodeChat reads one Chat chunk (or error payload).
 func (s *Stream) decodeChat(dst, data []byte) []byte {
 	var id, model []byte
 	var created int64
 	choices, usage, errv, errEnd := -1, -1, -1, -1
-	for it := stObject(data, 0); ; {
-		key, v, end, ok := it.next()
+	for it := jsonmember.Object(data, 0); ; {
+		key, v, end, ok := it.Next()
 		if !ok {
 			break
 		}
 		switch string(key) {
 		case "id":
-			id, _ = stStr(data, v, end)
+			id, _ = jsonmember.Str(data, v, end)
 		case "model":
-			model, _ = stStr(data, v, end)
+			model, _ = jsonmember.Str(data, v, end)
 		case "created":
-			created = int64(stInt(data, v, end))
+			created = int64(jsonmember.Count(data, v, end))
 		case "choices":
 			choices = v
 		case "usage":
@@ -45,7 +39,7 @@ func (s *Stream) decodeChat(dst, data []byte) []byte {
 			// llama-server's debugging copy of its native answer, on the
 			// first chunk of its last batch: the one place it names the
 			// stop string it matched
-			if w, ok := stFindStr(data, v, "stopping_word"); ok {
+			if w, ok := jsonmember.FindStr(data, v, "stopping_word"); ok {
 				s.matchedStop(w)
 			}
 		}
@@ -53,9 +47,9 @@ func (s *Stream) decodeChat(dst, data []byte) []byte {
 	if errv >= 0 && choices < 0 {
 		return s.chatError(dst, data, errv, errEnd)
 	}
-	dst = s.begin(dst, id, model, created)
-	for it := stArray(data, choices); ; {
-		_, v, _, ok := it.next()
+	dst = s.Begin(dst, id, model, created)
+	for it := jsonmember.Array(data, choices); ; {
+		_, v, _, ok := it.Next()
 		if !ok {
 			break
 		}
@@ -65,55 +59,55 @@ func (s *Stream) decodeChat(dst, data []byte) []byte {
 		}
 	}
 	if usage >= 0 && data[usage] == '{' {
-		s.readUsage(api.Chat, data, usage)
+		s.ReadUsage(api.Chat, data, usage)
 	}
 	return dst
 }
 
-// stChatChoice is where a choice's members are.
-type stChatChoice struct {
+// chatChunkChoice is where a choice's members are.
+type chatChunkChoice struct {
 	delta  int
 	finish []byte
 	seq    []byte // vLLM's stop_reason, SGLang's matched_stop, when it names a stop string (not a token id)
 }
 
 // chatChoice reads the choice at v, and whether it is choice 0.
-func (s *Stream) chatChoice(data []byte, v int) (stChatChoice, bool) {
-	c := stChatChoice{delta: -1}
+func (s *Stream) chatChoice(data []byte, v int) (chatChunkChoice, bool) {
+	c := chatChunkChoice{delta: -1}
 	first := true
-	for it := stObject(data, v); ; {
-		key, v, end, ok := it.next()
+	for it := jsonmember.Object(data, v); ; {
+		key, v, end, ok := it.Next()
 		if !ok {
 			return c, first
 		}
 		switch string(key) {
 		case "index":
-			first = stInt(data, v, end) == 0
+			first = jsonmember.Count(data, v, end) == 0
 		case "delta":
 			c.delta = v
 		case "finish_reason":
-			c.finish, _ = stStr(data, v, end)
+			c.finish, _ = jsonmember.Str(data, v, end)
 		case "stop_reason", "matched_stop":
-			if q, ok := stStr(data, v, end); ok {
+			if q, ok := jsonmember.Str(data, v, end); ok {
 				c.seq = q
 			}
 		}
 	}
 }
 
-func (s *Stream) decodeChatChoice(dst, data []byte, c stChatChoice) []byte {
+func (s *Stream) decodeChatChoice(dst, data []byte, c chatChunkChoice) []byte {
 	var content, reasoning []byte
 	calls := -1
-	for it := stObject(data, c.delta); ; {
-		key, v, end, ok := it.next()
+	for it := jsonmember.Object(data, c.delta); ; {
+		key, v, end, ok := it.Next()
 		if !ok {
 			break
 		}
 		switch string(key) {
 		case "content":
-			content, _ = stStr(data, v, end)
+			content, _ = jsonmember.Str(data, v, end)
 		case "reasoning_content", "reasoning":
-			if r, ok := stStr(data, v, end); ok && len(r) > 0 {
+			if r, ok := jsonmember.Str(data, v, end); ok && len(r) > 0 {
 				reasoning = r
 			}
 		case "tool_calls":
@@ -121,15 +115,15 @@ func (s *Stream) decodeChatChoice(dst, data []byte, c stChatChoice) []byte {
 		}
 	}
 	if len(reasoning) > 0 {
-		dst = s.closeKey(dst, stKeyText)
-		dst = s.delta(dst, stThought, stKeyThinking, reasoning)
+		dst = s.CloseKey(dst, KeyText)
+		dst = s.Delta(dst, PieceThinking, KeyThinking, reasoning)
 	}
 	if len(content) > 0 {
-		dst = s.closeKey(dst, stKeyThinking)
-		dst = s.delta(dst, stTextPiece, stKeyText, content)
+		dst = s.CloseKey(dst, KeyThinking)
+		dst = s.Delta(dst, PieceText, KeyText, content)
 	}
-	for it := stArray(data, calls); ; {
-		_, v, _, ok := it.next()
+	for it := jsonmember.Array(data, calls); ; {
+		_, v, _, ok := it.Next()
 		if !ok {
 			break
 		}
@@ -153,27 +147,27 @@ func (s *Stream) decodeChatChoice(dst, data []byte, c stChatChoice) []byte {
 func (s *Stream) decodeChatCall(dst, data []byte, v int) []byte {
 	var id, name, args []byte
 	index := -1
-	for it := stObject(data, v); ; {
-		key, v, end, ok := it.next()
+	for it := jsonmember.Object(data, v); ; {
+		key, v, end, ok := it.Next()
 		if !ok {
 			break
 		}
 		switch string(key) {
 		case "index":
-			index = stIndex(data, v, end)
+			index = jsonmember.Index(data, v, end)
 		case "id":
-			id, _ = stStr(data, v, end)
+			id, _ = jsonmember.Str(data, v, end)
 		case "function":
-			for f := stObject(data, v); ; {
-				key, v, end, ok := f.next()
+			for f := jsonmember.Object(data, v); ; {
+				key, v, end, ok := f.Next()
 				if !ok {
 					break
 				}
 				switch string(key) {
 				case "name":
-					name, _ = stStr(data, v, end)
+					name, _ = jsonmember.Str(data, v, end)
 				case "arguments":
-					args, _ = stStr(data, v, end)
+					args, _ = jsonmember.Str(data, v, end)
 				}
 			}
 		}
@@ -181,29 +175,29 @@ func (s *Stream) decodeChatCall(dst, data []byte, v int) []byte {
 	if index < 0 {
 		// an engine that leaves out the index sends its calls one after
 		// the other: a fragment with an id starts the next one
-		index = s.chatCalls - 1
+		index = s.calls - 1
 		if len(id) > 0 || index < 0 {
-			index = s.chatCalls
+			index = s.calls
 		}
 	}
 	if s.find(index) == nil && !s.finished {
-		dst = s.closeKey(dst, stKeyText)
-		dst = s.closeKey(dst, stKeyThinking)
-		dst = s.open(dst, stTool, index, id, name)
-		s.chatCalls = max(s.chatCalls, index+1)
+		dst = s.CloseKey(dst, KeyText)
+		dst = s.CloseKey(dst, KeyThinking)
+		dst = s.Open(dst, BlockTool, index, id, name)
+		s.calls = max(s.calls, index+1)
 	}
-	return s.delta(dst, stArgs, index, args)
+	return s.Delta(dst, PieceArgs, index, args)
 }
 
 // chatError reads an error payload ({"error":{"message","type","code"}}
 // or {"error":"text"}).
 func (s *Stream) chatError(dst, data []byte, v, end int) []byte {
 	if data[v] == '"' {
-		return s.fail(dst, nil, nil, data[v:end])
+		return s.Fail(dst, nil, nil, data[v:end])
 	}
 	var typ, code, msg []byte
-	for it := stObject(data, v); ; {
-		key, v, end, ok := it.next()
+	for it := jsonmember.Object(data, v); ; {
+		key, v, end, ok := it.Next()
 		if !ok {
 			break
 		}
@@ -216,15 +210,7 @@ func (s *Stream) chatError(dst, data []byte, v, end int) []byte {
 			msg = data[v:end]
 		}
 	}
-	return s.fail(dst, typ, code, msg)
-}
-
-// chatDone reads [DONE]: the answer is whole.
-func (s *Stream) chatDone(dst []byte) []byte {
-	if s.stop == StopNone {
-		s.stop = StopEnd
-	}
-	return s.finish(dst)
+	return s.Fail(dst, typ, code, msg)
 }
 
 // A Chat client's chunks all start alike: the head is written once.
@@ -239,7 +225,7 @@ func (s *Stream) chatAnnounce(dst []byte) []byte {
 	s.head = append(s.head, s.model...)
 	s.head = append(s.head, '"')
 	dst = s.chatChunk(dst)
-	return append(dst, `{"role":"assistant","content":""}`+stChatTail...)
+	return append(dst, `{"role":"assistant","content":""}`+chatTail...)
 }
 
 // chatChunk starts a chunk, up to its delta's value.
@@ -249,10 +235,10 @@ func (s *Stream) chatChunk(dst []byte) []byte {
 	return append(dst, `,"choices":[{"index":0,"delta":`...)
 }
 
-const stChatTail = `,"logprobs":null,"finish_reason":null}]}` + "\n\n"
+const chatTail = `,"logprobs":null,"finish_reason":null}]}` + "\n\n"
 
-func (s *Stream) chatOpen(dst []byte, b *stBlock) []byte {
-	if b.kind != stTool {
+func (s *Stream) chatOpen(dst []byte, b *streamBlock) []byte {
+	if b.kind != BlockTool {
 		return dst // text and reasoning need no announcement
 	}
 	dst = s.chatChunk(dst)
@@ -262,27 +248,27 @@ func (s *Stream) chatOpen(dst []byte, b *stBlock) []byte {
 	dst = append(dst, b.id...)
 	dst = append(dst, `","type":"function","function":{"name":"`...)
 	dst = append(dst, b.name...)
-	return append(dst, `","arguments":""}}]}`+stChatTail...)
+	return append(dst, `","arguments":""}}]}`+chatTail...)
 }
 
-func (s *Stream) chatDelta(dst []byte, b *stBlock, p stPiece, text []byte) []byte {
+func (s *Stream) chatDelta(dst []byte, b *streamBlock, p Piece, text []byte) []byte {
 	switch p {
-	case stSignature:
+	case PieceSignature:
 		return dst // Chat has no field for it
-	case stArgs:
+	case PieceArgs:
 		dst = s.chatChunk(dst)
 		dst = append(dst, `{"tool_calls":[{"index":`...)
 		dst = strconv.AppendInt(dst, int64(b.idx), 10)
 		dst = append(dst, `,"function":{"arguments":"`...)
 		dst = append(dst, text...)
-		return append(dst, `"}}]}`+stChatTail...)
-	case stThought:
+		return append(dst, `"}}]}`+chatTail...)
+	case PieceThinking:
 		dst = append(s.chatChunk(dst), `{"reasoning_content":"`...)
 	default:
 		dst = append(s.chatChunk(dst), `{"content":"`...)
 	}
 	dst = append(dst, text...)
-	return append(dst, `"}`+stChatTail...)
+	return append(dst, `"}`+chatTail...)
 }
 
 func (s *Stream) chatFinish(dst []byte) []byte {
@@ -303,16 +289,8 @@ func (s *Stream) chatFail(dst, typ, code, msg []byte) []byte {
 	dst = append(dst, `data: {"error":{"message":`...)
 	dst = append(dst, msg...)
 	dst = append(dst, `,"type":`...)
-	dst = stOr(dst, typ, `"server_error"`)
+	dst = orDefault(dst, typ, `"server_error"`)
 	dst = append(dst, `,"param":null,"code":`...)
-	dst = stOr(dst, code, "null")
+	dst = orDefault(dst, code, "null")
 	return append(dst, "}}\n\n"...)
-}
-
-// stOr appends the JSON string v, or def when v is none.
-func stOr(dst, v []byte, def string) []byte {
-	if len(v) > 1 && v[0] == '"' {
-		return append(dst, v...)
-	}
-	return append(dst, def...)
 }
