@@ -62,7 +62,13 @@ func (a API) UsageOf(obj []byte) (Usage, bool) {
 }
 
 // chatUsage reads OpenAI's usage object: Chat Completions, text
-// completions and embeddings (which has prompt_tokens only).
+// completions and embeddings (which has prompt_tokens only). Its
+// prompt_tokens_details.cache_write_tokens is no member of OpenAI's (its
+// cache is written for free) but OpenRouter's, and the gateway's own when
+// it translates an answer that wrote to a prompt cache (Messages,
+// Converse): a token written to a cache is priced apart, so it must
+// survive the translation to cost a Chat client what it costs a Messages
+// one.
 func chatUsage(b []byte, v int) (u Usage, ok bool) {
 	for it := jsonmember.Object(b, v); ; {
 		key, s, e, more := it.Next()
@@ -76,6 +82,7 @@ func chatUsage(b []byte, v int) (u Usage, ok bool) {
 			u.Output, ok = jsonmember.Count(b, s, e), true
 		case "prompt_tokens_details":
 			u.CacheRead = nestedCount(b, s, "cached_tokens")
+			u.CacheWrite = nestedCount(b, s, "cache_write_tokens")
 		case "completion_tokens_details":
 			u.Reasoning = nestedCount(b, s, "reasoning_tokens")
 		}
@@ -96,6 +103,7 @@ func responsesUsage(b []byte, v int) (u Usage, ok bool) {
 			u.Output, ok = jsonmember.Count(b, s, e), true
 		case "input_tokens_details":
 			u.CacheRead = nestedCount(b, s, "cached_tokens")
+			u.CacheWrite = nestedCount(b, s, "cache_write_tokens")
 		case "output_tokens_details":
 			u.Reasoning = nestedCount(b, s, "reasoning_tokens")
 		}
@@ -214,6 +222,7 @@ func (u Usage) appendChat(b []byte) []byte {
 	b = strconv.AppendInt(b, int64(u.Input+u.Output), 10)
 	b = append(b, `,"prompt_tokens_details":{"cached_tokens":`...)
 	b = strconv.AppendInt(b, int64(u.CacheRead), 10)
+	b = u.appendCacheWrite(b)
 	b = append(b, `},"completion_tokens_details":{"reasoning_tokens":`...)
 	b = strconv.AppendInt(b, int64(u.Reasoning), 10)
 	return append(b, `}}`...)
@@ -236,6 +245,7 @@ func (u Usage) appendResponses(b []byte) []byte {
 	b = strconv.AppendInt(b, int64(u.Input), 10)
 	b = append(b, `,"input_tokens_details":{"cached_tokens":`...)
 	b = strconv.AppendInt(b, int64(u.CacheRead), 10)
+	b = u.appendCacheWrite(b)
 	b = append(b, `},"output_tokens":`...)
 	b = strconv.AppendInt(b, int64(u.Output), 10)
 	b = append(b, `,"output_tokens_details":{"reasoning_tokens":`...)
@@ -243,4 +253,15 @@ func (u Usage) appendResponses(b []byte) []byte {
 	b = append(b, `},"total_tokens":`...)
 	b = strconv.AppendInt(b, int64(u.Input+u.Output), 10)
 	return append(b, '}')
+}
+
+// appendCacheWrite appends the tokens written to a prompt cache inside
+// OpenAI's details object (chatUsage says why), only when there are any:
+// an answer that wrote none reads as OpenAI's own.
+func (u Usage) appendCacheWrite(b []byte) []byte {
+	if u.CacheWrite <= 0 {
+		return b
+	}
+	b = append(b, `,"cache_write_tokens":`...)
+	return strconv.AppendInt(b, int64(u.CacheWrite), 10)
 }

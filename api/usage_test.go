@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -45,16 +46,19 @@ func TestEveryAPIReadsOneAnswerAsOneUsage(t *testing.T) {
 }
 
 // What the writers write, each API's readers read back: a translated
-// answer reports to its client what the engine reported to the gateway.
+// answer reports to its client what the engine reported to the gateway,
+// the tokens written to a prompt cache included (they are priced apart:
+// lost, a Chat client of a Messages engine was charged them as fresh
+// input); only Messages has no reasoning count.
 func TestUsageWrittenInEachClientAPIReadsBack(t *testing.T) {
 	u := Usage{Input: 1000, CacheRead: 600, CacheWrite: 100, Output: 50, Reasoning: 20}
 	for _, c := range []struct {
 		api  API
 		want Usage
 	}{
-		{Chat, Usage{Input: 1000, CacheRead: 600, Output: 50, Reasoning: 20}},
-		{Completions, Usage{Input: 1000, CacheRead: 600, Output: 50, Reasoning: 20}},
-		{Responses, Usage{Input: 1000, CacheRead: 600, Output: 50, Reasoning: 20}},
+		{Chat, u},
+		{Completions, u},
+		{Responses, u},
 		{Messages, Usage{Input: 1000, CacheRead: 600, CacheWrite: 100, Output: 50}},
 	} {
 		b := c.api.AppendUsage(nil, u)
@@ -64,6 +68,10 @@ func TestUsageWrittenInEachClientAPIReadsBack(t *testing.T) {
 		if got, ok := c.api.UsageOf(b); !ok || got != c.want {
 			t.Errorf("%s: %s reads back as %+v, want %+v", c.api, b, got, c.want)
 		}
+	}
+	// an answer that wrote nothing to a cache reads as OpenAI's own
+	if b := string(Chat.AppendUsage(nil, Usage{Input: 5, Output: 1})); strings.Contains(b, "cache_write") {
+		t.Errorf("%s", b)
 	}
 }
 
