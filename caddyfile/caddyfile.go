@@ -65,6 +65,9 @@ import (
 //		ui <path> {                     # the status page on this site, behind the keys (needs keys)
 //			recent <n>                  # recent requests kept and shown; default 200
 //		}
+//		price <model> input <$> output <$> [cache_read <$>] [cache_write <$>] [reasoning <$>]
+//		                                # US dollars per million tokens; <model>: ENGINE/MODEL, a model or an engine;
+//		                                # default: the built-in table's price of a provider's model, 0 for a local engine
 //		history [off] [{                # the requests' stories, kept for the admin API and the page
 //			keep <n>                    # requests kept; default 100000
 //			max_age <duration>          # default 7d

@@ -40,6 +40,7 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config, hist **history.Conf
 	var defaultTransport json.RawMessage
 	var defaultsAt *pos
 	budgetAt := map[string]pos{} // each memory_budget line, by device set ("" without devices)
+	priceAt := map[string]pos{}  // each price line, by the model it prices
 	for d.NextBlock(0) {
 		if (d.Val() == "keys" || d.Val() == "key") && keysAt == nil {
 			at := here(d)
@@ -122,6 +123,18 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config, hist **history.Conf
 				return cfg, err
 			}
 			*hist = &h
+			continue
+		case "price":
+			at := here(d)
+			pr, err := parsePrice(d)
+			if err != nil {
+				return cfg, err
+			}
+			if first, ok := priceAt[pr.Model]; ok {
+				return cfg, at.errf("price %s is given twice (first at %s)", pr.Model, first)
+			}
+			priceAt[pr.Model] = at
+			cfg.Prices = append(cfg.Prices, pr)
 			continue
 		case "pool":
 			at := here(d)
@@ -361,6 +374,9 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config, hist **history.Conf
 			}
 			if ce.Identity {
 				return cfg, identityAt.errf("%v", err)
+			}
+			if at, ok := priceAt[ce.Price]; ok && ce.Price != "" {
+				return cfg, at.errf("%v", err)
 			}
 		}
 		return cfg, d.Errf("%v", err)

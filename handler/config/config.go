@@ -172,6 +172,11 @@ type Config struct {
 	// Pools are model names served by whichever member is healthy; the
 	// pool named "auto" (else the first) is what "model": "auto" asks for.
 	Pools []PoolConfig `json:"pools,omitempty"`
+
+	// Prices are what models cost, over or beside the built-in table of
+	// the cloud providers' prices (price.go). Default: the table's price
+	// of a cloud provider's model; nothing for a local engine's.
+	Prices []Price `json:"prices,omitempty"`
 }
 
 // StoreConfig names a shared counter store, so that several gateway
@@ -202,7 +207,9 @@ type ConfigError struct {
 	Key    string // the key (by name) the error is about, if one
 	// Identity: the error is about the identity block
 	Identity bool
-	Err      error
+	// Price: the price line (by its model) the error is about, if one
+	Price string
+	Err   error
 }
 
 func (e *ConfigError) Error() string { return e.Err.Error() }
@@ -375,6 +382,9 @@ func (c Config) Validate() error {
 	}
 	if e, ok := models[DefaultPool]; ok && len(c.Pools) > 0 {
 		return engineErr(e, fmt.Errorf("engine %s serves a model named %s, which is the default pool's sentinel", e, DefaultPool))
+	}
+	if err := c.validatePrices(byName, models); err != nil {
+		return err
 	}
 	if err := checkKeys(c.Keys); err != nil {
 		return err
