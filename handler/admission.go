@@ -117,8 +117,11 @@ func (g *Gateway) reserve(w http.ResponseWriter, req *request, res *Result) (*re
 
 // charge counts what a request used against its key: the answer's usage,
 // or, for an answer that reported none, the estimate; nothing for a request
-// that got no answer.
-func charge(t *quota.Ticket, req *request, res *Result) {
+// that got no answer. It prices the request first (spend.go), whatever its
+// key.
+func (g *Gateway) charge(w http.ResponseWriter, t *quota.Ticket, req *request, res *Result) {
+	g.price(res, g.reservation(req)) // spend.go
+	g.annotateCost(w, res)
 	if t == nil {
 		return
 	}

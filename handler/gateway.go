@@ -17,6 +17,7 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/handler/keys"
 	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
+	"github.com/llmgateway/caddy-llm-gateway/internal/price"
 	"github.com/llmgateway/caddy-llm-gateway/providers"
 	"github.com/llmgateway/caddy-llm-gateway/quota"
 	"strings"
@@ -74,6 +75,7 @@ type Gateway struct {
 	listing            listing
 	clock              clock.Clock
 	limiter            *quota.Limiter
+	book               *price.Book // the models' prices (spend.go)
 
 	// Hooks are set by the caddy module, before serving, to count events.
 	Hooks Hooks
@@ -119,6 +121,10 @@ type Result struct {
 	// HedgeTokens are what the attempts that lost a hedge are charged
 	// (race.go): what they reported, else their prompts.
 	HedgeTokens int64
+	// Cost is what the request cost, in nano-dollars (spend.go): its
+	// answer's usage at the price of the engine that answered and the
+	// model it was sent, and HedgeCost, what the hedge's losers cost.
+	Cost, HedgeCost price.Amount
 
 	op  operation   // what the request is (operation.go): the shape of refusals
 	key *keys.Rules // the caller's key's rules, nil for none

@@ -108,6 +108,17 @@ func (g *Gateway) estimateTokens(req *request) (estimate int64, alone bool) {
 	return prompt + answer*min(max(req.choices, 1), 1<<20), !bounded
 }
 
+// reservation is what req reserves of a token budget, or would for a key
+// with one: its prompt and its whole estimate, which an answer that
+// reports no usage is charged, in tokens and in money (spend.go).
+func (g *Gateway) reservation(req *request) reservation {
+	total := req.estimate
+	if total == 0 { // no token budget asked for it at the door
+		total, _ = g.estimateTokens(req)
+	}
+	return reservation{prompt: promptTokens(req), total: total}
+}
+
 // promptTokens is a request's prompt at about four bytes a token (an
 // upload reserves one: its file says nothing of what it costs).
 func promptTokens(req *request) int64 {

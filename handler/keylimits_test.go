@@ -216,7 +216,7 @@ func BenchmarkKeyWithLimits(b *testing.B) {
 					b.Fatal(gerr)
 				}
 				res.Status, res.HasUsage, res.Usage = 200, true, api.Usage{Input: 10, Output: 20}
-				charge(tk, req, &res)
+				g.charge(w, tk, req, &res)
 			}
 		})
 	}

@@ -75,7 +75,7 @@ func (g *Gateway) servePassthrough(w http.ResponseWriter, r *http.Request, res *
 		res.refuse(w, gerr)
 		return
 	}
-	defer charge(t, req, res)
+	defer g.charge(w, t, req, res)
 	withPriority(req, res)
 	g.proxyPassthrough(w, req, rt, tail, pr, res)
 }

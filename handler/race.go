@@ -369,6 +369,7 @@ func (rc *race) settle() {
 			res.Tries[n-1].LostFor = max(0, a.ended.Sub(rc.wonAt))
 		}
 		res.HedgeTokens += loserTokens(rc.w.req, a)
+		rc.w.g.chargeLoser(res, a, promptTokens(rc.w.req)) // spend.go
 	}
 }
 

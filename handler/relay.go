@@ -65,6 +65,7 @@ func (g *Gateway) commit(rp *reply, a *attempt) {
 		if a.c.isFallback() || a.req.overBudget {
 			h.Set("X-LLM-Fallback", name)
 		}
+		g.declareCostTrailer(h) // spend.go
 		if st != nil {
 			// an event stream is delivered event by event: no length,
 			// and no buffering in proxies in front of us
@@ -130,7 +131,8 @@ func (g *Gateway) writeJSONAnswer(rp *reply, a *attempt) {
 			g.noteAnswer(rp.res, grammar.AnswerText(body))
 		}
 		if g.annotate {
-			body = jsonmember.Annotate(body, a.c.rt.cfg.Name, a.sent, rp.since().Milliseconds(), a.index)
+			cost := g.priceOf(a.c.rt, a.sent).Cost(rp.res.Usage) // this answer's (spend.go)
+			body = jsonmember.Annotate(body, a.c.rt.cfg.Name, a.sent, rp.since().Milliseconds(), a.index, cost.Append(nil))
 		}
 	}
 	a.idle.Block()

@@ -51,8 +51,8 @@ func (g *Gateway) serveRouted(w http.ResponseWriter, r *http.Request, res *Resul
 		res.refuse(w, gerr)
 		return
 	}
+	defer g.charge(w, t, req, res)
 	if t != nil {
-		defer charge(t, req, res)
 		req.askUsage()
 	}
 	withPriority(req, res)

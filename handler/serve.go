@@ -48,6 +48,7 @@ func New(cfg config.Config, engs []*engines.Engine, log *zap.Logger) (*Gateway, 
 		g.extraPaths[p] = true
 	}
 	g.expectIssued(cfg)
+	g.book = newBook(cfg)
 	byName := map[string]*engines.Engine{}
 	for _, e := range engs {
 		byName[e.Name()] = e

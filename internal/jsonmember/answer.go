@@ -7,8 +7,9 @@ import (
 
 // Annotate adds "extra_fields" to a non-streaming JSON answer (opt-in with
 // annotate_response): which engine answered, with which model, how long it
-// took, and which candidate of the plan it was (0: the primary).
-func Annotate(body []byte, provider, model string, latencyMS int64, index int) []byte {
+// took, which candidate of the plan it was (0: the primary), and, when
+// costUSD is a JSON number, what the answer cost in US dollars.
+func Annotate(body []byte, provider, model string, latencyMS int64, index int, costUSD []byte) []byte {
 	if _, err := ScanRequest(body); err != nil {
 		return body // not a JSON object: leave it as it is
 	}
@@ -30,7 +31,12 @@ func Annotate(body []byte, provider, model string, latencyMS int64, index int) [
 	b = AppendString(b, provider)
 	b = append(b, `,"model":`...)
 	b = AppendString(b, model)
-	b = append(b, fmt.Sprintf(`,"latency_ms":%d,"fallback_index":%d}`, latencyMS, index)...)
+	b = append(b, fmt.Sprintf(`,"latency_ms":%d,"fallback_index":%d`, latencyMS, index)...)
+	if costUSD != nil {
+		b = append(b, `,"cost_usd":`...)
+		b = append(b, costUSD...)
+	}
+	b = append(b, '}')
 	return append(b, body[end:]...)
 }
 
