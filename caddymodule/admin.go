@@ -26,6 +26,7 @@ func init() {
 //	POST /llm_gateway/engines/<name>/stop   stop it (?drain=true lets requests in flight finish)
 //	GET  /llm_gateway/pools                 every pool and its members' breaker state
 //	GET  /llm_gateway/pools/<name>/probe    a tiny completion through each member: 200 if all pass, 503 if not
+//	GET  /llm_gateway/prices                every engine's models and their prices, and where each comes from
 //	     /llm_gateway/keys…                 named keys: usage, keys issued at run time (keysadmin.go)
 //	GET  /llm_gateway/requests              the request history: ?model=&key=&engine=&status=&since=&before=&limit=; ?format=jsonl exports
 //	GET  /llm_gateway/ui/                   the status page (statuspage.Server), no key needed
@@ -65,6 +66,9 @@ func serveAdmin(w http.ResponseWriter, r *http.Request) error {
 	}
 	if parts[0] == "memory" && len(parts) == 1 && r.Method == http.MethodGet {
 		return writeAdminJSON(w, schedulerReport())
+	}
+	if parts[0] == "prices" && len(parts) == 1 && r.Method == http.MethodGet {
+		return writeAdminJSON(w, livePrices()) // spend.go
 	}
 	if parts[0] != "engines" {
 		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("unknown llm_gateway admin path %s", r.URL.Path)}

@@ -89,6 +89,7 @@ func keepStory(st *history.Store, w http.ResponseWriter, r *http.Request, res *h
 		rec.TokensIn, rec.TokensOut = int64(res.Usage.Input), int64(res.Usage.Output)
 		rec.CacheRead, rec.CacheWrite = int64(res.Usage.CacheRead), int64(res.Usage.CacheWrite)
 	}
+	rec.Cost = res.Cost // spend.go
 	if len(res.Tries) > 0 {
 		rec.Tries = make([]history.Try, len(res.Tries))
 		for i, t := range res.Tries {

@@ -46,7 +46,7 @@ func initMetrics(reg *prometheus.Registry) {
 		metrics.requests, metrics.ttfb, metrics.duration, metrics.fallbacks, metrics.replays, metrics.retries,
 		metrics.dropped, metrics.tokens, metrics.cachedTokens, metrics.starts, metrics.startDur, metrics.stops, metrics.resumes,
 		metrics.queueWait, metrics.busy, metrics.translated, metrics.untranslated, metrics.keyTokens, metrics.refusals, metrics.quotaDegraded, metrics.live,
-		schedulerCollector{}, engineSignalsCollector{}, poolChoices, warmSwapCollector{},
+		schedulerCollector{}, engineSignalsCollector{}, poolChoices, warmSwapCollector{}, costCollector{},
 	}, hedgeCollectors...) {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError

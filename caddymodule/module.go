@@ -25,6 +25,7 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/handler"
 	hconfig "github.com/llmgateway/caddy-llm-gateway/handler/config"
 	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
+	"github.com/llmgateway/caddy-llm-gateway/internal/price"
 	"github.com/llmgateway/caddy-llm-gateway/statuspage"
 )
 
@@ -88,6 +89,7 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("llm_gateway: %v", err)
 	}
 	warnAboutCommands(g.logger, cfg.Engines)
+	warnUnpriced(g.logger, gw) // spend.go
 	// the box's budget is process-wide, as the GPU is: the last config's wins
 	engines.SetMemoryBudgets(cfg.MemoryBudget, cfg.MemoryBudgets, time.Duration(cfg.MaxWait))
 	engines.SetPriorityGrace(cfg.Grace())
@@ -337,6 +339,7 @@ func setPlaceholders(r *http.Request, res *handler.Result) {
 		engine: res.Engine, model: res.ModelAsked, modelSent: res.ModelSent, attempts: res.Attempts,
 		keyName: res.KeyName, fallback: res.Fallback, ttfb: res.TTFB, pool: res.Pool, poolChoice: res.PoolChoice,
 		usage: res.Usage, hasUsage: res.HasUsage, api: res.API, engineAPI: res.EngineAPI,
+		cost: res.Cost,
 	}
 	repl.Map(p.get)
 }
@@ -349,6 +352,7 @@ type placeholders struct {
 	ttfb                                                          time.Duration
 	usage                                                         api.Usage
 	hasUsage                                                      bool
+	cost                                                          price.Amount
 }
 
 func (p *placeholders) get(key string) (any, bool) {
@@ -387,6 +391,8 @@ func (p *placeholders) get(key string) (any, bool) {
 		return p.usage.CacheRead, p.hasUsage
 	case "cache_write_tokens": // of prompt_tokens, written to it
 		return p.usage.CacheWrite, p.hasUsage
+	case "cost_usd": // what it cost at its model's price, in dollars (spend.go)
+		return p.cost.String(), true
 	}
 	return nil, false
 }

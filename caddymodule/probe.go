@@ -31,7 +31,9 @@ func init() {
 		Long: `
 Probes the pools of llm_gateway: a tiny chat completion goes through each
 member's own path (its engine, key and model) and a table of member, model,
-status, latency and reason is printed. With --config, each engine with
+status, latency and reason is printed, then each engine's models and their
+prices per million tokens with where each comes from (a price line, the
+built-in table, free). With --config, each engine with
 prefill on is also asked to continue an assistant message (the "(prefill)"
 table): an engine that answers it anew fails, since resumes rely on it; and
 each engine of a cloud provider is sent a one-token completion (the
@@ -65,16 +67,19 @@ func cmdProbe(fl caddycmd.Flags) (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var tables map[string][]handler.ProbeResult
+	var prices []handler.EnginePrice
 	var err error
 	if path := fl.String("config"); path != "" {
-		tables, err = probeConfigFile(ctx, path, fl.String("adapter"), fl.String("pool"))
+		tables, prices, err = probeConfigFile(ctx, path, fl.String("adapter"), fl.String("pool"))
 	} else {
-		tables, err = probeAdmin(ctx, fl.String("address"), fl.String("pool"))
+		tables, prices, err = probeAdmin(ctx, fl.String("address"), fl.String("pool"))
 	}
 	if err != nil {
 		return caddy.ExitCodeFailedStartup, err
 	}
-	if failed, total := printProbe(os.Stdout, tables); failed > 0 {
+	failed, total := printProbe(os.Stdout, tables)
+	printPrices(os.Stdout, prices) // spend.go
+	if failed > 0 {
 		// Caddy's command runner exits 0 for a status of 1 without an
 		// error: the error is what makes the exit status 1
 		return 1, fmt.Errorf("%d of %d pool members failed the probe", failed, total)
@@ -110,12 +115,12 @@ func oneLine(s string) string {
 	return s
 }
 
-// probeAdmin asks a running Caddy to probe its pools.
-func probeAdmin(ctx context.Context, addr, only string) (map[string][]handler.ProbeResult, error) {
+// probeAdmin asks a running Caddy to probe its pools, and for its prices.
+func probeAdmin(ctx context.Context, addr, only string) (map[string][]handler.ProbeResult, []handler.EnginePrice, error) {
 	base := "http://" + strings.TrimPrefix(addr, "http://")
 	var pools []handler.PoolStatus
 	if err := getJSON(ctx, base+"/llm_gateway/pools", &pools, http.StatusOK); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	tables := map[string][]handler.ProbeResult{}
 	for _, p := range pools {
@@ -124,14 +129,20 @@ func probeAdmin(ctx context.Context, addr, only string) (map[string][]handler.Pr
 		}
 		var results []handler.ProbeResult
 		if err := getJSON(ctx, base+"/llm_gateway/pools/"+p.Name+"/probe", &results, http.StatusOK, http.StatusServiceUnavailable); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		tables[p.Name] = results
 	}
 	if only != "" && len(tables) == 0 {
-		return nil, fmt.Errorf("the running config has no pool %q", only)
+		return nil, nil, fmt.Errorf("the running config has no pool %q", only)
 	}
-	return tables, nil
+	var prices []handler.EnginePrice
+	if only == "" {
+		if err := getJSON(ctx, base+"/llm_gateway/prices", &prices, http.StatusOK); err != nil {
+			return nil, nil, err
+		}
+	}
+	return tables, prices, nil
 }
 
 func getJSON(ctx context.Context, url string, v any, okStatus ...int) error {
@@ -154,18 +165,19 @@ func getJSON(ctx context.Context, url string, v any, okStatus ...int) error {
 }
 
 // probeConfigFile loads a config's llm_gateway handlers here, probes their
-// pools and stops whatever it started.
-func probeConfigFile(ctx context.Context, path, adapter, only string) (map[string][]handler.ProbeResult, error) {
+// pools, lists their prices and stops whatever it started.
+func probeConfigFile(ctx context.Context, path, adapter, only string) (map[string][]handler.ProbeResult, []handler.EnginePrice, error) {
 	cfgJSON, _, _, err := caddycmd.LoadConfig(path, adapter)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var handlers []hconfig.Config
 	collectGateways(cfgJSON, &handlers)
 	if len(handlers) == 0 {
-		return nil, errors.New("the config has no llm_gateway handler")
+		return nil, nil, errors.New("the config has no llm_gateway handler")
 	}
 	tables := map[string][]handler.ProbeResult{}
+	var prices []handler.EnginePrice
 	repl := caddy.NewReplacer()
 	cctx, cancel := caddy.NewContext(caddy.Context{Context: ctx})
 	defer cancel()
@@ -203,19 +215,20 @@ func probeConfigFile(ctx context.Context, path, adapter, only string) (map[strin
 			if rs := g.ProbeProviders(ctx); len(rs) > 0 {
 				tables[ProvidersTable] = append(tables[ProvidersTable], rs...)
 			}
+			prices = append(prices, g.Prices()...)
 		}
 		for i, e := range es {
 			_ = e.Destruct()
 			_ = ts[i].Cleanup()
 		}
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if only != "" && len(tables) == 0 {
-		return nil, fmt.Errorf("the config has no pool %q", only)
+		return nil, nil, fmt.Errorf("the config has no pool %q", only)
 	}
-	return tables, nil
+	return tables, prices, nil
 }
 
 // probeEngine makes an engine for the probe with the transport loadEngine

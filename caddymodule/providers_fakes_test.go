@@ -62,6 +62,18 @@ const (
 	azureAPIVersion  = "2024-10-21"
 )
 
+// In mode "cached" every fake answers as "ok" and reports the same large
+// usage in its own words: 100,000 prompt tokens, of which 60,000 were read
+// from the prompt cache and (where the provider says so: Anthropic,
+// Bedrock) 10,000 written to it, and 2,000 out. Anthropic's and Bedrock's
+// input counts leave the cache's tokens out; Gemini's and Azure's hold them.
+const (
+	cachedIn    = 100_000
+	cachedRead  = 60_000
+	cachedWrite = 10_000
+	cachedOut   = 2_000
+)
+
 // pvEnv sets every provider test's secrets: the engines' keys (the
 // Caddyfile reads them as {env.*}) and AWS's default chain's static
 // credentials, with nothing else for the chain to find.
@@ -194,18 +206,23 @@ func anthropicFake(t *testing.T, mode string) *pvFake {
 			anthropicError(w, 429, "rate_limit_error", "This request would exceed the rate limit for your organization of 50 requests per minute.")
 			return
 		}
+		in, out, cache := msgInputTokens, msgOutputTokens, ""
+		if f.getMode() == "cached" {
+			in, out = cachedIn-cachedRead-cachedWrite, cachedOut
+			cache = fmt.Sprintf(`,"cache_read_input_tokens":%d,"cache_creation_input_tokens":%d`, cachedRead, cachedWrite)
+		}
 		if !req.Stream {
-			pvJSON(w, 200, fmt.Sprintf(`{"id":"msg_01Pv","type":"message","role":"assistant","model":%q,"content":[{"type":"text","text":%q}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":%d,"output_tokens":%d}}`,
-				req.Model, anthropicText, msgInputTokens, msgOutputTokens))
+			pvJSON(w, 200, fmt.Sprintf(`{"id":"msg_01Pv","type":"message","role":"assistant","model":%q,"content":[{"type":"text","text":%q}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":%d%s,"output_tokens":%d}}`,
+				req.Model, anthropicText, in, cache, out))
 			return
 		}
 		w.Header().Set("Content-Type", "text/event-stream")
 		ev := func(typ, data string) { fmt.Fprintf(w, "event: %s\ndata: %s\n\n", typ, data) }
-		ev("message_start", fmt.Sprintf(`{"type":"message_start","message":{"id":"msg_01Pv","type":"message","role":"assistant","model":%q,"content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":%d,"output_tokens":1}}}`, req.Model, msgInputTokens))
+		ev("message_start", fmt.Sprintf(`{"type":"message_start","message":{"id":"msg_01Pv","type":"message","role":"assistant","model":%q,"content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":%d%s,"output_tokens":1}}}`, req.Model, in, cache))
 		ev("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`)
 		ev("content_block_delta", fmt.Sprintf(`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":%q}}`, anthropicText))
 		ev("content_block_stop", `{"type":"content_block_stop","index":0}`)
-		ev("message_delta", fmt.Sprintf(`{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":%d}}`, msgOutputTokens))
+		ev("message_delta", fmt.Sprintf(`{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":%d}}`, out))
 		ev("message_stop", `{"type":"message_stop"}`)
 	})
 }
@@ -270,9 +287,14 @@ func bedrockFake(t *testing.T, mode string) *pvFake {
 			amzError(429, "ThrottlingException", "Too many requests, please wait before trying again.")
 			return
 		}
+		usage := fmt.Sprintf(`{"inputTokens":%d,"outputTokens":%d,"totalTokens":%d}`, bedrockIn, bedrockOut, bedrockIn+bedrockOut)
+		if f.getMode() == "cached" {
+			usage = fmt.Sprintf(`{"inputTokens":%d,"outputTokens":%d,"totalTokens":%d,"cacheReadInputTokens":%d,"cacheWriteInputTokens":%d}`,
+				cachedIn-cachedRead-cachedWrite, cachedOut, cachedIn+cachedOut, cachedRead, cachedWrite)
+		}
 		if !stream {
-			pvJSON(w, 200, fmt.Sprintf(`{"output":{"message":{"role":"assistant","content":[{"text":%q}]}},"stopReason":"end_turn","usage":{"inputTokens":%d,"outputTokens":%d,"totalTokens":%d},"metrics":{"latencyMs":412}}`,
-				bedrockText, bedrockIn, bedrockOut, bedrockIn+bedrockOut))
+			pvJSON(w, 200, fmt.Sprintf(`{"output":{"message":{"role":"assistant","content":[{"text":%q}]}},"stopReason":"end_turn","usage":%s,"metrics":{"latencyMs":412}}`,
+				bedrockText, usage))
 			return
 		}
 		w.Header().Set("Content-Type", "application/vnd.amazon.eventstream")
@@ -301,7 +323,7 @@ func bedrockFake(t *testing.T, mode string) *pvFake {
 			{"contentBlockDelta", fmt.Sprintf(`{"contentBlockIndex":0,"delta":{"text":%q},"p":"abcdefgh"}`, bedrockText[half:])},
 			{"contentBlockStop", `{"contentBlockIndex":0,"p":"ab"}`},
 			{"messageStop", `{"p":"abcdef","stopReason":"end_turn"}`},
-			{"metadata", fmt.Sprintf(`{"metrics":{"latencyMs":388},"p":"abc","usage":{"inputTokens":%d,"outputTokens":%d,"totalTokens":%d}}`, bedrockIn, bedrockOut, bedrockIn+bedrockOut)},
+			{"metadata", fmt.Sprintf(`{"metrics":{"latencyMs":388},"p":"abc","usage":%s}`, usage)},
 		} {
 			w.Write(eventFrame(t, ev[0], ev[1]))
 			w.(http.Flusher).Flush()
@@ -438,6 +460,11 @@ func geminiFake(t *testing.T, mode string) *pvFake {
 			}
 		}
 		usage := fmt.Sprintf(`{"promptTokenCount":%d,"candidatesTokenCount":%d,"totalTokenCount":%d}`, geminiIn, geminiOut, geminiIn+geminiOut)
+		promptIn := geminiIn
+		if f.getMode() == "cached" {
+			promptIn = cachedIn
+			usage = fmt.Sprintf(`{"promptTokenCount":%d,"cachedContentTokenCount":%d,"candidatesTokenCount":%d,"totalTokenCount":%d}`, cachedIn, cachedRead, cachedOut, cachedIn+cachedOut)
+		}
 		switch f.getMode() {
 		case "exhausted":
 			googleError(429, "RESOURCE_EXHAUSTED", "You exceeded your current quota, please check your plan and billing details.")
@@ -462,7 +489,7 @@ func geminiFake(t *testing.T, mode string) *pvFake {
 		w.Header().Set("Content-Type", "text/event-stream")
 		half := len(geminiText) / 2
 		fmt.Fprintf(w, "data: %s\r\n\r\n", fmt.Sprintf(`{"candidates":[{"content":{"parts":[{"text":%q}],"role":"model"},"index":0}],"usageMetadata":{"promptTokenCount":%d,"totalTokenCount":%d},"modelVersion":%q,"responseId":"pvGemini"}`,
-			geminiText[:half], geminiIn, geminiIn, geminiModel))
+			geminiText[:half], promptIn, promptIn, geminiModel))
 		w.(http.Flusher).Flush()
 		fmt.Fprintf(w, "data: %s\r\n\r\n", fmt.Sprintf(`{"candidates":[{"content":{"parts":[{"text":%q}],"role":"model"},"finishReason":"STOP","index":0}],"usageMetadata":%s,"modelVersion":%q,"responseId":"pvGemini"}`,
 			geminiText[half:], usage, geminiModel))
@@ -510,6 +537,9 @@ func azureFake(t *testing.T, mode string) *pvFake {
 		}
 		filters := `"content_filter_results":{"hate":{"filtered":false,"severity":"safe"},"self_harm":{"filtered":false,"severity":"safe"},"sexual":{"filtered":false,"severity":"safe"},"violence":{"filtered":false,"severity":"safe"}}`
 		usage := fmt.Sprintf(`{"completion_tokens":%d,"prompt_tokens":%d,"total_tokens":%d}`, azureOut, azureIn, azureIn+azureOut)
+		if f.getMode() == "cached" {
+			usage = fmt.Sprintf(`{"completion_tokens":%d,"prompt_tokens":%d,"total_tokens":%d,"prompt_tokens_details":{"cached_tokens":%d}}`, cachedOut, cachedIn, cachedIn+cachedOut, cachedRead)
+		}
 		if !req.Stream {
 			pvJSON(w, 200, fmt.Sprintf(`{"choices":[{%s,"finish_reason":"stop","index":0,"logprobs":null,"message":{"content":%q,"refusal":null,"role":"assistant"}}],"created":1730000000,"id":"chatcmpl-PvAzure","model":"gpt-4o-2024-08-06","object":"chat.completion","prompt_filter_results":[{"prompt_index":0,%s}],"system_fingerprint":"fp_pv","usage":%s}`,
 				filters, azureText, filters, usage))

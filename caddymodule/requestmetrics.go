@@ -38,6 +38,7 @@ func observeRequest(res *handler.Result) {
 	}
 	s.duration.Observe(res.Duration.Seconds())
 	observeHedgeLosers(res)
+	observeCost(res, model) // spend.go
 	if res.HasUsage {
 		metrics.tokens.WithLabelValues(res.Engine, model, "prompt").Add(float64(res.Usage.Input))
 		metrics.tokens.WithLabelValues(res.Engine, model, "completion").Add(float64(res.Usage.Output))

@@ -71,6 +71,7 @@ func traceStory(r *http.Request, res *handler.Result, now time.Time) {
 		attrs = append(attrs, attribute.String("gen_ai.gateway.session.id", cutText(s)))
 	}
 	maskUserAgent(parent, r)
+	attrs = append(attrs, costAttrs(res)...) // spend.go
 	if res.HasUsage {
 		attrs = append(attrs, attribute.Int("gen_ai.usage.input_tokens", res.Usage.Input),
 			attribute.Int("gen_ai.usage.output_tokens", res.Usage.Output))

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/llmgateway/caddy-llm-gateway/quota"
 )
@@ -34,6 +35,11 @@ func TestOneAnswerCostsTheSameWhateverAPIEachSideSpoke(t *testing.T) {
 	}
 	var site strings.Builder
 	fmt.Fprintf(&site, "key team %s {\n tokens 10M/d\n}\n", key)
+	for api := range engines {
+		// and one price, so the cost of each answer is the same too:
+		// 400 fresh × $3 + 600 cached × $0.30 + 50 out × $15 per million
+		fmt.Fprintf(&site, "price %s input 3 output 15 cache_read 0.30\n", api)
+	}
 	for api, rec := range engines {
 		var models []string
 		for _, c := range clients {
@@ -52,6 +58,7 @@ func TestOneAnswerCostsTheSameWhateverAPIEachSideSpoke(t *testing.T) {
 	// earlier one, so the next is made with this receiver's
 	initRaw(t, "{\n\tadmin localhost:@ADMIN@\n\thttp_port @HTTP@\n\thttps_port @HTTPS@\n}\nhttp://"+gwAddr+" {\n\trespond ok\n}\n")
 	startTracedGateway(t, site.String())
+	since := fmt.Sprint(time.Now().UnixMilli()) // this test's records: the history outlives a test, and other tests' keys are named team too
 
 	used := func() int64 {
 		t.Helper()
@@ -100,13 +107,16 @@ func TestOneAnswerCostsTheSameWhateverAPIEachSideSpoke(t *testing.T) {
 		}
 	}
 	syncHistory(t)
-	p := historyPage(t, "?key=team&limit=100")
+	p := historyPage(t, "?key=team&limit=100&since="+since)
 	if len(p.Requests) != 18 {
 		t.Fatalf("%d records, want 18", len(p.Requests))
 	}
 	for _, r := range p.Requests {
 		if r.TokensIn != 1000 || r.TokensOut != 50 || r.CacheRead != 600 {
 			t.Errorf("%s (%s → %s): history tokens in %d out %d cache read %d, want 1000, 50, 600", r.Model, r.API, r.EngineAPI, r.TokensIn, r.TokensOut, r.CacheRead)
+		}
+		if r.Cost.String() != "0.00213" {
+			t.Errorf("%s (%s → %s): cost %s, want 0.00213", r.Model, r.API, r.EngineAPI, r.Cost)
 		}
 	}
 }

@@ -49,6 +49,10 @@ func appendValue(b []byte, r *Record) []byte {
 		b = append(b, `,"tokens_cache_write":`...)
 		b = strconv.AppendInt(b, r.CacheWrite, 10)
 	}
+	if r.Cost != 0 {
+		b = append(b, `,"cost_usd":`...)
+		b = r.Cost.Append(b)
+	}
 	if r.Stream {
 		b = append(b, `,"stream":true`...)
 	}

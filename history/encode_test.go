@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"math"
 	"testing"
+
+	"github.com/llmgateway/caddy-llm-gateway/internal/price"
 )
 
 // marshalled is what encoding/json writes for r as a stored value.
@@ -21,7 +23,7 @@ func marshalled(t testing.TB, r Record) []byte {
 func sampleRecord() Record {
 	return Record{Seq: 77, Time: 1764633600123, Path: "/v1/chat/completions", Key: "team", Client: "10.0.0.7",
 		UserAgent: "OpenAI/Python 1.99.0", Session: "s-1", Model: "qwen", Engine: "gpu", Fallback: "cpu",
-		Status: 200, Reason: "", TTFBMs: 120.5, DurationMs: 900.25, TokensIn: 30, TokensOut: -1, CacheRead: 20, CacheWrite: 5, Stream: true,
+		Status: 200, Reason: "", TTFBMs: 120.5, DurationMs: 900.25, TokensIn: 30, TokensOut: -1, CacheRead: 20, CacheWrite: 5, Cost: 2_130_000, Stream: true,
 		Tries: []Try{
 			{Engine: "gpu", Model: "qwen", Address: "127.0.0.1:8081", StartMs: 0.001, DurationMs: 12, WaitedMs: 3.5,
 				Status: 503, Reason: "status 503", Scope: "engine"},
@@ -62,7 +64,7 @@ func FuzzAppendValue(f *testing.F) {
 			return // encoding/json refuses them; a duration is never one
 		}
 		r := Record{Time: tokens, Path: path, UserAgent: agent, Model: agent, Engine: engine, Status: status,
-			TTFBMs: ms, DurationMs: -ms, TokensIn: tokens, CacheRead: tokens / 2, CacheWrite: tokens % 3, Stream: stream}
+			TTFBMs: ms, DurationMs: -ms, TokensIn: tokens, CacheRead: tokens / 2, CacheWrite: tokens % 3, Cost: price.Amount(tokens * 7), Stream: stream}
 		if status%2 == 0 {
 			r.Tries = []Try{{Engine: engine, Address: path, StartMs: ms, WaitedMs: ms, Status: status, Reason: agent, Resume: stream}}
 		}

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+
+	"github.com/llmgateway/caddy-llm-gateway/internal/price"
 )
 
 // Defaults and caps.
@@ -102,11 +104,15 @@ type Record struct {
 	TokensOut  int64   `json:"tokens_out"` // -1: the answer reported no usage
 	// CacheRead and CacheWrite are the prompt tokens (of TokensIn) read
 	// from and written to the engine's prompt cache, when it said so
-	CacheRead  int64  `json:"tokens_cache_read,omitempty"`
-	CacheWrite int64  `json:"tokens_cache_write,omitempty"`
-	Stream     bool   `json:"stream,omitempty"` // the answer was an event stream
-	Tries      []Try  `json:"tries,omitempty"`
-	TraceID    string `json:"trace_id,omitempty"` // when Caddy's tracing traced it
+	CacheRead  int64 `json:"tokens_cache_read,omitempty"`
+	CacheWrite int64 `json:"tokens_cache_write,omitempty"`
+	// Cost is what the request cost, in US dollars at its model's price
+	// (a JSON number of dollars, exact): its answer, cached tokens at their
+	// price, and a hedge's losers
+	Cost    price.Amount `json:"cost_usd,omitempty"`
+	Stream  bool         `json:"stream,omitempty"` // the answer was an event stream
+	Tries   []Try        `json:"tries,omitempty"`
+	TraceID string       `json:"trace_id,omitempty"` // when Caddy's tracing traced it
 }
 
 // Try is one upstream attempt of a request, as the history keeps it.
