@@ -182,6 +182,17 @@ func TestAnIssuedKeysLifeThroughCaddy(t *testing.T) {
 	if st, _ := p.adminCall("GET", "/llm_gateway/keys/alice", "", nil); st != 404 {
 		t.Fatalf("a revoked key is listed: %d", st)
 	}
+	// the refusals of a revoked and of a replaced token say nothing of it
+	var refusals strings.Builder
+	for _, token := range tokens {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+p.addr+"/v1/chat/completions", strings.NewReader(`{"model":"demo","messages":[]}`))
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, body := do(t, req)
+		if resp.StatusCode != 401 {
+			t.Fatalf("a token of a revoked key: %d %s", resp.StatusCode, body)
+		}
+		refusals.WriteString(body)
+	}
 
 	// every surface: history, metrics, the page's state, the log
 	_, history := p.adminCall("GET", "/llm_gateway/requests?key=alice", "", nil)
@@ -202,7 +213,7 @@ func TestAnIssuedKeysLifeThroughCaddy(t *testing.T) {
 			t.Errorf("the log has no %s", want)
 		}
 	}
-	surfaces := map[string]string{"history": history, "metrics": metrics, "page state": state, "list": listNow, "log": log.String()}
+	surfaces := map[string]string{"history": history, "metrics": metrics, "page state": state, "list": listNow, "log": log.String(), "refusals": refusals.String()}
 	for path, b := range dataFolder(t, data) {
 		surfaces[path] = string(b)
 	}
