@@ -27,8 +27,8 @@ type AnswerOptions struct {
 	// only when it names both, so a call of a flattened name goes back as
 	// {namespace, name}.
 	Namespaces map[string][2]string
-	// Model is the model sent, for APIs whose answers do not name it
-	// (Converse, Gemini).
+	// Model is the model sent, for answers that do not name it
+	// (Converse's; Gemini's without a modelVersion).
 	Model string
 }
 
@@ -194,7 +194,7 @@ func usageMember(a api.API, u api.Usage) json.RawMessage {
 	return a.AppendUsage(make([]byte, 0, 200), u)
 }
 
-// anJoin concatenates the texts of the parts of kind k.
+// join concatenates the texts of the blocks of kind k.
 func (a *Answer) join(k BlockKind) string {
 	var b strings.Builder
 	for _, p := range a.Blocks {
@@ -205,7 +205,7 @@ func (a *Answer) join(k BlockKind) string {
 	return b.String()
 }
 
-// anHas says whether the answer has a part of kind k.
+// has says whether the answer has a block of kind k.
 func (a *Answer) has(k BlockKind) bool {
 	for _, p := range a.Blocks {
 		if p.Kind == k {

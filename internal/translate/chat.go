@@ -11,6 +11,9 @@ func init() {
 		ReadAnswer:   chatReadAnswer,
 		WriteAnswer:  chatWriteAnswer,
 		Decode:       func(s *Stream, dst, _, data []byte) []byte { return s.decodeChat(dst, data) },
+		// A Chat client hears of the answer at its start (the role chunk),
+		// has no word for a block's end (no close), and numbers tool calls
+		// among tool calls only (docs/translation-facts.md#t7).
 		client: &client{
 			announce: (*Stream).chatAnnounce, open: (*Stream).chatOpen, delta: (*Stream).chatDelta,
 			finish: (*Stream).chatFinish, fail: (*Stream).chatFail,
@@ -29,6 +32,9 @@ func chatMedia(c *MediaCheck, top int) {
 	}, "")
 }
 
+// chatMediaPart reads one content part's references. A URL member may be
+// the URL itself or an object holding it, as chatImageURL reads both: the
+// check must see every spelling an engine would fetch.
 func chatMediaPart(c *MediaCheck, p int, path string) {
 	c.Members(p, func(name []byte, val, end int) {
 		switch string(name) {

@@ -10,9 +10,15 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/api"
 )
 
-// A Chat Completions answer: read into an Answer, and written from one.
+// A Chat Completions answer: read into an Answer when a Chat engine
+// answers a Messages or Responses client, and written from one when any
+// other engine answers a Chat client. Shapes and sources:
+// docs/translation-facts.md#non-streamed-answers.
 
-// chatAnswerIn is a Chat Completions answer, the members read.
+// chatAnswerIn is a Chat Completions answer, the members read. Choices is
+// a pointer so that a body without it, an engine's error sent with a 200,
+// is told apart from an answer and reported with the engine's message
+// (NoAnswer).
 type chatAnswerIn struct {
 	ID      string          `json:"id"`
 	Created json.Number     `json:"created"`
@@ -27,6 +33,9 @@ type chatAnswerIn struct {
 	} `json:"__verbose"`
 }
 
+// chatChoiceIn is one of choices[]. function_call is the member OpenAI had
+// before tool_calls, which older servers still write: read as a call when
+// there are no tool_calls.
 type chatChoiceIn struct {
 	Message struct {
 		Content   json.RawMessage `json:"content"`
@@ -54,6 +63,11 @@ type chatChoiceIn struct {
 	MatchedStop json.RawMessage `json:"matched_stop"`
 }
 
+// chatReadAnswer reads choice 0 of a Chat answer into blocks in the order
+// a Messages answer gives them: reasoning, text, refusal, tool calls. The
+// stop string an engine matched is read from vLLM's stop_reason or SGLang's
+// matched_stop, else from llama-server's __verbose
+// (docs/translation-facts.md#engines-own-words).
 func chatReadAnswer(body []byte, _ AnswerOptions) (Answer, error) {
 	var c chatAnswerIn
 	if err := json.Unmarshal(body, &c); err != nil {
@@ -77,6 +91,8 @@ func chatReadAnswer(body []byte, _ AnswerOptions) (Answer, error) {
 	if c.Verbose != nil && a.StopSequence == "" {
 		a.StopSequence = c.Verbose.StoppingWord
 	}
+	// reasoning_content (DeepSeek's, llama-server's) wins over reasoning
+	// when an engine writes both; reasoning counts only as a string.
 	reasoning := ""
 	if m.Reasoning != nil {
 		reasoning = *m.Reasoning
@@ -110,6 +126,8 @@ func chatReadAnswer(body []byte, _ AnswerOptions) (Answer, error) {
 		}
 		a.Blocks = append(a.Blocks, Block{Kind: BlockTool, Name: fc.Name, Args: args})
 	}
+	// prompt_tokens counts cached tokens, as api.Usage's Input does
+	// (docs/translation-facts.md#usage); an answer without usage is zero.
 	a.Usage, _ = api.Chat.UsageOf(c.Usage)
 	return a, nil
 }
@@ -142,6 +160,10 @@ func chatAnswerContent(raw json.RawMessage) (string, error) {
 	return b.String(), nil
 }
 
+// chatAnswerOut is the answer a Chat client is given: one choice, and
+// every member openai-go's ChatCompletion reads as required present, null
+// where the gateway has nothing to say (logprobs, a refusal) and [] for
+// the annotations.
 type chatAnswerOut struct {
 	ID      string                 `json:"id"`
 	Object  string                 `json:"object"`
@@ -178,6 +200,10 @@ type chatAnswerCallOut struct {
 	} `json:"function"`
 }
 
+// chatWriteAnswer writes a for a Chat client. Its id is chatcmpl- and the
+// answer's base (settle), so an upstream answer keeps its id in every
+// API; tool call ids come from answerToolID, and a call without arguments
+// gets "{}", since clients parse arguments as JSON.
 func chatWriteAnswer(a *Answer, _ AnswerOptions) ([]byte, error) {
 	out := chatAnswerOut{
 		ID:      "chatcmpl-" + a.Base,
@@ -190,6 +216,8 @@ func chatWriteAnswer(a *Answer, _ AnswerOptions) ([]byte, error) {
 	m.Role = "assistant"
 	m.Annotations = []json.RawMessage{}
 	m.Reasoning = a.join(BlockThinking)
+	// A refusal has its own member beside content in Chat, which is where
+	// a Messages refusal's text or a Responses refusal part goes.
 	if a.has(BlockRefusal) {
 		r := a.join(BlockRefusal)
 		m.Refusal = &r

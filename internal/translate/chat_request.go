@@ -5,8 +5,17 @@ import (
 	"strconv"
 )
 
-// Reading a Chat Completions request.
+// Reading a Chat Completions request, for an engine that speaks another
+// API: messages of role system, developer, user, assistant and tool, each
+// content a string or an array of parts, and tools declared as
+// {type: function, function: {name, parameters}}. What each member becomes
+// in the other APIs, with its sources, is docs/translation-facts.md#requests.
 
+// chatMsgIn is one of messages[], the members read. reasoning_content is
+// LiteLLM's and DeepSeek's member for an assistant's reasoning, which a
+// client that shows it sends back in history: it is read as thinking
+// without a signature, which a Messages or Converse engine cannot be given
+// (docs/translation-facts.md#t8).
 type chatMsgIn struct {
 	Role             string          `json:"role"`
 	Content          json.RawMessage `json:"content"`
@@ -15,6 +24,9 @@ type chatMsgIn struct {
 	ReasoningContent *string         `json:"reasoning_content"`
 }
 
+// chatCallIn is an assistant's tool call in history. Its arguments are a
+// JSON text inside a string, as OpenAI writes them; a few clients send the
+// object itself, which argsText takes as well.
 type chatCallIn struct {
 	ID       string `json:"id"`
 	Type     string `json:"type"`
@@ -24,6 +36,9 @@ type chatCallIn struct {
 	} `json:"function"`
 }
 
+// chatPartIn is one part of a message's content: text, a refusal (an
+// assistant's, in history), or image_url, which is {url, detail} or, from
+// some clients, the URL alone.
 type chatPartIn struct {
 	Type     string          `json:"type"`
 	Text     string          `json:"text"`
@@ -31,6 +46,9 @@ type chatPartIn struct {
 	ImageURL json.RawMessage `json:"image_url"`
 }
 
+// chatToolIn is one of tools[]: a function (its type said or left out),
+// or a type only OpenAI runs or knows (custom, its hosted tools), which
+// the reader drops.
 type chatToolIn struct {
 	Type     string `json:"type"`
 	Function struct {
@@ -41,6 +59,8 @@ type chatToolIn struct {
 	} `json:"function"`
 }
 
+// chatFormatIn is response_format: json_schema with its schema, or
+// json_object; text, the default, asks for nothing.
 type chatFormatIn struct {
 	Type       string `json:"type"`
 	JSONSchema struct {
@@ -64,6 +84,11 @@ var chatKnown = set(append(append([]string{"model", "messages", "tools", "tool_c
 	"response_format", "reasoning_effort", "user", "metadata", "stream", "stream_options", "n",
 	"store"}, chatShared...), chatOnly...))
 
+// chatReadRequest reads a Chat request's members into r. A member only
+// Chat has (chatOnly) is listed as dropped only when it asks for
+// something: logprobs: false or seed: null asks for nothing the engine
+// would not do anyway, and a drop logged for it would hide the ones that
+// matter.
 func chatReadRequest(r *Request, top map[string]json.RawMessage) error {
 	r.Model = top["model"]
 	var msgs []json.RawMessage
@@ -90,6 +115,12 @@ func chatReadRequest(r *Request, top map[string]json.RawMessage) error {
 	return nil
 }
 
+// chatReadMessage reads messages[i]. developer is OpenAI's newer name for
+// system, and both are instructions wherever they stand; a tool message
+// is a result, joined to the results before it (addResult), since Messages
+// wants all of a turn's results in one user message
+// (docs/translation-facts.md#t4). An unknown role is a 400: a guess would
+// put the words in the wrong speaker's mouth.
 func chatReadMessage(r *Request, i int, raw json.RawMessage) error {
 	member := "messages[" + strconv.Itoa(i) + "]"
 	var m chatMsgIn
@@ -107,6 +138,8 @@ func chatReadMessage(r *Request, i int, raw json.RawMessage) error {
 		r.Messages = append(r.Messages, Message{Role: RoleUser, Parts: parts, Member: member})
 	case "assistant":
 		msg := Message{Role: RoleAssistant, Member: member}
+		// Reasoning first, then the text, then the calls: the order the
+		// model said them in, which a writer keeps.
 		if m.ReasoningContent != nil && *m.ReasoningContent != "" {
 			msg.Parts = append(msg.Parts, Part{Kind: PartThinking, Text: *m.ReasoningContent, Member: member + ".reasoning_content"})
 		}
@@ -125,7 +158,9 @@ func chatReadMessage(r *Request, i int, raw json.RawMessage) error {
 }
 
 // chatReadContent reads a Chat message's content: a string or an array of
-// parts (text, image_url; refusal read as text).
+// parts (text, image_url; refusal read as text, since no request of the
+// other APIs has a refusal, and the model should still read what it said).
+// Other parts (input_audio, file) have no counterpart: dropped, listed.
 func chatReadContent(r *Request, member string, raw json.RawMessage) ([]Part, error) {
 	if IsNull(raw) {
 		return nil, nil
@@ -156,7 +191,10 @@ func chatReadContent(r *Request, member string, raw json.RawMessage) ([]Part, er
 }
 
 // chatImageURL reads image_url: {url, detail}, or a bare string some
-// clients send.
+// clients send. The url is an http(s) URL or a data: URI, which each
+// writer turns into its API's image (docs/translation-facts.md#requests);
+// detail (low, high, auto), which Messages has no word for, only the OpenAI
+// APIs carry.
 func chatImageURL(raw json.RawMessage) (url, detail string) {
 	if s, ok := JSONString(raw); ok {
 		return s, ""
@@ -169,6 +207,10 @@ func chatImageURL(raw json.RawMessage) (url, detail string) {
 	return v.URL, v.Detail
 }
 
+// chatReadTools reads tools, tool_choice and parallel_tool_calls. A string
+// tool_choice other than auto, none and required is a 400, as OpenAI
+// answers one; an object that names no function (allowed_tools, a custom
+// tool) is dropped, and the engine chooses as it would with auto.
 func chatReadTools(r *Request, top map[string]json.RawMessage) error {
 	var tools []json.RawMessage
 	if _, err := field(top, "tools", &tools); err != nil {
@@ -213,6 +255,11 @@ func chatReadTools(r *Request, top map[string]json.RawMessage) error {
 	return err
 }
 
+// chatReadOptions reads the sampling and output options. max_tokens and
+// max_completion_tokens are one limit under its old and new name: the new
+// one, read second, wins when a client sends both. metadata is carried
+// as it is toward Responses, which has the same member; the other writers
+// drop it.
 func chatReadOptions(r *Request, top map[string]json.RawMessage) error {
 	fields := []struct {
 		key string
@@ -247,6 +294,9 @@ func chatReadOptions(r *Request, top map[string]json.RawMessage) error {
 		r.Format = &Format{Kind: f.Type, Name: f.JSONSchema.Name, Description: f.JSONSchema.Description,
 			Schema: nonNull(f.JSONSchema.Schema), Strict: f.JSONSchema.Strict, Member: "response_format"}
 	}
+	// The members Chat and Responses share go along as the client wrote
+	// them (Request.OpenAI): the Responses writer appends them, the others
+	// drop what they cannot say.
 	for _, k := range chatShared {
 		if raw, ok := top[k]; ok && !IsNull(raw) {
 			if r.OpenAI == nil {
@@ -258,8 +308,14 @@ func chatReadOptions(r *Request, top map[string]json.RawMessage) error {
 	return nil
 }
 
-// Writing a Chat Completions request.
+// Writing a Chat Completions request: for a Messages or Responses client
+// of an engine that speaks Chat only, as most local engines do. It is the
+// body OpenAI's API takes, which llama.cpp, vLLM, SGLang and Ollama read
+// too; a member the request did not set is left out, so the engine's own
+// default applies rather than one the gateway would pick.
 
+// chatOut is the request written. MaxTokens and MaxCompletionTokens are one
+// limit under two names, and one of them is written (chatWriteRequest).
 type chatOut struct {
 	Model               json.RawMessage `json:"model,omitempty"`
 	Messages            []chatMsgOut    `json:"messages"`
@@ -280,10 +336,15 @@ type chatOut struct {
 	N                   int             `json:"n,omitempty"`
 }
 
+// chatStreamOpts is stream_options: include_usage is the only way a Chat
+// stream reports its usage (docs/translation-facts.md#t10).
 type chatStreamOpts struct {
 	IncludeUsage bool `json:"include_usage"`
 }
 
+// chatMsgOut is one message written. Content is a string, an array of
+// chatPartOut, or null for an assistant turn of tool calls alone, as
+// OpenAI's own answers write one.
 type chatMsgOut struct {
 	Role       string        `json:"role"`
 	Content    any           `json:"content"`
@@ -291,6 +352,8 @@ type chatMsgOut struct {
 	ToolCallID string        `json:"tool_call_id,omitempty"`
 }
 
+// chatCallOut is an assistant's tool call in history, its arguments a JSON
+// text inside a string, as Chat has them.
 type chatCallOut struct {
 	ID       string       `json:"id"`
 	Type     string       `json:"type"`
@@ -302,6 +365,8 @@ type chatFuncCall struct {
 	Arguments string `json:"arguments"`
 }
 
+// chatPartOut is one part of a user message's content; Text is a pointer
+// so that an image part writes no text member.
 type chatPartOut struct {
 	Type     string        `json:"type"`
 	Text     *string       `json:"text,omitempty"`
@@ -313,6 +378,8 @@ type chatImageOut struct {
 	Detail string `json:"detail,omitempty"`
 }
 
+// chatToolOut is one of tools[], a function: the only kind of tool the
+// other APIs' tools become.
 type chatToolOut struct {
 	Type     string       `json:"type"`
 	Function chatFuncDecl `json:"function"`
@@ -325,6 +392,8 @@ type chatFuncDecl struct {
 	Strict      *bool           `json:"strict,omitempty"`
 }
 
+// chatFormatOut is response_format; json_schema names its schema, which
+// Chat requires and Messages does not give (formatName).
 type chatFormatOut struct {
 	Type       string         `json:"type"`
 	JSONSchema *chatSchemaOut `json:"json_schema,omitempty"`
@@ -337,6 +406,10 @@ type chatSchemaOut struct {
 	Strict      *bool           `json:"strict,omitempty"`
 }
 
+// chatWriteRequest writes r as a Chat request. Chat has a member for
+// nearly all the neutral form holds: only the reasoning of another API's
+// turns is dropped (chatMessagesOut). The members Chat and Responses share
+// (Request.OpenAI) are appended as the client wrote them.
 func chatWriteRequest(r *Request, _ RequestOptions) ([]byte, error) {
 	out := chatOut{Model: r.Model, Messages: []chatMsgOut{}, Temperature: r.Temperature, TopP: r.TopP,
 		Stop: r.StopSequences, ReasoningEffort: r.Effort, User: r.User, Metadata: r.Metadata, Stream: r.Stream}
@@ -366,7 +439,8 @@ func chatWriteRequest(r *Request, _ RequestOptions) ([]byte, error) {
 		out.MaxTokens = r.MaxTokens
 	}
 	if r.Stream {
-		// Without include_usage a Chat stream reports no usage at all (T10).
+		// Without include_usage a Chat stream reports no usage at all
+		// (docs/translation-facts.md#t10), and the gateway charges by it.
 		out.StreamOptions = &chatStreamOpts{IncludeUsage: true}
 	}
 	if f := r.Format; f != nil {
@@ -390,10 +464,15 @@ func chatWriteRequest(r *Request, _ RequestOptions) ([]byte, error) {
 // chatMessagesOut appends m as Chat messages: a turn's tool results become
 // role tool messages ahead of the user's own words, and images a tool
 // returned (Chat's tool messages carry text only) move into the user
-// message after them.
+// message after them. The tool messages come first because OpenAI takes a
+// tool message only right after the assistant message whose tool_calls
+// it answers, or after another tool message.
 func chatMessagesOut(r *Request, out []chatMsgOut, m Message) []chatMsgOut {
 	switch m.Role {
 	case RoleSystem:
+		// Chat keeps instructions where the client put them, a system
+		// message mid-conversation included (Claude Code's, a Responses
+		// item of role developer).
 		if text := Texts(m.Parts, "\n\n"); text != "" {
 			out = append(out, chatMsgOut{Role: "system", Content: text})
 		}
@@ -423,6 +502,7 @@ func chatMessagesOut(r *Request, out []chatMsgOut, m Message) []chatMsgOut {
 				rest = append(rest, p)
 				continue
 			}
+			// Chat has no is_error: ResultText says it in the text.
 			out = append(out, chatMsgOut{Role: "tool", ToolCallID: p.ID, Content: ResultText(p)})
 			for _, c := range p.Content {
 				if c.Kind == PartImage {

@@ -12,7 +12,13 @@ import (
 // their index among tool calls, and the end by finish_reason, a usage
 // chunk (choices []) and [DONE] (docs/translation-facts.md#streams).
 
-// decodeChat reads one Chat chunk (or error payload).
+// decodeChat reads one Chat chunk (or error payload). Every chunk repeats
+// id, model and created, and Begin keeps the first. A payload with error
+// and no choices is an engine failing mid-stream in the shape OpenAI's
+// clients read (api.OpenAIErrors). The finish_reason chunk does not finish
+// the answer: the usage chunk comes after it, so the finish step waits for
+// [DONE] (done), or for End when the engine closes without one
+// (docs/translation-facts.md#streams).
 func (s *Stream) decodeChat(dst, data []byte) []byte {
 	var id, model []byte
 	var created int64
@@ -58,6 +64,8 @@ func (s *Stream) decodeChat(dst, data []byte) []byte {
 			break // the request side refuses n > 1: choice 0 is the answer
 		}
 	}
+	// usage is null on every chunk but the last, unless the engine repeats
+	// its counts on each (vLLM's continuous usage), which Update takes.
 	if usage >= 0 && data[usage] == '{' {
 		s.ReadUsage(api.Chat, data, usage)
 	}
@@ -71,7 +79,8 @@ type chatChunkChoice struct {
 	seq    []byte // vLLM's stop_reason, SGLang's matched_stop, when it names a stop string (not a token id)
 }
 
-// chatChoice reads the choice at v, and whether it is choice 0.
+// chatChoice reads the choice at v, and whether it is choice 0: a choice
+// that leaves out its index is taken as the first, as there is only one.
 func (s *Stream) chatChoice(data []byte, v int) (chatChunkChoice, bool) {
 	c := chatChunkChoice{delta: -1}
 	first := true
@@ -95,6 +104,12 @@ func (s *Stream) chatChoice(data []byte, v int) (chatChunkChoice, bool) {
 	}
 }
 
+// decodeChatChoice reads choice 0's delta. Chat has no blocks: its reasoning
+// and its text are each one running block (KeyThinking, KeyText), and a
+// piece of one closes the other, so that a Messages or Responses client
+// hears a thinking block, then a text block, as its own API streams them.
+// reasoning_content is DeepSeek's and llama-server's name, reasoning
+// vLLM's newer one.
 func (s *Stream) decodeChatChoice(dst, data []byte, c chatChunkChoice) []byte {
 	var content, reasoning []byte
 	calls := -1
@@ -143,7 +158,10 @@ func (s *Stream) decodeChatChoice(dst, data []byte, c chatChunkChoice) []byte {
 }
 
 // decodeChatCall reads one tool call fragment: the first names the call,
-// the rest carry pieces of its arguments, each keyed by the call's index.
+// the rest carry pieces of its arguments, each keyed by the call's index,
+// so that the fragments of parallel calls, even interleaved, reach their
+// own block (docs/translation-facts.md#t7). A call that starts after the
+// answer finished is dropped: the client was told the answer is whole.
 func (s *Stream) decodeChatCall(dst, data []byte, v int) []byte {
 	var id, name, args []byte
 	index := -1
@@ -190,7 +208,8 @@ func (s *Stream) decodeChatCall(dst, data []byte, v int) []byte {
 }
 
 // chatError reads an error payload ({"error":{"message","type","code"}}
-// or {"error":"text"}).
+// or {"error":"text"}). Type and code are kept as the engine wrote them:
+// the client's writer maps them (messagesErrorType) or keeps them.
 func (s *Stream) chatError(dst, data []byte, v, end int) []byte {
 	if data[v] == '"' {
 		return s.Fail(dst, nil, nil, data[v:end])
@@ -213,8 +232,16 @@ func (s *Stream) chatError(dst, data []byte, v, end int) []byte {
 	return s.Fail(dst, typ, code, msg)
 }
 
-// A Chat client's chunks all start alike: the head is written once.
+// A Chat client's stream: data lines only, each chunk `data: ` + the head
+// (id, object, created, model, the same on every chunk) + one choice with
+// one delta. Chat says no block boundaries: only a tool call's first
+// fragment is an opening, and a close has no word (client.close is nil).
+// The head is written once, at the start step, into s.head.
 
+// chatAnnounce writes the role chunk ({role: assistant, content: ""}) that
+// OpenAI's streams begin with, at the start step, as a Chat engine's own
+// would come; the gateway's commit point holds it, as any announcement
+// (internal/grammar), until content follows.
 func (s *Stream) chatAnnounce(dst []byte) []byte {
 	s.announced = true
 	s.head = append(s.head[:0], `{"id":"chatcmpl-`...)
@@ -235,8 +262,14 @@ func (s *Stream) chatChunk(dst []byte) []byte {
 	return append(dst, `,"choices":[{"index":0,"delta":`...)
 }
 
+// chatTail ends a chunk's choice: logprobs and finish_reason null, as every
+// chunk but the finishing one has them.
 const chatTail = `,"logprobs":null,"finish_reason":null}]}` + "\n\n"
 
+// chatOpen writes a tool call's first fragment: its index among tool calls
+// (not among blocks: a text before it must not shift it,
+// docs/translation-facts.md#t7), id, type, name and empty arguments, as
+// OpenAI's first fragment has them.
 func (s *Stream) chatOpen(dst []byte, b *streamBlock) []byte {
 	if b.kind != BlockTool {
 		return dst // text and reasoning need no announcement
@@ -251,6 +284,10 @@ func (s *Stream) chatOpen(dst []byte, b *streamBlock) []byte {
 	return append(dst, `","arguments":""}}]}`+chatTail...)
 }
 
+// chatDelta writes one piece as a chunk: arguments as a fragment under the
+// call's index, thinking as reasoning_content (LiteLLM's convention, which
+// the OpenAI-compatible clients that show reasoning read), text as
+// content.
 func (s *Stream) chatDelta(dst []byte, b *streamBlock, p Piece, text []byte) []byte {
 	switch p {
 	case PieceSignature:
@@ -271,6 +308,10 @@ func (s *Stream) chatDelta(dst []byte, b *streamBlock, p Piece, text []byte) []b
 	return append(dst, `"}`+chatTail...)
 }
 
+// chatFinish writes the finish_reason chunk (an empty delta), the usage
+// chunk (choices [], as OpenAI writes it) when the client asked for it with
+// stream_options.include_usage, and [DONE], which is how a Chat stream says
+// it is whole (an OpenAI SDK's stream ends there).
 func (s *Stream) chatFinish(dst []byte) []byte {
 	dst = append(s.chatChunk(dst), `{},"logprobs":null,"finish_reason":"`...)
 	dst = append(dst, s.stop.Chat()...)
@@ -285,6 +326,10 @@ func (s *Stream) chatFinish(dst []byte) []byte {
 	return append(dst, "data: [DONE]\n\n"...)
 }
 
+// chatFail writes an in-band error as a data-only {"error":{…}} chunk, what
+// OpenAI's SDKs raise in a stream (api.OpenAIErrors), with server_error as
+// the type when the engine said none. No [DONE] follows: the stream ends
+// with the error.
 func (s *Stream) chatFail(dst, typ, code, msg []byte) []byte {
 	dst = append(dst, `data: {"error":{"message":`...)
 	dst = append(dst, msg...)

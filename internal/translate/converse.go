@@ -4,6 +4,7 @@ import "github.com/llmgateway/caddy-llm-gateway/api"
 
 // AWS Bedrock's Converse: an engine's only, no client speaks it.
 func init() {
+	// No ReadRequest, WriteAnswer or client: only an engine speaks it.
 	Register(api.Converse, &Codec{
 		WriteRequest: converseWriteRequest,
 		ReadAnswer:   converseReadAnswer,
@@ -14,14 +15,15 @@ func init() {
 
 // converseMedia reads a Converse request's media (a body sent in it as
 // written, on /upstream/): messages[].content[].{image,document,video}
-// .source.s3Location (its uri: an s3: URL).
+// .source.s3Location (its uri: an s3: URL). An S3 object is read with the
+// operator's AWS credentials: it is a reference like a file id.
 func converseMedia(c *MediaCheck, top int) {
 	c.Each(top, "messages", func(m int, path string) {
 		c.Each(m, "content", func(b int, path string) { converseMediaBlock(c, b, path) }, path)
 	}, "")
 }
 
-// converseBlock reads a Converse block's image, document or video source:
+// converseMediaBlock reads a Converse block's image, document or video source:
 // an s3Location (its uri) is a reference, bytes are inline.
 func converseMediaBlock(c *MediaCheck, b int, path string) {
 	c.Members(b, func(name []byte, val, _ int) {

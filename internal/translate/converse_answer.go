@@ -16,8 +16,11 @@ import (
 //	 cacheReadInputTokens, cacheWriteInputTokens}, metrics}
 //
 // It names neither an id nor the model: the id is settle's hash of the
-// body, the model the one the request sent (AnswerOptions.Model).
+// body, the model the one the request sent (AnswerOptions.Model). Converse
+// is an engine's API only: its answers are read, never written.
 
+// converseAnswer is a Converse answer, the members read. An error body that
+// came with a 200 has a message and no output.
 type converseAnswer struct {
 	Output *struct {
 		Message *struct {
@@ -29,6 +32,8 @@ type converseAnswer struct {
 	Message    json.RawMessage `json:"message"` // an error body's, when one came as a 200
 }
 
+// converseAnswerBlock is one member of the ContentBlock union: text,
+// toolUse, or Claude's reasoningContent.
 type converseAnswerBlock struct {
 	Text    *string `json:"text"`
 	ToolUse *struct {
@@ -45,6 +50,9 @@ type converseAnswerBlock struct {
 	} `json:"reasoningContent"`
 }
 
+// converseReadAnswer reads a Converse answer's content blocks in their
+// order. inputTokens leaves the cache out, as Messages' input_tokens does;
+// api.Converse adds it back (docs/translation-facts.md#t11).
 func converseReadAnswer(body []byte, o AnswerOptions) (Answer, error) {
 	model := o.Model
 	var c converseAnswer
@@ -93,7 +101,8 @@ func converseReadAnswer(body []byte, o AnswerOptions) (Answer, error) {
 
 // converseStop reads a Converse stopReason. Its first four are Messages' words;
 // a guardrail or content filter is a refusal; malformed model output or
-// tool use ended the answer with what was said.
+// tool use ended the answer with what was said
+// (docs/translation-facts.md#cloud-providers).
 func converseStop(s string) Stop {
 	switch s {
 	case "":

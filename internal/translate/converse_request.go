@@ -7,9 +7,13 @@ import (
 	"strings"
 )
 
-// Writing a Bedrock Converse request (docs/translation-facts.md#cloud-providers). The body names
-// neither the model nor streaming: the path does both
-// (/model/{id}/converse, /converse-stream), which the provider sets.
+// Writing a Bedrock Converse request (docs/translation-facts.md#cloud-providers),
+// for any client of an engine of provider bedrock. The body names neither
+// the model nor streaming: the path does both (/model/{id}/converse,
+// /converse-stream), which the provider sets (providers/bedrock). Its
+// rules are mostly Messages' (Claude is the model most often behind it):
+// turns that alternate, results first, no blank text, reasoning only with
+// its signature.
 //
 // Decisions, where Converse has no word for what a client said:
 //   - tool_choice none: Converse has no "none". The tools are left out,
@@ -22,6 +26,7 @@ import (
 //     additionalModelRequestFields, by the rules of the Messages writer;
 //     for other models it is dropped (their fields differ per family).
 
+// converseOut is the body written, in the camelCase names of AWS's JSON.
 type converseOut struct {
 	Messages   []converseMsgOut       `json:"messages"`
 	System     []converseBlockOut     `json:"system,omitempty"`
@@ -45,6 +50,8 @@ type converseBlockOut struct {
 	JSON       json.RawMessage       `json:"json,omitempty"` // a tool result's
 }
 
+// converseImageOut is an image as bytes; format is its media type without
+// image/ (png, jpeg, gif, webp).
 type converseImageOut struct {
 	Format string `json:"format"`
 	Source struct {
@@ -58,12 +65,15 @@ type converseToolUseOut struct {
 	Input     json.RawMessage `json:"input"`
 }
 
+// converseResultOut is a toolResult; status error is Messages' is_error.
 type converseResultOut struct {
 	ToolUseID string             `json:"toolUseId"`
 	Content   []converseBlockOut `json:"content"`
 	Status    string             `json:"status,omitempty"`
 }
 
+// converseReasoningOut is replayed reasoning: reasoningText with the
+// signature its model wrote, or redactedContent.
 type converseReasoningOut struct {
 	Text *struct {
 		Text      string `json:"text"`
@@ -72,6 +82,9 @@ type converseReasoningOut struct {
 	Redacted string `json:"redactedContent,omitempty"`
 }
 
+// converseInferenceOut is inferenceConfig. maxTokens is written only when
+// the client set a limit: Converse defaults it to the model's maximum
+// (docs/translation-facts.md#cloud-providers), unlike Messages.
 type converseInferenceOut struct {
 	MaxTokens     *int     `json:"maxTokens,omitempty"`
 	Temperature   *float64 `json:"temperature,omitempty"`
@@ -79,11 +92,15 @@ type converseInferenceOut struct {
 	StopSequences []string `json:"stopSequences,omitempty"`
 }
 
+// converseToolConfigOut is toolConfig; toolChoice is {auto:{}}, {any:{}} or
+// {tool:{name}}, and absent for the model's own choice.
 type converseToolConfigOut struct {
 	Tools  []converseToolOut `json:"tools"`
 	Choice map[string]any    `json:"toolChoice,omitempty"`
 }
 
+// converseToolOut is one of toolConfig.tools: a toolSpec whose schema is
+// under inputSchema.json.
 type converseToolOut struct {
 	Spec struct {
 		Name        string `json:"name"`
@@ -94,6 +111,8 @@ type converseToolOut struct {
 	} `json:"toolSpec"`
 }
 
+// converseWriteRequest writes r as a Converse request. n > 1 is a 400, as
+// toward Messages: one answer cannot be several choices.
 func converseWriteRequest(r *Request, o RequestOptions) ([]byte, error) {
 	if r.N > 1 {
 		return nil, &Error{Member: "n", Reason: "Converse answers one choice"}
@@ -101,7 +120,8 @@ func converseWriteRequest(r *Request, o RequestOptions) ([]byte, error) {
 	out := converseOut{Messages: []converseMsgOut{}}
 	for _, m := range r.Messages {
 		if m.Role == RoleSystem {
-			// Blank text blocks are refused (T1), the system's too.
+			// Blank text blocks are refused, the system's too
+			// (docs/translation-facts.md#t1).
 			if text := Texts(m.Parts, "\n\n"); strings.TrimSpace(text) != "" {
 				out.System = append(out.System, converseBlockOut{Text: &text})
 			}
@@ -118,6 +138,8 @@ func converseWriteRequest(r *Request, o RequestOptions) ([]byte, error) {
 		one := 1.0
 		inf.Temperature = &one
 	}
+	// White-space-only stop sequences are dropped, as toward Messages
+	// (docs/translation-facts.md#t12).
 	for i, s := range r.StopSequences {
 		if strings.TrimSpace(s) == "" {
 			r.Drop("stop", "stop["+strconv.Itoa(i)+"]")
@@ -139,6 +161,8 @@ func converseWriteRequest(r *Request, o RequestOptions) ([]byte, error) {
 	if len(r.Metadata) > 0 && string(r.Metadata) != "{}" {
 		r.Drop("metadata", "metadata")
 	}
+	// The same of the members Chat and Responses share as toward Messages:
+	// what asks for something Converse cannot do is listed.
 	for _, k := range []string{"top_logprobs", "verbosity", "service_tier"} {
 		raw, ok := r.OpenAI[k]
 		if !ok || k == "service_tier" && (string(raw) == `"auto"` || string(raw) == `"default"`) {
@@ -151,7 +175,8 @@ func converseWriteRequest(r *Request, o RequestOptions) ([]byte, error) {
 
 // converseAppend appends m's blocks, to the message before when it has the same
 // role: Converse wants user and assistant turns to alternate, and a
-// user turn's tool results ahead of its text, all of them together (T4).
+// user turn's tool results ahead of its text, all of them together
+// (docs/translation-facts.md#t4).
 func converseAppend(r *Request, out []converseMsgOut, m Message) ([]converseMsgOut, error) {
 	role := "user"
 	if m.Role == RoleAssistant {
@@ -189,7 +214,9 @@ func converseAppend(r *Request, out []converseMsgOut, m Message) ([]converseMsgO
 }
 
 // converseBlock is p as a content block; ok is false for a part Converse
-// cannot carry or would refuse (a blank text).
+// cannot carry or would refuse (a blank text,
+// docs/translation-facts.md#t1). An image it cannot take is an error, not
+// a drop: the client's question may be about the image.
 func converseBlock(r *Request, p Part, member string) (converseBlockOut, bool, error) {
 	if p.Member != "" {
 		member = p.Member
@@ -235,7 +262,8 @@ func converseBlock(r *Request, p Part, member string) (converseBlockOut, bool, e
 	case PartThinking:
 		if p.Signature == "" {
 			// Replayed reasoning needs the signature its model wrote;
-			// another engine's reasoning text has none (T8).
+			// another engine's reasoning text has none
+			// (docs/translation-facts.md#t8).
 			r.Drop("thinking", member)
 			return converseBlockOut{}, false, nil
 		}
@@ -251,7 +279,7 @@ func converseBlock(r *Request, p Part, member string) (converseBlockOut, bool, e
 }
 
 // converseImage is a data: URI's image; any other URL is an *Error, as Converse
-// takes bytes (or S3 locations) only (T13).
+// takes bytes (or S3 locations) only (docs/translation-facts.md#t13).
 func converseImage(url, member string) (*converseImageOut, error) {
 	mt, data, ok := SplitDataURI(url)
 	if !ok {
@@ -271,7 +299,8 @@ func converseImage(url, member string) (*converseImageOut, error) {
 }
 
 // converseToolID is a tool call's id as Converse takes it: ^[a-zA-Z0-9_-]+$ as
-// toward Messages (T3), and at most 64 bytes. A longer id keeps its head
+// toward Messages (docs/translation-facts.md#t3), and at most 64 bytes. A
+// longer id keeps its head
 // and gets a hash of the whole: the same for a call and its result, and
 // on every later turn.
 func converseToolID(id string) string {
@@ -284,7 +313,8 @@ func converseToolID(id string) string {
 	return id[:47] + "_" + strconv.FormatUint(h.Sum64()|1<<63, 16)
 }
 
-// converseEmptySchema is the input schema of a tool that declares no parameters.
+// converseEmptySchema is the input schema of a tool that declares no
+// parameters: Converse requires one.
 var converseEmptySchema = json.RawMessage(`{"type":"object","properties":{}}`)
 
 // converseTools writes toolConfig (see the decisions above for tool_choice
@@ -343,6 +373,7 @@ func converseTools(r *Request, out *converseOut) {
 	case ChoiceNamed:
 		cfg.Choice = map[string]any{"tool": map[string]string{"name": r.ChoiceName}}
 	}
+	// Converse's toolChoice has no disable_parallel_tool_use.
 	if r.Parallel != nil && !*r.Parallel {
 		r.Drop("parallel_tool_calls", "parallel_tool_calls")
 	}
@@ -352,7 +383,10 @@ func converseTools(r *Request, out *converseOut) {
 // converseThinking writes an OpenAI reasoning effort as Claude's extended
 // thinking, with the Messages writer's rules: a budget below maxTokens,
 // no forced tool choice, a tool loop's last assistant turn starting with
-// its reasoning (T8), temperature 1 and top_p of 0.95 or more.
+// its reasoning (docs/translation-facts.md#t8), temperature 1 and top_p of
+// 0.95 or more. The field goes in additionalModelRequestFields, which
+// Bedrock hands to the model as it is: another family's model would refuse
+// Claude's thinking, so it is written only for Claude.
 func converseThinking(r *Request, o RequestOptions, out *converseOut, inf *converseInferenceOut) {
 	budget := EffortBudget(r.Effort)
 	if budget == 0 {
@@ -365,6 +399,9 @@ func converseThinking(r *Request, o RequestOptions, out *converseOut, inf *conve
 		r.Drop("reasoning", r.EffortMember)
 		return
 	}
+	// Without a limit the model's maximum applies
+	// (docs/translation-facts.md#cloud-providers): the budget is the
+	// effort's.
 	if inf.MaxTokens != nil {
 		budget = min(budget, *inf.MaxTokens-1)
 	}

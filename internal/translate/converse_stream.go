@@ -9,8 +9,8 @@ import (
 
 // Converse streams (AWS Bedrock's ConverseStream) reach translation as SSE
 // events whose name is the Converse event type and whose data is its JSON
-// payload: the provider (handler/provider) unframes AWS's binary event
-// stream into them. The payload does not repeat its type, so the decoder
+// payload: the provider (providers/bedrock's events.go) unframes AWS's
+// binary event stream into them. The payload does not repeat its type, so the decoder
 // reads the event name. Events (docs/translation-facts.md#cloud-providers):
 //
 //	messageStart        {role}
@@ -27,7 +27,9 @@ import (
 // messageStop but whose metadata never came.
 
 // converseDecode reads one Converse event, ev whole (for its name) and
-// data its payload.
+// data its payload. The stream names no id and no model: the answer is
+// begun with the model the request was sent (RequestModel) and an id of
+// its own.
 func converseDecode(s *Stream, dst, ev, data []byte) []byte {
 	name := EventName(ev)
 	if bytes.HasSuffix(name, []byte("Exception")) {
@@ -61,7 +63,7 @@ func converseDecode(s *Stream, dst, ev, data []byte) []byte {
 	return dst // messageStart: begun above; unknown events are to be ignored
 }
 
-// scBlockStart reads contentBlockStart: a tool call opens with its id and
+// converseBlockStart reads contentBlockStart: a tool call opens with its id and
 // name; text and reasoning blocks open with their first piece.
 func converseBlockStart(s *Stream, dst, data []byte) []byte {
 	index, start := -1, -1
@@ -86,7 +88,7 @@ func converseBlockStart(s *Stream, dst, data []byte) []byte {
 	return s.Open(dst, BlockTool, index, id, name)
 }
 
-// scDelta reads contentBlockDelta. Redacted reasoning has no counterpart
+// converseDelta reads contentBlockDelta. Redacted reasoning has no counterpart
 // in a streamed answer of the other APIs (the Messages decoder drops
 // redacted_thinking blocks too).
 func converseDelta(s *Stream, dst, data []byte) []byte {
@@ -133,7 +135,7 @@ func converseDelta(s *Stream, dst, data []byte) []byte {
 	}
 }
 
-// scException reads an in-stream exception: the client's error event,
+// converseException reads an in-stream exception: the client's error event,
 // with the type and code its API uses for the same trouble.
 func converseException(s *Stream, dst, name, data []byte) []byte {
 	msg := jsonmember.FindRaw(data, 0, "message")

@@ -36,9 +36,10 @@ import (
 // and the type is the one the gateway's own errors use. Between Chat and
 // Responses an OpenAI-shaped body is kept as it is (its type, param and
 // code are already the family's). The message kept is at most about a
-// kilobyte: an HTML error page is cut to its title or text. A Google
-// error ({"error":{"code","message","status"}}, alone or in a one-element
-// array) takes its type from its status word (RESOURCE_EXHAUSTED: 429,
+// kilobyte: an HTML error page is cut to its title or text. An API's codec
+// may read its errors first (Codec.ReadError): a Gemini engine's error
+// ({"error":{"code","message","status"}}, alone or in a one-element array)
+// takes its type from its status word (RESOURCE_EXHAUSTED: 429,
 // UNAVAILABLE: 503…) rather than from the HTTP status. from == to
 // returns body unchanged.
 func ErrorBody(from, to api.API, status int, body []byte) []byte {

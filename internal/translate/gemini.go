@@ -22,7 +22,7 @@ func geminiMedia(c *MediaCheck, top int) {
 	}, "")
 }
 
-// geminiPart reads a Gemini part's fileData.fileUri (Google's JSON takes
+// geminiMediaPart reads a Gemini part's fileData.fileUri (Google's JSON takes
 // the proto's names too: file_data, file_uri).
 func geminiMediaPart(c *MediaCheck, p int, path string) {
 	c.Members(p, func(name []byte, val, _ int) {

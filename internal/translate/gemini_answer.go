@@ -22,8 +22,9 @@ import (
 //	 modelVersion, responseId}
 //
 // Function calls usually come without ids: each gets one made from the
-// answer's, carrying the part's thought signature (gmCallID), so that the
-// client's next request, whatever its API, gives the signature back.
+// answer's, carrying the part's thought signature (geminiAppendSig), so
+// that the client's next request, whatever its API, gives the signature
+// back (docs/translation-facts.md#t9).
 
 type geminiAnswer struct {
 	Candidates *[]struct {

@@ -12,7 +12,8 @@ import (
 // AI's alike): contents of role user or model, the system messages hoisted
 // into systemInstruction, tools as functionDeclarations, and the options
 // in generationConfig. The path names the model and whether it streams
-// (handler/provider), so the body has neither.
+// (the provider sets it: providers/gemini, providers/vertex), so the body
+// has neither.
 //
 // Thought signatures (docs/translation-facts.md#t9): a Gemini answer's function call part may
 // carry a thoughtSignature, which the next request must give back on that
@@ -79,6 +80,7 @@ func geminiSplitID(id string) (callID, sig string) {
 	return id[:i], string(b)
 }
 
+// geminiOut is the body written, in the camelCase names of Google's JSON.
 type geminiOut struct {
 	Contents          []geminiContent   `json:"contents"`
 	SystemInstruction *geminiContent    `json:"systemInstruction,omitempty"`
@@ -92,6 +94,8 @@ type geminiContent struct {
 	Parts []geminiPart `json:"parts"`
 }
 
+// geminiPart is one part. thoughtSignature sits on the part, beside
+// functionCall, not inside it (docs/translation-facts.md#t9).
 type geminiPart struct {
 	Text             *string         `json:"text,omitempty"`
 	InlineData       *geminiBlob     `json:"inlineData,omitempty"`
@@ -117,6 +121,9 @@ type geminiCall struct {
 	Args json.RawMessage `json:"args"`
 }
 
+// geminiResponse is a functionResponse: it names the function it answers,
+// which is how Gemini pairs it with its call, and holds the result under
+// output or error.
 type geminiResponse struct {
 	Name     string            `json:"name"`
 	Response map[string]string `json:"response"`
@@ -136,6 +143,9 @@ type geminiToolConfig struct {
 	FunctionCallingConfig geminiCallingConfig `json:"functionCallingConfig"`
 }
 
+// geminiCallingConfig is functionCallingConfig: mode AUTO, ANY or NONE, and
+// allowedFunctionNames, which narrows ANY to the one function a named
+// choice asks for.
 type geminiCallingConfig struct {
 	Mode                 string   `json:"mode"`
 	AllowedFunctionNames []string `json:"allowedFunctionNames,omitempty"`
@@ -151,11 +161,16 @@ type geminiGenConfig struct {
 	ThinkingConfig   *geminiThinking `json:"thinkingConfig,omitempty"`
 }
 
+// geminiThinking is thinkingConfig: includeThoughts asks for the thoughts'
+// summaries, thinkingBudget bounds them in tokens.
 type geminiThinking struct {
 	IncludeThoughts bool `json:"includeThoughts"`
 	ThinkingBudget  int  `json:"thinkingBudget"`
 }
 
+// geminiWriteRequest writes r as a generateContent request. Gemini has none
+// of the members Chat and Responses share: each that asks for something
+// is listed as dropped.
 func geminiWriteRequest(r *Request, _ RequestOptions) ([]byte, error) {
 	if r.N > 1 {
 		return nil, &Error{Member: "n", Reason: "the gateway reads one candidate of a Gemini answer"}

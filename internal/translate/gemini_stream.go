@@ -13,12 +13,15 @@ import (
 // the connection: there is no [DONE] (docs/translation-facts.md#cloud-providers). The answer is
 // whole once a finishReason was seen; End tells the client so.
 //
-// Text and thought parts are each one running block (the Chat decoder's
-// keys); each function call is a block of its own, keyed by its place
-// among the answer's calls (s.chatCalls counts them), opened, given its
-// arguments in one piece and closed at once.
+// Text and thought parts are each one running block (KeyText, KeyThinking,
+// as for a Chat engine); each function call is a block of its own, keyed
+// by its place among the answer's calls (NextCall counts them), opened,
+// given its arguments in one piece and closed at once.
 
 // geminiDecode reads one GenerateContentResponse chunk (or error payload).
+// responseId and modelVersion may come on every chunk, and Begin keeps the
+// first; a stream whose first chunk has no modelVersion begins with the
+// model the request was sent.
 func geminiDecode(s *Stream, dst, _, data []byte) []byte {
 	var id, model []byte
 	candidates, usage, feedback, errv := -1, -1, -1, -1
@@ -71,7 +74,10 @@ func geminiDecode(s *Stream, dst, _, data []byte) []byte {
 	return dst
 }
 
-// sgCandidate reads candidates[0]: its parts, then its finishReason.
+// geminiStreamCandidate reads candidates[0]: its parts, then its
+// finishReason, which closes every block. STOP after calls, even calls of
+// an earlier chunk, becomes StopTool at the finish step
+// (docs/translation-facts.md#t15).
 func geminiStreamCandidate(s *Stream, dst, data []byte, v int) []byte {
 	var finish []byte
 	content := -1
@@ -101,7 +107,7 @@ func geminiStreamCandidate(s *Stream, dst, data []byte, v int) []byte {
 	return dst
 }
 
-// sgPart reads one part: text, a thought (text with thought:true) or a
+// geminiStreamPart reads one part: text, a thought (text with thought:true) or a
 // function call; the rest (inline data, executable code) has no
 // counterpart in the clients' APIs.
 func geminiStreamPart(s *Stream, dst, data []byte, v int) []byte {
@@ -137,9 +143,9 @@ func geminiStreamPart(s *Stream, dst, data []byte, v int) []byte {
 	return s.Delta(dst, PieceText, KeyText, text)
 }
 
-// sgCall reads a whole function call: a tool block opens with its id (the
-// call's, or one made up, carrying the part's thought signature: see
-// gmCallID), takes its arguments in one piece and closes.
+// geminiStreamCall reads a whole function call: a tool block opens with its
+// id (the call's, or one made up, carrying the part's thought signature:
+// see geminiAppendSig), takes its arguments in one piece and closes.
 func geminiStreamCall(s *Stream, dst, data []byte, v int, sig []byte) []byte {
 	var id, name []byte
 	args := -1
@@ -189,7 +195,7 @@ func geminiStreamCall(s *Stream, dst, data []byte, v int, sig []byte) []byte {
 	return s.CloseKey(dst, key)
 }
 
-// sgError reads an error payload, Google's
+// geminiStreamError reads an error payload, Google's
 // {"error":{"code","message","status"}}: its status word becomes the type
 // and code the clients' SDKs know.
 func geminiStreamError(s *Stream, dst, data []byte, v int) []byte {

@@ -38,6 +38,8 @@ func field(top map[string]json.RawMessage, key string, dst any) (bool, error) {
 	return true, nil
 }
 
+// IsNull reports whether raw says nothing, absent, blank or null, which the
+// readers take as a member left out.
 func IsNull(raw json.RawMessage) bool {
 	return len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null"
 }
@@ -93,6 +95,7 @@ func unknownMembers(r *Request, top map[string]json.RawMessage, known map[string
 	}
 }
 
+// set is keys as a set: the members a reader knows.
 func set(keys []string) map[string]bool {
 	m := make(map[string]bool, len(keys))
 	for _, k := range keys {
@@ -113,6 +116,8 @@ func argsText(raw json.RawMessage) string {
 	return string(Compact(raw))
 }
 
+// nonNull is raw, or nil for null, so that a writer's omitempty leaves the
+// member out rather than write null where the API wants an object.
 func nonNull(raw json.RawMessage) json.RawMessage {
 	if IsNull(raw) {
 		return nil

@@ -110,7 +110,7 @@ func (c *MediaCheck) Each(v int, name string, fn func(item int, path string), pa
 }
 
 // Members calls fn for every member of the object at v with its name
-// folded (mdFold).
+// folded (fold).
 func (c *MediaCheck) Members(v int, fn func(name []byte, val, end int)) {
 	for it := jsonmember.Object(c.body, v); c.err == nil; {
 		key, val, end, ok := it.Next()

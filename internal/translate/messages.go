@@ -15,6 +15,9 @@ func init() {
 		ReadAnswer:   messagesReadAnswer,
 		WriteAnswer:  messagesWriteAnswer,
 		Decode:       func(s *Stream, dst, _, data []byte) []byte { return s.decodeMessages(dst, data) },
+		// A Messages client hears of the answer with its first block (no
+		// announce: message_start), hears each block close, and takes
+		// tool ids of ^[a-zA-Z0-9_-]+$ only (docs/translation-facts.md#t3).
 		client: &client{
 			open: (*Stream).messagesOpen, delta: (*Stream).messagesDelta, close: (*Stream).messagesClose,
 			finish: (*Stream).messagesFinish, fail: (*Stream).messagesFail,
@@ -34,6 +37,9 @@ func messagesMedia(c *MediaCheck, top int) {
 	}, "")
 }
 
+// messagesMediaBlock reads one block's references: its source, a
+// container_upload's file_id, and a tool_result's own blocks, which may
+// name images too.
 func messagesMediaBlock(c *MediaCheck, b int, path string) {
 	c.Members(b, func(name []byte, val, end int) {
 		switch string(name) {
@@ -54,7 +60,7 @@ func messagesMediaBlock(c *MediaCheck, b int, path string) {
 	})
 }
 
-// msgSource reads a Messages block's source. Every url and file_id member
+// messagesMediaSource reads a Messages block's source. Every url and file_id member
 // is read whatever the source's type says, so that a type engines read
 // another way than the gateway (or a type yet to come) hides nothing.
 func messagesMediaSource(c *MediaCheck, v int, path string) {

@@ -8,9 +8,16 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/api"
 )
 
-// A Messages answer: read into an Answer, and written from one.
+// A Messages answer: read into an Answer when a Messages engine answers a
+// Chat or Responses client, and written from one when any other engine
+// answers a Messages client, such as Claude Code
+// (docs/translation-facts.md#non-streamed-answers).
 
-// messagesAnswerIn is a Messages answer, the members read.
+// messagesAnswerIn is a Messages answer, the members read. Content is a
+// pointer so that a body without it, or Anthropic's error shape
+// ({"type":"error",…}) sent with a 200, is told apart from an answer and
+// reported with the engine's message (NoAnswer). stop_details may explain
+// a refusal, which Chat and Responses can show as its text.
 type messagesAnswerIn struct {
 	ID         string                   `json:"id"`
 	Type       string                   `json:"type"`
@@ -27,6 +34,8 @@ type messagesAnswerIn struct {
 	Error json.RawMessage `json:"error"`
 }
 
+// messagesAnswerBlockIn is one content block, with the members of the types
+// read: text, tool_use, thinking and redacted_thinking.
 type messagesAnswerBlockIn struct {
 	Type      string          `json:"type"`
 	Text      string          `json:"text"`
@@ -38,6 +47,7 @@ type messagesAnswerBlockIn struct {
 	Data      string          `json:"data"`
 }
 
+// messagesReadAnswer reads a Messages answer's blocks in their order.
 func messagesReadAnswer(body []byte, _ AnswerOptions) (Answer, error) {
 	var m messagesAnswerIn
 	if err := json.Unmarshal(body, &m); err != nil {
@@ -53,6 +63,9 @@ func messagesReadAnswer(body []byte, _ AnswerOptions) (Answer, error) {
 	if m.StopSequence != nil {
 		a.StopSequence = *m.StopSequence
 	}
+	// input_tokens leaves the cache's reads and writes out; api.Messages
+	// adds them back, so Input counts every prompt token as Chat's does
+	// (docs/translation-facts.md#t11).
 	a.Usage, _ = api.Messages.UsageOf(m.Usage)
 	// A refusal's text is what the model said instead of answering: Chat
 	// and Responses have a place for exactly that.
@@ -67,6 +80,9 @@ func messagesReadAnswer(body []byte, _ AnswerOptions) (Answer, error) {
 				a.Blocks = append(a.Blocks, Block{Kind: textKind, Text: b.Text})
 			}
 		case "tool_use":
+			// input is an object; the other APIs carry arguments as a JSON
+			// text, compacted as OpenAI writes them. A missing input is no
+			// arguments ("").
 			var args bytes.Buffer
 			if len(b.Input) > 0 && string(b.Input) != "null" {
 				if err := json.Compact(&args, b.Input); err != nil {
@@ -75,6 +91,8 @@ func messagesReadAnswer(body []byte, _ AnswerOptions) (Answer, error) {
 			}
 			a.Blocks = append(a.Blocks, Block{Kind: BlockTool, ID: b.ID, Name: b.Name, Args: args.String()})
 		case "thinking":
+			// The signature goes along: a Responses client keeps it in
+			// encrypted_content, a Messages one in its block.
 			a.Blocks = append(a.Blocks, Block{Kind: BlockThinking, Text: b.Thinking, Sig: b.Signature})
 		case "redacted_thinking":
 			a.Blocks = append(a.Blocks, Block{Kind: BlockRedacted, Sig: b.Data})
@@ -88,6 +106,9 @@ func messagesReadAnswer(body []byte, _ AnswerOptions) (Answer, error) {
 	return a, nil
 }
 
+// messagesAnswerOut is the answer a Messages client is given, with every
+// member Anthropic's SDKs read as required present: stop_sequence,
+// stop_details and container null where there is nothing to say.
 type messagesAnswerOut struct {
 	ID           string                   `json:"id"`
 	Type         string                   `json:"type"`
@@ -101,6 +122,8 @@ type messagesAnswerOut struct {
 	Usage        json.RawMessage          `json:"usage"`
 }
 
+// messagesRefusalDetails is stop_details beside a refusal; the gateway knows
+// no category or explanation, which are null.
 type messagesRefusalDetails struct {
 	Type        string  `json:"type"`
 	Category    *string `json:"category"`
@@ -121,6 +144,10 @@ type messagesAnswerBlockOut struct {
 	Data      *string         `json:"data,omitempty"`
 }
 
+// messagesWriteAnswer writes a for a Messages client: msg_ and the answer's
+// base as its id, tool_use ids sanitized (answerToolID) and inputs made
+// objects (objectArgs), and usage with input_tokens less the cache's, as
+// Anthropic reports it (api.Messages).
 func messagesWriteAnswer(a *Answer, _ AnswerOptions) ([]byte, error) {
 	out := messagesAnswerOut{
 		ID:      "msg_" + a.Base,
@@ -168,6 +195,8 @@ func messagesWriteAnswer(a *Answer, _ AnswerOptions) ([]byte, error) {
 		}
 	}
 	out.StopReason = stop.Messages()
+	// The stop string, when the engine named the one it matched: Chat and
+	// Responses have no member for it (docs/translation-facts.md#t12).
 	if stop == StopSequence && a.StopSequence != "" {
 		out.StopSequence = &a.StopSequence
 	}

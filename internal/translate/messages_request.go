@@ -6,13 +6,23 @@ import (
 	"strings"
 )
 
-// Reading an Anthropic Messages request.
+// Reading an Anthropic Messages request, for an engine that speaks another
+// API (Claude Code in front of a Chat-only engine): system at the top,
+// messages of role user and assistant whose content is a string or
+// blocks, tool results as blocks of the user message after their calls,
+// and max_tokens always (docs/translation-facts.md#requests).
 
+// messagesIn is one of messages[]: its role, and its content, read by
+// messagesReadContent.
 type messagesIn struct {
 	Role    string          `json:"role"`
 	Content json.RawMessage `json:"content"`
 }
 
+// messagesBlockIn is one content block, with the members of every type it
+// may be: text; image (source base64 or url); tool_use (input an object);
+// tool_result (content a string or blocks, is_error); thinking (with its
+// signature) and redacted_thinking (data).
 type messagesBlockIn struct {
 	Type   string `json:"type"`
 	Text   string `json:"text"`
@@ -33,6 +43,8 @@ type messagesBlockIn struct {
 	Data      string          `json:"data"`
 }
 
+// messagesToolIn is one of tools[]: a client's own tool has no type, or
+// custom; any other type is one of Anthropic's server tools.
 type messagesToolIn struct {
 	Type        string          `json:"type"`
 	Name        string          `json:"name"`
@@ -41,6 +53,9 @@ type messagesToolIn struct {
 	Strict      *bool           `json:"strict"`
 }
 
+// messagesFormatIn is output_config.format (output_format before it): a
+// json_schema and its schema, the one kind of structured output Messages
+// has.
 type messagesFormatIn struct {
 	Type   string          `json:"type"`
 	Schema json.RawMessage `json:"schema"`
@@ -51,10 +66,14 @@ type messagesFormatIn struct {
 // OpenAI's side, so it is dropped silently wherever it sits.
 var messagesOnly = []string{"top_k", "context_management", "container", "mcp_servers"}
 
+// messagesKnown are the members the Messages reader reads (or drops on
+// purpose); any other is listed as dropped (unknownMembers).
 var messagesKnown = set(append([]string{"model", "messages", "system", "max_tokens", "temperature",
 	"top_p", "stop_sequences", "stream", "metadata", "tools", "tool_choice", "thinking",
 	"output_config", "output_format", "service_tier"}, messagesOnly...))
 
+// messagesReadRequest reads a Messages request's members into r: system
+// first, as the instructions it is, then the messages in their order.
 func messagesReadRequest(r *Request, top map[string]json.RawMessage) error {
 	r.Model = top["model"]
 	if raw := top["system"]; !IsNull(raw) {
@@ -102,8 +121,10 @@ func messagesReadRequest(r *Request, top map[string]json.RawMessage) error {
 	return nil
 }
 
-// messagesReadContent reads a string or an array of content blocks; nested is
-// false for system, whose blocks are text only.
+// messagesReadContent reads a string or an array of content blocks. nested
+// is true when member names a message, whose blocks are at
+// member.content[j], and false when it names the blocks' array itself
+// (system, a tool_result's content), for the paths a drop names.
 func messagesReadContent(r *Request, member string, raw json.RawMessage, nested bool) ([]Part, error) {
 	if IsNull(raw) {
 		return nil, nil
@@ -123,6 +144,8 @@ func messagesReadContent(r *Request, member string, raw json.RawMessage, nested 
 		}
 		switch b.Type {
 		case "text":
+			// An empty text is kept here: the writers that would be
+			// refused for it leave it out (docs/translation-facts.md#t1).
 			parts = append(parts, Part{Kind: PartText, Text: b.Text})
 		case "image":
 			if p, ok := messagesImage(b); ok {
@@ -140,6 +163,9 @@ func messagesReadContent(r *Request, member string, raw json.RawMessage, nested 
 			}
 			parts = append(parts, p)
 		case "thinking":
+			// Kept with its signature, which only a Claude engine checks
+			// (a Messages or Converse writer replays it); the OpenAI
+			// writers drop it (docs/translation-facts.md#t8).
 			parts = append(parts, Part{Kind: PartThinking, Text: b.Thinking, Signature: b.Signature, Member: bm})
 		case "redacted_thinking":
 			parts = append(parts, Part{Kind: PartRedacted, Text: b.Data, Member: bm})
@@ -153,7 +179,8 @@ func messagesReadContent(r *Request, member string, raw json.RawMessage, nested 
 }
 
 // messagesImage reads an image block's source as a URL: base64 data as a data:
-// URI, which is what Chat and Responses carry inline images as.
+// URI, which is what Chat and Responses carry inline images as. A file
+// source (Anthropic's Files API) names a file no other engine can read.
 func messagesImage(b messagesBlockIn) (Part, bool) {
 	if b.Source == nil {
 		return Part{}, false
@@ -167,6 +194,10 @@ func messagesImage(b messagesBlockIn) (Part, bool) {
 	return Part{}, false
 }
 
+// messagesReadTools reads tools and tool_choice. tool_choice's any is
+// required and tool a named choice; disable_parallel_tool_use is
+// parallel_tool_calls inverted (docs/translation-facts.md#requests). An
+// unknown tool_choice type is a 400, as Anthropic answers one.
 func messagesReadTools(r *Request, top map[string]json.RawMessage) error {
 	var tools []json.RawMessage
 	if _, err := field(top, "tools", &tools); err != nil {
@@ -215,6 +246,11 @@ func messagesReadTools(r *Request, top map[string]json.RawMessage) error {
 	return nil
 }
 
+// messagesReadOptions reads the sampling and output options. Reasoning is
+// read as an OpenAI effort, the one word every other writer has: adaptive
+// thinking's output_config.effort as it is, a thinking budget by
+// budgetEffort, so that an effort written as a budget and read back is
+// the same effort.
 func messagesReadOptions(r *Request, top map[string]json.RawMessage) error {
 	var maxTokens int
 	if ok, err := field(top, "max_tokens", &maxTokens); err != nil {
@@ -279,6 +315,8 @@ func messagesReadOptions(r *Request, top map[string]json.RawMessage) error {
 	if f != nil && f.Type == "json_schema" {
 		r.Format = &Format{Kind: "json_schema", Schema: nonNull(f.Schema), Member: member}
 	}
+	// auto is Anthropic's default, which every engine does; standard_only
+	// asks for what the OpenAI APIs' tiers do not say.
 	var tier string
 	if _, err := field(top, "service_tier", &tier); err != nil {
 		return err
@@ -288,8 +326,16 @@ func messagesReadOptions(r *Request, top map[string]json.RawMessage) error {
 	return nil
 }
 
-// Writing an Anthropic Messages request.
+// Writing an Anthropic Messages request, for a Chat or Responses client of
+// an engine that speaks Messages only. Messages is the strictest of the
+// three, and each of its rules here answers a request another API's client
+// would send and Anthropic would refuse: max_tokens always, the system at
+// the top, turns that alternate, a turn's tool results first and together,
+// tool ids of ^[a-zA-Z0-9_-]+$, no blank text block, thinking only with its
+// signature (docs/translation-facts.md#known-traps-from-translators-trackers).
 
+// messagesOut is the request written. max_tokens has no omitempty:
+// Messages requires it (docs/translation-facts.md#t14).
 type messagesOut struct {
 	Model         json.RawMessage      `json:"model,omitempty"`
 	MaxTokens     int                  `json:"max_tokens"`
@@ -306,11 +352,15 @@ type messagesOut struct {
 	OutputConfig  *messagesOutputOut   `json:"output_config,omitempty"`
 }
 
+// messagesMsgOut is one message; its content is always an array of blocks.
 type messagesMsgOut struct {
 	Role    string             `json:"role"`
 	Content []messagesBlockOut `json:"content"`
 }
 
+// messagesBlockOut is one content block of any type. Text, thinking and
+// signature are pointers so that each type writes its own members, an
+// empty one included (a signature-only thinking block, docs/translation-facts.md#t8).
 type messagesBlockOut struct {
 	Type      string             `json:"type"`
 	Text      *string            `json:"text,omitempty"`
@@ -326,6 +376,8 @@ type messagesBlockOut struct {
 	Data      string             `json:"data,omitempty"`
 }
 
+// messagesSourceOut is an image's source: base64 with its media type, or a
+// url, which Anthropic fetches itself (docs/translation-facts.md#t13).
 type messagesSourceOut struct {
 	Type      string `json:"type"`
 	MediaType string `json:"media_type,omitempty"`
@@ -333,31 +385,43 @@ type messagesSourceOut struct {
 	URL       string `json:"url,omitempty"`
 }
 
+// messagesToolOut is one of tools[]; input_schema is required, so a tool
+// without parameters gets EmptySchema.
 type messagesToolOut struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description,omitempty"`
 	InputSchema json.RawMessage `json:"input_schema"`
 }
 
+// messagesChoiceOut is tool_choice, which also carries Chat's
+// parallel_tool_calls: false as disable_parallel_tool_use.
 type messagesChoiceOut struct {
 	Type                   string `json:"type"`
 	Name                   string `json:"name,omitempty"`
 	DisableParallelToolUse bool   `json:"disable_parallel_tool_use,omitempty"`
 }
 
+// messagesMetadataOut is metadata, whose one member is user_id.
 type messagesMetadataOut struct {
 	UserID string `json:"user_id"`
 }
 
+// messagesThinkingOut is thinking: {type: enabled, budget_tokens}.
 type messagesThinkingOut struct {
 	Type         string `json:"type"`
 	BudgetTokens int    `json:"budget_tokens"`
 }
 
+// messagesOutputOut is output_config, written for its format.
 type messagesOutputOut struct {
 	Format *messagesFormatIn `json:"format,omitempty"`
 }
 
+// messagesWriteRequest writes r as a Messages request. n > 1 is a 400, not
+// a drop: the client would wait for choices one answer cannot give. The
+// limit is the client's, else RequestOptions.MaxTokens, else
+// DefaultMaxTokens, since Messages requires one and a small one cuts
+// answers short (docs/translation-facts.md#t14).
 func messagesWriteRequest(r *Request, o RequestOptions) ([]byte, error) {
 	if r.N > 1 {
 		return nil, &Error{Member: "n", Reason: "Messages answers one choice"}
@@ -381,8 +445,10 @@ func messagesWriteRequest(r *Request, o RequestOptions) ([]byte, error) {
 		out.Messages = messagesAppend(r, out.Messages, m)
 	}
 	if len(system) > 0 {
-		// One block: empty ones are refused (T1), and the instructions of a
-		// Chat transcript, wherever they were, are read first by Claude.
+		// One block: empty ones are refused (docs/translation-facts.md#t1),
+		// and the instructions of a Chat transcript, wherever they were,
+		// are read first by Claude, as Anthropic's own OpenAI layer hoists
+		// them.
 		text := strings.Join(system, "\n\n")
 		out.System = []messagesBlockOut{{Type: "text", Text: &text}}
 	}
@@ -394,7 +460,8 @@ func messagesWriteRequest(r *Request, o RequestOptions) ([]byte, error) {
 	}
 	for i, s := range r.StopSequences {
 		if strings.TrimSpace(s) == "" {
-			// Messages refuses white-space-only stop sequences (T12).
+			// Messages refuses white-space-only stop sequences
+			// (docs/translation-facts.md#t12).
 			r.drops.add("stop", "stop["+strconv.Itoa(i)+"]")
 			continue
 		}
@@ -413,6 +480,10 @@ func messagesWriteRequest(r *Request, o RequestOptions) ([]byte, error) {
 			r.drops.add("response_format", f.Member)
 		}
 	}
+	// Of the members Chat and Responses share, these ask for something
+	// Messages cannot do: listed. prompt_cache_key and safety_identifier
+	// change nothing in the answer, and go without a word; a service_tier
+	// of auto or default asks for nothing.
 	for _, k := range []string{"top_logprobs", "verbosity", "service_tier"} {
 		raw, ok := r.OpenAI[k]
 		if !ok || k == "service_tier" && (string(raw) == `"auto"` || string(raw) == `"default"`) {
@@ -425,7 +496,9 @@ func messagesWriteRequest(r *Request, o RequestOptions) ([]byte, error) {
 
 // messagesAppend appends m's blocks, to the message before when it has the
 // same role: Messages wants one message per turn, with all tool results of
-// a turn in one user message, ahead of any text (T4).
+// a turn in one user message, ahead of any text
+// (docs/translation-facts.md#t4). A message whose every part was dropped
+// adds nothing, rather than an empty message Messages would refuse.
 func messagesAppend(r *Request, out []messagesMsgOut, m Message) []messagesMsgOut {
 	role := "user"
 	if m.Role == RoleAssistant {
@@ -450,6 +523,11 @@ func messagesAppend(r *Request, out []messagesMsgOut, m Message) []messagesMsgOu
 	return append(out, messagesMsgOut{Role: role, Content: blocks})
 }
 
+// resultsFirst puts a user message's tool_result blocks ahead of its other
+// blocks, each group in its order: a Chat transcript may hold the user's
+// words between two tool messages, and Messages refuses a tool_use whose
+// result does not come first in the next message
+// (docs/translation-facts.md#t4).
 func resultsFirst(blocks []messagesBlockOut) []messagesBlockOut {
 	sorted := make([]messagesBlockOut, 0, len(blocks))
 	for _, b := range blocks {
@@ -466,16 +544,21 @@ func resultsFirst(blocks []messagesBlockOut) []messagesBlockOut {
 }
 
 // messagesBlock is p as a content block; ok is false for a part Messages
-// cannot carry or that would be refused (an empty text, T1).
+// cannot carry or that would be refused (an empty text,
+// docs/translation-facts.md#t1).
 func messagesBlock(r *Request, p Part) (messagesBlockOut, bool) {
 	switch p.Kind {
 	case PartText:
 		if strings.TrimSpace(p.Text) == "" {
-			// "text content blocks must contain non-whitespace text" (T1)
+			// "text content blocks must contain non-whitespace text"
+			// (docs/translation-facts.md#t1)
 			return messagesBlockOut{}, false
 		}
 		return messagesBlockOut{Type: "text", Text: &p.Text}, true
 	case PartImage:
+		// A data: URI goes as base64, an http(s) URL as a url source that
+		// Anthropic fetches: no bytes through the gateway, and no 5 MB
+		// base64 limit met sooner (docs/translation-facts.md#t13).
 		if mt, data, ok := SplitDataURI(p.URL); ok {
 			return messagesBlockOut{Type: "image", Source: &messagesSourceOut{Type: "base64", MediaType: mt, Data: data}}, true
 		}
@@ -490,6 +573,8 @@ func messagesBlock(r *Request, p Part) (messagesBlockOut, bool) {
 			// the turn is kept, with arguments Messages accepts.
 			r.drops.add("arguments", p.Member+" (arguments not a JSON object)")
 		}
+		// ToolID sanitizes the id as it does the result's, so the pair
+		// still matches (docs/translation-facts.md#t3).
 		return messagesBlockOut{Type: "tool_use", ID: ToolID(p.ID), Name: p.Name, Input: input}, true
 	case PartResult:
 		b := messagesBlockOut{Type: "tool_result", ToolUseID: ToolID(p.ID), IsError: p.IsError}
@@ -499,6 +584,8 @@ func messagesBlock(r *Request, p Part) (messagesBlockOut, bool) {
 				content = append(content, cb)
 			}
 		}
+		// One text is written as a string, the shorter form Messages
+		// takes; images make it an array of blocks.
 		if len(content) == 1 && content[0].Type == "text" {
 			b.Content = *content[0].Text
 		} else if len(content) > 0 {
@@ -556,6 +643,10 @@ func messagesTools(r *Request, out *messagesOut) {
 	case ChoiceNamed:
 		out.ToolChoice = &messagesChoiceOut{Type: "tool", Name: r.ChoiceName}
 	}
+	// disable_parallel_tool_use sits in tool_choice, so parallel_tool_calls:
+	// false alone is written with auto; with none no tool is called and
+	// there is nothing to say (LiteLLM does both the same,
+	// docs/translation-facts.md#requests).
 	if r.Parallel != nil && !*r.Parallel && choice != ChoiceNone {
 		if out.ToolChoice == nil {
 			out.ToolChoice = &messagesChoiceOut{Type: "auto"}
@@ -568,7 +659,9 @@ func messagesTools(r *Request, out *messagesOut) {
 // budget below max_tokens (Messages' rule), or drops it when Messages would
 // refuse the request with it: a budget below the minimum, a forced tool
 // choice, or a tool loop whose last assistant turn has no thinking block
-// to start with (T8), which another API's transcript never has.
+// to start with (docs/translation-facts.md#t8), which another API's
+// transcript never has. An effort of none asks for no thinking, which is
+// what a request without it gets: nothing to drop.
 func messagesThinking(r *Request, out *messagesOut) {
 	budget := EffortBudget(r.Effort)
 	if budget == 0 {
@@ -635,6 +728,8 @@ func messagesUser(r *Request, out *messagesOut) {
 	out.Metadata = &messagesMetadataOut{UserID: u}
 }
 
+// phoneLike says whether s is a phone number: digits and a phone's
+// punctuation only, seven digits or more.
 func phoneLike(s string) bool {
 	digits := 0
 	for i := 0; i < len(s); i++ {

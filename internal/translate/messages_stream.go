@@ -14,7 +14,13 @@ import (
 // message_stop; ping and error anywhere; unknown types are to be ignored
 // (docs/translation-facts.md#streams).
 
-// decodeMessages reads one Messages event.
+// decodeMessages reads one Messages event by the type in its data (the
+// event: line says the same). A block is keyed by its index; Anthropic
+// opens one block at a time, but nothing here relies on it. The answer is
+// finished by message_stop, not message_delta, so that a client's last
+// events carry the usage message_delta brought. ping keeps the client's
+// connection alive; an event type yet to come is ignored, as Anthropic
+// asks (docs/translation-facts.md#streams).
 func (s *Stream) decodeMessages(dst, data []byte) []byte {
 	var typ []byte
 	index, block, delta, message, usage, errv := -1, -1, -1, -1, -1, -1
@@ -64,12 +70,16 @@ func (s *Stream) decodeMessages(dst, data []byte) []byte {
 	case "ping":
 		return append(dst, ": ping\n\n"...) // keeps the client's proxies from timing out
 	case "error":
+		// Anthropic's overloaded_error arrives this way after a 200
+		// (docs/translation-facts.md#streams).
 		typ, msg := jsonmember.FindRaw(data, errv, "type"), jsonmember.FindRaw(data, errv, "message")
 		return s.Fail(dst, typ, nil, msg)
 	}
 	return dst
 }
 
+// messagesStart reads message_start: the answer's id and model, and the
+// prompt's usage, which Messages says here (its output in message_delta).
 func (s *Stream) messagesStart(dst, data []byte, message int) []byte {
 	var id, model []byte
 	for it := jsonmember.Object(data, message); ; {
@@ -124,7 +134,10 @@ func (s *Stream) messagesBlock(dst, data []byte, index, block int) []byte {
 	return dst
 }
 
-// messagesPiece reads content_block_delta.
+// messagesPiece reads content_block_delta: a piece of text, of a tool's
+// arguments (partial_json, a fragment of the input object's JSON), of
+// thinking, or the thinking's signature, which comes whole before the
+// block stops.
 func (s *Stream) messagesPiece(dst, data []byte, index, delta int) []byte {
 	var typ, text []byte
 	for it := jsonmember.Object(data, delta); ; {
@@ -155,8 +168,15 @@ func (s *Stream) messagesPiece(dst, data []byte, index, delta int) []byte {
 // A Messages client hears message_start with the first block, not with
 // the upstream's first event: the input count a Chat or Responses engine
 // gives only at the end is not known either way, and an engine that fails
-// before its first token then answers with an error event alone.
+// before its first token then answers with an error event alone. Then
+// each block: content_block_start with its index (blocks counted from 0,
+// whatever their kind), its deltas, content_block_stop; and message_delta
+// (stop reason, usage) and message_stop (docs/translation-facts.md#streams).
 
+// messagesAnnounce writes message_start, once: empty content, no stop yet,
+// and the usage known so far with no output. From a Chat or Responses
+// engine that is 0 tokens, and message_delta says them all
+// (docs/translation-facts.md#t10).
 func (s *Stream) messagesAnnounce(dst []byte) []byte {
 	if s.announced {
 		return dst
@@ -173,6 +193,8 @@ func (s *Stream) messagesAnnounce(dst []byte) []byte {
 	return append(dst, "}}\n\n"...)
 }
 
+// messagesEvent starts an event of typ about block index: its event: line,
+// and the data's type and index, up to the member that follows.
 func (s *Stream) messagesEvent(dst []byte, typ string, index int) []byte {
 	dst = append(dst, "event: "...)
 	dst = append(dst, typ...)
@@ -182,6 +204,10 @@ func (s *Stream) messagesEvent(dst []byte, typ string, index int) []byte {
 	return strconv.AppendInt(dst, int64(index), 10)
 }
 
+// messagesOpen writes content_block_start with the block's content as
+// Anthropic starts it: a tool_use with input {} (its arguments follow as
+// input_json_delta), a thinking with empty thinking and signature, a text
+// with empty text.
 func (s *Stream) messagesOpen(dst []byte, b *streamBlock) []byte {
 	dst = s.messagesAnnounce(dst)
 	dst = s.messagesEvent(dst, "content_block_start", b.idx)
@@ -200,6 +226,8 @@ func (s *Stream) messagesOpen(dst []byte, b *streamBlock) []byte {
 	return append(dst, "}}\n\n"...)
 }
 
+// messagesDelta writes one content_block_delta, of the delta type for its
+// piece.
 func (s *Stream) messagesDelta(dst []byte, b *streamBlock, p Piece, text []byte) []byte {
 	dst = s.messagesEvent(dst, "content_block_delta", b.idx)
 	switch p {
@@ -221,6 +249,11 @@ func (s *Stream) messagesClose(dst []byte, b *streamBlock) []byte {
 	return append(dst, "}\n\n"...)
 }
 
+// messagesFinish writes message_delta, with the stop reason, the stop
+// sequence when the engine named the one it matched
+// (docs/translation-facts.md#t12) and the whole usage (message_delta's
+// counts are cumulative), then message_stop, which ends a Messages stream.
+// message_start comes first if no block did.
 func (s *Stream) messagesFinish(dst []byte) []byte {
 	dst = s.messagesAnnounce(dst)
 	dst = append(dst, "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\""...)
@@ -237,6 +270,10 @@ func (s *Stream) messagesFinish(dst []byte) []byte {
 	return append(dst, "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"...)
 }
 
+// messagesFail writes event: error with Anthropic's error body
+// (api.AnthropicErrors), its type the Messages type closest to what the
+// engine said (messagesErrorType): a client tells an overload or a rate
+// limit from a failure by it.
 func (s *Stream) messagesFail(dst, typ, code, msg []byte) []byte {
 	dst = append(dst, "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\""...)
 	dst = append(dst, messagesErrorType(typ, code)...)

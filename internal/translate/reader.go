@@ -27,7 +27,8 @@ type Reader struct {
 }
 
 // NewReader reads body, an event stream in s's upstream API, as the events
-// s translates it into. Close releases the body and s's buffers.
+// s translates it into. Close closes the body and gives the event reader's
+// buffer back; s stays the caller's (the gateway makes one per answer).
 func NewReader(body io.ReadCloser, s *Stream) *Reader {
 	return &Reader{body: body, events: sse.NewReader(body), s: s}
 }

@@ -107,7 +107,7 @@ type Request struct {
 	Stream   bool
 	N        int // Chat's choices per request (0: not said)
 
-	// openai holds members Chat and Responses share under the same meaning
+	// OpenAI holds members Chat and Responses share under the same meaning
 	// (prompt_cache_key, safety_identifier, service_tier, top_logprobs…),
 	// carried between them and dropped toward Messages.
 	OpenAI map[string]json.RawMessage
@@ -127,6 +127,8 @@ type Request struct {
 	drops drops
 }
 
+// Choice is tool_choice in OpenAI's words; each writer spells it in its
+// own (docs/translation-facts.md#requests).
 type Choice string
 
 const (
@@ -137,7 +139,9 @@ const (
 )
 
 // Role is a message's author. RoleSystem messages stay where the client
-// put them for Chat and Responses; Messages hoists them all into system.
+// put them for Chat (and for Responses, but those that lead, which become
+// its instructions); Messages, Converse and Gemini hoist them all into
+// their system member.
 type Role uint8
 
 const (
@@ -146,12 +150,14 @@ const (
 	RoleSystem
 )
 
+// Message is one turn: its parts in the order the client gave them.
 type Message struct {
 	Role   Role
 	Parts  []Part
 	Member string // the client's path, e.g. "messages[3]"
 }
 
+// PartKind is what a part of a message is.
 type PartKind uint8
 
 const (
@@ -163,6 +169,8 @@ const (
 	PartRedacted          // Messages' redacted_thinking: text holds its data
 )
 
+// Part is one part of a message: the members of every kind, each used by
+// the kinds its comment names.
 type Part struct {
 	Kind      PartKind
 	Text      string
@@ -177,6 +185,9 @@ type Part struct {
 	Member    string // the client's path, for a drop
 }
 
+// Tool is a function the model may call: every API's tools become these,
+// and what is not a function (hosted and server tools) is dropped by the
+// readers.
 type Tool struct {
 	Name        string
 	Description string
@@ -195,9 +206,10 @@ type Format struct {
 	Member      string
 }
 
-// add appends m, merging tool results into the message before when it holds
-// nothing but tool results: Chat writes one message per result and
-// Responses one item, Messages wants all results of a turn in one message.
+// addResult appends a tool result, merging it into the message before when
+// that holds nothing but tool results: Chat writes one message per result
+// and Responses one item, Messages wants all results of a turn in one
+// message (docs/translation-facts.md#t4).
 func (r *Request) addResult(p Part, member string) {
 	if n := len(r.Messages); n > 0 {
 		last := &r.Messages[n-1]
@@ -220,6 +232,7 @@ func (r *Request) addCall(p Part, member string) {
 	r.Messages = append(r.Messages, Message{Role: RoleAssistant, Parts: []Part{p}, Member: member})
 }
 
+// onlyResults says whether parts are tool results and nothing else.
 func onlyResults(parts []Part) bool {
 	for _, p := range parts {
 		if p.Kind != PartResult {
@@ -305,6 +318,7 @@ func SanitizeID(id string) string {
 	return string(b)
 }
 
+// IDByte reports whether c may stand in a Messages tool id.
 func IDByte(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
 }
@@ -398,7 +412,8 @@ func budgetEffort(budget int) string {
 // RequestOptions are what the gateway knows that a request does not say.
 type RequestOptions struct {
 	// MaxTokens is max_tokens of a request translated to Messages (which
-	// requires it) that sets no limit; 0 means DefaultMaxTokens.
+	// requires it) that sets no limit; 0 means DefaultMaxTokens, which is
+	// what the gateway's requests get (it sets none).
 	MaxTokens int
 	// Model is the model the engine is sent: the body's model (an API
 	// whose body does not name it, Converse, has it in its path), and

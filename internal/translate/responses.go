@@ -10,12 +10,16 @@ func init() {
 		ReadAnswer:   responsesReadAnswer,
 		WriteAnswer:  responsesWriteAnswer,
 		Decode:       func(s *Stream, dst, _, data []byte) []byte { return s.decodeResponses(dst, data) },
+		// A Responses client hears of the answer with its first block
+		// (response.created goes with it), and its closing events repeat
+		// each block whole, so its Stream keeps them (keepsBlocks).
 		client: &client{
 			open: (*Stream).respOpen, delta: (*Stream).respDelta, close: (*Stream).respClose,
 			finish: (*Stream).respFinish, fail: (*Stream).respFail,
 			toolPrefix: "call_", keepsBlocks: true,
 		},
 		Media: responsesMedia,
+		// Chat's verbosity is text.verbosity here, so a drop names it so.
 		Paths: map[string]string{"verbosity": "text.verbosity"},
 	})
 }
@@ -29,6 +33,8 @@ func responsesMedia(c *MediaCheck, top int) {
 	}, "")
 }
 
+// responsesMediaPart reads one part's references: an image or a file by
+// URL, or by a file id of OpenAI's Files API.
 func responsesMediaPart(c *MediaCheck, p int, path string) {
 	c.Members(p, func(name []byte, val, end int) {
 		switch string(name) {

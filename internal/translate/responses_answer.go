@@ -10,9 +10,14 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/api"
 )
 
-// A Responses answer: read into an Answer, and written from one.
+// A Responses answer: read into an Answer when a Responses engine answers
+// a Chat or Messages client, and written from one when any other engine
+// answers a Responses client (docs/translation-facts.md#non-streamed-answers).
 
-// responsesAnswerIn is a Responses answer, the members read.
+// responsesAnswerIn is a Responses answer, the members read. Output is a
+// pointer so that a body without it is told apart from an answer and
+// reported with the engine's message (NoAnswer); status says how the
+// answer ended, and incomplete_details why it is incomplete.
 type responsesAnswerIn struct {
 	ID         string      `json:"id"`
 	CreatedAt  json.Number `json:"created_at"`
@@ -26,6 +31,10 @@ type responsesAnswerIn struct {
 	Error  json.RawMessage          `json:"error"`
 }
 
+// responsesAnswerItemIn is one output item, with the members of the types
+// read: message (content parts), function_call and custom_tool_call
+// (call_id, name, arguments or input), reasoning (summary, content,
+// encrypted_content).
 type responsesAnswerItemIn struct {
 	Type    string `json:"type"`
 	ID      string `json:"id"`
@@ -44,6 +53,10 @@ type responsesAnswerItemIn struct {
 	EncryptedContent *string `json:"encrypted_content"`
 }
 
+// responsesReadAnswer reads a Responses answer's output items in their
+// order. A call's id is its call_id, which the client's next turn answers
+// with; the item's own id (fc_…) only stands in for a missing one
+// (docs/translation-facts.md#t6).
 func responsesReadAnswer(body []byte, _ AnswerOptions) (Answer, error) {
 	var r responsesAnswerIn
 	if err := json.Unmarshal(body, &r); err != nil {
@@ -98,7 +111,11 @@ func responsesReadAnswer(body []byte, _ AnswerOptions) (Answer, error) {
 	if r.Incomplete != nil {
 		reason = r.Incomplete.Reason
 	}
+	// Responses has no status for "stopped to call tools": the items say
+	// it (tools).
 	a.Stop = ResponsesStop(r.Status, reason, tools)
+	// input_tokens counts cached tokens, as Input does
+	// (docs/translation-facts.md#usage).
 	a.Usage, _ = api.Responses.UsageOf(r.Usage)
 
 	return a, nil
@@ -162,10 +179,15 @@ type responsesAnswerOut struct {
 	Metadata           map[string]string    `json:"metadata"`
 }
 
+// responsesIncomplete is incomplete_details: max_output_tokens or
+// content_filter (Stop.Responses).
 type responsesIncomplete struct {
 	Reason string `json:"reason"`
 }
 
+// responsesOutMessage is a message item. Its id is msg_, the answer's base
+// and its place in output: the same answer translated twice has the same
+// ids.
 type responsesOutMessage struct {
 	Type    string `json:"type"`
 	ID      string `json:"id"`
@@ -174,6 +196,8 @@ type responsesOutMessage struct {
 	Content []any  `json:"content"`
 }
 
+// responsesOutText is an output_text part; annotations and logprobs are [],
+// which openai-go reads as required.
 type responsesOutText struct {
 	Type        string            `json:"type"`
 	Text        string            `json:"text"`
@@ -186,6 +210,9 @@ type responsesOutRefusal struct {
 	Refusal string `json:"refusal"`
 }
 
+// responsesOutFunctionCall is a function_call item: id is the item's own
+// (fc_…), call_id the call's, which the client's output answers
+// (docs/translation-facts.md#t6); namespace only for a namespace's tool.
 type responsesOutFunctionCall struct {
 	Type      string `json:"type"`
 	ID        string `json:"id"`
@@ -196,6 +223,8 @@ type responsesOutFunctionCall struct {
 	Status    string `json:"status"`
 }
 
+// responsesOutCustomCall is a custom_tool_call item (ctc_…): the call of a
+// tool the client declared custom, its freeform text in input.
 type responsesOutCustomCall struct {
 	Type      string `json:"type"`
 	ID        string `json:"id"`
@@ -205,6 +234,9 @@ type responsesOutCustomCall struct {
 	Input     string `json:"input"`
 }
 
+// responsesOutReasoning is a reasoning item: its text as one summary_text
+// (summary is [] for redacted thinking, which has none), and a signature
+// in encrypted_content.
 type responsesOutReasoning struct {
 	Type             string                 `json:"type"`
 	ID               string                 `json:"id"`
@@ -217,6 +249,11 @@ type responsesSummaryText struct {
 	Text string `json:"text"`
 }
 
+// responsesWriteAnswer writes a for a Responses client. Text and refusals
+// go into one message item until another item comes between them; each
+// call and each reasoning is an item of its own, in the answer's order. A
+// message's status follows the response's: incomplete when it was cut
+// short.
 func responsesWriteAnswer(a *Answer, o AnswerOptions) ([]byte, error) {
 	status, reason := a.Stop.Responses()
 	out := responsesAnswerOut{
@@ -280,9 +317,11 @@ func responsesWriteAnswer(a *Answer, o AnswerOptions) ([]byte, error) {
 			if p.Kind == BlockThinking {
 				r.Summary = append(r.Summary, responsesSummaryText{Type: "summary_text", Text: p.Text})
 			}
-			// Messages' signature (or redacted data) rides in the one
-			// opaque member Responses has, so that a Responses client's
-			// next turn gives it back to the request translator.
+			// Messages' signature (or redacted data) rides in
+			// encrypted_content, the one opaque member a reasoning item
+			// has, which a client keeps with the item. The request side
+			// does not replay it: a reasoning item in history is dropped
+			// (docs/translation.md#what-carries).
 			if p.Sig != "" {
 				r.EncryptedContent = &p.Sig
 			}

@@ -6,8 +6,20 @@ import (
 	"strings"
 )
 
-// Reading an OpenAI Responses request.
+// Reading an OpenAI Responses request, for an engine that speaks another
+// API (Codex in front of a Chat-only engine): instructions, and input, a
+// string or a list of items (messages, function and custom tool calls and
+// their outputs, reasoning…); tools flat ({type: function, name,
+// parameters}), custom or grouped in namespaces; options under text and
+// reasoning (docs/translation-facts.md#requests). The gateway keeps no
+// state between requests, so a member that asks for stored state is
+// refused (responsesRefused).
 
+// responsesItemIn is one input item, with the members of the types read: a
+// message (role, content), a function_call or custom_tool_call (call_id,
+// name, namespace, arguments or input) and their outputs (call_id,
+// output). An item's own id (fc_…) is not read: a call pairs with its
+// output by call_id (docs/translation-facts.md#t6).
 type responsesItemIn struct {
 	Type      string          `json:"type"`
 	Role      string          `json:"role"`
@@ -20,6 +32,9 @@ type responsesItemIn struct {
 	Output    json.RawMessage `json:"output"`
 }
 
+// responsesPartIn is one part of a message's content or of a tool's output:
+// input_text or output_text, a refusal, input_image by image_url or
+// file_id.
 type responsesPartIn struct {
 	Type     string `json:"type"`
 	Text     string `json:"text"`
@@ -29,6 +44,9 @@ type responsesPartIn struct {
 	Detail   string `json:"detail"`
 }
 
+// responsesToolIn is one of tools[]: a function, a custom tool (free-form
+// input, perhaps constrained by a grammar in format), a namespace of
+// either, or one of OpenAI's hosted tools.
 type responsesToolIn struct {
 	Type        string          `json:"type"`
 	Name        string          `json:"name"`
@@ -51,11 +69,18 @@ var responsesRefused = []string{"previous_response_id", "conversation", "prompt"
 // responsesShared are Responses' members Chat has too, with the same meaning.
 var responsesShared = []string{"prompt_cache_key", "safety_identifier", "service_tier", "top_logprobs"}
 
+// responsesKnown are the members the Responses reader reads or refuses on
+// purpose; any other is listed as dropped. store, include,
+// stream_options, client_metadata and prompt_cache_retention are known and
+// go without a word (docs/translation.md#what-carries).
 var responsesKnown = set(append(append([]string{"model", "input", "instructions", "tools", "tool_choice",
 	"parallel_tool_calls", "max_output_tokens", "temperature", "top_p", "text", "reasoning", "user",
 	"metadata", "stream", "store", "include", "truncation", "max_tool_calls", "stream_options",
 	"client_metadata", "prompt_cache_retention"}, responsesShared...), responsesRefused...))
 
+// responsesReadRequest reads a Responses request's members into r:
+// instructions first, as the system message, then input. A refused member
+// whose value asks for nothing (false, "") passes.
 func responsesReadRequest(r *Request, top map[string]json.RawMessage) error {
 	r.Model = top["model"]
 	for _, k := range responsesRefused {
@@ -71,6 +96,7 @@ func responsesReadRequest(r *Request, top map[string]json.RawMessage) error {
 		r.Messages = append(r.Messages, Message{Role: RoleSystem, Parts: []Part{{Kind: PartText, Text: instructions}}, Member: "instructions"})
 	}
 	if raw := top["input"]; !IsNull(raw) {
+		// A string input is one user message.
 		if s, ok := JSONString(raw); ok {
 			r.Messages = append(r.Messages, Message{Role: RoleUser, Parts: []Part{{Kind: PartText, Text: s}}, Member: "input"})
 		} else {
@@ -95,6 +121,12 @@ func responsesReadRequest(r *Request, top map[string]json.RawMessage) error {
 	return nil
 }
 
+// responsesReadItem reads input[i]. An item with a role and no type is a
+// message: the SDKs' short form (EasyInputMessage) leaves type out. A call
+// joins the assistant turn before it (addCall) and an output the results
+// before it (addResult): Responses lists a turn's text and calls, and
+// their outputs, as separate items, which the other APIs hold in one
+// message each.
 func responsesReadItem(r *Request, i int, raw json.RawMessage) error {
 	member := "input[" + strconv.Itoa(i) + "]"
 	var it responsesItemIn
@@ -133,6 +165,8 @@ func responsesReadItem(r *Request, i int, raw json.RawMessage) error {
 	return nil
 }
 
+// responsesReadMessage reads a message item. developer is system's newer
+// name; both are instructions where they stand.
 func responsesReadMessage(r *Request, member string, it responsesItemIn) error {
 	parts, err := responsesReadContent(r, member+".content", it.Content)
 	if err != nil {
@@ -152,7 +186,9 @@ func responsesReadMessage(r *Request, member string, it responsesItemIn) error {
 }
 
 // responsesReadContent reads a message's content or a tool output: a string or
-// an array of parts (input_text, output_text, input_image).
+// an array of parts (input_text, output_text, input_image). A refusal in
+// history is read as the text the model said; no request of the other
+// APIs has a refusal.
 func responsesReadContent(r *Request, member string, raw json.RawMessage) ([]Part, error) {
 	if IsNull(raw) {
 		return nil, nil
@@ -203,6 +239,12 @@ func flatName(namespace, name string) string {
 // text input, such as Codex's apply_patch) written as a function.
 var customParams = json.RawMessage(`{"type":"object","properties":{"input":{"type":"string","description":"The tool's input, as free-form text."}},"required":["input"],"additionalProperties":false}`)
 
+// responsesReadTools reads tools, tool_choice and parallel_tool_calls. A
+// namespace's tools are read as functions named flatName(namespace, name),
+// and a choice that names one with its namespace is read by that name. A
+// string choice other than auto, none and required is a 400; an object
+// that names no function or custom tool (allowed_tools, a hosted tool) is
+// dropped, and the engine chooses as with auto.
 func responsesReadTools(r *Request, top map[string]json.RawMessage) error {
 	var tools []responsesToolIn
 	if _, err := field(top, "tools", &tools); err != nil {
@@ -245,6 +287,8 @@ func responsesReadTools(r *Request, top map[string]json.RawMessage) error {
 // OpenAI's to run and is dropped: Codex sends web_search on every turn and
 // must keep working without it.
 func responsesReadTool(r *Request, member, namespace string, t responsesToolIn) {
+	// The answer's side turns a call of the flat name back into
+	// {namespace, name} by this map (Request.Namespaces).
 	if namespace != "" && (t.Type == "function" || t.Type == "custom") {
 		if r.Namespaces == nil {
 			r.Namespaces = map[string][2]string{}
@@ -262,6 +306,8 @@ func responsesReadTool(r *Request, member, namespace string, t responsesToolIn) 
 			// input with; a function's engine can only be told it.
 			desc = strings.TrimSpace(desc + "\n\nThe input must follow this " + f.Syntax + " grammar:\n" + f.Definition)
 		}
+		// A function of one string parameter, input; its calls go back to
+		// the client as custom_tool_call items (Request.Custom).
 		r.Tools = append(r.Tools, Tool{Name: flatName(namespace, t.Name), Description: desc, Params: customParams})
 		r.Custom = append(r.Custom, flatName(namespace, t.Name))
 	default:
@@ -269,6 +315,12 @@ func responsesReadTool(r *Request, member, namespace string, t responsesToolIn) 
 	}
 }
 
+// responsesReadOptions reads the sampling and output options. reasoning's
+// effort is the effort; its summary asks to be shown what the other APIs
+// show anyway (Messages' thinking, Chat's reasoning_content) and is not
+// read. text.format is structured output, and text.verbosity is Chat's
+// verbosity, carried with the members Chat and Responses share
+// (Request.OpenAI).
 func responsesReadOptions(r *Request, top map[string]json.RawMessage) error {
 	fields := []struct {
 		key string
@@ -328,14 +380,22 @@ func responsesReadOptions(r *Request, top map[string]json.RawMessage) error {
 		// is too long; the other APIs answer an error instead.
 		r.drops.add("truncation", "truncation")
 	}
+	// A cap on the calls of OpenAI's hosted tools, which no other engine
+	// runs.
 	if raw, ok := top["max_tool_calls"]; ok && !IsNull(raw) {
 		r.drops.add("max_tool_calls", "max_tool_calls")
 	}
 	return nil
 }
 
-// Writing an OpenAI Responses request.
+// Writing an OpenAI Responses request, for a Chat or Messages client of an
+// engine that speaks Responses only: the instructions as instructions,
+// the conversation as input items, tools flat, and store false, since the
+// client keeps its own conversation and expects nothing kept at the
+// engine.
 
+// responsesOut is the request written. store has no omitempty: Responses
+// stores a response unless told false.
 type responsesOut struct {
 	Model           json.RawMessage    `json:"model,omitempty"`
 	Instructions    string             `json:"instructions,omitempty"`
@@ -354,6 +414,8 @@ type responsesOut struct {
 	Store           bool               `json:"store"`
 }
 
+// responsesToolOut is a function tool. strict has no omitempty: Responses
+// reads a missing strict as true (responsesWriteRequest).
 type responsesToolOut struct {
 	Type        string          `json:"type"`
 	Name        string          `json:"name"`
@@ -362,6 +424,7 @@ type responsesToolOut struct {
 	Strict      bool            `json:"strict"`
 }
 
+// responsesTextOut is text: the format of structured output, and verbosity.
 type responsesTextOut struct {
 	Format    *responsesFormatOut `json:"format,omitempty"`
 	Verbosity json.RawMessage     `json:"verbosity,omitempty"`
@@ -375,16 +438,20 @@ type responsesFormatOut struct {
 	Strict      *bool           `json:"strict,omitempty"`
 }
 
+// responsesEffort is reasoning: {effort}.
 type responsesEffort struct {
 	Effort string `json:"effort"`
 }
 
+// responsesMessageOut is a message item; its content is a string or parts.
 type responsesMessageOut struct {
 	Type    string `json:"type"`
 	Role    string `json:"role"`
 	Content any    `json:"content"`
 }
 
+// responsesPartOut is an input_text or input_image part; Text is a pointer
+// so that an image writes no text member.
 type responsesPartOut struct {
 	Type     string  `json:"type"`
 	Text     *string `json:"text,omitempty"`
@@ -393,7 +460,8 @@ type responsesPartOut struct {
 }
 
 // responsesCallOut has no "id": Responses wants an item id to start with fc_,
-// and pairs a call with its output by call_id alone (T6).
+// and pairs a call with its output by call_id alone
+// (docs/translation-facts.md#t6).
 type responsesCallOut struct {
 	Type      string `json:"type"`
 	CallID    string `json:"call_id"`
@@ -401,12 +469,17 @@ type responsesCallOut struct {
 	Arguments string `json:"arguments"`
 }
 
+// responsesOutputOut is a function_call_output item: output is a string, or
+// parts when the tool returned images (responsesOutput).
 type responsesOutputOut struct {
 	Type   string `json:"type"`
 	CallID string `json:"call_id"`
 	Output any    `json:"output"`
 }
 
+// responsesWriteRequest writes r as a Responses request. The system messages
+// that lead the conversation become instructions; one that comes later
+// stays an item of role system where it stood, as the client placed it.
 func responsesWriteRequest(r *Request, _ RequestOptions) ([]byte, error) {
 	if r.N > 1 {
 		return nil, &Error{Member: "n", Reason: "Responses answers one choice"}
@@ -451,6 +524,8 @@ func responsesWriteRequest(r *Request, _ RequestOptions) ([]byte, error) {
 	if r.Effort != "" {
 		out.Reasoning = &responsesEffort{Effort: r.Effort}
 	}
+	// The members Chat and Responses share go as the client wrote them,
+	// verbosity under text, where Responses has it.
 	extra := map[string]json.RawMessage{}
 	for k, v := range r.OpenAI {
 		if k == "verbosity" {
@@ -470,6 +545,7 @@ func responsesWriteRequest(r *Request, _ RequestOptions) ([]byte, error) {
 				Description: f.Description, Schema: f.Schema, Strict: f.Strict}
 		}
 	}
+	// Responses has no stop member (docs/translation-facts.md#requests).
 	if len(r.StopSequences) > 0 {
 		r.drops.add("stop", ClientMember(r.From, "stop"))
 	}
@@ -503,6 +579,8 @@ func responsesItems(r *Request, items []any, m Message) []any {
 				text.WriteString(p.Text)
 			case PartCall:
 				flush()
+				// A call without arguments is "{}": arguments are a JSON
+				// text, and an empty one is not JSON.
 				args := p.Args
 				if strings.TrimSpace(args) == "" {
 					args = "{}"
@@ -534,7 +612,9 @@ func responsesItems(r *Request, items []any, m Message) []any {
 }
 
 // responsesOutput is a tool result's output: its text, or input_text and
-// input_image parts when the tool returned images.
+// input_image parts when the tool returned images. Responses has no
+// is_error: an error says so in its first text ("Error:", as ResultText
+// does for a text output).
 func responsesOutput(p Part) any {
 	images := false
 	for _, c := range p.Content {

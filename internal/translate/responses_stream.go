@@ -14,7 +14,12 @@ import (
 // then response.completed, .incomplete or .failed; error anywhere
 // (docs/translation-facts.md#streams). A block is an output item, keyed by output_index.
 
-// decodeResponses reads one Responses event.
+// decodeResponses reads one Responses event by the type in its data. Only a
+// function_call opens at output_item.added, which is where its call_id
+// and name come; text and reasoning open with their first delta, so an
+// item that says nothing opens no block. A refusal streams as text: a
+// stream has no refusal piece. created_at, which openai-go reads as a
+// float, is taken to the second (Count).
 func (s *Stream) decodeResponses(dst, data []byte) []byte {
 	var typ, delta, code, msg []byte
 	index, item, response, errv, summary := -1, -1, -1, -1, 0
@@ -62,6 +67,9 @@ func (s *Stream) decodeResponses(dst, data []byte) []byte {
 			return s.Open(dst, BlockTool, index, id, name)
 		}
 	case "response.output_item.done":
+		// A reasoning item's encrypted_content, when the engine was asked
+		// for it, comes only here: it is the signature a Messages client
+		// keeps (docs/translation-facts.md#streams).
 		if sig, ok := jsonmember.FindStr(data, item, "encrypted_content"); ok {
 			dst = s.Delta(dst, PieceSignature, index, sig)
 		}
@@ -74,6 +82,8 @@ func (s *Stream) decodeResponses(dst, data []byte) []byte {
 	case "response.completed", "response.incomplete", "response.failed":
 		return s.responsesEnd(dst, data, response)
 	case "error":
+		// Responses puts code and message at the event's top level; a
+		// server that nests them in an error object is read there.
 		if errv >= 0 && msg == nil {
 			code, msg = jsonmember.FindRaw(data, errv, "code"), jsonmember.FindRaw(data, errv, "message")
 		}
@@ -82,7 +92,10 @@ func (s *Stream) decodeResponses(dst, data []byte) []byte {
 	return dst
 }
 
-// responsesEnd reads the terminal event's response: its status and usage.
+// responsesEnd reads the terminal event's response: its status and usage. A
+// failed response is the client's in-band error, not an end; an
+// incomplete one ends with its reason; a status the reader does not know
+// is a plain end, since the engine said the response is over.
 func (s *Stream) responsesEnd(dst, data []byte, response int) []byte {
 	var status, reason []byte
 	errv := -1
@@ -127,6 +140,8 @@ func (s *Stream) responsesEnd(dst, data []byte, response int) []byte {
 // reasoning_text is shown only on request; a Messages signature rides along
 // as the item's encrypted_content, the field a client returns unchanged.
 
+// respEvent starts an event: its event: line and the type in its data,
+// which both name it.
 func (s *Stream) respEvent(dst []byte, typ string) []byte {
 	dst = append(dst, "event: "...)
 	dst = append(dst, typ...)
@@ -135,6 +150,7 @@ func (s *Stream) respEvent(dst []byte, typ string) []byte {
 	return append(dst, '"')
 }
 
+// respEnd ends an event with its sequence_number, one more than the last.
 func (s *Stream) respEnd(dst []byte) []byte {
 	dst = append(dst, `,"sequence_number":`...)
 	dst = strconv.AppendInt(dst, int64(s.seq), 10)
@@ -143,7 +159,9 @@ func (s *Stream) respEnd(dst []byte) []byte {
 }
 
 // respResponse appends the response object; final adds its output items
-// and usage.
+// and usage. The request's settings are not known here: parallel_tool_calls,
+// tool_choice and tools are written as their defaults, as a whole answer's
+// are (responsesAnswerOut).
 func (s *Stream) respResponse(dst []byte, final bool) []byte {
 	status, reason := "in_progress", ""
 	if final {
@@ -181,6 +199,8 @@ func (s *Stream) respResponse(dst []byte, final bool) []byte {
 	return append(dst, '}')
 }
 
+// respAnnounce writes response.created and response.in_progress, both with
+// status in_progress and no output, as OpenAI's streams begin.
 func (s *Stream) respAnnounce(dst []byte) []byte {
 	s.announced = true
 	dst = s.respResponse(s.respEvent(dst, "response.created"), false)
@@ -254,6 +274,9 @@ func (s *Stream) respItem(dst []byte, b *streamBlock, done bool) []byte {
 	return append(dst, "]}"...)
 }
 
+// respCall appends a call's call_id and name, and the namespace a
+// namespace's tool was flattened from: Codex runs a call only as
+// {namespace, name} (Request.Namespaces).
 func (s *Stream) respCall(dst []byte, b *streamBlock) []byte {
 	dst = append(dst, `,"call_id":"`...)
 	dst = append(dst, b.id...)
@@ -275,6 +298,8 @@ func responsesArguments(dst, args []byte) []byte {
 	return append(dst, args...)
 }
 
+// respTextPart appends a message's output_text part, with its text when
+// done.
 func (s *Stream) respTextPart(dst []byte, b *streamBlock, done bool) []byte {
 	dst = append(dst, `{"type":"output_text","text":"`...)
 	if done {
@@ -291,6 +316,11 @@ func (s *Stream) respAt(dst []byte, b *streamBlock) []byte {
 	return strconv.AppendInt(dst, int64(b.idx), 10)
 }
 
+// respOpen writes output_item.added, and for a message its
+// content_part.added, the events a Responses client builds its item from
+// (docs/translation-facts.md#streams). A reasoning item's summary part is
+// added with its first piece (respDelta); response.created goes first if
+// it has not gone yet.
 func (s *Stream) respOpen(dst []byte, b *streamBlock) []byte {
 	if !s.announced {
 		dst = s.respAnnounce(dst)
@@ -309,6 +339,10 @@ func (s *Stream) respOpen(dst []byte, b *streamBlock) []byte {
 	return dst
 }
 
+// respDelta writes one piece's delta event and keeps the piece (stKeep): the
+// closing events repeat a block whole, within the stream's bound
+// (stream_bound.go). A signature has no delta event of its own: it goes out
+// in output_item.done's encrypted_content.
 func (s *Stream) respDelta(dst []byte, b *streamBlock, p Piece, text []byte) []byte {
 	if !s.keep(b, len(text)) {
 		return dst
@@ -343,6 +377,12 @@ func (s *Stream) respDelta(dst []byte, b *streamBlock, p Piece, text []byte) []b
 	return s.respEnd(append(dst, '"'))
 }
 
+// respClose writes the …done events of the block's kind with its text or
+// arguments whole, then output_item.done with the item whole, from which
+// Codex takes a call's arguments and runs it. A custom tool call's input is
+// known only once its arguments are whole, so it goes out in one delta and
+// its done; a reasoning block that never had a piece has no summary part
+// to close.
 func (s *Stream) respClose(dst []byte, b *streamBlock) []byte {
 	switch {
 	case b.custom:
@@ -393,6 +433,9 @@ func (s *Stream) customInput(dst, args []byte) []byte {
 	return append(append(append(dst, '"'), args...), '"')
 }
 
+// respFinish writes response.completed, or response.incomplete for an answer
+// cut short, with every output item and the usage: the event the SDKs'
+// stream helpers hand the application as the response.
 func (s *Stream) respFinish(dst []byte) []byte {
 	if !s.announced {
 		dst = s.respAnnounce(dst)
@@ -404,6 +447,9 @@ func (s *Stream) respFinish(dst []byte) []byte {
 	return s.respEnd(s.respResponse(s.respEvent(dst, typ), true))
 }
 
+// respFail writes the error event Responses' SDKs raise in a stream
+// (api.ResponsesErrors): its code is the engine's code, else its type,
+// else server_error.
 func (s *Stream) respFail(dst, typ, code, msg []byte) []byte {
 	dst = s.respEvent(dst, "error")
 	dst = append(dst, `,"code":`...)

@@ -12,9 +12,9 @@ import (
 )
 
 // A stream is translated event by event, never buffered: each upstream
-// event is decoded (stream_chat.go, stream_messages.go,
-// stream_responses.go) into the neutral steps below, which the client's
-// encoder writes at once in its own grammar:
+// event is decoded by its API's codec (Codec.Decode, in <api>_stream.go)
+// into the neutral steps below, which the client's writer (client, in the
+// client API's <api>_stream.go) writes at once in its own grammar:
 //
 //	start   the answer's id, model and creation time (begin)
 //	open    a block: text, thinking, or a tool call with its id and name
@@ -25,9 +25,10 @@ import (
 //
 // String values travel as they were escaped upstream (the bytes between
 // the quotes), so the hot path copies bytes and allocates nothing. The one
-// copy kept is a block's text or arguments for a Responses client, whose
-// closing events repeat them whole; it lives in the Stream's blocks, which
-// Reset keeps for the next stream, and is bounded (stream_bound.go).
+// copy kept is a block's text, arguments or signature for a Responses
+// client, whose closing events repeat them whole; it lives in the Stream's
+// blocks, which Reset keeps for the next stream, and is bounded
+// (stream_bound.go).
 
 // StreamOptions are what the client's request said that its stream's shape depends on.
 type StreamOptions struct {
@@ -88,7 +89,7 @@ type Stream struct {
 	seq       int // a Responses client's sequence_number
 	nBlocks   int // blocks opened: a Messages content index, a Responses output_index
 	nTools    int // tool blocks opened: a Chat tool call's index
-	calls     int // a Chat upstream's tool calls: one past the highest index seen
+	calls     int // a Chat upstream's tool calls: one past the highest index seen; a Gemini one's so far (NextCall)
 
 	kept    int   // bytes kept to repeat in closing events (stream_bound.go)
 	evStart int   // where the current upstream event's output starts in dst
@@ -139,7 +140,8 @@ func (p Piece) kind() BlockKind {
 }
 
 // streamBlock is one block of the answer. Its byte slices keep their capacity
-// across Reset, so a pooled Stream stops allocating once warm.
+// across Reset, so a Stream reused for stream after stream stops allocating
+// once warm (the benchmarks reuse one; the gateway makes one per answer).
 type streamBlock struct {
 	kind   BlockKind
 	key    int  // the upstream's name for it: a content index, an output_index, a tool call index
@@ -163,7 +165,9 @@ func NewStream(from, to api.API, o StreamOptions) *Stream {
 	return s
 }
 
-// Reset makes s ready for another stream, keeping its buffers (the gateway pools Streams).
+// Reset makes s ready for another stream, keeping its buffers for a caller
+// that reuses a Stream (the benchmarks and tests do; the gateway makes a
+// new one per answer, NewStream).
 func (s *Stream) Reset(from, to api.API, o StreamOptions) {
 	var dec func(*Stream, []byte, []byte, []byte) []byte
 	if c := codecOf(from); c != nil {
@@ -215,8 +219,12 @@ func eventComments(dst, ev []byte) []byte {
 	return dst
 }
 
-// begin is the start step: the answer's id (as escaped upstream), model
-// and creation time (0: now). Only the first call counts.
+// Begin is the start step: the answer's id (as escaped upstream), model
+// and creation time (0: now). Only the first call counts. Open and Finish
+// call it first, so an answer whose start event never came (a Messages
+// stream without message_start, a Responses one without
+// response.created) is begun all the same, with an id of its own; Fail
+// does not, so an engine that fails first is answered with the error alone.
 func (s *Stream) Begin(dst, id, model []byte, created int64) []byte {
 	if s.begun {
 		return dst
@@ -277,8 +285,10 @@ func (s *Stream) find(key int) *streamBlock {
 	return nil
 }
 
-// open is the open step: a block of kind, with a tool call's id and name
-// (as escaped upstream; an id may be missing).
+// Open is the open step: a block of kind, with a tool call's id and name
+// (as escaped upstream; an id may be missing), under key, the upstream's
+// name for it (a content index, an output_index, a tool call's index, or
+// KeyText/KeyThinking).
 func (s *Stream) Open(dst []byte, kind BlockKind, key int, id, name []byte) []byte {
 	dst = s.Begin(dst, nil, nil, 0)
 	if s.finished || s.dead || !s.roomForBlock() || !s.room(dst, itemOverhead+len(id)+len(name)) {
@@ -353,7 +363,7 @@ func (s *Stream) isCustom(name []byte) bool {
 	return false
 }
 
-// delta is the delta step. A text or thinking piece opens its block if
+// Delta is the delta step. A text or thinking piece opens its block if
 // the upstream did not (Chat never does), so no block is opened for
 // nothing; tool arguments for no open tool call are dropped.
 func (s *Stream) Delta(dst []byte, p Piece, key int, text []byte) []byte {
@@ -377,7 +387,9 @@ func (s *Stream) Delta(dst []byte, p Piece, key int, text []byte) []byte {
 	return s.cl.delta(s, dst, b, p, text)
 }
 
-// closeKey is the close step for the open block the upstream calls key.
+// CloseKey is the close step for the open block the upstream calls key;
+// a key with no open block (closed already, or never opened because its
+// pieces were empty) writes nothing.
 func (s *Stream) CloseKey(dst []byte, key int) []byte {
 	if b := s.find(key); b != nil {
 		return s.close(dst, b)
@@ -396,7 +408,7 @@ func (s *Stream) close(dst []byte, b *streamBlock) []byte {
 	return s.cl.close(s, dst, b)
 }
 
-// finish is the finish step: every open block closes, in the order they
+// Finish is the finish step: every open block closes, in the order they
 // opened, then the client hears why the answer ended and what it cost.
 func (s *Stream) Finish(dst []byte) []byte {
 	if s.finished || s.dead {
@@ -416,8 +428,10 @@ func (s *Stream) Finish(dst []byte) []byte {
 	return s.cl.finish(s, dst)
 }
 
-// fail is the fail step: typ and code are JSON strings ("" for none), msg
-// is a JSON value as the upstream wrote it.
+// Fail is the fail step: typ and code are JSON strings ("" for none), msg
+// is a JSON value as the upstream wrote it. A message that is not a JSON
+// string (an object, a number, nothing) is replaced: each client API's
+// error event carries its message as a string, which its SDK reads.
 func (s *Stream) Fail(dst, typ, code, msg []byte) []byte {
 	if s.finished || s.dead {
 		return dst
@@ -446,8 +460,11 @@ func (s *Stream) matchedStop(seq []byte) {
 	}
 }
 
-// readUsage takes in the usage object of API a at data[v]: a later report
-// of the same answer replaces what an earlier one said (api.Usage.Update).
+// ReadUsage takes in the usage object of API a at data[v]: a later report
+// of the same answer replaces what an earlier one said (api.Usage.Update):
+// Messages says the prompt in message_start and the output in
+// message_delta, whose counts are cumulative, and vLLM and Gemini repeat
+// theirs in every chunk (docs/translation-facts.md#streams).
 func (s *Stream) ReadUsage(a api.API, data []byte, v int) {
 	if u, ok := a.ReadUsage(data, v); ok {
 		s.usage = s.usage.Update(u)
@@ -517,9 +534,9 @@ func (s *Stream) Buffer() []byte { return s.buf[:0] }
 // KeepBuffer hands back a buffer Buffer gave, grown, for the next event.
 func (s *Stream) KeepBuffer(b []byte) { s.buf = b[:0] }
 
-// One upstream event, handed to its API's decoder. The dispatch sits apart
-// from the Stream's steps (stream.go), which every decoder calls: the
-// decoders depend on the steps, never the steps on the decoders.
+// One upstream event, handed to its API's decoder (Codec.Decode): the
+// decoders call the steps above, never the steps a decoder, so a decoder
+// can live in any spoke, or in a provider's package.
 
 // Event appends to dst the client's events (complete SSE events, each ending in a blank line) for one upstream event ev (one complete SSE event as internal/sse.Reader returns it: lines plus the blank line; comments and keep-alives included), and returns dst.
 func (s *Stream) Event(dst, ev []byte) []byte {
@@ -540,7 +557,10 @@ func (s *Stream) Event(dst, ev []byte) []byte {
 		return s.done(dst) // OpenAI's sentinel: the answer is whole
 	}
 	if !validObject(data) || s.decode == nil {
-		return dst // not JSON: the gateway counts it, the client never sees it
+		// Not one JSON object (or an API without a decoder): dropped here,
+		// so the relay's count of malformed events, which reads the
+		// translated stream, never sees it; nor does the client.
+		return dst
 	}
 	return s.decode(s, dst, ev, data)
 }

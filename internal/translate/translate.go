@@ -43,20 +43,23 @@ func (e *Error) Error() string {
 }
 
 // DefaultMaxTokens is max_tokens of a request translated to Messages,
-// which requires it, when the client set no limit and the engine's
-// defaults none: a length the answers of coding agents fit in, which a
-// model that can write less stops short of anyway (LiteLLM's 256 cut
-// answers short; a model's own maximum is not known to the gateway).
+// which requires it, when the client set no limit (and the caller gave
+// none in RequestOptions.MaxTokens, which the gateway leaves unset): a
+// length the answers of coding agents fit in, which a model that can write
+// less stops short of anyway (LiteLLM's 256 cut answers short; a model's
+// own maximum is not known to the gateway: docs/translation-facts.md#t14).
 const DefaultMaxTokens = 8192
 
 // A Codec is what translation knows of one API's words: the hub (the
 // neutral Request, Answer and Stream steps) in the middle, and for each
 // API the functions that read its words into the hub and write them out
-// of it. The three APIs clients speak have theirs in this package, a file
-// per direction (chat_request.go, chat_answer.go, chat_stream.go, and the
-// same for messages and responses); a provider's own API has its codec in
-// the provider's package, which registers it. Nothing here switches on an
-// API: it looks up the codec.
+// of it. Every codec is in this package today, registered by its <api>.go
+// and written in <api>_request.go, <api>_answer.go and <api>_stream.go:
+// the three APIs clients speak (chat, messages, responses) and the two
+// that only providers' engines speak (converse, gemini), whose codecs have
+// no ReadRequest, no WriteAnswer and no client. Register is exported so
+// that a provider's package may bring the codec of an API of its own.
+// Nothing here switches on an API: it looks up the codec.
 type Codec struct {
 	// ReadRequest reads a client's request, by its top-level members,
 	// into r. Nil for an API no client speaks to the gateway.
