@@ -84,6 +84,7 @@ func keepStory(st *history.Store, w http.ResponseWriter, r *http.Request, res *h
 		Status: res.Status, TTFBMs: ms(res.TTFB), DurationMs: ms(res.Duration),
 		TokensIn: -1, TokensOut: -1,
 		Stream: strings.HasPrefix(w.Header().Get("Content-Type"), "text/event-stream"),
+		Cut:    res.Cut, RelayedBytes: res.Relayed,
 	}
 	if res.HasUsage {
 		rec.TokensIn, rec.TokensOut = int64(res.Usage.Input), int64(res.Usage.Output)

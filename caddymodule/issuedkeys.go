@@ -147,6 +147,6 @@ func newestIssued() (issuedHandle, bool) {
 // the key's budget was charged: the answer's usage and a hedge's loser).
 func (g *Gateway) chargeIssued(res *handler.Result) {
 	if g.issued != nil && res.KeyName != "" && res.HasUsage {
-		g.issued.Charge(res.KeyName, int64(res.Usage.Total())+res.HedgeTokens)
+		g.issued.Charge(res.KeyName, int64(res.Usage.Total()+res.HedgeUsage.Total()))
 	}
 }

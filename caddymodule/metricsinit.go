@@ -34,7 +34,7 @@ func initMetrics(reg *prometheus.Registry) {
 		metrics.stops = counter("engine_stops_total", "Engine stops by reason (idle, group, room, admin, reload, crash).", "engine", "reason")
 		metrics.resumes = counter("resumes_total", "Cut streams continued on the fallback, by outcome (ok, failed).", "engine", "fallback", "outcome")
 		metrics.queueWait = histogram("queue_wait_seconds", "Time requests waited in an engine's queue (max_concurrent), by how the wait ended (served, timeout, canceled).", latency, "engine", "outcome")
-		metrics.keyTokens = counter("key_tokens_total", "Tokens reported in answers' usage, by the key's name and kind (prompt, completion).", "key", "kind")
+		metrics.keyTokens = counter("key_tokens_total", "Tokens charged to keys, by the key's name and kind: prompt and completion (the answers' usage), hedge_prompt and hedge_completion (attempts that lost a hedge: their usage, else their prompts), estimate (the reservation charged for an answer that reported no usage); for a key with a token budget they add up to its used.", "key", "kind")
 		metrics.refusals = counter("key_refusals_total", "Requests the key rules refused, by the key's name and reason (model, rate, tokens).", "key", "reason")
 		metrics.quotaDegraded = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metricsNS, Name: "quota_store_degraded",
 			Help: "1 while the key limits' counter store (embedded or redis) fails and the gateway counts locally."}, []string{"store"})

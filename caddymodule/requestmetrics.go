@@ -46,10 +46,9 @@ func observeRequest(res *handler.Result) {
 			metrics.cachedTokens.WithLabelValues(res.Engine, model, "read").Add(float64(u.CacheRead))
 			metrics.cachedTokens.WithLabelValues(res.Engine, model, "write").Add(float64(u.CacheWrite))
 		}
-		if res.KeyName != "" {
-			metrics.keyTokens.WithLabelValues(res.KeyName, "prompt").Add(float64(res.Usage.Input))
-			metrics.keyTokens.WithLabelValues(res.KeyName, "completion").Add(float64(res.Usage.Output))
-		}
+	}
+	if res.KeyName != "" {
+		observeKeyTokens(res)
 	}
 	if res.EngineAPI != res.API && res.Engine != "" {
 		metrics.translated.WithLabelValues(res.Engine, res.API, res.EngineAPI).Inc()
@@ -58,6 +57,26 @@ func observeRequest(res *handler.Result) {
 		metrics.refusals.WithLabelValues(res.KeyName, res.Refused).Inc()
 	}
 	observePoolChoice(res)
+}
+
+// observeKeyTokens counts what a request's key was charged, by kind: the
+// answer's usage (prompt, completion), the attempts that lost a hedge
+// (hedge_prompt, hedge_completion) and the reservation charged for an
+// answer that reported no usage (estimate). For a key with a token budget
+// the kinds add up to what its budget was charged (the admin API's used).
+func observeKeyTokens(res *handler.Result) {
+	add := func(kind string, n int) {
+		if n > 0 {
+			metrics.keyTokens.WithLabelValues(res.KeyName, kind).Add(float64(n))
+		}
+	}
+	if res.HasUsage {
+		metrics.keyTokens.WithLabelValues(res.KeyName, "prompt").Add(float64(res.Usage.Input))
+		metrics.keyTokens.WithLabelValues(res.KeyName, "completion").Add(float64(res.Usage.Output))
+	}
+	add("hedge_prompt", res.HedgeUsage.Input)
+	add("hedge_completion", res.HedgeUsage.Output)
+	add("estimate", int(res.Estimated))
 }
 
 // requestLabels are the labels of the series every request is counted in.

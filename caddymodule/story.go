@@ -34,12 +34,17 @@ func arrival(res *handler.Result, now time.Time) time.Time {
 }
 
 // failureReason is why a request failed, for the history and the page: the
-// key rule that refused it, its last attempt's verdict, or the code of the
-// error the gateway answered before any attempt (a 404's model_not_found).
+// key rule that refused it, its answer's cut, its last attempt's verdict, or
+// the code of the error the gateway answered before any attempt (a 404's
+// model_not_found).
 func failureReason(res *handler.Result) string {
 	switch {
 	case res.Refused != "":
 		return "key " + res.Refused
+	case res.Cut == "client":
+		return "client closed"
+	case res.Cut != "":
+		return "cut " + res.Cut
 	case res.Status < 400:
 		return ""
 	case res.Status == handler.StatusClientClosed:

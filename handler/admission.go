@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/llmgateway/caddy-llm-gateway/api"
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
 	"github.com/llmgateway/caddy-llm-gateway/handler/keys"
@@ -127,10 +128,12 @@ func (g *Gateway) charge(w http.ResponseWriter, t *quota.Ticket, req *request, r
 	}
 	switch {
 	case res.HasUsage:
-		t.Done(int64(res.Usage.Total()) + res.HedgeTokens)
+		t.Done(int64(res.Usage.Total() + res.HedgeUsage.Total()))
 	case res.Status >= 200 && res.Status < 300:
-		t.Done(req.estimate + res.HedgeTokens)
+		res.Estimated = req.estimate
+		t.Done(req.estimate + int64(res.HedgeUsage.Total()))
 	default:
+		res.HedgeUsage = api.Usage{} // nothing is charged for a request that got no answer
 		t.Cancel()
 	}
 }

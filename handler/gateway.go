@@ -118,9 +118,21 @@ type Result struct {
 	// of the three conversations when the request went through
 	// translation (translate.go).
 	API, EngineAPI string
-	// HedgeTokens are what the attempts that lost a hedge are charged
-	// (race.go): what they reported, else their prompts.
-	HedgeTokens int64
+	// HedgeUsage is what the attempts that lost a race are charged
+	// (race.go): what each reported, else its prompt (as Input).
+	HedgeUsage api.Usage
+	// Estimated is what the caller's key's token budget was charged for an
+	// answer that reported no usage (a stream cut before its usage, an
+	// engine that does not count): the tokens the request reserved; 0
+	// when the usage was charged, or the key has no token budget.
+	Estimated int64
+	// Cut says why an answer that had begun did not end whole, "" when it
+	// did: "closed" (the engine's connection broke), the time budget that
+	// ran out (stream_idle_timeout, request_timeout), "client" (the client
+	// went away), "going_away" (the server is exiting). Relayed is the
+	// bytes of the answer the client had been sent then.
+	Cut     string
+	Relayed int64
 	// Cost is what the request cost, in nano-dollars (spend.go): its
 	// answer's usage at the price of the engine that answered and the
 	// model it was sent, and HedgeCost, what the hedge's losers cost.

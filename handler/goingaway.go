@@ -128,6 +128,7 @@ func (g *Gateway) wentAway(rp *reply, a *attempt) bool {
 		return false
 	}
 	g.log.Info("a stream ended as its server's grace period ends", zap.String("engine", a.c.rt.cfg.Name))
+	rp.res.cutShort("going_away", rp.sent)
 	rp.errorEvent(&apierror.Error{Status: http.StatusServiceUnavailable, Type: apierror.TypeUnavailable, Code: "gateway_going_away",
 		Message: "the gateway is restarting and ended this stream before its grace period ran out: the answer is incomplete; send the request again"})
 	return true

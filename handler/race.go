@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/llmgateway/caddy-llm-gateway/api"
 	"github.com/llmgateway/caddy-llm-gateway/internal/clock"
 	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
 )
@@ -349,7 +350,7 @@ func (rc *race) report(w *attempt) {
 
 // settle tells the attempts that lost, once they have returned: in the
 // request's story (reason "lost", how long each ran after the win) and in
-// what the key is charged (loserTokens).
+// what the key is charged (loserUsage).
 func (rc *race) settle() {
 	if rc.won != nil {
 		rc.won.abandon() // its context's resources: the answer has ended
@@ -368,26 +369,32 @@ func (rc *race) settle() {
 		if n := len(res.Tries); n > 0 && res.Tries[n-1].Reason == "lost" {
 			res.Tries[n-1].LostFor = max(0, a.ended.Sub(rc.wonAt))
 		}
-		res.HedgeTokens += loserTokens(rc.w.req, a)
-		rc.w.g.chargeLoser(res, a, promptTokens(rc.w.req)) // spend.go
+		u := loserUsage(rc.w.req, a)
+		res.HedgeUsage = plus(res.HedgeUsage, u)
+		rc.w.g.chargeLoser(res, a, u) // spend.go
 	}
 }
 
-// loserTokens is what an attempt that lost is charged: what it reported,
+// loserUsage is what an attempt that lost is charged: what it reported,
 // else its prompt (it was cancelled before any content, so it answered
 // nothing; a prompt it was sent was processed, and paid for). An attempt
 // that never held a lease sent nothing and costs nothing.
-func loserTokens(req *request, a *attempt) int64 {
-	if a.leasedAt.IsZero() {
-		return 0
+func loserUsage(req *request, a *attempt) api.Usage {
+	switch {
+	case a.leasedAt.IsZero():
+		return api.Usage{}
+	case a.stream != nil && a.stream.used:
+		return a.stream.usage
+	case a.lostUsed:
+		return a.lostUsage
 	}
-	if st := a.stream; st != nil && st.used {
-		return int64(st.usage.Total())
-	}
-	if a.lostUsed {
-		return int64(a.lostUsage.Total())
-	}
-	return promptTokens(req)
+	return api.Usage{Input: int(promptTokens(req))}
+}
+
+// plus is the usage of two answers together.
+func plus(u, v api.Usage) api.Usage {
+	return api.Usage{Input: u.Input + v.Input, CacheRead: u.CacheRead + v.CacheRead, CacheWrite: u.CacheWrite + v.CacheWrite,
+		Output: u.Output + v.Output, Reasoning: u.Reasoning + v.Reasoning}
 }
 
 // readLostAnswer reads the usage of a JSON answer that lost while held for

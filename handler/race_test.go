@@ -484,11 +484,11 @@ func TestAHeldAnswerThatLostIsChargedItsUsage(t *testing.T) {
 		Body:   io.NopCloser(strings.NewReader(`{"id":"c1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":7,"total_tokens":12}}`)),
 	}}
 	a.readLostAnswer()
-	if n := loserTokens(req, a); n != 12 {
-		t.Fatalf("charged %d, want its usage 12", n)
+	if u := loserUsage(req, a); u.Input != 5 || u.Output != 7 {
+		t.Fatalf("charged %+v, want its usage 5 + 7", u)
 	}
 	unread := &attempt{req: req, leasedAt: time.Now()}
-	if n, want := loserTokens(req, unread), promptTokens(req); n != want {
-		t.Fatalf("charged %d, want its prompt %d", n, want)
+	if u, want := loserUsage(req, unread), promptTokens(req); int64(u.Input) != want || u.Output != 0 {
+		t.Fatalf("charged %+v, want its prompt %d", u, want)
 	}
 }

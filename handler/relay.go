@@ -86,7 +86,7 @@ func (g *Gateway) commit(rp *reply, a *attempt) {
 			g.writeJSONAnswer(rp, a)
 			return
 		}
-		if err := copyBody(rp.w, resp.Body, rp.preamble, a.idle); err != nil {
+		if err := rp.copyBody(resp.Body, rp.preamble, a.idle); err != nil {
 			g.cutBody(rp, a, err)
 		}
 		return
@@ -100,7 +100,7 @@ func (g *Gateway) commit(rp *reply, a *attempt) {
 	if st.used {
 		rp.res.Usage, rp.res.HasUsage = rp.res.Usage.Update(st.usage), true
 	}
-	if _, err := rp.w.Write(st.held); err != nil {
+	if err := rp.write(st.held); err != nil {
 		g.cut(rp, a, errClientGone)
 	}
 	if st.tr = g.newTranscript(a); st.tr != nil {
@@ -136,12 +136,12 @@ func (g *Gateway) writeJSONAnswer(rp *reply, a *attempt) {
 		}
 	}
 	a.idle.Block()
-	if _, err := rp.w.Write(body); err != nil {
+	if err := rp.write(body); err != nil {
 		g.cut(rp, a, errClientGone)
 	}
 	a.idle.Unblock()
 	if !whole {
-		if err := copyBody(rp.w, a.resp.Body, false, a.idle); err != nil {
+		if err := rp.copyBody(a.resp.Body, false, a.idle); err != nil {
 			g.cutBody(rp, a, err)
 		}
 	}
@@ -201,7 +201,7 @@ func (g *Gateway) relayEvents(rp *reply, a *attempt) error {
 		// still while the client is written to
 		a.idle.Block()
 		if len(batch) > 0 {
-			if _, err := rp.w.Write(batch); err != nil {
+			if err := rp.write(batch); err != nil {
 				g.cut(rp, a, errClientGone)
 			}
 			batch = nil
@@ -355,9 +355,11 @@ var errClientGone = errors.New("client went away")
 func (g *Gateway) cut(rp *reply, a *attempt, err error) {
 	if errors.Is(err, errClientGone) || a.req.r.Context().Err() != nil {
 		// the client left ("stop generating"): the engine did nothing wrong
+		rp.res.cutShort("client", rp.sent)
 		a.close()
 		rp.abort()
 	}
+	rp.res.cutShort(a.cutReason(), rp.sent)
 	g.log.Warn("upstream failed mid-response", zap.String("engine", a.c.rt.cfg.Name), zap.Error(err))
 	if a.stream != nil || rp.preamble {
 		reason := rootCause(err)
@@ -376,20 +378,19 @@ var copyBufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return 
 // every read (a stream whose preamble went out). A read error is the
 // upstream's, a write error becomes errClientGone.
 // The idle budget stands still while the client is written to.
-func copyBody(w http.ResponseWriter, body io.Reader, flushEach bool, idle *idle.Watchdog) error {
+func (rp *reply) copyBody(body io.Reader, flushEach bool, idle *idle.Watchdog) error {
 	bp := copyBufPool.Get().(*[]byte)
 	defer copyBufPool.Put(bp)
 	buf := *bp
-	rc := http.NewResponseController(w)
 	for {
 		n, rerr := body.Read(buf)
 		if n > 0 {
 			idle.Block()
-			if _, werr := w.Write(buf[:n]); werr != nil {
+			if werr := rp.write(buf[:n]); werr != nil {
 				return errClientGone
 			}
 			if flushEach {
-				_ = rc.Flush()
+				_ = rp.rc.Flush()
 			}
 			idle.Unblock()
 		}

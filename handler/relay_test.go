@@ -78,6 +78,10 @@ func TestAStreamThatEndsWithoutFinishingIsACut(t *testing.T) {
 	if err == nil || !strings.Contains(string(body), "upstream_stream_cut") || !strings.Contains(string(body), "before the answer was complete") {
 		t.Fatalf("a truncated answer looked whole (read error %v): %s", err, body)
 	}
+	// its story says it was cut, and how much of it the client had
+	if res := lastResult.Load(); res.Status != 200 || res.Cut != "closed" || res.Relayed != int64(len(chunk("c1", "half an ans"))) {
+		t.Fatalf("status %d, cut %q after %d bytes", res.Status, res.Cut, res.Relayed)
+	}
 
 	finish.Store(true)
 	resp, err = http.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"m","stream":true}`))
@@ -88,6 +92,9 @@ func TestAStreamThatEndsWithoutFinishingIsACut(t *testing.T) {
 	resp.Body.Close()
 	if err != nil || strings.Contains(string(body), "error") {
 		t.Fatalf("a finished answer without [DONE] was cut: %v %s", err, body)
+	}
+	if res := lastResult.Load(); res.Cut != "" {
+		t.Fatalf("a whole answer told as cut %q", res.Cut)
 	}
 }
 

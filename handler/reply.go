@@ -49,6 +49,9 @@ type reply struct {
 	// seq is the sequence_number of a Responses client's next event,
 	// which an in-band error takes (apierror.EventAs)
 	seq int
+	// sent is the bytes of the answer written to the client (write): what
+	// a cut answer had relayed
+	sent int64
 }
 
 func (g *Gateway) newReply(w http.ResponseWriter, stream bool, client api.API, res *Result) *reply {
@@ -77,6 +80,13 @@ func (rp *reply) sendPreamble() {
 	_ = rp.rc.Flush()
 	rp.preamble = true
 	rp.firstByte(http.StatusOK)
+}
+
+// write writes b, bytes of the answer, to the client.
+func (rp *reply) write(b []byte) error {
+	n, err := rp.w.Write(b)
+	rp.sent += int64(n)
+	return err
 }
 
 // errorEvent ends a stream whose headers went out with one error event.

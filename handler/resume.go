@@ -108,7 +108,7 @@ func (g *Gateway) continueOn(rp *reply, a *attempt, c candidate, cause error) *a
 		st.see(&e)
 		ev = st.rewrite.AppendTo(nil, ev, &e)
 		t.add(ev)
-		if _, err := rp.w.Write(ev); err != nil {
+		if err := rp.write(ev); err != nil {
 			g.cut(rp, b, errClientGone)
 		}
 	}

@@ -110,19 +110,14 @@ func (g *Gateway) price(res *Result, r reservation) {
 type reservation struct{ prompt, total int64 }
 
 // chargeLoser adds to the request's cost what an attempt that lost a hedge
-// costs, as its tokens are charged (loserTokens): what it reported at its
-// price, else its prompt at the input price; nothing when it never held a
+// costs, u, as its tokens are charged (loserUsage: what it reported, else
+// its prompt as input), at its own price; nothing when it never held a
 // lease.
-func (g *Gateway) chargeLoser(res *Result, a *attempt, prompt int64) {
+func (g *Gateway) chargeLoser(res *Result, a *attempt, u api.Usage) {
 	if a.leasedAt.IsZero() {
 		return
 	}
-	p := g.priceOf(a.c.rt, a.sent)
-	u := api.Usage{Input: int(prompt)}
-	if st := a.stream; st != nil && st.used {
-		u = st.usage
-	}
-	res.HedgeCost = price.Add(res.HedgeCost, p.Cost(u))
+	res.HedgeCost = price.Add(res.HedgeCost, g.priceOf(a.c.rt, a.sent).Cost(u))
 }
 
 // CostHeader is the trailer that says what a request cost, in US dollars,

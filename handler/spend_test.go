@@ -119,7 +119,7 @@ func TestAHedgesLoserCostsItsPromptAtItsPrice(t *testing.T) {
 		t.Fatalf("%d %s", ans.resp.StatusCode, ans.body)
 	}
 	res := <-served
-	prompt := int64(len(body)/4 + 1) // the loser's charge in tokens (loserTokens)
+	prompt := int64(len(body)/4 + 1) // the loser's charge in tokens (loserUsage)
 	loser := price.Tokens(prompt, 100_000_000)
 	answer := price.Add(price.Tokens(1000, 1_000_000), price.Tokens(50, 2_000_000))
 	if res.HedgeCost != loser || res.Cost != price.Add(loser, answer) {

@@ -52,6 +52,22 @@ func (res *Result) tell(a *attempt, v verdict) {
 	res.Tries = append(res.Tries, t)
 }
 
+// cutShort tells that the answer was cut (why, Result.Cut) after relayed
+// bytes of it; the first cut is the one told.
+func (res *Result) cutShort(why string, relayed int64) {
+	if res.Cut == "" {
+		res.Cut, res.Relayed = why, relayed
+	}
+}
+
+// cutReason is why a's committed answer broke, as Result.Cut says it.
+func (a *attempt) cutReason() string {
+	if a.outcome == outcomeTimeout && a.timeout != nil {
+		return a.timeout.Error()
+	}
+	return "closed"
+}
+
 // ended closes the story when the request ends: the answer's try lasted
 // until its last byte.
 func (res *Result) ended(now time.Time) {

@@ -56,6 +56,11 @@ func appendValue(b []byte, r *Record) []byte {
 	if r.Stream {
 		b = append(b, `,"stream":true`...)
 	}
+	b = appendField(b, "cut", r.Cut, true)
+	if r.RelayedBytes != 0 {
+		b = append(b, `,"relayed_bytes":`...)
+		b = strconv.AppendInt(b, r.RelayedBytes, 10)
+	}
 	if len(r.Tries) > 0 {
 		b = append(b, `,"tries":[`...)
 		for i := range r.Tries {
@@ -91,6 +96,13 @@ func appendTry(b []byte, t *Try) []byte {
 	b = appendField(b, "scope", t.Scope, true)
 	if t.Resume {
 		b = append(b, `,"resume":true`...)
+	}
+	if t.Hedge {
+		b = append(b, `,"hedge":true`...)
+	}
+	if t.LostForMs != 0 {
+		b = append(b, `,"lost_for_ms":`...)
+		b = appendFloat(b, t.LostForMs)
 	}
 	return append(b, '}')
 }

@@ -109,10 +109,17 @@ type Record struct {
 	// Cost is what the request cost, in US dollars at its model's price
 	// (a JSON number of dollars, exact): its answer, cached tokens at their
 	// price, and a hedge's losers
-	Cost    price.Amount `json:"cost_usd,omitempty"`
-	Stream  bool         `json:"stream,omitempty"` // the answer was an event stream
-	Tries   []Try        `json:"tries,omitempty"`
-	TraceID string       `json:"trace_id,omitempty"` // when Caddy's tracing traced it
+	Cost   price.Amount `json:"cost_usd,omitempty"`
+	Stream bool         `json:"stream,omitempty"` // the answer was an event stream
+	// Cut says why an answer that had begun did not end whole: "closed"
+	// (the engine's connection broke), the time budget that ran out
+	// (stream_idle_timeout, request_timeout), "client" (the client went
+	// away), "going_away" (the server was exiting); RelayedBytes is how
+	// much of it the client had been sent then
+	Cut          string `json:"cut,omitempty"`
+	RelayedBytes int64  `json:"relayed_bytes,omitempty"`
+	Tries        []Try  `json:"tries,omitempty"`
+	TraceID      string `json:"trace_id,omitempty"` // when Caddy's tracing traced it
 }
 
 // Try is one upstream attempt of a request, as the history keeps it.

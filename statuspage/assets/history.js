@@ -165,9 +165,14 @@ async function loadHistory(older) {
 function historyRow(q) {
   const t = new Date(q.time);
   const td = (cls, text) => el('td', { class: cls, text });
-  const tries = (q.tries || []).map((a) => a.engine + ' ' + a.reason + (a.waited_ms >= 1 ? ' (waited ' + fmtMs(a.waited_ms) + ')' : '')).join(' → ');
+  // a hedge's attempt says so, and one that lost how long it ran after the win
+  const tries = (q.tries || []).map((a) => a.engine + ' ' + a.reason + (a.hedge ? ' (hedge)' : '') +
+    (a.waited_ms >= 1 ? ' (waited ' + fmtMs(a.waited_ms) + ')' : '') +
+    (a.reason === 'lost' ? ' (ran ' + fmtMs(a.lost_for_ms || 0) + ' after the win)' : '')).join(' → ');
   const status = el('td', { class: 'status num' }, String(q.status));
   if (q.reason && q.reason !== String(q.status)) status.append(' ', el('span', { class: 'reason', text: q.reason }));
+  // a cut answer: how much of it the client had been sent
+  if (q.cut) status.append(' ', el('span', { class: 'reason', text: 'after ' + fmtBytes(q.relayed_bytes || 0) }));
   return el('tr', { class: q.status >= 400 ? 'bad' : '', 'data-seq': String(q.seq) },
     el('td', {}, el('time', { datetime: t.toISOString(), text: t.toLocaleString() })),
     td('model', q.model), td('engine', q.engine || '–'), status, td('tries', tries || '–'),
