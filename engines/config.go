@@ -489,15 +489,19 @@ func (c *Config) Translates() bool { return c.Translate == nil || *c.Translate }
 // speaks it, else in the first API of api.Preference it speaks when a is a
 // conversation and the engine allows translation; ok is false when it
 // cannot read the request at all.
-func (c *Config) Reads(a api.API) (in api.API, ok bool) {
-	if c.Speaks(a) {
+func (c *Config) Reads(a api.API) (in api.API, ok bool) { return c.reads(a, c.Speaks) }
+
+// reads is Reads with the APIs speaks says the engine speaks (the
+// engine's process may have been learned to speak fewer: spoken.go).
+func (c *Config) reads(a api.API, speaks func(api.API) bool) (in api.API, ok bool) {
+	if speaks(a) {
 		return a, true
 	}
 	if !a.Conversation() || !c.Translates() {
 		return 0, false
 	}
 	for _, t := range api.Preference {
-		if c.Speaks(t) {
+		if speaks(t) {
 			return t, true
 		}
 	}

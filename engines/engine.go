@@ -154,6 +154,9 @@ type Engine struct {
 
 	// the engine's own load, read in the background (signals.go)
 	sig signalState
+
+	// what its process was learned not to speak (spoken.go)
+	spoken spoken
 }
 
 // SetObserver sets who hears about starts and stops; call it before use.

@@ -117,6 +117,7 @@ func (e *Engine) run(seq uint64, delay time.Duration) {
 	// the arguments may hold secrets (llama-server --api-key): log the program only
 	e.log.Info("starting engine", zap.String("program", argv[0]), zap.Int("port", port))
 	e.lines.newRun() // the page draws a line between runs
+	e.forgetSpoken() // a new process, maybe a newer build: it may speak more
 	proc, err := spawn(argv, e.cfg.Dir, env, &e.lines, e.log)
 	if err != nil {
 		e.startFailed(seq, nil, err.Error())

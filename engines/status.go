@@ -51,6 +51,11 @@ type Status struct {
 	Swap string `json:"swap,omitempty"`
 	// Slots is slots save's table and counts; absent without it.
 	Slots *SlotsStatus `json:"slots,omitempty"`
+	// APIs is the engine's `api` line; absent without one (every API).
+	APIs []string `json:"apis,omitempty"`
+	// Unspoken are the routes its process answered it does not have
+	// (spoken.go): chat, responses, messages, count_tokens, tokenize.
+	Unspoken []string `json:"unspoken,omitempty"`
 }
 
 // LimitStatus is an engine's concurrency limit and its use.
@@ -66,7 +71,7 @@ func (e *Engine) Status() Status {
 	e.mu.Lock()
 	s := Status{
 		Name: e.cfg.Name, Models: e.cfg.Models, Managed: e.cfg.Managed(), Group: e.cfg.Group, Memory: e.cfg.Memory,
-		Devices: DeviceSet(e.cfg.Devices), Why: e.why,
+		Devices: DeviceSet(e.cfg.Devices), Why: e.why, APIs: e.cfg.APIs, Unspoken: e.Unspoken().Names(),
 		State: e.state.String(), Ready: e.state == Ready, Port: e.port, Leases: e.leases,
 		EngineBreaker: e.brk.State().String(),
 	}

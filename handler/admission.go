@@ -39,6 +39,8 @@ import (
 //	                         model, the body fallbacks, every candidate;
 //	                         reserve: its most tokens times its choices;
 //	                         charge: the usage, else the reservation
+//	/v1/messages/count_tokens  as the other /v1/ POSTs, but reserve: rates
+//	                         only, no tokens; charge: nothing
 //	/v1/models GET           no body; may: lists only the key's models;
 //	                         reserve: rates only
 //	/upstream/<model>/…      may: the path's model, a JSON (looksJSON) or
@@ -70,6 +72,10 @@ func (g *Gateway) reserve(w http.ResponseWriter, req *request, res *Result) (*re
 	}
 	if g.limiter == nil || kr.Limits.Empty() {
 		return req, nil, nil
+	}
+	if req.op == opCountTokens {
+		// a count is free: the key's rates, no tokens (counttokens.go)
+		return req, nil, g.reserveRate(w, kr, res)
 	}
 	if req.unbounded && len(kr.Limits.Tokens) > 0 {
 		return nil, nil, apierror.BadRequest("unbounded_answer", fmt.Sprintf(

@@ -39,7 +39,7 @@ const minAnswer = 1024
 // is false when nothing bounds it, and n is then minAnswer.
 func (g *Gateway) answerBound(req *request) (n int64, bounded bool) {
 	switch {
-	case req.op == opEmbeddings || req.op == opAnthropicOther:
+	case req.op == opEmbeddings || req.op == opCountTokens || req.op == opAnthropicOther:
 		return 0, true
 	case req.key.Reserve() > 0:
 		return req.key.Reserve(), true

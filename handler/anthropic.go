@@ -36,7 +36,7 @@ func (g *Gateway) serveAnthropicModel(w http.ResponseWriter, r *http.Request, id
 // readsMessages reports whether a route's engine reads the Messages API,
 // natively or through translation: its models are an Anthropic client's.
 func readsMessages(rt *route) bool {
-	_, ok := opMessages.reads(&rt.cfg)
+	_, ok := opMessages.readsNow(&rt.cfg, rt.eng)
 	return ok
 }
 

@@ -94,7 +94,7 @@ func (p *planner) scan() (int, candidate, bool) {
 	i := p.i + 1
 	for ; i < len(p.walk); i++ {
 		c := p.walk[i]
-		if _, ok := p.op.reads(&c.rt.cfg); !ok {
+		if _, ok := p.op.readsNow(&c.rt.cfg, c.rt.eng); !ok {
 			continue // a pool member or body fallback that cannot read this request
 		}
 		if !p.allowed(c) {

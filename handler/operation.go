@@ -23,7 +23,8 @@ import (
 //	                  /embedding
 //	opResponses       /v1/responses                     responses    no           no
 //	opMessages        /v1/messages                      messages     no           yes
-//	opAnthropicOther  /v1/messages/… (count_tokens)     messages     no           no
+//	opCountTokens     /v1/messages/count_tokens         messages     no           no
+//	opAnthropicOther  any other /v1/messages/…          messages     no           no
 //	opUpload          the form routes (takesForm)       openai       no           no
 //	opOther           any other /v1/ POST, extra_paths  openai       no           no
 //	opPassthrough     /upstream/<model>/…               openai       no           no
@@ -36,6 +37,7 @@ const (
 	opEmbeddings
 	opResponses
 	opMessages
+	opCountTokens
 	opAnthropicOther
 	opUpload
 	opPassthrough
@@ -49,6 +51,8 @@ func operationOf(p string, passthrough bool) operation {
 		return opPassthrough
 	case p == "/v1/messages":
 		return opMessages
+	case p == "/v1/messages/count_tokens":
+		return opCountTokens
 	case strings.HasPrefix(p, "/v1/messages/"):
 		return opAnthropicOther
 	case takesForm(p):
@@ -91,7 +95,7 @@ func (o operation) api() api.API {
 		return api.Completions
 	case opResponses:
 		return api.Responses
-	case opMessages, opAnthropicOther:
+	case opMessages, opCountTokens, opAnthropicOther:
 		return api.Messages
 	case opEmbeddings:
 		return api.Embeddings
@@ -99,15 +103,44 @@ func (o operation) api() api.API {
 	return api.Other
 }
 
-// reads says whether an engine can read a request of the operation, and
-// in which API: its own, or through translation (translate.go) for the
-// three conversations. Messages' count_tokens has no translation: it goes
-// only to engines that speak Messages.
+// reads says whether an engine (cfg) can read a request of the
+// operation, and in which API: its own, or through translation
+// (translate.go) for the three conversations. Messages' count_tokens is
+// answered natively by an engine that speaks Messages, else by every
+// engine that allows translation, from its tokenizer (counttokens.go).
+// What an attempt is sent in asks the engine's process (readsOn,
+// spoken.go).
 func (o operation) reads(cfg *engines.Config) (api.API, bool) {
-	if o == opChat || o == opMessages || o == opResponses {
+	switch o {
+	case opChat, opMessages, opResponses:
 		return cfg.Reads(o.api())
+	case opCountTokens:
+		if cfg.Speaks(api.Messages) {
+			return api.Messages, true
+		}
+		return api.Chat, cfg.Translates()
 	}
 	return o.api(), cfg.Speaks(o.api())
+}
+
+// readsNow is reads for an engine as its process is known to speak (eng,
+// nil for none: engines/spoken.go): what an attempt is sent in, and which
+// candidates a plan walks. An API it was learned not to speak is read
+// through translation, a count_tokens it was learned not to have is
+// counted from its tokenizer.
+func (o operation) readsNow(cfg *engines.Config, eng *engines.Engine) (api.API, bool) {
+	switch {
+	case eng == nil || eng.Unspoken() == 0:
+		return o.reads(cfg)
+	case o == opChat || o == opMessages || o == opResponses:
+		return eng.Reads(o.api())
+	case o == opCountTokens:
+		if eng.Speaks(api.Messages) && !eng.Unspoken().Has(engines.UnspokenCountTokens) {
+			return api.Messages, true
+		}
+		return api.Chat, cfg.Translates()
+	}
+	return o.reads(cfg)
 }
 
 // grammar is how the operation's streams are read: their events, how they
@@ -115,7 +148,7 @@ func (o operation) reads(cfg *engines.Config) (api.API, bool) {
 // Messages' count_tokens answers in JSON: its stream, were there one,
 // would end with the connection, as every route's but the conversations'.
 func (o operation) grammar() grammar.Grammar {
-	if o == opAnthropicOther {
+	if o == opCountTokens || o == opAnthropicOther {
 		return grammar.Grammar{API: api.Other}
 	}
 	return grammar.Grammar{API: o.api()}

@@ -22,6 +22,10 @@ import (
 // An error says the provider's credentials could not be had
 // (outcomeAuth).
 func (t *translation) target(rt *route, req *request, up *http.Request, base *url.URL, sent string, body []byte) error {
+	if t.count != nil {
+		t.count.target(up, base) // count_tokens from the engine's tokenizer (counttokens.go)
+		return nil
+	}
 	p := rt.provider
 	if p == nil {
 		if t.on {
@@ -29,7 +33,7 @@ func (t *translation) target(rt *route, req *request, up *http.Request, base *ur
 		}
 		return nil
 	}
-	in, _ := req.op.reads(&rt.cfg)
+	in, _ := req.op.readsNow(&rt.cfg, rt.eng)
 	path := req.r.URL.Path
 	if t.on {
 		path = t.via.Path()

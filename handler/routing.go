@@ -70,7 +70,7 @@ func (g *Gateway) serveRouted(w http.ResponseWriter, r *http.Request, res *Resul
 		}
 	}
 	res.Known = true
-	if _, ok := req.op.reads(&rt.cfg); !ok {
+	if _, ok := req.op.readsNow(&rt.cfg, rt.eng); !ok {
 		res.refuse(w, &apierror.Error{Status: http.StatusNotFound, Type: apierror.TypeInvalidRequest, Code: "model_not_found", Message: fmt.Sprintf("the model %q is not served over this API here: its engine %s speaks only %s", req.model, rt.cfg.Name, config.APIsOf(rt.cfg.APIs))})
 		return
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -28,7 +30,7 @@ func (g *Gateway) try(rp *reply, a *attempt) {
 		a.outcome, a.err = outcomeMedia, err
 		return
 	}
-	tr, err := g.translateRequest(req, &c.rt.cfg, a.sent)
+	tr, err := g.translationFor(req, c.rt, a.sent)
 	if err != nil {
 		a.outcome, a.err = outcomeUntranslatable, err
 		return
@@ -70,18 +72,8 @@ func (g *Gateway) send(rp *reply, req *request, a *attempt) {
 		a.deadline = g.clock.AfterFunc(d, func() { a.cancel(errRequestTimeout) })
 	}
 
-	body := a.tr.body
-	if body == nil {
-		body = req.bodyFor(a.sent)
-	}
-	if fs := c.rt.filters; len(fs) > 0 && req.json() {
-		body = jsonmember.ApplyFilters(body, fs)
-	}
-	if c.rt.cfg.SavesSlots() {
-		body = g.warmSlot(req, a, body) // slots save: the session's slot (warmswap.go)
-	}
-	up := upstream.NewRequest(ctx, req.r, base, cfg, body)
-	if err := a.tr.target(c.rt, req, up, base, a.sent, body); err != nil {
+	up, err := g.upstreamRequest(ctx, req, a, base)
+	if err != nil {
 		a.outcome, a.err = outcomeAuth, err
 		return
 	}
@@ -89,7 +81,7 @@ func (g *Gateway) send(rp *reply, req *request, a *attempt) {
 	sentAt := g.clock.Now()
 	rp.during(func() {
 		header := g.clock.AfterFunc(time.Duration(cfg.HeaderTimeout), func() { a.cancel(errHeaderTimeout) })
-		a.resp, a.err = c.rt.eng.Transport().RoundTrip(up)
+		a.resp, a.err = g.exchange(ctx, req, a, base, up) // spoken.go: a native path the engine does not have, translated at once
 		header.Stop()
 		a.outcome = classify(ctx, a.resp, a.err)
 		if a.outcome == outcomeGood {
@@ -139,6 +131,29 @@ func (g *Gateway) send(rp *reply, req *request, a *attempt) {
 	if a.outcome == outcomeTimeout {
 		a.timeout = context.Cause(ctx)
 	}
+}
+
+// upstreamRequest is the request a's engine is sent: the body in the API
+// it reads (a.tr), its filters applied, pointed at its path with its
+// credentials. An error says a provider's credentials could not be had
+// (outcomeAuth).
+func (g *Gateway) upstreamRequest(ctx context.Context, req *request, a *attempt, base *url.URL) (*http.Request, error) {
+	c := a.c
+	body := a.tr.body
+	if body == nil {
+		body = req.bodyFor(a.sent)
+	}
+	if fs := c.rt.filters; len(fs) > 0 && req.json() && a.tr.count == nil {
+		body = jsonmember.ApplyFilters(body, fs)
+	}
+	if c.rt.cfg.SavesSlots() && a.tr.count == nil {
+		body = g.warmSlot(req, a, body) // slots save: the session's slot (warmswap.go)
+	}
+	up := upstream.NewRequest(ctx, req.r, base, &c.rt.cfg, body)
+	if err := a.tr.target(c.rt, req, up, base, a.sent, body); err != nil {
+		return nil, err
+	}
+	return up, nil
 }
 
 // awaitFirstContent reads a fresh event stream up to its first content

@@ -13,7 +13,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/llmgateway/caddy-llm-gateway/api"
-	"github.com/llmgateway/caddy-llm-gateway/engines"
 	"github.com/llmgateway/caddy-llm-gateway/handler/upstream"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 	"github.com/llmgateway/caddy-llm-gateway/internal/translate"
@@ -43,17 +42,27 @@ type translation struct {
 	body   []byte               // the request in via's API
 	custom []string             // a Responses client's custom (freeform) tools
 	ns     map[string][2]string // a Responses client's namespace tools: flattened name → {namespace, name}
+	count  counter              // a request the gateway answers itself: count_tokens (counttokens.go)
 }
 
-// translateRequest decides which API an engine (cfg) reads the request in
-// and, when it is not the request's own, translates the body with the
+// counter is a request the gateway answers itself from what it asks the
+// engine (count_tokens from its tokenizer: counttokens.go): where it asks,
+// and the call that makes the answer.
+type counter interface {
+	target(up *http.Request, base *url.URL)
+	roundTrip(rt http.RoundTripper, up *http.Request) (*http.Response, error)
+}
+
+// translateRequest decides which API a route's engine reads the request
+// in and, when it is not the request's own, translates the body with the
 // model the attempt sends (sent). An error is a member the engine's API
 // cannot carry (outcomeUntranslatable). The request is read once, and
 // each (API, model) written once, however many attempts ask: a retry, a
 // failover and a hedge take the same bytes (translations, below).
-func (g *Gateway) translateRequest(req *request, cfg *engines.Config, sent string) (translation, error) {
+func (g *Gateway) translateRequest(req *request, rt *route, sent string) (translation, error) {
 	var t translation
-	in, _ := req.op.reads(cfg)
+	cfg := &rt.cfg
+	in, _ := req.op.readsNow(&rt.cfg, rt.eng)
 	if in == req.op.api() || !req.json() {
 		return t, nil
 	}
@@ -149,6 +158,9 @@ func retarget(up *http.Request, base *url.URL, via api.API) {
 // failure (outcomeBadAnswer) while another candidate may still answer. A
 // read that fails (read) is the attempt's to classify.
 func (t *translation) answer(resp *http.Response, req *request, sent string) (bad, read error) {
+	if t.count != nil {
+		return nil, nil // made in the client's API (counttokens.go)
+	}
 	h := resp.Header
 	switch {
 	case isEventStream(h.Get("Content-Type")):
@@ -177,6 +189,9 @@ func (t *translation) answer(resp *http.Response, req *request, sent string) (ba
 // errorBody gives an engine's error answer the client's API's shape,
 // keeping its status and message.
 func (t *translation) errorBody(resp *http.Response, body []byte) []byte {
+	if t.count != nil {
+		return body // a count has no error of its engine's (counttokens.go)
+	}
 	resp.Header.Set("Content-Type", "application/json")
 	resp.Header.Del("Content-Length")
 	return translate.ErrorBody(t.via, t.client, resp.StatusCode, body)
