@@ -137,3 +137,25 @@ func TestCountTokensIsChargedNothing(t *testing.T) {
 		t.Fatalf("a count without a valid key: %d %s", st, body)
 	}
 }
+
+func TestCountTokensCostsNoMoney(t *testing.T) {
+	up, _ := tokenizer(t, `{"tokens":[1,2,3]}`)
+	for _, api := range []string{"chat", "anthropic"} {
+		// from the engine's tokenizer, and natively
+		native, _ := loggingUpstream(t, func(r *http.Request, _ []byte) string { return r.URL.Path }, answerJSON(`{"input_tokens":3}`))
+		to := up
+		if api == "anthropic" {
+			to = native
+		}
+		cfg := config.Config{Engines: []engines.Config{{Name: "e", To: to, Models: []string{"m"}, APIs: []string{api}}},
+			Prices: []config.Price{priceLine(t, "e", "3", "15")}}
+		_, url := testGateway(t, cfg, nil)
+		drain()
+		if st, _, body := countTokens(t, url, ""); st != 200 || body != `{"input_tokens":3}` {
+			t.Fatalf("%s: %d %s", api, st, body)
+		}
+		if res := <-served; res.Cost != 0 {
+			t.Fatalf("%s: a count cost %s", api, res.Cost)
+		}
+	}
+}

@@ -93,8 +93,8 @@ func (g *Gateway) Prices() []EnginePrice {
 // lost (race.go). A request no engine answered costs its losers only.
 func (g *Gateway) price(res *Result, r reservation) {
 	res.Cost = res.HedgeCost
-	if res.Engine == "" {
-		return
+	if res.Engine == "" || res.op == opCountTokens {
+		return // a count costs nothing (counttokens.go)
 	}
 	p := g.book.Of(res.Engine, res.ModelSent).Price
 	switch {
