@@ -88,6 +88,25 @@ http://%s {
 	if line, err := body.ReadString('\n'); err != nil || !strings.HasPrefix(line, "data: ") {
 		t.Fatalf("no first event: %q %v", line, err)
 	}
+	// and a Responses client's stream, which is told in its own grammar
+	rreq, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/responses",
+		strings.NewReader(`{"model":"slow","stream":true,"input":"hi"}`))
+	rreq.Header.Set("Content-Type", "application/json")
+	rresp, err := testClient.Do(rreq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rresp.Body.Close()
+	rbody := bufio.NewReader(rresp.Body)
+	for {
+		line, err := rbody.ReadString('\n')
+		if err != nil {
+			t.Fatalf("the Responses stream ended before its first delta: %v", err)
+		}
+		if strings.Contains(line, "response.output_text.delta") {
+			break
+		}
+	}
 
 	told := time.Now()
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -104,6 +123,11 @@ http://%s {
 	}
 	if took > 5*grace {
 		t.Fatalf("the stream ended %v after SIGTERM, the grace period being %v", took, grace)
+	}
+	events, err := sseEventsOf(io.NopCloser(rbody))
+	if n := len(events); err != nil || n < 2 || events[n-2].name != "error" || events[n-1].name != "response.failed" ||
+		!strings.Contains(string(events[n-2].data), `"code":"gateway_going_away"`) {
+		t.Fatalf("the Responses stream did not end with its own error events (%v): %v", err, events)
 	}
 	select {
 	case <-exited:

@@ -258,6 +258,7 @@ type stream struct {
 	gram    grammar.Grammar  // how its events are read, and how it says it is whole
 	held    []byte           // events read before the first content event
 	whole   bool             // an event said the answer is complete
+	seq     int              // a Responses stream's next sequence_number, after the events seen
 	usage   api.Usage        // what the held events reported
 	used    bool             // a held event reported usage
 	tr      *transcript      // what a resumable stream sent so far
@@ -278,6 +279,9 @@ var errEndedUnfinished = errors.New("the stream ended before the answer was comp
 // whether the answer says it is whole ([DONE], or the route's sign).
 func (st *stream) see(e *grammar.Event) {
 	st.whole = st.whole || e.Whole || e.Kind == grammar.Done
+	if e.HasSeq {
+		st.seq = e.Seq + 1
+	}
 }
 
 // hold keeps an event read before the first content, with what its scan

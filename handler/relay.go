@@ -103,6 +103,7 @@ func (g *Gateway) commit(rp *reply, a *attempt) {
 	if err := rp.write(st.held); err != nil {
 		g.cut(rp, a, errClientGone)
 	}
+	rp.seq = st.seq // the held events went out: an error takes the next number
 	if st.tr = g.newTranscript(a); st.tr != nil {
 		st.tr.addAll(st.held)
 	}
@@ -260,6 +261,7 @@ func (g *Gateway) relayEvents(rp *reply, a *attempt) error {
 			continue
 		}
 		st.see(&e)
+		rp.seq = st.seq
 		if st.rewrite != nil {
 			batch, _ = st.appendRewritten(batch, ev, &e)
 		} else {

@@ -43,6 +43,10 @@ type Event struct {
 	Data                        []byte
 	ID, Created, Model, UsageAt jsonmember.Member
 	Type, Choices               jsonmember.Member // for a resumable stream's transcript
+	// Seq is a Responses event's sequence_number, when it has one
+	// (HasSeq): an error the gateway adds to the stream takes the next
+	Seq    int
+	HasSeq bool
 }
 
 // Scan reads one event in one validating pass over its data. With probe
@@ -84,6 +88,9 @@ func (g Grammar) scan(ev []byte, probe bool, m *Memo) Event {
 	e := Event{Kind: Content, Data: data, NoChoices: f.NoChoices, ID: f.ID, Created: f.Created, Model: f.Model,
 		UsageAt: f.Usage, Type: f.Type, Choices: f.Choices}
 	e.Usage, e.HasUsage = usageAt(g.API, data, f.Usage)
+	if f.Seq.OK() {
+		e.Seq, e.HasSeq = jsonmember.Count(data, f.Seq.Value.Start, f.Seq.Value.End), true
+	}
 	typ := memberBytes(data, f.Type)
 	if g.reads(api.Messages) && string(typ) == `"message_start"` && f.Message.OK() && data[f.Message.Value.Start] == '{' {
 		// the prompt's usage sits in the message

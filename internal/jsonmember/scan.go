@@ -61,6 +61,7 @@ type Fields struct {
 	Type           Member // an event's type (Responses, Anthropic)
 	Message        Member // Anthropic's message_start: the message, with the prompt's usage
 	Error          Member // an error event's error
+	Seq            Member // a Responses event's sequence_number
 	// Finished: in an answer, a choice has a finish_reason that is a
 	// string (the chunk that says a chat or text completion is whole)
 	Finished bool
@@ -242,6 +243,8 @@ func (f *Fields) slot(rawName []byte) *Member {
 	switch string(name) {
 	case "model":
 		return &f.Model
+	case "sequence_number":
+		return &f.Seq
 	case "stream":
 		return &f.Stream
 	case "fallbacks":
