@@ -186,6 +186,11 @@ func anthropicFake(t *testing.T, mode string) *pvFake {
 			anthropicError(w, 404, "not_found_error", "Not Found")
 			return
 		}
+		if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+			f.refuse("content type %q", ct)
+			anthropicError(w, 400, "invalid_request_error", "Content-Type must be application/json")
+			return
+		}
 		if r.Header.Get("X-Api-Key") != pvAnthropicKey || r.Header.Get("Authorization") != "" {
 			f.refuse("x-api-key %q, Authorization %q", r.Header.Get("X-Api-Key"), r.Header.Get("Authorization"))
 			anthropicError(w, 401, "authentication_error", "invalid x-api-key")
@@ -250,6 +255,11 @@ func bedrockFake(t *testing.T, mode string) *pvFake {
 		if err := sigV4Check(r, body); err != nil {
 			f.refuse("signature: %v", err)
 			amzError(403, "InvalidSignatureException", "The request signature we calculated does not match the signature you provided.")
+			return
+		}
+		if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+			f.refuse("content type %q", ct)
+			amzError(415, "UnsupportedMediaTypeException", "Unsupported Media Type")
 			return
 		}
 		stream := r.URL.EscapedPath() == "/model/"+bedrockModelPath+"/converse-stream"

@@ -728,3 +728,31 @@ func TestListModulesListsTheProviders(t *testing.T) {
 		}
 	}
 }
+
+// A body a client sends as curl -d does (application/x-www-form-urlencoded)
+// or without a type is read as JSON by its route, and sent to Anthropic and
+// Bedrock as application/json, which they require (the fakes refuse any
+// other type).
+func TestProviderBodyIsSentAsJSONWhateverItsClientCalledIt(t *testing.T) {
+	pvEnv(t)
+	anth, bed := anthropicFake(t, "ok"), bedrockFake(t, "ok")
+	startGateway(t, anthropicEngine(anth, "")+bedrockEngine(bed, ""))
+	for _, ct := range []string{"application/x-www-form-urlencoded", ""} {
+		for _, c := range []struct{ path, body, want string }{
+			{"/v1/messages", `{"model":"` + claudeModel + `","max_tokens":64,"messages":[{"role":"user","content":"hi"}]}`, anthropicText},
+			{"/v1/chat/completions", `{"model":"` + bedrockModel + `","messages":[{"role":"user","content":"hi"}]}`, bedrockText},
+		} {
+			resp, out := post(t, c.path, c.body, "Content-Type", ct, "Anthropic-Version", "2023-06-01")
+			if resp.StatusCode != 200 || !strings.Contains(out, c.want) {
+				t.Fatalf("%s sent as %q: %d %s", c.path, ct, resp.StatusCode, out)
+			}
+		}
+	}
+	for _, f := range []*pvFake{anth, bed} {
+		for _, r := range f.all() {
+			if ct := r.header.Get("Content-Type"); ct != "application/json" {
+				t.Fatalf("%s was sent Content-Type %q", r.path, ct)
+			}
+		}
+	}
+}

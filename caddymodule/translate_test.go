@@ -700,14 +700,21 @@ func TestTranslationRefusesAMemberWithA400NamingItAndTheEngine(t *testing.T) {
 	p.N = openai.Int(2)
 	_, err := sdk(callerKey).Chat.Completions.New(context.Background(), p)
 	ae := apiError(t, err, 400)
-	if !strings.Contains(ae.Message, "claude") || !regexp.MustCompile(`\bn\b`).MatchString(ae.Message) {
-		t.Fatalf("the message names neither the member n nor the engine: %q", ae.Message)
+	if !strings.Contains(ae.Message, "claude") || !regexp.MustCompile(`\bn\b`).MatchString(ae.Message) || !strings.Contains(ae.Message, "speaks messages") {
+		t.Fatalf("the message names neither the member n, the engine nor the API it speaks: %q", ae.Message)
 	}
 	if ae.Type != "invalid_request_error" {
 		t.Fatalf("type %q", ae.Type)
 	}
 	if n := len(e.all()); n != 0 {
 		t.Fatalf("the engine was sent %d requests", n)
+	}
+	// a Responses client's previous_response_id: the gateway keeps no
+	// conversation, and says which API the engine speaks
+	_, err = sdk(callerKey).Responses.New(context.Background(), responses.ResponseNewParams{Model: "claude-x",
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hi")}, PreviousResponseID: openai.String("resp_1")})
+	if ae := apiError(t, err, 400); !strings.Contains(ae.Message, "speaks messages") || !strings.Contains(ae.Message, "previous_response_id") {
+		t.Fatalf("previous_response_id: %q", ae.Message)
 	}
 	// n:1 is what Messages answers anyway: it goes through
 	p.N = openai.Int(1)

@@ -31,11 +31,11 @@ func (g *Gateway) try(rp *reply, a *attempt) {
 		return
 	}
 	tr, err := g.translationFor(req, c.rt, a.sent)
+	a.tr = tr // a request it cannot carry names the API it was for (fail.go)
 	if err != nil {
 		a.outcome, a.err = outcomeUntranslatable, err
 		return
 	}
-	a.tr = tr
 	t, ok := c.admit(a.sent)
 	a.pass = t
 	if !ok {
@@ -150,6 +150,13 @@ func (g *Gateway) upstreamRequest(ctx context.Context, req *request, a *attempt,
 		body = g.warmSlot(req, a, body) // slots save: the session's slot (warmswap.go)
 	}
 	up := upstream.NewRequest(ctx, req.r, base, &c.rt.cfg, body)
+	if req.json() {
+		// the route read the body as JSON, whatever its client called it
+		// (curl -d says application/x-www-form-urlencoded, some clients
+		// say nothing), and JSON it is said to be: Anthropic and Bedrock
+		// refuse another type
+		up.Header.Set("Content-Type", "application/json")
+	}
 	if err := a.tr.target(c.rt, req, up, base, a.sent, body); err != nil {
 		return nil, err
 	}
