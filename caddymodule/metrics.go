@@ -63,7 +63,7 @@ func (liveCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (liveCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range allStatuses() {
-		for _, state := range []string{"stopped", "starting", "ready", "draining", "sleeping", "down", "unknown"} {
+		for _, state := range []string{"stopped", "starting", "ready", "draining", "sleeping", "failing", "down", "unknown"} {
 			v := 0.0
 			if s.State == state {
 				v = 1

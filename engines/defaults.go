@@ -19,7 +19,9 @@ func (c Config) WithDefaults() Config {
 		c.Ready = DefaultReady
 	}
 	if c.HealthInterval > 0 {
-		if c.HealthPath == "" && c.Ready != ReadyNone {
+		if c.HealthPath == "" && c.Ready != ReadyNone && !c.IsProvider() {
+			// a provider's engine is checked with its provider's own
+			// check (answers.go), or the health_path it names
 			c.HealthPath = c.Ready
 		}
 		if c.HealthTimeout == 0 {

@@ -152,6 +152,9 @@ type Engine struct {
 	// (health.go: heard*)
 	heard atomic.Int32
 
+	// a provider's engine's last answer (answers.go): its state
+	answer atomic.Pointer[Answer]
+
 	// the engine's own load, read in the background (signals.go)
 	sig signalState
 

@@ -71,14 +71,13 @@ func (e *Engine) every(interval time.Duration, do func()) {
 	}
 }
 
-// checkHealth reports whether GET of the health path answers 2xx within
-// health_timeout, through the engine's own transport and with its key.
+// checkHealth reports whether GET of the health path (or a provider's own
+// check) answers 2xx within health_timeout, through the engine's own
+// transport and with its credentials.
 func (e *Engine) checkHealth() bool {
 	ctx, cancel := context.WithTimeout(e.life, time.Duration(e.cfg.HealthTimeout))
 	defer cancel()
-	u := e.base.JoinPath(e.cfg.HealthPath)
-	u.RawQuery = ""
-	return e.get(ctx, u.String())
+	return e.get(ctx, e.checkURL().String())
 }
 
 // recordCheck counts a check's result and moves the engine down after
@@ -141,7 +140,7 @@ const (
 // (a request's answer, a readiness probe, its model list with a 2xx). An
 // engine with health checks is judged by them alone.
 func (e *Engine) Heard(answered bool) {
-	if e.cfg.Managed() || e.cfg.Checked() {
+	if e.cfg.Managed() || e.cfg.Checked() || e.cfg.IsProvider() {
 		return
 	}
 	v := heardNoAnswer
@@ -178,7 +177,7 @@ func (e *Engine) firstLook() {
 // surface: down when its health checks failed, when its host's breaker
 // keeps requests away, or (without health checks) when the last look at it
 // found no answer; unknown until the first look at it (at load) ends;
-// else ready.
+// else ready. A provider's engine's comes from its answers (answers.go).
 // It takes no lock of the engine's.
 func (e *Engine) remoteState() string {
 	switch {
@@ -186,6 +185,8 @@ func (e *Engine) remoteState() string {
 		return "down"
 	case e.cfg.Checked():
 		return "ready"
+	case e.cfg.IsProvider():
+		return e.answersState()
 	}
 	switch e.heard.Load() {
 	case heardAnswer:

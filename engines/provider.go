@@ -66,6 +66,9 @@ func (c Config) validateProvider() error {
 	if err := c.Provider.Engine(&e); err != nil {
 		return fmt.Errorf("engine %s: %v", c.Name, err)
 	}
+	if _, ok := c.Provider.(providers.Checker); !ok && c.HealthInterval > 0 && c.HealthPath == "" {
+		return fmt.Errorf("engine %s: provider %s has no check of its own for health_interval: name a health_path its API answers with 2xx, or leave health checks off (its state comes from its answers)", c.Name, c.ProviderName())
+	}
 	return nil
 }
 

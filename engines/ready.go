@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/url"
 	"time"
+
+	"github.com/llmgateway/caddy-llm-gateway/providers"
 )
 
 // Readiness: the probe of a started engine until it answers 2xx, and the
@@ -68,6 +70,9 @@ func (e *Engine) get(ctx context.Context, u string) bool {
 		return false
 	}
 	e.cfg.SetKey(req.Header) // a cloud engine's readiness path may want its key
+	if a, ok := e.cfg.Provider.(providers.Authorizer); ok && a.Authorize(ctx, req, nil) != nil {
+		return false // no credentials: no answer to be had
+	}
 	resp, err := e.rt.RoundTrip(req)
 	if err != nil {
 		return false
@@ -79,7 +84,12 @@ func (e *Engine) get(ctx context.Context, u string) bool {
 
 // Probe asks the engine's readiness path now, whatever its state. For a
 // managed engine that is not running it reports false without starting it.
+// A provider's engine is asked nothing: it is reachable unless its state
+// says down (answers.go).
 func (e *Engine) Probe(ctx context.Context) bool {
+	if e.cfg.IsProvider() {
+		return e.remoteState() != "down"
+	}
 	e.mu.Lock()
 	base, state := e.base, e.state
 	e.mu.Unlock()

@@ -56,6 +56,10 @@ type Status struct {
 	// Unspoken are the routes its process answered it does not have
 	// (spoken.go): chat, responses, messages, count_tokens, tokenize.
 	Unspoken []string `json:"unspoken,omitempty"`
+	// Provider is a cloud provider's engine's provider, where it sends
+	// requests and its last answer (answers.go); absent for another
+	// engine. Such an engine's State is ready, failing or down.
+	Provider *ProviderStatus `json:"provider,omitempty"`
 }
 
 // LimitStatus is an engine's concurrency limit and its use.
@@ -127,6 +131,7 @@ func (e *Engine) Status() Status {
 	if e.slots != nil {
 		s.Slots = e.slots.status()
 	}
+	s.Provider = e.providerStatus()
 	if e.lim != nil {
 		held, queued := e.lim.counts()
 		s.Limit = &LimitStatus{MaxConcurrent: e.cfg.MaxConcurrent, InFlight: held, Queue: e.cfg.Queue, Queued: queued}

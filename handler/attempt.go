@@ -23,6 +23,7 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/internal/idle"
 	"github.com/llmgateway/caddy-llm-gateway/internal/retry"
 	"github.com/llmgateway/caddy-llm-gateway/internal/sse"
+	"github.com/llmgateway/caddy-llm-gateway/providers"
 )
 
 // maxErrorBody bounds the first upstream error body of a request, kept to
@@ -62,18 +63,19 @@ type attempt struct {
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
 	idle     *idle.Watchdog
-	deadline clock.Timer   // request_timeout's, when set
-	errBody  []byte        // an error answer's body, kept to pass on
-	waited   time.Duration // a slow start: how long the request waited
-	silence  time.Duration // from sending to a failure without an answer
-	stream   *stream       // an event stream read up to its first content
-	index    int           // the candidate's position in the plan walked
-	started  time.Time     // when the attempt began
-	leasedAt time.Time     // when it got its lease (after any wait)
-	ended    time.Time     // when its try returned
-	tr       translation   // an engine reading another API than the client's (translate.go)
-	hedge    bool          // started beside an older attempt that had no content yet (race.go)
-	resume   bool          // it continues a stream cut on the attempt before (resume.go)
+	deadline clock.Timer        // request_timeout's, when set
+	errBody  []byte             // an error answer's body, kept to pass on
+	failure  *providers.Failure // an error answer as its provider reads it (providers.go)
+	waited   time.Duration      // a slow start: how long the request waited
+	silence  time.Duration      // from sending to a failure without an answer
+	stream   *stream            // an event stream read up to its first content
+	index    int                // the candidate's position in the plan walked
+	started  time.Time          // when the attempt began
+	leasedAt time.Time          // when it got its lease (after any wait)
+	ended    time.Time          // when its try returned
+	tr       translation        // an engine reading another API than the client's (translate.go)
+	hedge    bool               // started beside an older attempt that had no content yet (race.go)
+	resume   bool               // it continues a stream cut on the attempt before (resume.go)
 	// lostUsage is what a JSON answer that lost a race reported (race.go)
 	lostUsage api.Usage
 	lostUsed  bool
@@ -94,9 +96,13 @@ func (g *Gateway) newAttempt(req *request, c candidate, ctx context.Context, sta
 // when it ended.
 func (a *attempt) judgement() judgement {
 	j := judgement{outcome: a.outcome, silence: a.silence}
-	if a.outcome == outcomeStatus {
+	switch {
+	case a.outcome != outcomeStatus:
+	case a.failure != nil:
+		j.status, j.retryAfter = a.failure.Status, a.failure.RetryAfter
+	default:
 		j.status = a.resp.StatusCode
-		j.retryAfter = retry.After(a.resp.Header, a.ended)
+		j.retryAfter = a.retryAfter(a.ended)
 	}
 	return j
 }
@@ -248,6 +254,30 @@ func (a *attempt) respHeader() http.Header {
 		return nil
 	}
 	return a.resp.Header
+}
+
+// answer is how the attempt ended, for its engine's state when that is its
+// answers (a provider's): ok is false for an attempt that sent nothing (an
+// open breaker, a full queue, the client gone), but one for which no
+// credentials could be had, which is the provider failing.
+func (a *attempt) answer(v verdict) (engines.Answer, bool) {
+	if !v.attempt && a.outcome != outcomeAuth {
+		return engines.Answer{}, false
+	}
+	ans := engines.Answer{At: a.ended, Reason: v.reason, Failed: v.effect != effectSuccess}
+	if a.resp != nil {
+		ans.Status = a.resp.StatusCode
+	}
+	return ans, true
+}
+
+// retryAfter is the wait before a retry the answer asked for: as its
+// provider read it, else its Retry-After.
+func (a *attempt) retryAfter(now time.Time) time.Duration {
+	if a.failure != nil {
+		return a.failure.RetryAfter
+	}
+	return retry.After(a.respHeader(), now)
 }
 
 // stream is an event stream's state, owned by the relay: the reader, the

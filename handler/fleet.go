@@ -109,8 +109,7 @@ func (g *Gateway) fanOut(done chan struct{}) {
 		if rt.provider != nil {
 			// a cloud provider lists no models at /v1/models (or not
 			// with the key its requests take): it is up, as far as a
-			// listing can tell; its breakers say otherwise
-			rt.eng.Heard(true)
+			// listing can tell; its answers say otherwise (its state)
 			mu.Lock()
 			f.up[rt.cfg.Name] = true
 			mu.Unlock()

@@ -298,7 +298,7 @@ func (g *Gateway) run(w http.ResponseWriter, req *request, plan []candidate, res
 			if g.Hooks.Retry != nil {
 				g.Hooks.Retry(a.c.rt.cfg.Name)
 			}
-			wait := max(retry.Backoff(p.retries-1), retry.After(a.respHeader(), a.ended))
+			wait := max(retry.Backoff(p.retries-1), a.retryAfter(a.ended))
 			rn.start(p.current(), wait)
 			if s == stepRetry {
 				continue

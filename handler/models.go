@@ -30,11 +30,12 @@ func modelStatus(s engines.State) string {
 // status is the status of a route's model id: a started engine's state; a
 // remote engine's, the state it reports everywhere (down, unknown or ready:
 // its health checks, its breaker, whether it answered its model list
-// lately, which the fan-out told it); a models_from node's, what it
-// reports of the model.
+// lately, which the fan-out told it; a provider's, ready, failing or down
+// by its answers, failing being no reason to unlist it); a models_from
+// node's, what it reports of the model.
 func (rt *route) status(f *fleet, id string) string {
 	if !rt.cfg.Managed() {
-		if rt.eng.Status().State != "ready" {
+		if st := rt.eng.Status().State; st != "ready" && st != "failing" {
 			return "unloaded"
 		}
 		if rt.cfg.ModelsFrom != "" {

@@ -5,7 +5,9 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
+	"github.com/llmgateway/caddy-llm-gateway/internal/retry"
 	"github.com/llmgateway/caddy-llm-gateway/providers"
 )
 
@@ -42,6 +44,22 @@ func (t *translation) target(rt *route, req *request, up *http.Request, base *ur
 	}
 	p.Target(up.URL, providers.Request{Base: base, API: in, Path: path, Model: sent, Stream: req.stream})
 	return rt.authorize(up, body)
+}
+
+// readFailure lets the route's provider read an error answer in its own
+// words, before translation gives its body the client's shape: the status
+// and the wait the verdict table judges it by (attempt.judgement). nil for
+// a provider that reads its failures as any engine's, and for an engine
+// without one.
+func (rt *route) readFailure(resp *http.Response, body []byte, now time.Time) *providers.Failure {
+	r, ok := rt.provider.(providers.FailureReader)
+	if !ok {
+		return nil
+	}
+	f := &providers.Failure{Status: resp.StatusCode, RetryAfter: retry.After(resp.Header, now), Header: resp.Header, Body: body}
+	r.ReadFailure(f)
+	f.Header, f.Body = nil, nil // kept for the verdict only
+	return f
 }
 
 // authorize sets the credentials of the route's provider beyond the

@@ -114,6 +114,7 @@ func (g *Gateway) send(rp *reply, req *request, a *attempt) {
 		resp.Body.Close()
 		// no credential the engine was sent leaves in its echo
 		a.errBody = upstream.MaskEcho(a.errBody, resp.Header, upstream.SentSecrets(up.Header, cfg))
+		a.failure = c.rt.readFailure(resp, a.errBody, g.clock.Now()) // a provider's failure in its own words (providers.go)
 		if a.tr.on {
 			a.errBody = a.tr.errorBody(resp, a.errBody)
 		}

@@ -22,6 +22,12 @@ const maxTries = 32
 func judged(res *Result, a *attempt) verdict {
 	v := judge(a.judgement(), a.c.policy())
 	a.pass.apply(v)
+	if a.c.rt.provider != nil {
+		// a provider's engine's state is its answers (engines/answers.go)
+		if ans, ok := a.answer(v); ok {
+			a.c.rt.eng.Answered(ans)
+		}
+	}
 	res.tell(a, v)
 	return v
 }

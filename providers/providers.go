@@ -23,6 +23,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/llmgateway/caddy-llm-gateway/api"
 )
@@ -38,7 +39,8 @@ const Namespace = "http.handlers.llm_gateway.providers"
 // methods are safe for concurrent use once the engine is built.
 //
 // Beside these methods a provider may implement the optional interfaces
-// below (Authorizer, EventReader, Passer, Locator), as Caddy's
+// below (Authorizer, EventReader, Passer, FailureReader, Checker,
+// Locator), as Caddy's
 // modules implement caddy.Provisioner or caddy.Validator.
 type Provider interface {
 	// Name is the provider's name, as an engine's `provider` line writes
@@ -140,6 +142,46 @@ type Route struct {
 	// Model is the model (or deployment) the caller's path names, written
 	// as Target takes it; "" for a route whose body names the model.
 	Model string
+}
+
+// A FailureReader reads the provider's error answers in its own words
+// into the gateway's failure table (its verdict table, docs/failover.md),
+// which judges an answer by its status and its wait before a retry: a
+// provider that says "the model failed", "retry in 36 s" or "overloaded"
+// its own way (a status of its own, a header, a body's details) says it
+// here in the table's words. Its error body is read before translation
+// gives it the client's shape, and is passed on to the client as it is;
+// only the verdict reads the Failure.
+type FailureReader interface {
+	ReadFailure(f *Failure)
+}
+
+// Failure is an error answer as the failure table reads it.
+type Failure struct {
+	// Status is the answer's status, which the provider may set to the
+	// table's row its failure belongs in (a Bedrock model error's 424 is a
+	// 500's: retry, move on, count against the model).
+	Status int
+	// RetryAfter is the wait before a retry the answer asks for: its
+	// Retry-After (or Anthropic's limit resets), which the provider may
+	// set from its own words (OpenAI's retry-after-ms, Google's
+	// RetryInfo); 0 for none.
+	RetryAfter time.Duration
+	// Header and Body are the answer's, to read only; Body is at most
+	// what the gateway keeps of an error (1 MiB).
+	Header http.Header
+	Body   []byte
+}
+
+// A Checker names a cheap request that says whether the provider answers
+// the engine's credentials (its model list): an engine with health checks
+// (health_interval) sends it, GET, with the engine's key and the
+// provider's credentials, instead of GET <health_path>; any 2xx passes.
+// Without health checks a provider's engine is sent nothing but requests:
+// its state comes from their answers.
+type Checker interface {
+	// Check sets u's path and query (u holds the engine's base URL).
+	Check(u, base *url.URL)
 }
 
 // A Locator says where, beyond its `to`, a provider sends its engine's

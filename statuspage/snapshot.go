@@ -47,7 +47,8 @@ type engineView struct {
 	// State is stopped, waiting (a start waiting for room), starting, ready, stopping, sleeping (swap sleep),
 	// failed (stopped after a failed start) or, for a remote engine, the engine's own: ready, down
 	// (failing its health checks, its breaker open, or not answering its
-	// probe) or unknown (nobody heard from it yet).
+	// probe) or unknown (nobody heard from it yet); for a cloud provider's,
+	// ready, failing or down by its answers (Provider).
 	State          string `json:"state"`
 	PID            int    `json:"pid,omitempty"`
 	Port           int    `json:"port,omitempty"`
@@ -74,6 +75,10 @@ type engineView struct {
 	// About is its models' name, description and metadata for people
 	// (display_name, description, metadata), as /v1/models lists them.
 	About *engines.About `json:"about,omitempty"`
+	// Provider is a cloud provider's engine's provider, where its requests
+	// go (a region, a project) and its last answer; such an engine is no
+	// process (no pid, no start or stop) and is never probed.
+	Provider *engines.ProviderStatus `json:"provider,omitempty"`
 }
 
 type poolView struct {
@@ -155,7 +160,7 @@ func (c *reachability) refresh(ctx context.Context, clk clock.Clock, es []*engin
 	c.mu.Unlock()
 	up := map[string]bool{}
 	for _, e := range es {
-		if cfg := e.Config(); !cfg.Managed() {
+		if cfg := e.Config(); !cfg.Managed() && !cfg.IsProvider() { // a provider's state is its answers
 			up[e.Name()] = e.Probe(ctx)
 			e.Heard(up[e.Name()]) // the engine's state says it, on every surface
 		}
@@ -203,6 +208,7 @@ func (s *Server) engineView(e *engines.Engine, now time.Time) engineView {
 		IdleTimeoutSecs: int64(time.Duration(cfg.IdleTimeout) / time.Second),
 		Limit:           st.Limit,
 		About:           cfg.About,
+		Provider:        st.Provider,
 	}
 	switch {
 	case st.State == "starting" && e.WaitingForRoom():

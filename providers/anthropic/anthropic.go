@@ -82,6 +82,12 @@ func (p *Anthropic) Authorize(_ context.Context, r *http.Request, _ []byte) erro
 	return nil
 }
 
+// Check is the model list, GET /v1/models: free, and refused without a
+// good key.
+func (*Anthropic) Check(u, base *url.URL) {
+	u.Path, u.RawPath, u.RawQuery = providers.JoinPath(base.Path, "/v1/models"), "", base.RawQuery
+}
+
 // routes are Anthropic's endpoints /upstream/ may pass, by name: Messages
 // and count_tokens, whose body names the model (checked, and rewritten to
 // the engine's, as on /v1/). Batches and files name models inside their
@@ -160,5 +166,6 @@ var (
 	_ providers.Provider    = (*Anthropic)(nil)
 	_ providers.Authorizer  = (*Anthropic)(nil)
 	_ providers.Passer      = (*Anthropic)(nil)
+	_ providers.Checker     = (*Anthropic)(nil)
 	_ caddyfile.Unmarshaler = (*Anthropic)(nil)
 )

@@ -92,3 +92,12 @@ func TestAnthropicCaddyfile(t *testing.T) {
 		t.Fatal("a line it does not take")
 	}
 }
+
+func TestAnthropicChecksItsModelList(t *testing.T) {
+	base, _ := url.Parse(Endpoint)
+	u := *base
+	new(Anthropic).Check(&u, base)
+	if u.String() != Endpoint+"/v1/models" {
+		t.Errorf("%s", u.String())
+	}
+}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/llmgateway/caddy-llm-gateway/api"
 	"github.com/llmgateway/caddy-llm-gateway/providers"
+	"github.com/llmgateway/caddy-llm-gateway/providers/openai"
 )
 
 func init() {
@@ -82,6 +83,26 @@ func (p *Azure) query(base *url.URL) url.Values {
 		q.Set("api-version", p.APIVersion)
 	}
 	return q
+}
+
+// ReadFailure reads Azure OpenAI's retry-after-ms, as OpenAI's (its SDKs
+// honour it before Retry-After). A content filter's 400 (code
+// content_filter) is the request's fault as any 400 is: passed on, never
+// retried.
+func (*Azure) ReadFailure(f *providers.Failure) {
+	if d, ok := openai.RetryAfterMS(f.Header); ok {
+		f.RetryAfter = d
+	}
+}
+
+// Check is the resource's model list (/openai/models?api-version=…, or the
+// v1 API's /openai/v1/models): free, and refused without a good key.
+func (p *Azure) Check(u, base *url.URL) {
+	path := "/openai/models"
+	if p.APIVersion == "" {
+		path = "/openai/v1/models"
+	}
+	u.Path, u.RawPath, u.RawQuery = providers.JoinPath(base.Path, path), "", p.query(base).Encode()
 }
 
 // routes are Azure OpenAI's endpoints /upstream/ may pass, by name: a
@@ -158,7 +179,9 @@ func (p *Azure) UnmarshalEngineLine(d *caddyfile.Dispenser) error {
 
 // Interface guards
 var (
-	_ providers.Provider    = (*Azure)(nil)
-	_ providers.Passer      = (*Azure)(nil)
-	_ caddyfile.Unmarshaler = (*Azure)(nil)
+	_ providers.Provider      = (*Azure)(nil)
+	_ providers.Passer        = (*Azure)(nil)
+	_ providers.Checker       = (*Azure)(nil)
+	_ providers.FailureReader = (*Azure)(nil)
+	_ caddyfile.Unmarshaler   = (*Azure)(nil)
 )

@@ -1,10 +1,12 @@
 package azure
 
 import (
+	"net/http"
 	"net/url"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
@@ -88,5 +90,24 @@ func TestAzureCaddyfile(t *testing.T) {
 	var p Azure
 	if err := p.UnmarshalCaddyfile(caddyfile.NewTestDispenser("azure {\n api_version 2024-10-21\n}")); err != nil || p.APIVersion != "2024-10-21" {
 		t.Fatalf("%+v %v", p, err)
+	}
+}
+
+func TestAzureReadsRetryAfterMSAndChecksItsModelList(t *testing.T) {
+	f := &providers.Failure{Status: 429, RetryAfter: time.Second, Header: http.Header{"Retry-After-Ms": {"250"}}}
+	new(Azure).ReadFailure(f)
+	if f.RetryAfter != 250*time.Millisecond {
+		t.Errorf("retry-after-ms 250: %v", f.RetryAfter)
+	}
+	for p, want := range map[*Azure]string{
+		new(Azure):                 "https://r.openai.azure.com/openai/v1/models",
+		{APIVersion: "2024-10-21"}: "https://r.openai.azure.com/openai/models?api-version=2024-10-21",
+	} {
+		base, _ := url.Parse("https://r.openai.azure.com")
+		u := *base
+		p.Check(&u, base)
+		if u.String() != want {
+			t.Errorf("%s, want %s", u.String(), want)
+		}
 	}
 }

@@ -110,6 +110,17 @@ func (p *Bedrock) Target(u *url.URL, r providers.Request) {
 	p.RouteTarget(u, r.Base, op, r.Model)
 }
 
+// ReadFailure reads a model's own failure (424: ModelErrorException, or
+// ModelStreamErrorException, the model failed while it answered) as a 500
+// is read: retry, move on, counted against the model. Bedrock's other
+// exceptions have the statuses the table knows (429 ThrottlingException,
+// 503 ServiceUnavailableException, 408 ModelTimeoutException, …).
+func (*Bedrock) ReadFailure(f *providers.Failure) {
+	if f.Status == http.StatusFailedDependency {
+		f.Status = http.StatusInternalServerError
+	}
+}
+
 // routes are Bedrock's model operations /upstream/ may pass, by name
 // (/model/{model}/<name>, the model being the one the key may use). Async
 // invocations, guardrails and the control plane's APIs name no model in
@@ -237,11 +248,12 @@ func (p *Bedrock) UnmarshalEngineLine(d *caddyfile.Dispenser) error {
 
 // Interface guards
 var (
-	_ providers.Provider    = (*Bedrock)(nil)
-	_ providers.Authorizer  = (*Bedrock)(nil)
-	_ providers.EventReader = (*Bedrock)(nil)
-	_ providers.Passer      = (*Bedrock)(nil)
-	_ providers.Locator     = (*Bedrock)(nil)
-	_ caddy.Provisioner     = (*Bedrock)(nil)
-	_ caddyfile.Unmarshaler = (*Bedrock)(nil)
+	_ providers.Provider      = (*Bedrock)(nil)
+	_ providers.Authorizer    = (*Bedrock)(nil)
+	_ providers.EventReader   = (*Bedrock)(nil)
+	_ providers.Passer        = (*Bedrock)(nil)
+	_ providers.Locator       = (*Bedrock)(nil)
+	_ providers.FailureReader = (*Bedrock)(nil)
+	_ caddy.Provisioner       = (*Bedrock)(nil)
+	_ caddyfile.Unmarshaler   = (*Bedrock)(nil)
 )

@@ -318,3 +318,15 @@ func TestBedrockCaddyfile(t *testing.T) {
 		t.Fatal("an argument it does not take")
 	}
 }
+
+// A model's own failure (424 ModelErrorException) is a 500 to the failure
+// table: retry, move on; Bedrock's other statuses are the table's own.
+func TestBedrockReadsAModelErrorAsA500(t *testing.T) {
+	for status, want := range map[int]int{424: 500, 429: 429, 503: 503, 400: 400} {
+		f := &providers.Failure{Status: status, Header: http.Header{"X-Amzn-Errortype": {"ModelErrorException"}}}
+		new(Bedrock).ReadFailure(f)
+		if f.Status != want {
+			t.Errorf("%d read as %d, want %d", status, f.Status, want)
+		}
+	}
+}

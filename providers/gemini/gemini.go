@@ -7,8 +7,11 @@
 package gemini
 
 import (
+	"encoding/json"
 	"net/url"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -58,6 +61,54 @@ func (*Gemini) Engine(e *providers.Engine) error {
 // resource name ("models/…", "tunedModels/…") is the path's tail as it is.
 func (p *Gemini) Target(u *url.URL, r providers.Request) {
 	p.RouteTarget(u, r.Base, Generate(r.Stream), r.Model)
+}
+
+// Check is the first page of the model list, GET
+// /v1beta/models?pageSize=1: free, and refused without a good key.
+func (*Gemini) Check(u, base *url.URL) {
+	q, _ := url.ParseQuery(base.RawQuery)
+	if q == nil {
+		q = url.Values{}
+	}
+	q.Set("pageSize", "1")
+	u.Path, u.RawPath, u.RawQuery = providers.JoinPath(base.Path, "/v1beta/models"), "", q.Encode()
+}
+
+// ReadFailure reads the wait Google's error details ask for: a 429
+// RESOURCE_EXHAUSTED names it in a RetryInfo detail ("retryDelay": "36s")
+// and in no header.
+func (*Gemini) ReadFailure(f *providers.Failure) {
+	if d, ok := RetryDelay(f.Body); ok {
+		f.RetryAfter = d
+	}
+}
+
+// RetryDelay reads the retryDelay of a google.rpc.RetryInfo detail in a
+// Google API's error body ({"error":{"details":[{"@type": …RetryInfo,
+// "retryDelay":"36s"}]}}): a protobuf Duration, seconds with an "s".
+func RetryDelay(body []byte) (time.Duration, bool) {
+	var e struct {
+		Error struct {
+			Details []struct {
+				Type       string `json:"@type"`
+				RetryDelay string `json:"retryDelay"`
+			} `json:"details"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &e) != nil {
+		return 0, false
+	}
+	for _, d := range e.Error.Details {
+		if d.Type != "type.googleapis.com/google.rpc.RetryInfo" {
+			continue
+		}
+		secs, err := strconv.ParseFloat(strings.TrimSuffix(d.RetryDelay, "s"), 64)
+		if err != nil || secs < 0 || secs > time.Hour.Seconds() || !strings.HasSuffix(d.RetryDelay, "s") {
+			return 0, false
+		}
+		return time.Duration(secs * float64(time.Second)), true
+	}
+	return 0, false
 }
 
 // modelPath is the path of a model's resource, its methods after a ':'.
@@ -142,7 +193,9 @@ func (*Gemini) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 
 // Interface guards
 var (
-	_ providers.Provider    = (*Gemini)(nil)
-	_ providers.Passer      = (*Gemini)(nil)
-	_ caddyfile.Unmarshaler = (*Gemini)(nil)
+	_ providers.Provider      = (*Gemini)(nil)
+	_ providers.Passer        = (*Gemini)(nil)
+	_ providers.Checker       = (*Gemini)(nil)
+	_ providers.FailureReader = (*Gemini)(nil)
+	_ caddyfile.Unmarshaler   = (*Gemini)(nil)
 )

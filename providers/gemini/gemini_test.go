@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/llmgateway/caddy-llm-gateway/api"
 	"github.com/llmgateway/caddy-llm-gateway/providers"
@@ -118,5 +119,32 @@ func TestGeminiAPIKeyHeader(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		t.Errorf("%s", resp.Status)
+	}
+}
+
+// A 429's wait is in its RetryInfo detail, not a header; a body without
+// one, or with one that is no duration, leaves the header's.
+func TestGeminiReadsItsRetryDelay(t *testing.T) {
+	for body, want := range map[string]time.Duration{
+		`{"error":{"code":429,"message":"Resource has been exhausted","status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":[]},{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"36s"}]}}`: 36 * time.Second,
+		`{"error":{"details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"0.5s"}]}}`: 500 * time.Millisecond,
+		`{"error":{"details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"36"}]}}`:   0,
+		`{"error":{"code":429,"status":"RESOURCE_EXHAUSTED"}}`:                                             0,
+		`not json`: 0,
+	} {
+		f := &providers.Failure{Status: 429, Body: []byte(body)}
+		new(Gemini).ReadFailure(f)
+		if f.RetryAfter != want {
+			t.Errorf("%s: %v, want %v", body, f.RetryAfter, want)
+		}
+	}
+}
+
+func TestGeminiChecksItsModelList(t *testing.T) {
+	base, _ := url.Parse(Endpoint + "?x=1")
+	u := *base
+	new(Gemini).Check(&u, base)
+	if u.String() != Endpoint+"/v1beta/models?pageSize=1&x=1" {
+		t.Errorf("%s", u.String())
 	}
 }

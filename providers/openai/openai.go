@@ -11,7 +11,9 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -85,6 +87,31 @@ func joinV1(base, p string) string {
 		p = strings.TrimPrefix(p, "/v1")
 	}
 	return base + p
+}
+
+// ReadFailure reads OpenAI's retry-after-ms, the wait its SDKs honour
+// before Retry-After: a 429 that asks for 200 ms is retried after 200 ms,
+// not the whole second Retry-After rounds it up to.
+func (*OpenAI) ReadFailure(f *providers.Failure) {
+	if d, ok := RetryAfterMS(f.Header); ok {
+		f.RetryAfter = d
+	}
+}
+
+// RetryAfterMS reads a retry-after-ms header (OpenAI's and Azure
+// OpenAI's): the wait in milliseconds.
+func RetryAfterMS(h http.Header) (time.Duration, bool) {
+	ms, err := strconv.ParseFloat(h.Get("Retry-After-Ms"), 64)
+	if err != nil || ms < 0 || ms > float64(time.Hour/time.Millisecond) {
+		return 0, false
+	}
+	return time.Duration(ms * float64(time.Millisecond)), true
+}
+
+// Check is the model list, GET /v1/models: free, and refused without a
+// good key.
+func (*OpenAI) Check(u, base *url.URL) {
+	u.Path, u.RawPath, u.RawQuery = joinV1(base.Path, "/v1/models"), "", base.RawQuery
 }
 
 // Authorize names the organization and the project, when the engine has
@@ -168,10 +195,12 @@ func (p *OpenAI) UnmarshalEngineLine(d *caddyfile.Dispenser) error {
 
 // Interface guards
 var (
-	_ providers.Provider    = (*OpenAI)(nil)
-	_ providers.Authorizer  = (*OpenAI)(nil)
-	_ providers.Passer      = (*OpenAI)(nil)
-	_ providers.Locator     = (*OpenAI)(nil)
-	_ caddy.Provisioner     = (*OpenAI)(nil)
-	_ caddyfile.Unmarshaler = (*OpenAI)(nil)
+	_ providers.Provider      = (*OpenAI)(nil)
+	_ providers.Authorizer    = (*OpenAI)(nil)
+	_ providers.Passer        = (*OpenAI)(nil)
+	_ providers.Checker       = (*OpenAI)(nil)
+	_ providers.FailureReader = (*OpenAI)(nil)
+	_ providers.Locator       = (*OpenAI)(nil)
+	_ caddy.Provisioner       = (*OpenAI)(nil)
+	_ caddyfile.Unmarshaler   = (*OpenAI)(nil)
 )

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
@@ -80,5 +81,29 @@ func TestOpenAICaddyfile(t *testing.T) {
 	var p OpenAI
 	if err := p.UnmarshalCaddyfile(caddyfile.NewTestDispenser("openai {\n organization org-1\n project proj_1\n}")); err != nil || p.Organization != "org-1" || p.Project != "proj_1" {
 		t.Fatalf("%+v %v", p, err)
+	}
+}
+
+// retry-after-ms is the wait, before the whole second Retry-After rounds
+// it up to; none, or one that is no number, leaves Retry-After's.
+func TestOpenAIReadsRetryAfterMS(t *testing.T) {
+	for v, want := range map[string]time.Duration{"200": 200 * time.Millisecond, "1500.5": 1500*time.Millisecond + 500*time.Microsecond, "": time.Second, "soon": time.Second, "-1": time.Second} {
+		f := &providers.Failure{Status: 429, RetryAfter: time.Second, Header: http.Header{}}
+		if v != "" {
+			f.Header.Set("retry-after-ms", v)
+		}
+		new(OpenAI).ReadFailure(f)
+		if f.RetryAfter != want || f.Status != 429 {
+			t.Errorf("retry-after-ms %q: %v, want %v", v, f.RetryAfter, want)
+		}
+	}
+}
+
+func TestOpenAIChecksItsModelList(t *testing.T) {
+	base, _ := url.Parse("https://api.openai.com/v1")
+	u := *base
+	new(OpenAI).Check(&u, base)
+	if u.String() != "https://api.openai.com/v1/models" {
+		t.Errorf("%s", u.String())
 	}
 }

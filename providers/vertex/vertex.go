@@ -140,6 +140,14 @@ func (p *Vertex) RouteTarget(u, base *url.URL, name, model string) {
 	gemini.SetMethod(u, base, p.modelPath(model), name)
 }
 
+// ReadFailure reads the wait Google's error details ask for, as the
+// Gemini API's (gemini.RetryDelay).
+func (*Vertex) ReadFailure(f *providers.Failure) {
+	if d, ok := gemini.RetryDelay(f.Body); ok {
+		f.RetryAfter = d
+	}
+}
+
 // scope is the scope of Vertex AI's access tokens.
 const scope = "https://www.googleapis.com/auth/cloud-platform"
 
@@ -257,10 +265,11 @@ func (p *Vertex) UnmarshalEngineLine(d *caddyfile.Dispenser) error {
 
 // Interface guards
 var (
-	_ providers.Provider    = (*Vertex)(nil)
-	_ providers.Authorizer  = (*Vertex)(nil)
-	_ providers.Passer      = (*Vertex)(nil)
-	_ providers.Locator     = (*Vertex)(nil)
-	_ caddy.Provisioner     = (*Vertex)(nil)
-	_ caddyfile.Unmarshaler = (*Vertex)(nil)
+	_ providers.Provider      = (*Vertex)(nil)
+	_ providers.Authorizer    = (*Vertex)(nil)
+	_ providers.Passer        = (*Vertex)(nil)
+	_ providers.Locator       = (*Vertex)(nil)
+	_ providers.FailureReader = (*Vertex)(nil)
+	_ caddy.Provisioner       = (*Vertex)(nil)
+	_ caddyfile.Unmarshaler   = (*Vertex)(nil)
 )

@@ -204,7 +204,13 @@ function updateEngine(card, e) {
   if (meta.length) rows.push(['metadata', meta.map(([k, v]) => k + ': ' + (typeof v === 'string' ? v : JSON.stringify(v))).join(' · ')]);
   if (e.managed) rows.push(['pid / port', e.pid ? e.pid + ' / ' + (e.port || '–') : '–']);
   if (e.state === 'starting' && e.starting_since) rows.push(['starting', { text: 'for ', since: e.starting_since }]);
-  if (!e.managed) rows.push(['remote', e.reachable === undefined ? 'not probed yet' : e.reachable ? 'reachable' : 'not reachable']);
+  const p = e.provider;
+  if (p) {
+    // a cloud provider's engine: no process, never probed; its state is its answers
+    rows.push(['provider', p.name + (p.where ? ' · ' + p.where : '')]);
+    const a = p.last_answer;
+    rows.push(['last answer', !a ? 'none yet' : { text: (a.status ? a.status + ' ' : '') + a.reason + ', ', cls: a.failed ? 'error' : '', ago: Date.parse(a.at) }]);
+  } else if (!e.managed) rows.push(['remote', e.reachable === undefined ? 'not probed yet' : e.reachable ? 'reachable' : 'not reachable']);
   rows.push(['leases', String(e.leases)]);
   if (e.limit) {
     const l = e.limit;
@@ -228,6 +234,7 @@ function updateEngine(card, e) {
       dd.append(v.text || '');
       if (v.at) dd.append(el('span', { class: 'countdown', 'data-at': String(v.at) }));
       if (v.since) dd.append(el('span', { class: 'elapsed', 'data-since': String(v.since) }));
+      if (v.ago) dd.append(el('span', { class: 'elapsed', 'data-since': String(v.ago) }), ' ago');
     }
     dl.append(el('dt', { text: k }), dd);
   }
@@ -238,6 +245,9 @@ function updateEngine(card, e) {
   btn('stop').disabled = !e.managed || !(running || e.state === 'sleeping'); // a sleeping engine's process runs
   btn('drain').disabled = !e.managed || e.state !== 'ready';
   btn('logs').disabled = !e.managed;
+  // an engine the gateway does not run (a remote one, a cloud provider's)
+  // has no process to start, stop or read
+  card.querySelector('.actions').hidden = !e.managed;
 }
 
 function renderPools(pools) {
