@@ -74,33 +74,44 @@ func (o *otlpReceiver) export(w http.ResponseWriter, r *http.Request) {
 }
 
 // requestSpan waits for the gateway's span of the request for model, and
-// returns it with its children, oldest first.
+// returns it with its children, oldest first: of the requests for model,
+// one that reached an engine and has a span for each of its tries (a
+// request the gateway refused has none), else one the gateway refused.
 func (o *otlpReceiver) requestSpan(t *testing.T, model string) (*tracepb.Span, []*tracepb.Span) {
 	t.Helper()
 	deadline := time.After(20 * time.Second) // an upper bound only: the batcher exports every 50ms
 	for {
 		o.mu.Lock()
 		got := o.got
-		var root *tracepb.Span
-		for _, s := range o.spans {
-			if attr(s, "gen_ai.gateway.request.model") == model && s.Kind == tracepb.Span_SPAN_KIND_INTERNAL {
-				root = s
+		var refused *tracepb.Span
+		for _, root := range o.spans {
+			if attr(root, "gen_ai.gateway.request.model") != model || root.Kind != tracepb.Span_SPAN_KIND_INTERNAL {
+				continue
 			}
-		}
-		var kids []*tracepb.Span
-		for _, s := range o.spans {
-			if root != nil && bytes.Equal(s.ParentSpanId, root.SpanId) {
-				kids = append(kids, s)
+			var kids []*tracepb.Span
+			for _, s := range o.spans {
+				if bytes.Equal(s.ParentSpanId, root.SpanId) {
+					kids = append(kids, s)
+				}
+			}
+			attempted := attr(root, "gen_ai.gateway.providers.attempted")
+			if attempted == "" && len(kids) == 0 {
+				refused = root
+				continue
+			}
+			if attempted != "" && len(kids) == len(strings.Split(attempted, ",")) {
+				o.mu.Unlock()
+				slices.SortFunc(kids, func(a, b *tracepb.Span) int { return int(int64(a.StartTimeUnixNano) - int64(b.StartTimeUnixNano)) })
+				return root, kids
 			}
 		}
 		o.mu.Unlock()
-		if root != nil && len(kids) == len(strings.Split(attr(root, "gen_ai.gateway.providers.attempted"), ",")) {
-			slices.SortFunc(kids, func(a, b *tracepb.Span) int { return int(int64(a.StartTimeUnixNano) - int64(b.StartTimeUnixNano)) })
-			return root, kids
-		}
 		select {
 		case <-got:
 		case <-deadline:
+			if refused != nil {
+				return refused, nil
+			}
 			t.Fatalf("no request span for %s (with all its tries) in %d spans", model, len(o.spans))
 		}
 	}
