@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/llmgateway/caddy-llm-gateway/handler"
+	"github.com/llmgateway/caddy-llm-gateway/history"
 	"github.com/llmgateway/caddy-llm-gateway/statuspage"
 )
 
@@ -16,6 +17,7 @@ var board = statuspage.NewBoard(statuspage.DefaultRecent)
 func recordRequest(r *http.Request, res *handler.Result) {
 	q := statuspage.Request{
 		Time: board.Clock().Now().Add(-res.Duration).UnixMilli(), Path: r.URL.Path,
+		API: res.API, EngineAPI: res.EngineAPI, UserAgent: history.Cut(maskClient(r.Header.Get("User-Agent"))),
 		Model: res.ModelAsked, Engine: res.Engine, Fallback: res.Fallback, Attempts: res.Attempts,
 		Status: res.Status, TTFBMs: ms(res.TTFB), DurationMs: ms(res.Duration),
 		TokensIn: -1, TokensOut: -1, KeyName: res.KeyName, Reason: failureReason(res),

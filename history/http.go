@@ -15,11 +15,13 @@ import (
 // admin API and the status page:
 //
 //	model=  key=  engine=  status=503|5xx|error
+//	api=    chat, messages, responses, …: spoken by the client or the
+//	        engine; translated: the engine was spoken to in another API
 //	since=  RFC 3339 time, Unix milliseconds, or a duration back from now (1h)
 //	before= a record's seq: the page after it
 //	limit=  at most this many (default 100, at most 1000; an export: all)
 func ParseQuery(q url.Values, now time.Time) (Filter, error) {
-	f := Filter{Model: q.Get("model"), Key: q.Get("key"), Engine: q.Get("engine"), Status: q.Get("status")}
+	f := Filter{Model: q.Get("model"), Key: q.Get("key"), Engine: q.Get("engine"), Status: q.Get("status"), API: q.Get("api")}
 	if err := ParseStatus(f.Status); err != nil {
 		return f, err
 	}

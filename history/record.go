@@ -155,6 +155,10 @@ type Filter struct {
 	Key    string // the key's name
 	Engine string // that answered
 	Status string // a status (503), a class (5xx) or "error" (400 and up)
+	// API is an API the request spoke, the client's or the engine's
+	// (chat, messages, responses, …), or "translated": the engine was
+	// spoken to in another API than the client's
+	API    string
 	Since  int64  // arrived at or after, Unix milliseconds
 	Before uint64 // numbered below (the next page's cursor)
 	Limit  int    // at most; default DefaultLimit, at most MaxLimit
@@ -184,6 +188,7 @@ func (f Filter) match(r *Record) bool {
 		f.Model != "" && r.Model != f.Model,
 		f.Key != "" && r.Key != f.Key,
 		f.Engine != "" && r.Engine != f.Engine,
+		f.API != "" && !f.apiMatches(r),
 		f.Engines != nil && !f.ofEngines(r),
 		r.Time < f.Since:
 		return false
@@ -203,6 +208,16 @@ func (f Filter) ofEngines(r *Record) bool {
 		}
 	}
 	return len(r.Tries) == 0
+}
+
+// apiMatches reports whether r spoke f.API, on either side, or was
+// translated when f.API is "translated".
+func (f Filter) apiMatches(r *Record) bool {
+	translated := r.EngineAPI != "" && r.EngineAPI != r.API
+	if f.API == "translated" {
+		return translated
+	}
+	return r.API == f.API || translated && r.EngineAPI == f.API
 }
 
 func statusMatches(want string, status int) bool {

@@ -99,7 +99,10 @@ func TestHistoryFiltersAndPages(t *testing.T) {
 			if i%3 == 0 {
 				status = 503
 			}
-			s.Add(rec(c, []string{"a", "b"}[i%2], status))
+			r := rec(c, []string{"a", "b"}[i%2], status)
+			// a's client spoke Messages to a Chat engine, b's Chat
+			r.API, r.EngineAPI = []string{"messages", "chat"}[i%2], "chat"
+			s.Add(r)
 			c.Advance(time.Second)
 		}
 		s.Sync()
@@ -115,6 +118,10 @@ func TestHistoryFiltersAndPages(t *testing.T) {
 			{Filter{Model: "a", Status: "503"}, 2},
 			{Filter{Engine: "e-b"}, 5},
 			{Filter{Since: c.Now().Add(-3 * time.Second).UnixMilli()}, 3},
+			{Filter{API: "translated"}, 5},
+			{Filter{API: "messages"}, 5},
+			{Filter{API: "chat"}, 10}, // spoken by the client or the engine
+			{Filter{API: "responses"}, 0},
 		} {
 			if got, _ := s.Query(tc.f); len(got) != tc.want {
 				t.Errorf("%+v: %d records, want %d", tc.f, len(got), tc.want)

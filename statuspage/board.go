@@ -17,10 +17,13 @@ type Request struct {
 	Seq        uint64  `json:"seq"`
 	Time       int64   `json:"time"` // when it arrived, Unix milliseconds
 	Path       string  `json:"path"`
-	Model      string  `json:"model"`              // as the client asked
-	Engine     string  `json:"engine,omitempty"`   // that answered
-	Fallback   string  `json:"fallback,omitempty"` // that answered instead of the engine asked for
-	Attempts   int     `json:"attempts"`           // upstream attempts: more than one is a retry or replay
+	API        string  `json:"api,omitempty"`        // the client's: chat, messages, responses, …
+	EngineAPI  string  `json:"engine_api,omitempty"` // the answering engine's: another when translated
+	UserAgent  string  `json:"user_agent,omitempty"` // masked as engine output is, cut
+	Model      string  `json:"model"`                // as the client asked
+	Engine     string  `json:"engine,omitempty"`     // that answered
+	Fallback   string  `json:"fallback,omitempty"`   // that answered instead of the engine asked for
+	Attempts   int     `json:"attempts"`             // upstream attempts: more than one is a retry or replay
 	Status     int     `json:"status"`
 	TTFBMs     float64 `json:"ttfb_ms"`
 	DurationMs float64 `json:"duration_ms"`

@@ -14,7 +14,7 @@ import (
 // The page's request history and its charts, read from the
 // gateway's history store:
 //
-//	GET <prefix>/api/history?model=&key=&engine=&status=&since=&before=&limit=   one page, newest first (history.ParseQuery); ?format=jsonl: every record, as JSON lines
+//	GET <prefix>/api/history?model=&key=&engine=&status=&api=&since=&before=&limit=   one page, newest first (history.ParseQuery); ?format=jsonl: every record, as JSON lines
 //	GET <prefix>/api/charts?range=1h|1d   requests by status, time to first byte p50/p95 and tokens per second over time, and per engine
 
 // HistorySource is a Source that keeps a request history; without one the

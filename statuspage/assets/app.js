@@ -412,6 +412,42 @@ function addLines(data) {
 }
 
 // ---- recent requests ----
+
+// The APIs a request speaks: the client's, and the engine's when the
+// gateway translated (issue 53). The filters of both tables offer them.
+const API_CHOICES = [['', 'any'], ['chat', 'Chat Completions'], ['messages', 'Messages'], ['responses', 'Responses'],
+  ['completions', 'Completions'], ['embeddings', 'Embeddings'], ['translated', 'translated']];
+for (const sel of document.querySelectorAll('select.api-filter')) {
+  sel.replaceChildren(...API_CHOICES.map(([v, label]) => el('option', { value: v, text: label })));
+}
+
+const isTranslated = (q) => !!q.engine_api && q.engine_api !== q.api;
+
+// apiCell shows the client's API, and "→ the engine's (translated)" when
+// the engine was spoken to in another.
+function apiCell(q) {
+  const td = el('td', { class: 'api' }, q.api || '–');
+  if (isTranslated(q)) td.append(' → ' + q.engine_api + ' ', el('span', { class: 'translated', text: 'translated' }));
+  return td;
+}
+
+// apiMatches is the history's api= filter (history.Filter) for the
+// recent list, which the page filters itself.
+function apiMatches(q, want) {
+  if (!want) return true;
+  if (want === 'translated') return isTranslated(q);
+  return q.api === want || (isTranslated(q) && q.engine_api === want);
+}
+
+function filterRequests() {
+  const want = $('#req-api').value;
+  const rows = [...$('#requests tbody').rows];
+  for (const r of rows) r.hidden = !apiMatches({ api: r.dataset.api, engine_api: r.dataset.engineApi }, want);
+  const shown = rows.filter((r) => !r.hidden).length;
+  $('#req-count').textContent = '(' + (want ? shown + ' shown, ' : '') + rows.length + ' of the last ' + keep + ')';
+}
+$('#req-api').addEventListener('change', filterRequests);
+
 function addRequests(data) {
   const tbody = $('#requests tbody');
   keep = data.keep || keep;
@@ -424,7 +460,7 @@ function addRequests(data) {
     tbody.insertBefore(row, after || null);
   }
   while (tbody.rows.length > keep) tbody.deleteRow(-1);
-  $('#req-count').textContent = '(' + tbody.rows.length + ' of the last ' + keep + ')';
+  filterRequests();
 }
 
 function requestRow(q, fresh) {
@@ -436,10 +472,11 @@ function requestRow(q, fresh) {
   const td = (cls, text) => el('td', { class: cls, text });
   const status = td('status num', String(q.status));
   if (q.reason && q.reason !== String(q.status)) status.append(' ', el('span', { class: 'reason', text: q.reason }));
-  return el('tr', { class: cls.trim(), 'data-seq': String(q.seq), 'data-time': String(q.time) },
+  return el('tr', { class: cls.trim(), 'data-seq': String(q.seq), 'data-time': String(q.time), 'data-api': q.api || '', 'data-engine-api': q.engine_api || '' },
     el('td', {}, el('time', { datetime: t.toISOString(), text: t.toLocaleTimeString() })),
-    td('model', q.model), td('engine', q.engine || '–'), td('via', via), status,
-    td('num', q.ttfb_ms ? fmtMs(q.ttfb_ms) : '–'), td('num', fmtMs(q.duration_ms)), td('tokens num', tokens), td('key', q.key || ''));
+    td('model', q.model), td('engine', q.engine || '–'), apiCell(q), td('via', via), status,
+    td('num', q.ttfb_ms ? fmtMs(q.ttfb_ms) : '–'), td('num', fmtMs(q.duration_ms)), td('tokens num', tokens), td('key', q.key || ''),
+    td('path', q.path || ''), td('agent', q.user_agent || ''));
 }
 
 boot();

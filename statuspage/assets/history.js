@@ -1,7 +1,7 @@
 // The status page's request history and its charts (issue 27): read from
 // the page's own API (api/history, api/charts) with the page's key, drawn
 // here as inline SVG. Nothing is loaded from elsewhere. It uses app.js's
-// helpers ($, el, authHeaders, fmtMs, showLogin).
+// helpers ($, el, authHeaders, fmtMs, showLogin, apiCell).
 'use strict';
 
 const hist = { range: '1h', filter: {}, next: 0, timer: null, off: false };
@@ -175,16 +175,16 @@ function historyRow(q) {
   if (q.cut) status.append(' ', el('span', { class: 'reason', text: 'after ' + fmtBytes(q.relayed_bytes || 0) }));
   return el('tr', { class: q.status >= 400 ? 'bad' : '', 'data-seq': String(q.seq) },
     el('td', {}, el('time', { datetime: t.toISOString(), text: t.toLocaleString() })),
-    td('model', q.model), td('engine', q.engine || '–'), status, td('tries', tries || '–'),
+    td('model', q.model), td('engine', q.engine || '–'), apiCell(q), status, td('tries', tries || '–'),
     td('num', q.ttfb_ms ? fmtMs(q.ttfb_ms) : '–'), td('num', fmtMs(q.duration_ms)),
     td('tokens num', q.tokens_in < 0 ? '–' : q.tokens_in + ' / ' + q.tokens_out),
-    td('key', q.key || ''), td('client', q.client || ''), td('session', q.session || ''));
+    td('key', q.key || ''), td('path', q.path || ''), td('client', q.client || ''), td('agent', q.user_agent || ''), td('session', q.session || ''));
 }
 
 $('#hist-filter').addEventListener('submit', (ev) => {
   ev.preventDefault();
   hist.filter = { model: $('#hist-model').value.trim(), key: $('#hist-key').value.trim(), status: $('#hist-status').value,
-    config: $('#hist-current').checked ? 'current' : '' };
+    api: $('#hist-api').value, config: $('#hist-current').checked ? 'current' : '' };
   loadHistory(false).catch(histFailed);
 });
 
