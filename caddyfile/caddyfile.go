@@ -41,6 +41,7 @@ import (
 //			timeout <duration>          # what a request waits for Redis; default 100ms
 //		}]
 //		max_body <size>                 # default 32MiB
+//		max_body_in_flight <size>       # the bodies held at once, together (503 past it); default 256MiB, at least 2×max_body
 //		body_timeout <duration>         # how long a body may take to arrive (408 after); default 2m
 //		wake on|off                     # may a request start a stopped engine; default on
 //		keepalive <duration>            # SSE comment interval while a stream waits; default 3s

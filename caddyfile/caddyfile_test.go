@@ -77,6 +77,9 @@ func TestParseEverySubdirective(t *testing.T) {
 		{"max_body in bytes", `llm_gateway {
 	max_body 4096` + remote + `
 }`, hconfig.Config{MaxBody: 4096, Engines: []engines.Config{openai}}},
+		{"max_body_in_flight", `llm_gateway {
+	max_body_in_flight 128MiB` + remote + `
+}`, hconfig.Config{MaxBodyInFlight: 128 << 20, Engines: []engines.Config{openai}}},
 		{"wake off", `llm_gateway {
 	wake off` + remote + `
 }`, hconfig.Config{Wake: ptr(false), Engines: []engines.Config{openai}}},
@@ -606,6 +609,9 @@ func TestParseErrorsNameTheProblemAndTheLine(t *testing.T) {
 		{"a negative max_body", `llm_gateway {
 	max_body -1MiB` + remote + `
 }`, `bad max_body "-1MiB"`, 2},
+		{"a bad max_body_in_flight", `llm_gateway {
+	max_body_in_flight 0` + remote + `
+}`, `bad max_body_in_flight "0"`, 2},
 		{"max_body without a size", `llm_gateway {
 	max_body` + remote + `
 }`, "wrong argument count", 2},

@@ -223,6 +223,16 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config, hist **history.Conf
 				return cfg, d.Errf("bad max_body %q: want a size such as 32MiB", s)
 			}
 			cfg.MaxBody = int64(n)
+		case "max_body_in_flight":
+			var s string
+			if !d.AllArgs(&s) {
+				return cfg, d.ArgErr()
+			}
+			n, err := humanize.ParseBytes(s)
+			if err != nil || n == 0 || n > hconfig.MaxMaxBody {
+				return cfg, d.Errf("bad max_body_in_flight %q: want a size such as 256MiB", s)
+			}
+			cfg.MaxBodyInFlight = int64(n)
 		case "body_timeout":
 			if err := durationArg(d, &cfg.BodyTimeout); err != nil {
 				return cfg, err

@@ -10,7 +10,7 @@ import (
 // The subdirectives of each block, for the suggestion that follows an
 // unknown one (TestEveryListedSubdirectiveIsKnown keeps these lists honest).
 var (
-	handlerOptions = []string{"keys", "key", "issued_keys", "identity", "store", "max_body", "body_timeout", "wake", "keepalive", "body_fallbacks",
+	handlerOptions = []string{"keys", "key", "issued_keys", "identity", "store", "max_body", "max_body_in_flight", "body_timeout", "wake", "keepalive", "body_fallbacks",
 		"annotate_response", "list_aliases", "max_fallbacks", "max_attempts", "transport", "extra_paths", "passthrough",
 		"defaults", "ui", "history", "pool", "engine", "memory_budget", "max_wait", "priority_grace", "translate", "price"}
 	engineOptions = []string{"to", "models", "model_name", "display_name", "description", "metadata", "unlisted", "api", "translate", "provider", "allow_media", "passthrough", "api_key", "cmd", "dir", "env", "ready",

@@ -78,7 +78,7 @@ func TestARequestNamingNoLimitReservesWhatItsEnginesMayGenerate(t *testing.T) {
 		{"choices multiply it", "/v1/chat/completions", `{"model":"capped","n":3,"messages":[]}`, budget, 3 * 4096},
 	} {
 		r := httptest.NewRequest(http.MethodPost, c.path, strings.NewReader(c.body))
-		req, gerr := g.readRequest(httptest.NewRecorder(), r, operationOf(c.path, false))
+		req, gerr := g.readRequest(httptest.NewRecorder(), r, &Result{op: operationOf(c.path, false), body: bodyHold{b: g.bodies}})
 		if gerr != nil {
 			t.Fatalf("%s: %v", c.name, gerr)
 		}

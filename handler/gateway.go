@@ -49,6 +49,7 @@ type Gateway struct {
 	log         *zap.Logger
 	who         keys.Who // who is asking: the config's keys, the issued ones (issued.go)
 	maxBody     int64
+	bodies      *bodyBudget // max_body_in_flight (inflight.go)
 	bodyTimeout time.Duration
 	keepAlive   time.Duration
 	dropped     atomic.Int64      // malformed events dropped
@@ -138,8 +139,11 @@ type Result struct {
 	// model it was sent, and HedgeCost, what the hedge's losers cost.
 	Cost, HedgeCost price.Amount
 
-	op  operation   // what the request is (operation.go): the shape of refusals
-	key *keys.Rules // the caller's key's rules, nil for none
+	op operation // what the request is (operation.go): the shape of refusals
+	// body is what the request's body holds of max_body_in_flight
+	// (inflight.go), given back when it ends
+	body bodyHold
+	key  *keys.Rules // the caller's key's rules, nil for none
 }
 
 // Hooks let the caddy module count what happens inside a request; nil

@@ -64,7 +64,7 @@ func (g *Gateway) servePassthrough(w http.ResponseWriter, r *http.Request, res *
 		res.refuse(w, gerr)
 		return
 	}
-	req, gerr := g.readPassthrough(w, r, rt, model, kr, pr)
+	req, gerr := g.readPassthrough(w, r, res, rt, model, kr, pr)
 	if gerr != nil {
 		res.refuse(w, gerr)
 		return
@@ -104,7 +104,7 @@ func (g *Gateway) mayPassthrough(w http.ResponseWriter, r *http.Request, kr *key
 // engine's filters. Another body is relayed as it is, bounded by max_body.
 // A provider's route whose body names the model (pr.bodyModel) needs one,
 // sent as the engine's model_name when it has one.
-func (g *Gateway) readPassthrough(w http.ResponseWriter, r *http.Request, rt *route, model string, kr *keys.Rules, pr *passRoute) (*request, *apierror.Error) {
+func (g *Gateway) readPassthrough(w http.ResponseWriter, r *http.Request, res *Result, rt *route, model string, kr *keys.Rules, pr *passRoute) (*request, *apierror.Error) {
 	req := &request{r: r, model: model, op: opPassthrough, passthrough: true}
 	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
 		if pr != nil && pr.bodyModel {
@@ -115,7 +115,7 @@ func (g *Gateway) readPassthrough(w http.ResponseWriter, r *http.Request, rt *ro
 	if gerr := checkPassthroughMedia(r); gerr != nil {
 		return nil, gerr
 	}
-	body, gerr := g.readBodyOnce(w, r)
+	body, gerr := g.readBodyOnce(w, r, &res.body)
 	if gerr != nil {
 		return nil, gerr
 	}

@@ -76,11 +76,12 @@ func (req *request) bodyFor(model string) []byte {
 
 // readRequest reads and scans the body, once, bounded by max_body, with
 // the parser of its route (bodyrules.go).
-func (g *Gateway) readRequest(w http.ResponseWriter, r *http.Request, op operation) (*request, *apierror.Error) {
+func (g *Gateway) readRequest(w http.ResponseWriter, r *http.Request, res *Result) (*request, *apierror.Error) {
+	op := res.op
 	if gerr := checkMediaType(r, op); gerr != nil {
 		return nil, gerr
 	}
-	body, gerr := g.readBodyOnce(w, r)
+	body, gerr := g.readBodyOnce(w, r, &res.body)
 	if gerr != nil {
 		return nil, gerr
 	}
@@ -110,12 +111,21 @@ func (g *Gateway) readRequest(w http.ResponseWriter, r *http.Request, op operati
 	return req, nil
 }
 
-// readBodyOnce reads the request body, bounded by max_body and
-// body_timeout: its one read on every route.
-func (g *Gateway) readBodyOnce(w http.ResponseWriter, r *http.Request) ([]byte, *apierror.Error) {
+// readBodyOnce reads the request body, bounded by max_body, body_timeout
+// and, with the bodies held at once, max_body_in_flight (taken into hold):
+// its one read on every route.
+func (g *Gateway) readBodyOnce(w http.ResponseWriter, r *http.Request, hold *bodyHold) ([]byte, *apierror.Error) {
 	if r.ContentLength > g.maxBody {
 		closeAfter(w, r) // not a byte more of it is read
 		return nil, g.tooLarge()
+	}
+	budget := bounded.Budget(hold)
+	if r.ContentLength > 0 {
+		if !hold.Take(r.ContentLength) { // whole, before a byte is read (inflight.go)
+			closeAfter(w, r)
+			return nil, g.bodies.busy(w)
+		}
+		budget = nil
 	}
 	// the deadline is the connection's (a socket's, or an HTTP/2 stream's),
 	// so a body that trickles is cut where it waits. Once the body is read
@@ -126,7 +136,7 @@ func (g *Gateway) readBodyOnce(w http.ResponseWriter, r *http.Request) ([]byte, 
 	// no deadline, before writing the refusal.
 	rc := http.NewResponseController(w)
 	deadline := rc.SetReadDeadline(time.Now().Add(g.bodyTimeout)) == nil
-	body, err := bounded.Read(r.Body, r.ContentLength, g.maxBody)
+	body, err := bounded.Read(r.Body, r.ContentLength, g.maxBody, budget)
 	if deadline && err == nil {
 		_ = rc.SetReadDeadline(time.Time{})
 	}
@@ -139,6 +149,8 @@ func (g *Gateway) readBodyOnce(w http.ResponseWriter, r *http.Request) ([]byte, 
 		switch {
 		case errors.Is(err, bounded.ErrTooLarge):
 			return nil, g.tooLarge()
+		case errors.Is(err, bounded.ErrBusy):
+			return nil, g.bodies.busy(w)
 		case errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout():
 			return nil, &apierror.Error{Status: http.StatusRequestTimeout, Type: apierror.TypeInvalidRequest, Code: "request_timeout", Message: "the request body did not arrive within the gateway's body_timeout of " + g.bodyTimeout.String()}
 		}

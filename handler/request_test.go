@@ -57,7 +57,9 @@ func TestABodyReadWholeIsClosedAtOnce(t *testing.T) {
 	r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
 	r.ProtoMajor, r.ProtoMinor = 2, 0
 	r.Body, r.ContentLength = pb, int64(len(body))
-	got, gerr := g.readBodyOnce(httptest.NewRecorder(), r)
+	hold := &bodyHold{b: g.bodies}
+	defer hold.release()
+	got, gerr := g.readBodyOnce(httptest.NewRecorder(), r, hold)
 	if gerr != nil || string(got) != body {
 		t.Fatalf("read %q, %v", got, gerr)
 	}

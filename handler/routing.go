@@ -36,7 +36,7 @@ func (g *Gateway) pathKind(p, method string) pathKind {
 }
 
 func (g *Gateway) serveRouted(w http.ResponseWriter, r *http.Request, res *Result) {
-	req, gerr := g.readRequest(w, r, res.op)
+	req, gerr := g.readRequest(w, r, res)
 	if gerr != nil {
 		res.refuse(w, gerr)
 		return

@@ -30,6 +30,7 @@ func New(cfg config.Config, engs []*engines.Engine, log *zap.Logger) (*Gateway, 
 		log:                log,
 		who:                keys.Who{Ring: keys.NewRing(config.SplitKeys(cfg.Keys)), Identities: keys.NewIdentities(cfg.Identity)},
 		maxBody:            cfg.MaxBody,
+		bodies:             &bodyBudget{limit: cfg.MaxBodyInFlight},
 		bodyTimeout:        time.Duration(cfg.BodyTimeout),
 		byModel:            map[string]*route{},
 		allowBodyFallbacks: *cfg.BodyFallbacks,
@@ -122,6 +123,8 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, res *Result)
 	res.Handled = true
 	res.op = operationOf(p, kind == passthroughPath)
 	res.API = res.op.api().String()
+	res.body.b = g.bodies
+	defer res.body.release()
 	defer func() {
 		now := g.clock.Now()
 		res.Duration = now.Sub(start)

@@ -5,6 +5,7 @@
 package config
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,8 +21,11 @@ import (
 
 // Defaults of the handler's limits.
 const (
-	DefaultMaxBody     = 32 << 20
-	DefaultBodyTimeout = 2 * time.Minute
+	DefaultMaxBody = 32 << 20
+	// DefaultMaxBodyInFlight is max_body_in_flight's default, at least
+	// twice max_body.
+	DefaultMaxBodyInFlight = 256 << 20
+	DefaultBodyTimeout     = 2 * time.Minute
 	// MaxMaxBody bounds max_body: a body is held whole in memory, and the
 	// reader's arithmetic stays far from an overflow.
 	MaxMaxBody          = 1 << 40
@@ -46,6 +50,15 @@ type Config struct {
 	// Bearer, X-Api-Key or Api-Key). Default: none, and then no gateway
 	// authentication (a warning is logged on a public bind).
 	Keys []Key `json:"keys,omitempty"`
+
+	// MaxBodyInFlight bounds the bytes the request bodies held at once
+	// take together: a body that would pass it is answered 503 with
+	// Retry-After, before it is read when its Content-Length says so, else
+	// at the chunk that passes it. max_body bounds each body; ten uploads
+	// of 40 MiB held 300 MB at once (issue 51). Default: 256 MiB (eight
+	// bodies of the default max_body, or thousands of prompts of 100 KB),
+	// and at least twice max_body, so two of the largest bodies fit.
+	MaxBodyInFlight int64 `json:"max_body_in_flight,omitempty"`
 
 	// MaxBody is the largest request body in bytes; a larger one is
 	// answered 413. Default: 32 MiB.
@@ -233,6 +246,7 @@ func (c Config) WithDefaults() Config {
 	}
 	on := true
 	orDefault(&c.MaxBody, DefaultMaxBody)
+	orDefault(&c.MaxBodyInFlight, max(DefaultMaxBodyInFlight, 2*c.MaxBody))
 	orDefault(&c.BodyTimeout, caddy.Duration(DefaultBodyTimeout))
 	orDefault(&c.MaxFallbacks, DefaultMaxFallbacks)
 	orDefault(&c.MaxAttempts, DefaultMaxAttempts)
@@ -303,11 +317,15 @@ func (c Config) inherited() Config {
 // fallbacks that exist and do not chain). An error about one engine or pool
 // is a *ConfigError naming it.
 func (c Config) Validate() error {
-	if c.MaxBody < 0 || c.MaxFallbacks < 0 || c.MaxAttempts < 0 || c.BodyTimeout < 0 {
-		return fmt.Errorf("max_body, body_timeout, max_fallbacks and max_attempts may not be negative")
+	if c.MaxBody < 0 || c.MaxBodyInFlight < 0 || c.MaxFallbacks < 0 || c.MaxAttempts < 0 || c.BodyTimeout < 0 {
+		return fmt.Errorf("max_body, max_body_in_flight, body_timeout, max_fallbacks and max_attempts may not be negative")
 	}
 	if c.MaxBody > MaxMaxBody {
 		return fmt.Errorf("max_body %d is over the most a body may hold here, 1TiB", c.MaxBody)
+	}
+	// max_body as it will be: its default when it is not set
+	if maxBody := cmp.Or(c.MaxBody, DefaultMaxBody); c.MaxBodyInFlight != 0 && c.MaxBodyInFlight < maxBody {
+		return fmt.Errorf("max_body_in_flight %d is less than max_body %d: a body of max_body could never be read", c.MaxBodyInFlight, maxBody)
 	}
 	if c.ExtraPaths != nil {
 		for _, p := range *c.ExtraPaths {

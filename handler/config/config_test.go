@@ -76,6 +76,8 @@ func TestValidateRefuses(t *testing.T) {
 		{name: "negative max_body", edit: func(_ *testing.T, c *Config) { c.MaxBody = -1 }, want: "may not be negative"},
 		{name: "negative max_fallbacks", edit: func(_ *testing.T, c *Config) { c.MaxFallbacks = -1 }, want: "may not be negative"},
 		{name: "negative max_attempts", edit: func(_ *testing.T, c *Config) { c.MaxAttempts = -1 }, want: "may not be negative"},
+		{name: "max_body_in_flight under max_body", edit: func(_ *testing.T, c *Config) { c.MaxBody, c.MaxBodyInFlight = 64<<20, 40<<20 }, want: "could never be read"},
+		{name: "negative max_body_in_flight", edit: func(_ *testing.T, c *Config) { c.MaxBodyInFlight = -1 }, want: "may not be negative"},
 
 		// extra_paths
 		{name: "a relative extra path", edit: func(_ *testing.T, c *Config) { c.ExtraPaths = &[]string{"rerank"} }, want: "not a clean absolute path"},
@@ -298,6 +300,8 @@ func TestEachDefault(t *testing.T) {
 		got, want any
 	}{
 		{"max_body", DefaultMaxBody, 32 << 20},
+		{"max_body_in_flight", Config{}.WithDefaults().MaxBodyInFlight, int64(256 << 20)},
+		{"max_body_in_flight, at least twice max_body", Config{MaxBody: 1 << 30}.WithDefaults().MaxBodyInFlight, int64(2 << 30)},
 		{"body_timeout", DefaultBodyTimeout, 2 * time.Minute},
 		{"max_fallbacks", DefaultMaxFallbacks, 4},
 		{"max_attempts", DefaultMaxAttempts, 8},

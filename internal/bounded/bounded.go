@@ -10,6 +10,19 @@ import (
 
 var ErrTooLarge = errors.New("body too large")
 
+// ErrBusy is a body refused because the bodies held at once already hold
+// the whole of a Budget.
+var ErrBusy = errors.New("the bodies in flight hold the whole budget")
+
+// A Budget is the bytes the bodies read at once may hold together (the
+// handler's max_body_in_flight): Take asks for n more before they are
+// allocated, and is false when they are not there. The reader gives
+// nothing back: what it took is held for as long as its body is, and the
+// budget's owner gives it back when the request ends.
+type Budget interface {
+	Take(n int64) bool
+}
+
 // Read reads at most limit bytes; one more is ErrTooLarge. A claimed
 // Content-Length is trusted for a first allocation only up to firstRead, so
 // connections that announce a large body and send slowly hold only what
@@ -21,9 +34,17 @@ var ErrTooLarge = errors.New("body too large")
 // at the chunk that passes it. Growing one buffer by appending held up to
 // three times the body while it was copied (ten unsized bodies
 // over max_body took 780 MB before their 413s).
-func Read(rc io.Reader, length, limit int64) ([]byte, error) {
+//
+// Each allocation is taken from budget first (nil: none), so bodies read
+// at once hold at most the budget between them (the join at the end copies
+// a body once more, for a moment); one that would pass it is ErrBusy.
+func Read(rc io.Reader, length, limit int64, budget Budget) ([]byte, error) {
 	const firstRead = 4 << 10
+	take := func(n int64) bool { return budget == nil || budget.Take(n) }
 	if length >= 0 && length <= firstRead {
+		if !take(length) {
+			return nil, ErrBusy
+		}
 		buf := make([]byte, length)
 		if _, err := io.ReadFull(rc, buf); err != nil {
 			return nil, err
@@ -33,7 +54,11 @@ func Read(rc io.Reader, length, limit int64) ([]byte, error) {
 	var chunks [][]byte
 	total := int64(0)
 	for {
-		c := make([]byte, min(max(total/32, firstRead), 1<<20, limit+1-total))
+		size := min(max(total/32, firstRead), 1<<20, limit+1-total)
+		if !take(size) {
+			return nil, ErrBusy
+		}
+		c := make([]byte, size)
 		n, err := io.ReadFull(rc, c)
 		total += int64(n)
 		chunks = append(chunks, c[:n])

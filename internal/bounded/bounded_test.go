@@ -43,7 +43,7 @@ func allocated(f func()) uint64 {
 func TestAStalledUnsizedBodyHoldsLittleMoreThanItSent(t *testing.T) {
 	const sent = 900 << 10
 	got := allocated(func() {
-		if _, err := Read(&stalling{left: sent}, -1, 32<<20); !errors.Is(err, errStalled) {
+		if _, err := Read(&stalling{left: sent}, -1, 32<<20, nil); !errors.Is(err, errStalled) {
 			t.Errorf("read: %v", err)
 		}
 	})
@@ -55,7 +55,7 @@ func TestAStalledUnsizedBodyHoldsLittleMoreThanItSent(t *testing.T) {
 func TestAnUnsizedBodyOverTheLimitIsRefusedAtTheChunkThatPassesIt(t *testing.T) {
 	const limit = 1 << 20
 	got := allocated(func() {
-		if _, err := Read(&stalling{left: 100 << 20}, -1, limit); !errors.Is(err, ErrTooLarge) {
+		if _, err := Read(&stalling{left: 100 << 20}, -1, limit, nil); !errors.Is(err, ErrTooLarge) {
 			t.Errorf("read: %v", err)
 		}
 	})
@@ -68,23 +68,23 @@ func TestABodyIsReadWholeAtEveryLength(t *testing.T) {
 	for _, n := range []int{0, 1, 4095, 4096, 4097, 70_000, 1 << 20, 3<<20 + 7} {
 		want := bytes.Repeat([]byte("ab"), n)[:n]
 		for _, length := range []int64{-1, int64(n)} {
-			got, err := Read(bytes.NewReader(want), length, 4<<20)
+			got, err := Read(bytes.NewReader(want), length, 4<<20, nil)
 			if err != nil || !bytes.Equal(got, want) {
 				t.Fatalf("%d bytes (length %d): %d read, %v", n, length, len(got), err)
 			}
 		}
-		if _, err := Read(bytes.NewReader(want), -1, int64(n)-1); n > 0 && !errors.Is(err, ErrTooLarge) {
+		if _, err := Read(bytes.NewReader(want), -1, int64(n)-1, nil); n > 0 && !errors.Is(err, ErrTooLarge) {
 			t.Fatalf("%d bytes over a limit of %d: %v", n, n-1, err)
 		}
 	}
-	if _, err := Read(io.LimitReader(bytes.NewReader(make([]byte, 10)), 5), 10, 100); err == nil {
+	if _, err := Read(io.LimitReader(bytes.NewReader(make([]byte, 10)), 5), 10, 100, nil); err == nil {
 		t.Fatal("a body shorter than its Content-Length was read")
 	}
 }
 
 func TestAnAnnouncedBodyIsNotAllocatedBeforeItArrives(t *testing.T) {
 	t.Parallel()
-	body, err := Read(strings.NewReader(`{"model":"m"}`), 1<<20, 32<<20)
+	body, err := Read(strings.NewReader(`{"model":"m"}`), 1<<20, 32<<20, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,5 +103,42 @@ func TestSizeTextSaysASizeAsConfigured(t *testing.T) {
 		if got := SizeText(n); got != want {
 			t.Errorf("SizeText(%d) = %q, want %q", n, got, want)
 		}
+	}
+}
+
+// budget is a Budget of n bytes that counts what it gave.
+type budget struct{ left, taken int64 }
+
+func (b *budget) Take(n int64) bool {
+	if n > b.left {
+		return false
+	}
+	b.left, b.taken = b.left-n, b.taken+n
+	return true
+}
+
+// A body takes what it allocates from the budget before it allocates it,
+// and one that would pass it is refused where it would, holding no more.
+func TestABodyTakesItsChunksFromTheBudget(t *testing.T) {
+	b := &budget{left: 10 << 20}
+	body, err := Read(bytes.NewReader(make([]byte, 3<<20)), -1, 32<<20, b)
+	if err != nil || len(body) != 3<<20 {
+		t.Fatalf("%d bytes, %v", len(body), err)
+	}
+	if float64(b.taken) > 1.1*float64(3<<20) || b.taken < 3<<20 {
+		t.Fatalf("a 3 MiB body took %d bytes of the budget", b.taken)
+	}
+	left := b.left
+	got := allocated(func() {
+		if _, err := Read(&stalling{left: 20 << 20}, -1, 32<<20, b); !errors.Is(err, ErrBusy) {
+			t.Errorf("a body past the budget: %v", err)
+		}
+	})
+	if float64(got) > 1.1*float64(left) {
+		t.Fatalf("refused past the budget, it allocated %d bytes of the %d left", got, left)
+	}
+	small := &budget{left: 100}
+	if _, err := Read(strings.NewReader(`{"model":"a model"}`+strings.Repeat(" ", 200)), 219, 1<<20, small); !errors.Is(err, ErrBusy) || small.taken != 0 {
+		t.Fatalf("a sized body past the budget: %v, took %d", err, small.taken)
 	}
 }
