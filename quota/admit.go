@@ -13,7 +13,7 @@ type counter struct {
 	start    int64 // unix seconds: the window used and unsynced belong to
 	used     int64 // the local view: last shared/persisted total + unsynced
 	unsynced int64 // counted here and not yet pushed to a shared store
-	reserved int64 // tokens reserved by requests in flight, of no window
+	reserved int64 // tokens (money) reserved by requests in flight, of no window
 	active   bool  // some rule has used it: persist and sync it
 }
 
@@ -22,9 +22,9 @@ type counter struct {
 type keyState struct {
 	name   string
 	mu     sync.Mutex
-	c      [2][numWindows]counter // [requestsRow|tokensRow][window]
-	dirty  bool                   // changed since the embedded store last saw it
-	pulled sync.Once              // Redis's counts read on first sight (core.pull)
+	c      [numRows][numWindows]counter // [requestsRow|tokensRow|spendRow][window]
+	dirty  bool                         // changed since the embedded store last saw it
+	pulled sync.Once                    // Redis's counts read on first sight (core.pull)
 }
 
 // roll returns the counter of row and w, moved to the window holding now
@@ -69,7 +69,15 @@ func (ks *keyState) roll(row int, w Window, now int64) (ctr *counter, end int64)
 // (see the package doc); everything else runs on the key's local counters
 // under a mutex held for a few additions, never across I/O.
 func (l *Limiter) Admit(key string, rules Rules, estimate int64) (*Ticket, Decision) {
-	return l.admit(key, rules, estimate, false)
+	return l.admit(key, rules, Cost{Tokens: estimate}, false)
+}
+
+// AdmitCost is Admit with what the request may cost in tokens and in money
+// (spend.go): its reservation against the token budgets and the money
+// budgets alike; alone as AdmitAlone. A money budget is checked after the
+// token budgets and refuses with ReasonSpend.
+func (l *Limiter) AdmitCost(key string, rules Rules, estimate Cost, alone bool) (*Ticket, Decision) {
+	return l.admit(key, rules, estimate, alone)
 }
 
 // AdmitAlone is Admit for a request whose answer nothing bounds (issue
@@ -79,18 +87,16 @@ func (l *Limiter) Admit(key string, rules Rules, estimate int64) (*Ticket, Decis
 // beside it. Its usage then passes a budget by what its answer uses beyond
 // what was left, and no other request adds to that.
 func (l *Limiter) AdmitAlone(key string, rules Rules, estimate int64) (*Ticket, Decision) {
-	return l.admit(key, rules, estimate, true)
+	return l.admit(key, rules, Cost{Tokens: estimate}, true)
 }
 
-func (l *Limiter) admit(key string, rules Rules, estimate int64, alone bool) (*Ticket, Decision) {
+func (l *Limiter) admit(key string, rules Rules, estimate Cost, alone bool) (*Ticket, Decision) {
 	if rules.Empty() {
 		return nil, Decision{OK: true}
 	}
 	c := l.core
 	ks := c.state(key)
-	if estimate < 0 {
-		estimate = 0
-	}
+	estimate.Tokens, estimate.Money = max(estimate.Tokens, 0), max(estimate.Money, 0)
 	push := true
 	if len(rules.Rate) > 0 && c.redis != nil && c.redis.exactRates() && !c.degraded.Load() {
 		t, d, outcome := c.admitShared(ks, rules, estimate, alone)
@@ -150,44 +156,57 @@ func (ks *keyState) countRequest(rate []Limit, now int64, n int64, push bool) {
 	ks.dirty = true
 }
 
-// reserve runs the token check of a request already counted against the
-// rate limits, reserves its estimate when it passes (the whole of every
-// budget for a request alone), and makes its ticket. Call with mu held.
-func (ks *keyState) reserve(c *core, rules Rules, estimate int64, alone bool, now time.Time) (*Ticket, Decision) {
+// reserve runs the budget checks of a request already counted against the
+// rate limits, token budgets first, then money budgets: it reserves its
+// estimate of each when every one passes (the whole of every budget for a
+// request alone), and makes its ticket. Call with mu held.
+func (ks *keyState) reserve(c *core, rules Rules, estimate Cost, alone bool, now time.Time) (*Ticket, Decision) {
 	unix := now.Unix()
-	need := max(estimate, 1)
-	var windows uint8
+	t := &Ticket{core: c, ks: ks}
+	var reason Reason
 	var end int64
 	held := true // every refusing window would fit but for what is in flight
-	for _, l := range rules.Tokens {
-		ctr, e := ks.roll(tokensRow, l.Window, unix)
-		windows |= 1 << l.Window
-		if alone {
-			estimate = max(estimate, need, l.N) // every budget whole: nothing fits beside it
+	for i, b := range budgetRows {
+		limits, est := b.limits(rules), b.of(estimate)
+		need := max(est, 1)
+		var kindEnd int64
+		for _, l := range limits {
+			ctr, e := ks.roll(b.row, l.Window, unix)
+			t.windows[i] |= 1 << l.Window
+			if alone {
+				est = max(est, need, l.N) // every budget whole: nothing fits beside it
+			}
+			if !fits(ctr, need, l.N, alone) && e > kindEnd {
+				kindEnd = e
+			}
+			if !fits(ctr, need, l.N, alone) && !fits(&counter{used: ctr.used}, need, l.N, alone) {
+				held = false
+			}
 		}
-		if !fits(ctr, need, l.N, alone) && e > end {
-			end = e
+		t.reserved[i] = est
+		if kindEnd != 0 && reason == "" {
+			reason = b.reason
 		}
-		if !fits(ctr, need, l.N, alone) && !fits(&counter{used: ctr.used}, need, l.N, alone) {
-			held = false
-		}
+		end = max(end, kindEnd)
 	}
 	if end != 0 {
-		d := ks.refusal(ReasonTokens, rules, end, now)
+		d := ks.refusal(reason, rules, end, now)
 		d.Held = held
-		return &Ticket{core: c, ks: ks, windows: windows}, d
+		return &Ticket{core: c, ks: ks, windows: t.windows}, d
 	}
 	d := Decision{OK: true, Requests: ks.headroom(requestsRow, rules.Rate, now)}
-	if windows == 0 {
+	if t.windows == [len(budgetRows)]uint8{} {
 		return nil, d // no budget: nothing to settle
 	}
-	t := &Ticket{core: c, ks: ks, windows: windows, reserved: estimate}
-	for w := Window(0); w < numWindows; w++ {
-		if windows&(1<<w) != 0 {
-			ks.c[tokensRow][w].reserved += estimate
+	for i, b := range budgetRows {
+		for w := Window(0); w < numWindows; w++ {
+			if t.windows[i]&(1<<w) != 0 {
+				ks.c[b.row][w].reserved += t.reserved[i]
+			}
 		}
 	}
 	d.Tokens = ks.headroom(tokensRow, rules.Tokens, now)
+	d.Spend = ks.headroom(spendRow, rules.Spend, now)
 	return t, d
 }
 
@@ -218,6 +237,7 @@ func (ks *keyState) refusal(reason Reason, rules Rules, end int64, now time.Time
 		RetryAfter: ceilSecond(time.Unix(end, 0).Sub(now)),
 		Requests:   ks.headroom(requestsRow, rules.Rate, now),
 		Tokens:     ks.headroom(tokensRow, rules.Tokens, now),
+		Spend:      ks.headroom(spendRow, rules.Spend, now),
 	}
 }
 
@@ -247,13 +267,15 @@ func ceilSecond(d time.Duration) time.Duration {
 	return d
 }
 
-// Ticket is an admitted request's hold on its key's token budgets: the
-// estimate reserved at Admit, released by Done or Cancel.
+// Ticket is an admitted request's hold on its key's budgets: the
+// estimate reserved at Admit, released by Done or Cancel; and, joined to
+// it, another name's (a team's) ticket, which ends with it.
 type Ticket struct {
 	core     *core
 	ks       *keyState
-	reserved int64
-	windows  uint8 // the windows of the key's token limits at Admit
+	reserved [len(budgetRows)]int64 // per budget kind
+	windows  [len(budgetRows)]uint8 // the windows of the key's limits of each kind at Admit
+	also     *Ticket                // a ticket joined to this one (Join)
 	closed   atomic.Bool
 }
 
@@ -261,37 +283,52 @@ type Ticket struct {
 // the reservation is released and the usage counted against every token
 // window of the key, in the window current now (usage is counted when the
 // answer ends). Only the first Done or Cancel counts.
-func (t *Ticket) Done(actualTokens int64) {
-	if t == nil || t.closed.Swap(true) {
+func (t *Ticket) Done(actualTokens int64) { t.DoneCost(Cost{Tokens: actualTokens}) }
+
+// DoneCost is Done with what the request cost in tokens and in money: each
+// counted against the key's budgets of its kind.
+func (t *Ticket) DoneCost(actual Cost) {
+	if t == nil {
 		return
 	}
-	t.settle(max(actualTokens, 0))
+	t.also.DoneCost(actual)
+	if t.closed.Swap(true) {
+		return
+	}
+	t.settle(Cost{Tokens: max(actual.Tokens, 0), Money: max(actual.Money, 0)})
 }
 
 // Cancel ends a request that got no answer: the reservation is released and
 // nothing is counted. Only the first Done or Cancel counts.
 func (t *Ticket) Cancel() {
-	if t == nil || t.closed.Swap(true) {
+	if t == nil {
 		return
 	}
-	t.settle(0)
+	t.also.Cancel()
+	if t.closed.Swap(true) {
+		return
+	}
+	t.settle(Cost{})
 }
 
-func (t *Ticket) settle(tokens int64) {
+func (t *Ticket) settle(used Cost) {
 	now := t.core.clock.Now().Unix()
 	ks := t.ks
 	ks.mu.Lock()
-	for w := Window(0); w < numWindows; w++ {
-		if t.windows&(1<<w) == 0 {
-			continue
+	for i, b := range budgetRows {
+		n := b.of(used)
+		for w := Window(0); w < numWindows; w++ {
+			if t.windows[i]&(1<<w) == 0 {
+				continue
+			}
+			ctr, _ := ks.roll(b.row, w, now)
+			ctr.reserved -= t.reserved[i]
+			ctr.used += n
+			ctr.unsynced += n
+			if n != 0 {
+				ks.dirty = true
+			}
 		}
-		ctr, _ := ks.roll(tokensRow, w, now)
-		ctr.reserved -= t.reserved
-		ctr.used += tokens
-		ctr.unsynced += tokens
-	}
-	if tokens != 0 {
-		ks.dirty = true
 	}
 	ks.mu.Unlock()
 }
@@ -313,6 +350,9 @@ func (l *Limiter) Usage(key string, rules Rules) KeyUsage {
 		}
 		for _, lim := range rules.Tokens {
 			ks.roll(tokensRow, lim.Window, now)
+		}
+		for _, lim := range rules.Spend {
+			ks.roll(spendRow, lim.Window, now)
 		}
 	} else if v, ok := c.keys.Load(key); ok {
 		ks = v.(*keyState)
@@ -339,5 +379,6 @@ func (l *Limiter) Usage(key string, rules Rules) KeyUsage {
 	}
 	add(Requests, requestsRow, rules.Rate)
 	add(Tokens, tokensRow, rules.Tokens)
+	add(Spend, spendRow, rules.Spend)
 	return u
 }

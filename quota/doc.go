@@ -106,7 +106,7 @@
 // is free, adding the counts it holds.
 //
 // Shared (Config.Redis): counters in Redis, one key per key name, counter
-// and window start (PREFIX:{name}:r|t:WINDOW:START), expiring ten minutes
+// and window start (PREFIX:{name}:r|t|s:WINDOW:START), expiring ten minutes
 // after their window. Redis rather than Caddy's storage, because a shared
 // counter needs an atomic increment: Caddy's storage offers Load, Store and
 // a lock, so every count would be a lock, a read and a write (several round

@@ -13,15 +13,18 @@ type Rules struct {
 	// Tokens limits prompt + completion tokens per window ("200k/d").
 	// Default: none.
 	Tokens []Limit `json:"tokens,omitempty"`
+	// Spend limits money per window, its counts in nano-dollars (a
+	// SpendLimit's: "1/d" is 1,000,000,000 a day; spend.go). Default: none.
+	Spend []Limit `json:"spend,omitempty"`
 }
 
 // Empty reports whether the rules limit nothing (Admit is then free).
-func (r Rules) Empty() bool { return len(r.Rate) == 0 && len(r.Tokens) == 0 }
+func (r Rules) Empty() bool { return len(r.Rate) == 0 && len(r.Tokens) == 0 && len(r.Spend) == 0 }
 
 // Validate refuses limits that ParseLimit would not have produced (a zero
 // count, an unknown window): rules built in code rather than parsed.
 func (r Rules) Validate() error {
-	for _, set := range [...][]Limit{r.Rate, r.Tokens} {
+	for _, set := range [...][]Limit{r.Rate, r.Tokens, r.Spend} {
 		for _, l := range set {
 			if l.N <= 0 || l.Window >= numWindows {
 				return fmt.Errorf("invalid limit %d per %v", l.N, l.Window)
@@ -34,26 +37,32 @@ func (r Rules) Validate() error {
 // Kind is what a limit counts.
 type Kind string
 
-// The kinds: requests (rate limits) and tokens (token budgets).
+// The kinds: requests (rate limits), tokens (token budgets) and spend
+// (money budgets, in nano-dollars).
 const (
 	Requests Kind = "requests"
 	Tokens   Kind = "tokens"
+	Spend    Kind = "spend"
 )
 
 // kindIndex is a kind's row in a key's counters.
 const (
 	requestsRow = 0
 	tokensRow   = 1
+	spendRow    = 2
+	numRows     = 3
 )
 
 // Reason says which limit refused a request.
 type Reason string
 
-// The reasons: a rate limit (OpenAI's rate_limit_exceeded) or a token
-// budget (insufficient_quota, or the key's over_budget fallback).
+// The reasons: a rate limit (OpenAI's rate_limit_exceeded), a token
+// budget or a money budget (insufficient_quota, or the key's over_budget
+// fallback).
 const (
 	ReasonRate   Reason = "rate"
 	ReasonTokens Reason = "tokens"
+	ReasonSpend  Reason = "spend"
 )
 
 // Decision is Admit's answer.
@@ -72,7 +81,8 @@ type Decision struct {
 	// limit of that kind and the headers are left out.
 	Requests Headroom
 	Tokens   Headroom
-	// Held, for a refusal by tokens: every budget that refused the request
+	Spend    Headroom // in nano-dollars
+	// Held, for a refusal by a budget: every budget that refused the request
 	// would take it but for the tokens requests in flight reserve; it may
 	// pass when they end, before any window renews.
 	Held bool
@@ -96,7 +106,9 @@ type KeyUsage struct {
 	Limits []LimitUsage `json:"limits"`
 }
 
-// LimitUsage is one limit of a key in its current window.
+// LimitUsage is one limit of a key in its current window. A money
+// budget's (Kind Spend) counts are nano-dollars, which its JSON writes as
+// dollars (spend.go).
 type LimitUsage struct {
 	Kind      Kind      `json:"kind"`
 	Limit     Limit     `json:"limit"`

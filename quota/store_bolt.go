@@ -17,7 +17,7 @@ import (
 //
 // Record layout (bucket "counters/v1"):
 //
-//	key:   row (1 byte: 0 requests, 1 tokens) | window (1 byte) | key name
+//	key:   row (1 byte: 0 requests, 1 tokens, 2 spend) | window (1 byte) | key name
 //	value: window start, unix seconds (8 bytes, big endian) | count (8 bytes)
 //
 // The file is shared (internal/boltfile): the request history keeps its
@@ -124,7 +124,7 @@ func recordKey(r record) []byte {
 }
 
 func decodeRecord(k, v []byte) (record, bool) {
-	if len(k) < 2 || len(v) != 16 || k[0] > tokensRow || Window(k[1]) >= numWindows {
+	if len(k) < 2 || len(v) != 16 || k[0] >= numRows || Window(k[1]) >= numWindows {
 		return record{}, false
 	}
 	return record{

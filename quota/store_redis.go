@@ -103,10 +103,10 @@ func newRedisStore(rc RedisConfig) (*redisStore, error) {
 func (s *redisStore) exactRates() bool { return !s.localRates }
 
 // key is the Redis key of one counter in one window:
-// PREFIX:{NAME}:r|t:WINDOW:START. The window's start in the name makes
+// PREFIX:{NAME}:r|t|s:WINDOW:START. The window's start in the name makes
 // every window a key of its own, which expires after the window.
 func (s *redisStore) key(name string, row int, w Window, start int64) string {
-	return s.prefix + ":{" + name + "}:" + "rt"[row:row+1] + ":" + w.String() + ":" + strconv.FormatInt(start, 10)
+	return s.prefix + ":{" + name + "}:" + "rts"[row:row+1] + ":" + w.String() + ":" + strconv.FormatInt(start, 10)
 }
 
 // rateScript checks and counts one request against several windows at
@@ -150,7 +150,7 @@ const (
 // bounded by the timeout, with no lock held. The token check follows on
 // the local counters. Unless the outcome is decided, the caller decides
 // locally, and the Limiter is degraded until a sync succeeds.
-func (c *core) admitShared(ks *keyState, rules Rules, estimate int64, alone bool) (*Ticket, Decision, scriptOutcome) {
+func (c *core) admitShared(ks *keyState, rules Rules, estimate Cost, alone bool) (*Ticket, Decision, scriptOutcome) {
 	s := c.redis
 	now := c.clock.Now()
 	unix := now.Unix()
@@ -248,9 +248,9 @@ func (s *redisStore) push(recs []record) ([]int64, error) {
 // read is key's counters in the windows current at now, every row and
 // window, in one MGET bounded by the request path's timeout: -1 where Redis
 // has no count.
-func (s *redisStore) read(key string, now int64) (counts [2][numWindows]int64, err error) {
-	keys := make([]string, 0, 2*numWindows)
-	for row := range 2 {
+func (s *redisStore) read(key string, now int64) (counts [numRows][numWindows]int64, err error) {
+	keys := make([]string, 0, numRows*numWindows)
+	for row := range numRows {
 		for w := Window(0); w < numWindows; w++ {
 			start, _ := w.bounds(now)
 			keys = append(keys, s.key(key, row, w, start))
@@ -289,8 +289,8 @@ func (s *redisStore) ping() error {
 
 // reset deletes every counter of key in the windows current at now.
 func (s *redisStore) reset(ctx context.Context, key string, now int64) error {
-	keys := make([]string, 0, 2*numWindows)
-	for row := range 2 {
+	keys := make([]string, 0, numRows*numWindows)
+	for row := range numRows {
 		for w := Window(0); w < numWindows; w++ {
 			start, _ := w.bounds(now)
 			keys = append(keys, s.key(key, row, w, start))
