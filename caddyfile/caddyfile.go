@@ -19,7 +19,9 @@ import (
 //			models <name...>            # the models and pools it may use; default all
 //			rate <limit...>             # requests per window: 60/m, 1000/d (s, m, h, d, mo)
 //			tokens <limit...>           # prompt+completion tokens per window: 200k/d, 5M/mo
-//			over_budget refuse|fallback <model>  # once a token budget is spent; default refuse
+//			spend <dollars/window...>   # US dollars per window at the models' prices: 1/d, 50/mo
+//			team <name>                 # the team whose budgets it shares
+//			over_budget refuse|fallback <model>  # once a token or money budget is spent; default refuse
 //			reserve <n>                 # tokens a request naming no max_tokens reserves; default: what its engines may generate
 //			priority <n>                # higher goes first in engines' queues and the scheduler; default 0
 //			operator                    # may use the status page's API (never with rules)
@@ -65,6 +67,12 @@ import (
 //		}
 //		ui <path> {                     # the status page on this site, behind the keys (needs keys)
 //			recent <n>                  # recent requests kept and shown; default 200
+//		}
+//		team <name> {                   # budgets several keys share (each names it: team <name>)
+//			rate <limit...>
+//			tokens <limit...>
+//			spend <dollars/window...>
+//			over_budget refuse|fallback <model>  # a member key's own wins
 //		}
 //		price <model> input <$> output <$> [cache_read <$>] [cache_write <$>] [reasoning <$>]
 //		                                # US dollars per million tokens; <model>: ENGINE/MODEL, a model or an engine;

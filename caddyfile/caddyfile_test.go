@@ -1311,6 +1311,9 @@ func TestEveryListedSubdirectiveIsKnown(t *testing.T) {
 		{"key", keyOptions, func(n string) string {
 			return "llm_gateway {\n\tkey k sk-0123456789abcdef {\n\t\t" + n + "\n\t}" + remote + "\n}"
 		}},
+		{"team", teamOptions, func(n string) string {
+			return "llm_gateway {\n\tteam t {\n\t\t" + n + "\n\t}" + remote + "\n}"
+		}},
 		{"store", storeOptions, func(n string) string {
 			return "llm_gateway {\n\tstore redis 127.0.0.1:1 {\n\t\t" + n + "\n\t}" + remote + "\n}"
 		}},

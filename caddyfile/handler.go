@@ -41,6 +41,7 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config, hist **history.Conf
 	var defaultsAt *pos
 	budgetAt := map[string]pos{} // each memory_budget line, by device set ("" without devices)
 	priceAt := map[string]pos{}  // each price line, by the model it prices
+	teamAt := map[string]pos{}   // each team block, by name
 	for d.NextBlock(0) {
 		if (d.Val() == "keys" || d.Val() == "key") && keysAt == nil {
 			at := here(d)
@@ -123,6 +124,18 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config, hist **history.Conf
 				return cfg, err
 			}
 			*hist = &h
+			continue
+		case "team":
+			at := here(d)
+			tm, err := parseTeam(d)
+			if err != nil {
+				return cfg, err
+			}
+			if first, ok := teamAt[tm.Name]; ok {
+				return cfg, at.errf("team %s is defined twice (first at %s)", tm.Name, first)
+			}
+			teamAt[tm.Name] = at
+			cfg.Teams = append(cfg.Teams, tm)
 			continue
 		case "price":
 			at := here(d)
@@ -386,6 +399,9 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config, hist **history.Conf
 				return cfg, identityAt.errf("%v", err)
 			}
 			if at, ok := priceAt[ce.Price]; ok && ce.Price != "" {
+				return cfg, at.errf("%v", err)
+			}
+			if at, ok := teamAt[ce.Team]; ok && ce.Team != "" {
 				return cfg, at.errf("%v", err)
 			}
 		}

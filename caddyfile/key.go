@@ -11,8 +11,8 @@ import (
 
 // A key block: a caller's key, its models and limits.
 
-// parseKey parses `key <name> <token> [{ models … rate … tokens …
-// over_budget refuse|fallback <model> }]`.
+// parseKey parses `key <name> <token> [{ models … rate … tokens … spend …
+// team <name> over_budget refuse|fallback <model> }]`.
 func parseKey(d *cf.Dispenser) (hconfig.Key, error) {
 	var k hconfig.Key
 	args := d.RemainingArgs()
@@ -33,7 +33,7 @@ func parseRules(d *cf.Dispenser, k *hconfig.Key, what string, operator bool) err
 	set := settings{}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		sub := d.Val()
-		if sub != "rate" && sub != "tokens" {
+		if sub != "rate" && sub != "tokens" && sub != "spend" {
 			if err := set.once(d); err != nil {
 				return err
 			}
@@ -59,6 +59,16 @@ func parseRules(d *cf.Dispenser, k *hconfig.Key, what string, operator bool) err
 				} else {
 					k.Tokens = append(k.Tokens, l)
 				}
+			}
+		case "spend":
+			ls, err := spendArgs(d, what)
+			if err != nil {
+				return err
+			}
+			k.Spend = append(k.Spend, ls...)
+		case "team":
+			if err := oneArg(d, &k.Team); err != nil {
+				return err
 			}
 		case "reserve":
 			var v string

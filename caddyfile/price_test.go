@@ -1,6 +1,7 @@
 package caddyfile
 
 import (
+	"strings"
 	"testing"
 
 	cf "github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -25,6 +26,28 @@ func TestPriceLineErrorsNameTheProblemAndTheLine(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse(cf.NewTestDispenser("llm_gateway {\n\t" + tc.line + remote + "\n}"))
 			if err == nil || err.Error() != tc.want {
+				t.Fatalf("got  %v\nwant %s", err, tc.want)
+			}
+		})
+	}
+}
+
+// A money budget's and a team's mistakes, each with its line.
+func TestSpendAndTeamErrorsNameTheProblemAndTheLine(t *testing.T) {
+	for _, tc := range []struct{ name, block, want string }{
+		{"no budget", "key k sk-0123456789abcdef {\n\t\tspend\n\t}", "spend takes budgets in US dollars per window, such as 1/d or 50/mo, at Testfile:3"},
+		{"a count, not dollars", "key k sk-0123456789abcdef {\n\t\tspend 1e3/d\n\t}", `key k: spend "1e3/d": amount "1e3": not a number (digits, a point and digits, then optionally k or M), at Testfile:3`},
+		{"no window", "key k sk-0123456789abcdef {\n\t\tspend 5\n\t}", `key k: spend "5": want DOLLARS/WINDOW, as in 1/d or 50/mo, at Testfile:3`},
+		{"an unknown team", "key k sk-0123456789abcdef {\n\t\tteam nope\n\t}", "key k: team nope is no team of this gateway (team nope { spend 100/mo }), at Testfile:2"},
+		{"a team of nothing", "team t {\n\t}", "team t limits nothing: give it rate, tokens or spend, at Testfile:2"},
+		{"a team twice", "team t {\n\t\tspend 1/d\n\t}\n\tteam t {\n\t\tspend 2/d\n\t}", "team t is defined twice (first at Testfile:2), at Testfile:5"},
+		{"a team's unknown fallback", "team t {\n\t\tspend 1/d\n\t\tover_budget fallback nope\n\t}", `team t: over_budget fallback "nope" is no model or pool of this gateway, at Testfile:2`},
+		{"a team's unknown option", "team t {\n\t\tmodels gpt-4o\n\t}", "unknown team subdirective"},
+		{"over_budget without a budget", "key k sk-0123456789abcdef {\n\t\tover_budget fallback gpt-4o\n\t}", "key k: over_budget fallback needs a token or money budget (tokens 200k/d, spend 1/d, or a team's) to apply to, at Testfile:2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse(cf.NewTestDispenser("llm_gateway {\n\t" + tc.block + remote + "\n}"))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got  %v\nwant %s", err, tc.want)
 			}
 		})

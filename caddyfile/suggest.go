@@ -12,7 +12,7 @@ import (
 var (
 	handlerOptions = []string{"keys", "key", "issued_keys", "identity", "store", "max_body", "max_body_in_flight", "body_timeout", "wake", "keepalive", "body_fallbacks",
 		"annotate_response", "list_aliases", "max_fallbacks", "max_attempts", "transport", "extra_paths", "passthrough",
-		"defaults", "ui", "history", "pool", "engine", "memory_budget", "max_wait", "priority_grace", "translate", "price"}
+		"defaults", "ui", "history", "pool", "engine", "memory_budget", "max_wait", "priority_grace", "translate", "price", "team"}
 	engineOptions = []string{"to", "models", "model_name", "display_name", "description", "metadata", "unlisted", "api", "translate", "provider", "allow_media", "passthrough", "api_key", "cmd", "dir", "env", "ready",
 		"wake", "group", "memory", "min_loaded", "evict", "start_timeout", "idle_timeout", "stop_timeout", "stop_cmd", "preload",
 		"max_concurrent", "max_output_tokens", "queue", "dial_timeout", "header_timeout", "request_timeout",
@@ -22,7 +22,8 @@ var (
 		"health_path", "health_timeout", "health_passes", "health_fails", "signals", "signals_path", "signals_slots_path",
 		"signals_interval", "signals_stale", "swap", "sleep_after", "slots", "hedge_after", "hedge_budget"}
 	poolOptions        = []string{"member", "sticky", "failover", "breaker", "balance", "dynamic", "template", "hedge_after", "hedge_budget", "warm_spare"}
-	keyOptions         = []string{"models", "rate", "tokens", "over_budget", "reserve", "priority", "operator", "hedge"}
+	keyOptions         = []string{"models", "rate", "tokens", "spend", "team", "over_budget", "reserve", "priority", "operator", "hedge"}
+	teamOptions        = []string{"rate", "tokens", "spend", "over_budget"}
 	storeOptions       = []string{"password", "db", "prefix", "timeout"}
 	issuedOptions      = []string{"secret", "max"}
 	identityOptions    = []string{"groups", "user", "group", "default"}

@@ -186,6 +186,10 @@ type Config struct {
 	// pool named "auto" (else the first) is what "model": "auto" asks for.
 	Pools []PoolConfig `json:"pools,omitempty"`
 
+	// Teams are groups of keys sharing budgets (team.go); a key joins one
+	// with its team line. Default: none.
+	Teams []Team `json:"teams,omitempty"`
+
 	// Prices are what models cost, over or beside the built-in table of
 	// the cloud providers' prices (price.go). Default: the table's price
 	// of a cloud provider's model; nothing for a local engine's.
@@ -222,7 +226,9 @@ type ConfigError struct {
 	Identity bool
 	// Price: the price line (by its model) the error is about, if one
 	Price string
-	Err   error
+	// Team: the team (by name) the error is about, if one
+	Team string
+	Err  error
 }
 
 func (e *ConfigError) Error() string { return e.Err.Error() }
@@ -402,6 +408,9 @@ func (c Config) Validate() error {
 		return engineErr(e, fmt.Errorf("engine %s serves a model named %s, which is the default pool's sentinel", e, DefaultPool))
 	}
 	if err := c.validatePrices(byName, models); err != nil {
+		return err
+	}
+	if err := c.validateTeams(models); err != nil {
 		return err
 	}
 	if err := checkKeys(c.Keys); err != nil {

@@ -192,7 +192,7 @@ func TestValidateRefuses(t *testing.T) {
 		{name: "an over_budget fallback served nowhere", edit: func(t *testing.T, c *Config) {
 			c.Keys[0].Tokens, c.Keys[0].OverBudgetFallback = limitsOf(t, "1k/d"), "gpt-5"
 		}, want: "over_budget fallback \"gpt-5\" is no model", key: "team"},
-		{name: "an over_budget fallback without a budget", edit: func(_ *testing.T, c *Config) { c.Keys[0].OverBudgetFallback = "m2" }, want: "needs a token budget", key: "team"},
+		{name: "an over_budget fallback without a budget", edit: func(_ *testing.T, c *Config) { c.Keys[0].OverBudgetFallback = "m2" }, want: "needs a token or money budget", key: "team"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

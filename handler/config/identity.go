@@ -108,19 +108,24 @@ func checkIdentityNames(keys []Key) error {
 	return nil
 }
 
-// hasLimits reports whether a rule block has rate or token limits.
+// hasLimits reports whether a rule block has limits (or a team's).
 func (id *Identity) hasLimits() bool {
+	for _, b := range id.blocks() {
+		if b.limited() {
+			return true
+		}
+	}
+	return false
+}
+
+// blocks are the identity's rule blocks.
+func (id *Identity) blocks() []Key {
 	if id == nil {
-		return false
+		return nil
 	}
 	blocks := append(append([]Key(nil), id.Users...), id.GroupRules...)
 	if id.Default != nil {
 		blocks = append(blocks, *id.Default)
 	}
-	for _, b := range blocks {
-		if len(b.Rate) > 0 || len(b.Tokens) > 0 {
-			return true
-		}
-	}
-	return false
+	return blocks
 }

@@ -37,6 +37,15 @@ type Key struct {
 	// as "200k/d" or "5M/mo". Default: none.
 	Tokens []quota.Limit `json:"tokens,omitempty"`
 
+	// Spend are money budgets of this key, in US dollars per window, such
+	// as "1/d" or "50/mo": what its requests cost at their models' prices
+	// (Price). Default: none.
+	Spend []quota.SpendLimit `json:"spend,omitempty"`
+
+	// Team names the team (Config.Teams) whose budgets this key's
+	// requests count against too. Default: none.
+	Team string `json:"team,omitempty"`
+
 	// Reserve is what a request of this key that names no max_tokens (nor
 	// max_completion_tokens, max_output_tokens) reserves of its token
 	// budget for its answer while it is in flight: the operator's estimate,
@@ -62,9 +71,9 @@ type Key struct {
 	// upstream attempt. Default: false (the route's hedge_after holds).
 	NoHedge bool `json:"no_hedge,omitempty"`
 
-	// OverBudgetFallback is the model a request goes to once a token
-	// budget is spent, instead of a 429 insufficient_quota. Default: ""
-	// (refuse).
+	// OverBudgetFallback is the model a request goes to once a token or
+	// money budget is spent (its own or its team's), instead of a 429
+	// insufficient_quota. Default: "" (refuse).
 	OverBudgetFallback string `json:"over_budget_fallback,omitempty"`
 }
 
@@ -72,11 +81,18 @@ type Key struct {
 // rates, budgets, an over_budget or a reserve. A key with rules is never an
 // operator.
 func (k Key) HasRules() bool {
-	return len(k.Models) > 0 || len(k.Rate) > 0 || len(k.Tokens) > 0 || k.OverBudgetFallback != "" || k.Reserve != 0
+	return len(k.Models) > 0 || k.limited() || k.OverBudgetFallback != "" || k.Reserve != 0
+}
+
+// limited reports whether the key has limits of its own or a team's.
+func (k Key) limited() bool {
+	return len(k.Rate) > 0 || len(k.Tokens) > 0 || len(k.Spend) > 0 || k.Team != ""
 }
 
 // rules are the key's limits, as the quota package counts them.
-func (k Key) Rules() quota.Rules { return quota.Rules{Rate: k.Rate, Tokens: k.Tokens} }
+func (k Key) Rules() quota.Rules {
+	return quota.Rules{Rate: k.Rate, Tokens: k.Tokens, Spend: quota.SpendLimits(k.Spend)}
+}
 
 // CheckKey refuses a configured key that is empty or too short. A value
 // that holds several tokens is checked token by token; an empty token ("a,")
@@ -174,11 +190,11 @@ func keyLabel(k Key) string {
 // limits: a key block or an identity's rule block has, or keys are issued
 // at run time (each may).
 func (c Config) HasLimits() bool {
-	if c.IssuedKeys != nil || c.Identity.hasLimits() {
+	if c.IssuedKeys != nil || c.Identity.hasLimits() || len(c.Teams) > 0 {
 		return true
 	}
 	for _, k := range c.Keys {
-		if len(k.Rate) > 0 || len(k.Tokens) > 0 {
+		if k.limited() {
 			return true
 		}
 	}
@@ -195,10 +211,10 @@ func (c Config) validateKeyRules(models map[string]string) error {
 			continue
 		}
 		if k.Name == "" {
-			return fmt.Errorf("a key with models, rate, tokens or over_budget needs a name (key <name> <token> { … })")
+			return fmt.Errorf("a key with models, rate, tokens, spend, team or over_budget needs a name (key <name> <token> { … })")
 		}
-		if prev, ok := byName[k.Name]; ok && fmt.Sprint(prev.Models, prev.Rate, prev.Tokens, prev.OverBudgetFallback) !=
-			fmt.Sprint(k.Models, k.Rate, k.Tokens, k.OverBudgetFallback) {
+		if prev, ok := byName[k.Name]; ok && fmt.Sprint(prev.Models, prev.Rate, prev.Tokens, prev.Spend, prev.Team, prev.OverBudgetFallback) !=
+			fmt.Sprint(k.Models, k.Rate, k.Tokens, k.Spend, k.Team, k.OverBudgetFallback) {
 			return &ConfigError{Key: k.Name, Err: fmt.Errorf("key %s is given twice with different rules", k.Name)}
 		}
 		byName[k.Name] = k
@@ -243,8 +259,8 @@ func CheckRules(k Key, label string, known func(string) bool) error {
 		if !known(f) {
 			return fmt.Errorf("%s: over_budget fallback %q is no model or pool of this gateway", label, f)
 		}
-		if len(k.Tokens) == 0 {
-			return fmt.Errorf("%s: over_budget fallback needs a token budget (tokens 200k/d) to apply to", label)
+		if len(k.Tokens) == 0 && len(k.Spend) == 0 && k.Team == "" {
+			return fmt.Errorf("%s: over_budget fallback needs a token or money budget (tokens 200k/d, spend 1/d, or a team's) to apply to", label)
 		}
 	}
 	return nil

@@ -69,7 +69,7 @@ func TestKeyRulesAreCheckedAtLoad(t *testing.T) {
 	}{
 		{Key{Value: teamKey, Models: []string{"m"}}, "needs a name"},
 		{Key{Name: "a", Value: teamKey, Models: []string{"nope"}}, `"nope" is no model or pool`},
-		{Key{Name: "a", Value: teamKey, OverBudgetFallback: "m"}, "needs a token budget"},
+		{Key{Name: "a", Value: teamKey, OverBudgetFallback: "m"}, "needs a token or money budget"},
 		{Key{Name: "a", Value: teamKey, Tokens: limitsOf(t, "1k/d"), OverBudgetFallback: "x"}, `"x" is no model or pool`},
 	} {
 		err := Config{Keys: []Key{tc.key}, Engines: eng}.Validate()

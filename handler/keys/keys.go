@@ -14,6 +14,7 @@ import (
 
 	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
 	"github.com/llmgateway/caddy-llm-gateway/handler/config"
+	"github.com/llmgateway/caddy-llm-gateway/internal/price"
 	"github.com/llmgateway/caddy-llm-gateway/quota"
 )
 
@@ -23,7 +24,8 @@ type Rules struct {
 	allowed    map[string]bool // nil: every model
 	Models     []string        // allowed, in config order
 	Limits     quota.Rules
-	OverBudget string // the model served once a token budget is spent
+	OverBudget string // the model served once a token or money budget is spent
+	Team       string // Key.Team: the team whose budgets it shares
 	reserveN   int64  // Key.Reserve
 	Priority   int    // Key.Priority
 	NoHedge    bool   // Key.NoHedge
@@ -91,7 +93,7 @@ func NewRing(keys []config.Key) *Ring {
 // an identity's (its Value and Operator play no part: only the ring makes
 // an operator, of its own keys).
 func NewRules(key config.Key) *Rules {
-	kr := &Rules{Name: key.Name, Limits: key.Rules(), OverBudget: key.OverBudgetFallback, reserveN: key.Reserve, Priority: key.Priority, NoHedge: key.NoHedge,
+	kr := &Rules{Name: key.Name, Limits: key.Rules(), OverBudget: key.OverBudgetFallback, Team: key.Team, reserveN: key.Reserve, Priority: key.Priority, NoHedge: key.NoHedge,
 		rules: key.HasRules()}
 	if len(key.Models) > 0 {
 		kr.allowed, kr.Models = map[string]bool{}, key.Models
@@ -190,19 +192,23 @@ func (kr *Rules) NotAllowed(model string) *apierror.Error {
 }
 
 // RateHeaders are OpenAI's rate-limit headers for a decision: the tightest
-// request and token limits, what is left of them and when they reset.
+// request and token limits, what is left of them and when they reset; and,
+// in their style, the tightest money budget's, in US dollars
+// (x-ratelimit-remaining-spend: 0.3575).
 func RateHeaders(d quota.Decision) http.Header {
 	h := http.Header{}
-	add := func(kind string, hr quota.Headroom) {
+	add := func(kind string, hr quota.Headroom, count func(int64) string) {
 		if hr.Limit == 0 {
 			return
 		}
-		h.Set("X-Ratelimit-Limit-"+kind, strconv.FormatInt(hr.Limit, 10))
-		h.Set("X-Ratelimit-Remaining-"+kind, strconv.FormatInt(max(0, hr.Remaining), 10))
+		h.Set("X-Ratelimit-Limit-"+kind, count(hr.Limit))
+		h.Set("X-Ratelimit-Remaining-"+kind, count(max(0, hr.Remaining)))
 		h.Set("X-Ratelimit-Reset-"+kind, resetString(hr.Reset))
 	}
-	add("Requests", d.Requests)
-	add("Tokens", d.Tokens)
+	whole := func(n int64) string { return strconv.FormatInt(n, 10) }
+	add("Requests", d.Requests, whole)
+	add("Tokens", d.Tokens, whole)
+	add("Spend", d.Spend, func(n int64) string { return price.Amount(n).String() })
 	return h
 }
 
