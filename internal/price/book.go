@@ -137,3 +137,20 @@ func templateOf(engine string) string {
 	}
 	return engine
 }
+
+// Most is the dearest price, part by part, of engine's answers for any
+// model it is known to be sent (its model_name, each name of its models)
+// and for the models given: what a request that may reach it reserves.
+func (b *Book) Most(engine string, models ...string) Price {
+	if b == nil {
+		return Price{}
+	}
+	var most Price
+	for m := range b.names[templateOf(engine)] {
+		most = Max(most, b.Of(engine, m).Price)
+	}
+	for _, m := range models {
+		most = Max(most, b.Of(engine, m).Price)
+	}
+	return most
+}

@@ -57,3 +57,25 @@ func TestAModelsPriceIsTheMostSpecificLineThenTheTable(t *testing.T) {
 		t.Errorf("%+v", got)
 	}
 }
+
+// What a request that may reach an engine reserves: the dearest price,
+// part by part, of any model the engine is known to be sent, and of the
+// models the request names.
+func TestMostIsTheDearestPriceOfAnEnginesModels(t *testing.T) {
+	engines := []Engine{{Name: "local", To: "http://127.0.0.1:9", Models: []string{"small", "big"}}}
+	b := NewBook(map[string]Price{
+		"small":       {Input: 1_000_000, Output: 8_000_000},
+		"big":         {Input: 3_000_000, Output: 4_000_000},
+		"local/asked": {Input: 5_000_000},
+	}, engines)
+	got := b.Most("local")
+	if got.Input.String() != "3" || got.Output.String() != "8" {
+		t.Fatalf("%+v", got)
+	}
+	if got := b.Most("local", "asked"); got.Input.String() != "5" || got.Output.String() != "8" {
+		t.Fatalf("with the model asked: %+v", got)
+	}
+	if got := (*Book)(nil).Most("local", "big"); !got.Free() {
+		t.Fatalf("a nil book: %+v", got)
+	}
+}
