@@ -109,7 +109,8 @@ func readKeyBody(r *http.Request) ([]byte, error) {
 // KeyListing is one key of GET /llm_gateway/keys: its counters (key and
 // limits, as for every named key with limits), where it comes from
 // (config: a key of the Caddyfile; issued: issued at run time; identity:
-// an identity with limits that asked) and, for an issued key, its rules,
+// an identity with limits that asked; team: a team's shared limits, as
+// team:<name>) and, for an issued key, its rules,
 // note, expiry and use.
 type KeyListing struct {
 	quota.KeyUsage
@@ -132,8 +133,11 @@ func keyListings() []KeyListing {
 	at := map[string]int{}
 	for _, u := range liveKeyUsage() {
 		source := "config"
-		if strings.HasPrefix(u.Key, hconfig.IdentityPrefix) {
+		switch {
+		case strings.HasPrefix(u.Key, hconfig.IdentityPrefix):
 			source = "identity"
+		case strings.HasPrefix(u.Key, hconfig.TeamPrefix):
+			source = "team" // budget.go: a team's shared limits
 		}
 		at[u.Key] = len(out)
 		out = append(out, KeyListing{KeyUsage: u, Source: source})
@@ -200,6 +204,9 @@ func checkRules(spec keystore.Spec, issuing bool) error {
 	}
 	if err := hconfig.CheckRules(spec.Key, "key "+spec.Name, known); err != nil {
 		return keystore.Errorf(keystore.ErrInvalid, "%v", err)
+	}
+	if tm := spec.Key.Team; tm != "" && !slices.ContainsFunc(gws, func(g *handler.Gateway) bool { return g.HasTeam(tm) }) {
+		return keystore.Errorf(keystore.ErrInvalid, "key %s: team %s is no team of this gateway (team %s { spend 100/mo })", spec.Name, tm, tm)
 	}
 	if issuing && configKeyNamed(spec.Name) {
 		return keystore.Errorf(keystore.ErrExists, "key %s is a key of the config: give the issued key another name", spec.Name)

@@ -70,34 +70,31 @@ func (g *Gateway) reserve(w http.ResponseWriter, req *request, res *Result) (*re
 	if gerr := mayPinSlot(kr, req); gerr != nil {
 		return nil, nil, gerr
 	}
-	if g.limiter == nil || kr.Limits.Empty() {
+	if g.limiter == nil || kr.Limits.Empty() && kr.Team == "" {
 		return req, nil, nil
 	}
 	if req.op == opCountTokens {
 		// a count is free: the key's rates, no tokens (counttokens.go)
 		return req, nil, g.reserveRate(w, kr, res)
 	}
-	if req.unbounded && len(kr.Limits.Tokens) > 0 {
+	budgeted := g.budgeted(kr) // budget.go: its tokens or money, or its team's
+	if req.unbounded && budgeted {
 		return nil, nil, apierror.BadRequest("unbounded_answer", fmt.Sprintf(
-			"key %s has a token budget, and this request asks for an answer no limit bounds (a negative max_tokens or n_predict, or ignore_eos without max_tokens): name a max_tokens", kr.Name))
+			"key %s has a budget, and this request asks for an answer no limit bounds (a negative max_tokens or n_predict, or ignore_eos without max_tokens): name a max_tokens", kr.Name))
 	}
-	admit := g.limiter.Admit
-	if len(kr.Limits.Tokens) > 0 {
-		var alone bool
-		if req.estimate, alone = g.estimateTokens(req); alone {
-			admit = g.limiter.AdmitAlone // answerbound.go: nothing bounds its answer
-		}
+	var alone bool // answerbound.go: nothing bounds its answer
+	if budgeted {
+		req.estimate, alone = g.estimateTokens(req)
 	}
-	t, d := admit(kr.Name, kr.Limits, req.estimate)
+	t, d, by := g.admitBudgets(kr, req, alone) // budget.go: the key's limits, then its team's
 	req.rateHeaders = keys.RateHeaders(d)
 	for k, v := range req.rateHeaders {
 		w.Header()[k] = v
 	}
 	if !d.OK {
-		retry := strconv.FormatInt(int64(max(1, d.RetryAfter.Seconds())), 10)
 		switch {
-		case d.Reason == quota.ReasonTokens && kr.OverBudget != "" && kr.OverBudget != req.model && !req.passthrough:
-			over, err := req.switchModel(kr.OverBudget)
+		case overBudget(d) && by.overBudget != "" && by.overBudget != req.model && !req.passthrough:
+			over, err := req.switchModel(by.overBudget)
 			if err != nil {
 				t.Cancel()
 				return nil, nil, err
@@ -105,16 +102,11 @@ func (g *Gateway) reserve(w http.ResponseWriter, req *request, res *Result) (*re
 			over.overBudget = true
 			over.fallbacks = nil // what is over budget reaches the cheaper model alone
 			return over, t, nil
-		case d.Reason == quota.ReasonTokens && d.Held:
+		case overBudget(d):
 			t.Cancel()
-			res.Refused = "tokens"
-			w.Header().Set("Retry-After", "1")
-			return nil, nil, &apierror.Error{Status: http.StatusTooManyRequests, Type: "tokens", Code: "rate_limit_exceeded", Message: fmt.Sprintf("key %s's token budget (%s) is held by its requests in flight (a request whose answer no limit bounds runs alone); try again when they end, or name a max_tokens", kr.Name, keys.LimitsOf(kr.Limits.Tokens))}
-		case d.Reason == quota.ReasonTokens:
-			t.Cancel()
-			res.Refused = "tokens"
-			w.Header().Set("Retry-After", retry)
-			return nil, nil, &apierror.Error{Status: http.StatusTooManyRequests, Type: "insufficient_quota", Code: "insufficient_quota", Message: fmt.Sprintf("key %s has spent its token budget (%s); it renews in %s", kr.Name, keys.LimitsOf(kr.Limits.Tokens), d.RetryAfter)}
+			return nil, nil, by.spent(w, d, res)
+		case by.label != "key "+kr.Name:
+			return nil, nil, by.overRate(w, d, res)
 		default:
 			return nil, nil, g.overRate(w, kr, d, res)
 		}
@@ -132,12 +124,12 @@ func (g *Gateway) charge(w http.ResponseWriter, t *quota.Ticket, req *request, r
 	if t == nil {
 		return
 	}
-	switch {
+	switch money := int64(res.Cost); { // its money: what it cost (spend.go)
 	case res.HasUsage:
-		t.Done(int64(res.Usage.Total() + res.HedgeUsage.Total()))
+		t.DoneCost(quota.Cost{Tokens: int64(res.Usage.Total() + res.HedgeUsage.Total()), Money: money})
 	case res.Status >= 200 && res.Status < 300:
 		res.Estimated = req.estimate
-		t.Done(req.estimate + int64(res.HedgeUsage.Total()))
+		t.DoneCost(quota.Cost{Tokens: req.estimate + int64(res.HedgeUsage.Total()), Money: money})
 	default:
 		res.HedgeUsage = api.Usage{} // nothing is charged for a request that got no answer
 		t.Cancel()
@@ -147,15 +139,18 @@ func (g *Gateway) charge(w http.ResponseWriter, t *quota.Ticket, req *request, r
 // reserveRate counts a request without a body to answer (GET /v1/models)
 // against the key's rates: there are no tokens to reserve.
 func (g *Gateway) reserveRate(w http.ResponseWriter, kr *keys.Rules, res *Result) *apierror.Error {
-	if kr == nil || g.limiter == nil || len(kr.Limits.Rate) == 0 {
+	if kr == nil || g.limiter == nil {
 		return nil
+	}
+	if len(kr.Limits.Rate) == 0 {
+		return g.reserveTeamRate(w, kr, res) // budget.go
 	}
 	_, d := g.limiter.Admit(kr.Name, quota.Rules{Rate: kr.Limits.Rate}, 0)
 	for k, v := range keys.RateHeaders(d) {
 		w.Header()[k] = v
 	}
 	if d.OK {
-		return nil
+		return g.reserveTeamRate(w, kr, res) // budget.go
 	}
 	return g.overRate(w, kr, d, res)
 }

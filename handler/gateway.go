@@ -76,7 +76,8 @@ type Gateway struct {
 	listing            listing
 	clock              clock.Clock
 	limiter            *quota.Limiter
-	book               *price.Book // the models' prices (spend.go)
+	book               *price.Book           // the models' prices (spend.go)
+	teams              map[string]*keys.Team // the config's teams, by name (budget.go)
 
 	// Hooks are set by the caddy module, before serving, to count events.
 	Hooks Hooks

@@ -59,6 +59,7 @@ func (g *Gateway) KeyRules() map[string]quota.Rules {
 			}
 		}
 	}
+	g.teamRules(out) // budget.go: team:<name>, as counted
 	return out
 }
 

@@ -81,7 +81,8 @@ func (g *Gateway) servePassthrough(w http.ResponseWriter, r *http.Request, res *
 }
 
 // mayPassthrough is what a key may do on /upstream/: the path's model, the
-// route's methods, and, for a key with a token budget, only where the
+// route's methods, and, for a key with a budget (tokens or money, its
+// own or its team's), only where the
 // operator lets budgets reach an engine's own endpoints. What of the
 // engine the rest of the path reaches is passRouteOf's.
 func (g *Gateway) mayPassthrough(w http.ResponseWriter, r *http.Request, kr *keys.Rules, model string) *apierror.Error {
@@ -92,8 +93,8 @@ func (g *Gateway) mayPassthrough(w http.ResponseWriter, r *http.Request, kr *key
 	if !kr.Allows(model) {
 		return kr.NotAllowed(model)
 	}
-	if kr != nil && len(kr.Limits.Tokens) > 0 && !g.ptBudgets {
-		return &apierror.Error{Status: http.StatusForbidden, Type: apierror.TypeInvalidRequest, Code: "passthrough_not_allowed", Message: fmt.Sprintf("key %s has a token budget, and %s… is not counted for it here: use the /v1/ API (or the operator sets passthrough budgets on)", kr.Name, config.UpstreamPrefix)}
+	if kr != nil && g.budgeted(kr) && !g.ptBudgets { // budget.go: tokens or money, its own or its team's
+		return &apierror.Error{Status: http.StatusForbidden, Type: apierror.TypeInvalidRequest, Code: "passthrough_not_allowed", Message: fmt.Sprintf("key %s has a budget, and %s… is not counted for it here: use the /v1/ API (or the operator sets passthrough budgets on)", kr.Name, config.UpstreamPrefix)}
 	}
 	return nil
 }

@@ -50,6 +50,7 @@ func New(cfg config.Config, engs []*engines.Engine, log *zap.Logger) (*Gateway, 
 	}
 	g.expectIssued(cfg)
 	g.book = newBook(cfg)
+	g.teams = keys.NewTeams(cfg.Teams)
 	byName := map[string]*engines.Engine{}
 	for _, e := range engs {
 		byName[e.Name()] = e

@@ -111,9 +111,9 @@ type keyView struct {
 
 // limitView is one limit of a key in its current window.
 type limitView struct {
-	Kind      quota.Kind `json:"kind"`  // requests or tokens
-	Limit     string     `json:"limit"` // as configured: "60/m"
-	Max       int64      `json:"max"`   // the limit's count per window
+	Kind      quota.Kind `json:"kind"`  // requests, tokens or spend
+	Limit     string     `json:"limit"` // as configured: "60/m", spend's "1/d"
+	Max       int64      `json:"max"`   // the limit's count per window (spend: nano-dollars)
 	Used      int64      `json:"used"`
 	Reserved  int64      `json:"reserved,omitempty"` // tokens reserved by requests in flight
 	Remaining int64      `json:"remaining"`
@@ -126,7 +126,7 @@ func keyViews(usage []quota.KeyUsage) []keyView {
 		kv := keyView{Name: u.Key, Limits: make([]limitView, 0, len(u.Limits))}
 		for _, l := range u.Limits {
 			kv.Limits = append(kv.Limits, limitView{
-				Kind: l.Kind, Limit: l.Limit.String(), Max: l.Limit.N,
+				Kind: l.Kind, Limit: l.Spec(), Max: l.Limit.N,
 				Used: l.Used, Reserved: l.Reserved, Remaining: l.Remaining,
 				ResetAt: l.Reset.UnixMilli(),
 			})

@@ -289,11 +289,13 @@ function keyCard(name) {
 // when its window resets.
 function limitRow(l) {
   const label = l.kind + ' ' + l.limit;
-  const used = fmtCount(l.used) + ' of ' + fmtCount(l.max) + (l.reserved ? ' (+' + fmtCount(l.reserved) + ' in flight)' : '');
+  // a money budget counts nano-dollars
+  const fmt = l.kind === 'spend' ? (n) => '$' + (n / 1e9).toFixed(2) : fmtCount;
+  const used = fmt(l.used) + ' of ' + fmt(l.max) + (l.reserved ? ' (+' + fmt(l.reserved) + ' in flight)' : '');
   return el('div', { class: 'limit', 'data-limit': l.kind + ' ' + l.limit },
     el('div', { class: 'row spread' }, el('span', { text: label }), el('span', { class: 'used num', text: used })),
     el('meter', { min: '0', max: String(l.max), value: String(Math.min(l.used, l.max)), low: String(l.max * 0.7), high: String(l.max * 0.9), optimum: '0', 'aria-label': label + ': ' + used }),
-    el('div', { class: 'muted small' }, el('span', { class: 'remaining', text: fmtCount(l.remaining) + ' left' }),
+    el('div', { class: 'muted small' }, el('span', { class: 'remaining', text: fmt(l.remaining) + ' left' }),
       ' · resets ', el('span', { class: 'countdown', 'data-at': String(l.reset_at) })));
 }
 
