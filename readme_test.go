@@ -102,7 +102,7 @@ func TestEveryPrintedCommandIsRunByCI(t *testing.T) {
 					t.Errorf("%s has a %s snippet: only the README's snippets are run (.ci/readme.sh)", page, f.lang)
 				}
 				snippets[f.lang]++
-			case "caddyfile", "json", "text", "yaml", "":
+			case "caddyfile", "json", "text", "yaml", "toml", "":
 				// configuration, bodies and diagrams, not commands
 			default:
 				t.Errorf("%s has a %q block: add it to this test (run it in CI, or say why it is not a command)", page, f.lang)

@@ -8,6 +8,8 @@
 #   is built and run where a Docker daemon answers, else skipped with a line
 #   that says so (CI has no Docker);
 # - docs/development.md: the fuzz example, for its minute;
+# - docs/clients.md: Claude Code and Codex CLI from npm, with
+#   LLMGW_AGENT_TESTS=1 only (.ci/run sets it once it has fetched them);
 # - docs/real-engines.md: building ollama from the Go module proxy (about 45
 #   minutes cold) and the real-ollama tests, with LLMGW_DOCS_OLLAMA=1 only.
 set -euo pipefail
@@ -129,6 +131,60 @@ st=$(curl -s -o /dev/null -w '%{http_code}' localhost:8080/v1/models -H "Authori
 stop
 bg=
 work=$(mktemp -d)
+
+if [ "${LLMGW_AGENT_TESTS:-}" = 1 ]; then
+	echo "docs: clients.md, Claude Code and Codex CLI (examples/clients)"
+	go build -o "$work/caddy" ./cmd/caddy
+	set -m
+	{
+		GATEWAY_KEYS=change-me-to-a-long-secret XDG_DATA_HOME="$work/data" "$work/caddy" run --config examples/clients/Caddyfile
+	} >"$work/clients.log" 2>&1 &
+	bg=$!
+	set +m
+	for _ in $(seq 1 120); do
+		curl -s -o /dev/null http://localhost:8080/v1/models && break
+		kill -0 "$bg" 2>/dev/null || { cat "$work/clients.log" >&2; exit 1; }
+		sleep 1
+	done
+	# the agents write their settings and sessions in a home of their own,
+	# and fetch from npm's cache of the user running CI
+	export npm_config_cache="${npm_config_cache:-$HOME/.npm}"
+	mkdir -p "$work/home" "$work/codex"
+	# the page's config.toml, as printed
+	awk '/^```toml$/ { f = 1; next } /^```$/ { f = 0 } f' docs/clients.md >"$work/codex/config.toml"
+	grep -q 'wire_api = "responses"' "$work/codex/config.toml" || { echo "docs: clients.md has no config.toml" >&2; exit 1; }
+	out=$(
+		cd "$work"
+		export HOME="$work/home"
+export ANTHROPIC_BASE_URL=http://localhost:8080
+export ANTHROPIC_AUTH_TOKEN=change-me-to-a-long-secret
+export ANTHROPIC_MODEL=coder ANTHROPIC_DEFAULT_HAIKU_MODEL=coder
+export CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1
+npx -y @anthropic-ai/claude-code -p "Say hello"
+	)
+	grep -q 'Hello from the demo engine (model coder)' <<<"$out" || { echo "docs: clients.md's Claude Code said $out" >&2; exit 1; }
+	out=$(
+		cd "$work"
+		export HOME="$work/home" CODEX_HOME="$work/codex"
+export LLMGW_KEY=change-me-to-a-long-secret
+npx -y @openai/codex exec --skip-git-repo-check "Say hello" </dev/null
+	)
+	grep -q 'Hello from the demo engine (model coder)' <<<"$out" || { echo "docs: clients.md's Codex said $out" >&2; exit 1; }
+	st=0
+	out=$(
+		cd "$work"
+		export HOME="$work/home" CODEX_HOME="$work/codex" LLMGW_KEY=change-me-to-a-long-secret
+		exec 2>&1
+npx -y @openai/codex exec --skip-git-repo-check -m coder-short "Say hello" </dev/null
+	) || st=$?
+	[ "$st" = 1 ] && grep -q 'Incomplete response returned, reason: max_output_tokens' <<<"$out" ||
+		{ echo "docs: clients.md's Codex on coder-short exited $st: $out" >&2; exit 1; }
+	stop
+	bg=
+	work=$(mktemp -d)
+else
+	echo "docs: clients.md, Claude Code and Codex CLI from npm: set LLMGW_AGENT_TESTS=1 to run them"
+fi
 
 if [ "${LLMGW_DOCS_OLLAMA:-}" = 1 ]; then
 	echo "docs: real-engines.md, building ollama and the real-ollama tests"

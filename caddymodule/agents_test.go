@@ -179,19 +179,23 @@ func agentGateway(t *testing.T) *scriptedEngine {
 	return e
 }
 
+// Claude Code runs with docs/clients.md's settings.json, as printed but for
+// the gateway's address, key and model: nothing in its environment.
 func TestTranslatedClaudeCodeRunsAToolOnAChatEngine(t *testing.T) {
 	agentTests(t)
 	e := agentGateway(t)
 	dir := t.TempDir()
 	home := t.TempDir()
-	out := runAgent(t, dir, []string{
-		"HOME=" + home, "npm_config_cache=" + npmCache(t),
-		"ANTHROPIC_BASE_URL=" + gwURL, "ANTHROPIC_API_KEY=" + callerKey,
-		"ANTHROPIC_MODEL=agent-model", "ANTHROPIC_SMALL_FAST_MODEL=agent-model",
-		"ANTHROPIC_DEFAULT_HAIKU_MODEL=agent-model", "ANTHROPIC_DEFAULT_SONNET_MODEL=agent-model", "ANTHROPIC_DEFAULT_OPUS_MODEL=agent-model",
-		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_AUTOUPDATER=1", "DISABLE_TELEMETRY=1", "DISABLE_ERROR_REPORTING=1",
-	}, "npx", "-y", "@anthropic-ai/claude-code", "-p", "Print a marker with the shell, then stop.",
-		"--model", "agent-model", "--allowedTools", "Bash", "--max-turns", "4")
+	settings := clientsSnippet(t, "json", "ANTHROPIC_BASE_URL")
+	if err := os.MkdirAll(filepath.Join(home, ".claude"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, ".claude", "settings.json"), []byte(settings), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := runAgent(t, dir, []string{"HOME=" + home, "npm_config_cache=" + npmCache(t)},
+		"npx", "-y", "@anthropic-ai/claude-code", "-p", "Print a marker with the shell, then stop.",
+		"--allowedTools", "Bash", "--max-turns", "4")
 	e.sawToolResult(t, out)
 	if !strings.Contains(out, "The command ran. Done.") {
 		t.Fatalf("Claude Code did not print the engine's final answer")
@@ -205,24 +209,15 @@ func TestTranslatedCodexRunsAToolOnAChatEngine(t *testing.T) {
 	e := agentGateway(t)
 	dir := t.TempDir()
 	codexHome := t.TempDir()
-	config := fmt.Sprintf(`model = "agent-model"
-model_provider = "llmgw"
-approval_policy = "never"
-sandbox_mode = "danger-full-access"
-
-[model_providers.llmgw]
-name = "LLM gateway"
-base_url = "%s/v1"
-env_key = "LLMGW_GATEWAY_KEY"
-wire_api = "responses"
-request_max_retries = 0
-stream_max_retries = 0
-`, gwURL)
+	// docs/clients.md's config.toml, as printed but for the gateway's
+	// address, key and model, and what a test needs: no questions, and
+	// commands run as they are
+	config := "approval_policy = \"never\"\nsandbox_mode = \"danger-full-access\"\n" + clientsSnippet(t, "toml", "wire_api")
 	if err := os.WriteFile(filepath.Join(codexHome, "config.toml"), []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	out := runAgent(t, dir, []string{
-		"CODEX_HOME=" + codexHome, "LLMGW_GATEWAY_KEY=" + callerKey, "npm_config_cache=" + npmCache(t),
+		"CODEX_HOME=" + codexHome, "LLMGW_KEY=" + callerKey, "npm_config_cache=" + npmCache(t),
 	}, "npx", "-y", "@openai/codex", "exec", "--skip-git-repo-check", "Print a marker with the shell, then stop.")
 	e.sawToolResult(t, out)
 	if !strings.Contains(out, "The command ran. Done.") {
@@ -230,6 +225,25 @@ stream_max_retries = 0
 	}
 	e.sawOnly(t, "/v1/chat/completions", "Authorization", "agent-engine-key", callerKey)
 	e.noneRefused(t)
+}
+
+// clientsSnippet is the block of docs/clients.md in lang that holds want,
+// with the page's gateway, key and model replaced by this test's.
+func clientsSnippet(t *testing.T, lang, want string) string {
+	t.Helper()
+	page, err := os.ReadFile("../docs/clients.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, part := range strings.Split(string(page), "```"+lang+"\n")[1:] {
+		block, _, _ := strings.Cut(part, "```")
+		if strings.Contains(block, want) {
+			return strings.NewReplacer("http://localhost:8080", gwURL, "change-me-to-a-long-secret", callerKey,
+				`"coder"`, `"agent-model"`).Replace(block)
+		}
+	}
+	t.Fatalf("docs/clients.md has no %s block with %q", lang, want)
+	return ""
 }
 
 // npmCache is npm's cache of the user running the tests, so that an agent
