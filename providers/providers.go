@@ -13,8 +13,11 @@
 //
 // The package imports nothing of Caddy: handler and engines use a provider
 // through these interfaces, and only its own package is a Caddy module.
-// What a request and an answer say in the provider's API (its codec) is
-// internal/translate's for now; the API it speaks is named with package api.
+// The API a provider speaks is named with package api. What a request and
+// an answer say in it (its codec) is internal/translate's for the clients'
+// APIs; a provider that brings an API of its own registers its codec with
+// translate.Register from its package's init (providers/bedrock's
+// Converse, providers/gemini's generateContent).
 package providers
 
 import (

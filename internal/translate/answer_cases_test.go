@@ -1,10 +1,12 @@
-package translate
+package translate_test
 
 import (
 	"strings"
 	"testing"
 
 	"github.com/llmgateway/caddy-llm-gateway/api"
+	"github.com/llmgateway/caddy-llm-gateway/internal/translate"
+	"github.com/llmgateway/caddy-llm-gateway/internal/translate/translatetest"
 )
 
 func TestAnswerStopReasonsFollowTheTable(t *testing.T) {
@@ -43,17 +45,17 @@ func TestAnswerStopReasonsFollowTheTable(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.from != api.Chat {
-				anEq(t, "finish_reason", anAsChat(t, anTranslate(t, tc.from, api.Chat, tc.body)).Choices[0].FinishReason, tc.chat)
+				translatetest.Eq(t, "finish_reason", translatetest.AsChat(t, translatetest.Translated(t, tc.from, api.Chat, tc.body)).Choices[0].FinishReason, tc.chat)
 			}
 			if tc.from != api.Messages {
-				anEq(t, "stop_reason", string(anAsMessage(t, anTranslate(t, tc.from, api.Messages, tc.body)).StopReason), tc.messages)
+				translatetest.Eq(t, "stop_reason", string(translatetest.AsMessage(t, translatetest.Translated(t, tc.from, api.Messages, tc.body)).StopReason), tc.messages)
 			}
 			if tc.from != api.Responses {
-				r := anAsResponse(t, anTranslate(t, tc.from, api.Responses, tc.body))
-				anEq(t, "status", string(r.Status), tc.status)
-				anEq(t, "incomplete_details.reason", string(r.IncompleteDetails.Reason), tc.reason)
+				r := translatetest.AsResponse(t, translatetest.Translated(t, tc.from, api.Responses, tc.body))
+				translatetest.Eq(t, "status", string(r.Status), tc.status)
+				translatetest.Eq(t, "incomplete_details.reason", string(r.IncompleteDetails.Reason), tc.reason)
 				if tc.status == "incomplete" {
-					anEq(t, "message item status", string(r.Output[0].AsMessage().Status), "incomplete")
+					translatetest.Eq(t, "message item status", string(r.Output[0].AsMessage().Status), "incomplete")
 				}
 			}
 		})
@@ -62,37 +64,37 @@ func TestAnswerStopReasonsFollowTheTable(t *testing.T) {
 
 func TestAnswerRefusalCarries(t *testing.T) {
 	const chat = `{"id":"c","created":1,"model":"m","choices":[{"message":{"content":null,"refusal":"I can't help with that."},"finish_reason":"stop"}]}`
-	m := anAsMessage(t, anTranslate(t, api.Chat, api.Messages, chat))
-	anEq(t, "stop_reason", string(m.StopReason), "refusal")
-	anEq(t, "stop_details.type", string(m.StopDetails.Type), "refusal")
-	anEq(t, "text", m.Content[0].AsText().Text, "I can't help with that.")
+	m := translatetest.AsMessage(t, translatetest.Translated(t, api.Chat, api.Messages, chat))
+	translatetest.Eq(t, "stop_reason", string(m.StopReason), "refusal")
+	translatetest.Eq(t, "stop_details.type", string(m.StopDetails.Type), "refusal")
+	translatetest.Eq(t, "text", m.Content[0].AsText().Text, "I can't help with that.")
 
-	r := anAsResponse(t, anTranslate(t, api.Chat, api.Responses, chat))
-	anEq(t, "status", string(r.Status), "completed") // Chat said stop
+	r := translatetest.AsResponse(t, translatetest.Translated(t, api.Chat, api.Responses, chat))
+	translatetest.Eq(t, "status", string(r.Status), "completed") // Chat said stop
 	part := r.Output[0].AsMessage().Content[0]
-	anEq(t, "part type", part.Type, "refusal")
-	anEq(t, "refusal", part.Refusal, "I can't help with that.")
+	translatetest.Eq(t, "part type", part.Type, "refusal")
+	translatetest.Eq(t, "refusal", part.Refusal, "I can't help with that.")
 
-	back := anAsChat(t, anTranslate(t, api.Messages, api.Chat, string(anTranslate(t, api.Chat, api.Messages, chat))))
-	anEq(t, "refusal back", back.Choices[0].Message.Refusal, "I can't help with that.")
-	anEq(t, "content back is null", back.Choices[0].Message.JSON.Content.Valid(), false)
-	anEq(t, "finish_reason back", back.Choices[0].FinishReason, "content_filter")
+	back := translatetest.AsChat(t, translatetest.Translated(t, api.Messages, api.Chat, string(translatetest.Translated(t, api.Chat, api.Messages, chat))))
+	translatetest.Eq(t, "refusal back", back.Choices[0].Message.Refusal, "I can't help with that.")
+	translatetest.Eq(t, "content back is null", back.Choices[0].Message.JSON.Content.Valid(), false)
+	translatetest.Eq(t, "finish_reason back", back.Choices[0].FinishReason, "content_filter")
 
-	fromResp := anAsChat(t, anTranslate(t, api.Responses, api.Chat, string(anTranslate(t, api.Chat, api.Responses, chat))))
-	anEq(t, "refusal via Responses", fromResp.Choices[0].Message.Refusal, "I can't help with that.")
+	fromResp := translatetest.AsChat(t, translatetest.Translated(t, api.Responses, api.Chat, string(translatetest.Translated(t, api.Chat, api.Responses, chat))))
+	translatetest.Eq(t, "refusal via Responses", fromResp.Choices[0].Message.Refusal, "I can't help with that.")
 
 	// A refusal with no text but an explanation in stop_details.
 	const msgs = `{"id":"m","type":"message","model":"m","content":[],"stop_reason":"refusal","stop_details":{"type":"refusal","category":"cyber","explanation":"Declined."},"usage":{}}`
-	anEq(t, "explanation", anAsChat(t, anTranslate(t, api.Messages, api.Chat, msgs)).Choices[0].Message.Refusal, "Declined.")
+	translatetest.Eq(t, "explanation", translatetest.AsChat(t, translatetest.Translated(t, api.Messages, api.Chat, msgs)).Choices[0].Message.Refusal, "Declined.")
 }
 
 func TestAnswerIDs(t *testing.T) {
 	const noIDs = `{"model":"m","choices":[{"message":{"tool_calls":[{"type":"function","function":{"name":"f","arguments":"{}"}},{"type":"function","function":{"name":"g","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}`
-	one, two := anTranslate(t, api.Chat, api.Messages, noIDs), anTranslate(t, api.Chat, api.Messages, noIDs)
+	one, two := translatetest.Translated(t, api.Chat, api.Messages, noIDs), translatetest.Translated(t, api.Chat, api.Messages, noIDs)
 	if string(one) != string(two) {
 		t.Errorf("the same answer got two translations:\n%s\n%s", one, two)
 	}
-	m := anAsMessage(t, one)
+	m := translatetest.AsMessage(t, one)
 	if !strings.HasPrefix(m.ID, "msg_") || len(m.ID) < 8 {
 		t.Errorf("id = %q, want msg_<hash>", m.ID)
 	}
@@ -100,7 +102,7 @@ func TestAnswerIDs(t *testing.T) {
 	if !strings.HasPrefix(a, "toolu_") || a == b {
 		t.Errorf("tool ids = %q, %q: want two distinct toolu_…", a, b)
 	}
-	c := anAsChat(t, anTranslate(t, api.Messages, api.Chat, `{"type":"message","content":[{"type":"tool_use","name":"f","input":{}}],"stop_reason":"tool_use","usage":{}}`))
+	c := translatetest.AsChat(t, translatetest.Translated(t, api.Messages, api.Chat, `{"type":"message","content":[{"type":"tool_use","name":"f","input":{}}],"stop_reason":"tool_use","usage":{}}`))
 	if id := c.Choices[0].Message.ToolCalls[0].ID; !strings.HasPrefix(id, "call_") {
 		t.Errorf("tool id = %q, want call_…", id)
 	}
@@ -115,11 +117,11 @@ func TestAnswerIDs(t *testing.T) {
 		body := `{"id":"` + tc.id + `","model":"m","choices":[{"message":{"content":"x"},"finish_reason":"stop"}]}`
 		var got string
 		if tc.to == api.Messages {
-			got = anAsMessage(t, anTranslate(t, tc.from, tc.to, body)).ID
+			got = translatetest.AsMessage(t, translatetest.Translated(t, tc.from, tc.to, body)).ID
 		} else {
-			got = anAsResponse(t, anTranslate(t, tc.from, tc.to, body)).ID
+			got = translatetest.AsResponse(t, translatetest.Translated(t, tc.from, tc.to, body)).ID
 		}
-		anEq(t, "id of "+tc.id, got, tc.want)
+		translatetest.Eq(t, "id of "+tc.id, got, tc.want)
 	}
 }
 
@@ -127,22 +129,22 @@ func TestAnswerCustomToolsGoBackAsCustomCalls(t *testing.T) {
 	const chat = `{"id":"c","created":1,"model":"m","choices":[{"message":{"tool_calls":[
 		{"id":"call_p","type":"function","function":{"name":"apply_patch","arguments":"{\"input\":\"*** Begin Patch\\n\"}"}},
 		{"id":"call_f","type":"function","function":{"name":"get","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}`
-	out, err := AnswerBody(api.Chat, api.Responses, []byte(chat), AnswerOptions{CustomTools: []string{"apply_patch"}})
+	out, err := translate.AnswerBody(api.Chat, api.Responses, []byte(chat), translate.AnswerOptions{CustomTools: []string{"apply_patch"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := anAsResponse(t, out)
+	r := translatetest.AsResponse(t, out)
 	ct := r.Output[0].AsCustomToolCall()
-	anEq(t, "type", r.Output[0].Type, "custom_tool_call")
-	anEq(t, "call_id", ct.CallID, "call_p")
-	anEq(t, "name", ct.Name, "apply_patch")
-	anEq(t, "input", ct.Input, "*** Begin Patch\n")
-	anEq(t, "other tool", r.Output[1].Type, "function_call")
+	translatetest.Eq(t, "type", r.Output[0].Type, "custom_tool_call")
+	translatetest.Eq(t, "call_id", ct.CallID, "call_p")
+	translatetest.Eq(t, "name", ct.Name, "apply_patch")
+	translatetest.Eq(t, "input", ct.Input, "*** Begin Patch\n")
+	translatetest.Eq(t, "other tool", r.Output[1].Type, "function_call")
 
 	// And back: the freeform input is the one string parameter again.
-	c := anAsChat(t, anTranslate(t, api.Responses, api.Chat, string(out)))
-	anJSONEq(t, "arguments", c.Choices[0].Message.ToolCalls[0].Function.Arguments, `{"input":"*** Begin Patch\n"}`)
-	anEq(t, "finish_reason", c.Choices[0].FinishReason, "tool_calls")
+	c := translatetest.AsChat(t, translatetest.Translated(t, api.Responses, api.Chat, string(out)))
+	translatetest.JSONEq(t, "arguments", c.Choices[0].Message.ToolCalls[0].Function.Arguments, `{"input":"*** Begin Patch\n"}`)
+	translatetest.Eq(t, "finish_reason", c.Choices[0].FinishReason, "tool_calls")
 }
 
 func TestAnswerReasoningKeepsSignaturesWhereItCan(t *testing.T) {
@@ -150,59 +152,59 @@ func TestAnswerReasoningKeepsSignaturesWhereItCan(t *testing.T) {
 		{"type":"thinking","thinking":"","signature":"only-sig"},
 		{"type":"redacted_thinking","data":"opaque"},
 		{"type":"text","text":"ok"}],"stop_reason":"end_turn","usage":{}}`
-	r := anAsResponse(t, anTranslate(t, api.Messages, api.Responses, msgs))
-	anEq(t, "signature-only thinking keeps a summary part", len(r.Output[0].AsReasoning().Summary), 1)
-	anEq(t, "redacted has no summary", len(r.Output[1].AsReasoning().Summary), 0)
-	anEq(t, "redacted data", r.Output[1].AsReasoning().EncryptedContent, "opaque")
+	r := translatetest.AsResponse(t, translatetest.Translated(t, api.Messages, api.Responses, msgs))
+	translatetest.Eq(t, "signature-only thinking keeps a summary part", len(r.Output[0].AsReasoning().Summary), 1)
+	translatetest.Eq(t, "redacted has no summary", len(r.Output[1].AsReasoning().Summary), 0)
+	translatetest.Eq(t, "redacted data", r.Output[1].AsReasoning().EncryptedContent, "opaque")
 
-	back := anAsMessage(t, anTranslate(t, api.Responses, api.Messages, string(anTranslate(t, api.Messages, api.Responses, msgs))))
-	anEq(t, "block 0", back.Content[0].Type, "thinking")
-	anEq(t, "signature", back.Content[0].AsThinking().Signature, "only-sig")
-	anEq(t, "block 1", back.Content[1].Type, "redacted_thinking")
-	anEq(t, "data", back.Content[1].AsRedactedThinking().Data, "opaque")
+	back := translatetest.AsMessage(t, translatetest.Translated(t, api.Responses, api.Messages, string(translatetest.Translated(t, api.Messages, api.Responses, msgs))))
+	translatetest.Eq(t, "block 0", back.Content[0].Type, "thinking")
+	translatetest.Eq(t, "signature", back.Content[0].AsThinking().Signature, "only-sig")
+	translatetest.Eq(t, "block 1", back.Content[1].Type, "redacted_thinking")
+	translatetest.Eq(t, "data", back.Content[1].AsRedactedThinking().Data, "opaque")
 
 	// Chat has no place for a signature or redacted data.
-	c := anAsChat(t, anTranslate(t, api.Messages, api.Chat, msgs))
-	anEq(t, "text", c.Choices[0].Message.Content, "ok")
+	c := translatetest.AsChat(t, translatetest.Translated(t, api.Messages, api.Chat, msgs))
+	translatetest.Eq(t, "text", c.Choices[0].Message.Content, "ok")
 	if _, ok := c.Choices[0].Message.JSON.ExtraFields["reasoning_content"]; ok {
 		t.Error("empty reasoning written as reasoning_content")
 	}
 
 	// Open-weight servers: Chat's "reasoning", Responses' reasoning_text.
 	const vllm = `{"id":"c","created":1,"model":"m","choices":[{"message":{"content":"x","reasoning":"deep"},"finish_reason":"stop"}]}`
-	anEq(t, "reasoning", anAsMessage(t, anTranslate(t, api.Chat, api.Messages, vllm)).Content[0].AsThinking().Thinking, "deep")
+	translatetest.Eq(t, "reasoning", translatetest.AsMessage(t, translatetest.Translated(t, api.Chat, api.Messages, vllm)).Content[0].AsThinking().Thinking, "deep")
 	const oss = `{"id":"r","status":"completed","output":[{"type":"reasoning","summary":[],"content":[{"type":"reasoning_text","text":"raw"}]}]}`
-	anEq(t, "reasoning_text", anAsMessage(t, anTranslate(t, api.Responses, api.Messages, oss)).Content[0].AsThinking().Thinking, "raw")
+	translatetest.Eq(t, "reasoning_text", translatetest.AsMessage(t, translatetest.Translated(t, api.Responses, api.Messages, oss)).Content[0].AsThinking().Thinking, "raw")
 }
 
 func TestAnswerReadsWhatEnginesSend(t *testing.T) {
 	// Ollama's arguments as an object; content as text parts; a float time.
 	const chat = `{"id":"c","created":1.7e9,"model":"m","choices":[{"message":{"content":[{"type":"text","text":"a"},{"type":"text","text":"b"}],
 		"tool_calls":[{"id":"t","type":"function","function":{"name":"f","arguments":{"k":"v"}}}]},"finish_reason":"tool_calls"}]}`
-	m := anAsMessage(t, anTranslate(t, api.Chat, api.Messages, chat))
-	anEq(t, "text", m.Content[0].AsText().Text, "ab")
-	anJSONEq(t, "input", string(m.Content[1].AsToolUse().Input), `{"k":"v"}`)
-	anEq(t, "created", anAsResponse(t, anTranslate(t, api.Chat, api.Responses, chat)).CreatedAt, 1.7e9)
+	m := translatetest.AsMessage(t, translatetest.Translated(t, api.Chat, api.Messages, chat))
+	translatetest.Eq(t, "text", m.Content[0].AsText().Text, "ab")
+	translatetest.JSONEq(t, "input", string(m.Content[1].AsToolUse().Input), `{"k":"v"}`)
+	translatetest.Eq(t, "created", translatetest.AsResponse(t, translatetest.Translated(t, api.Chat, api.Responses, chat)).CreatedAt, 1.7e9)
 
 	// Arguments cut short by max_tokens: Messages' input must be an object.
 	const cut = `{"id":"c","created":1,"model":"m","choices":[{"message":{"tool_calls":[{"id":"t","type":"function","function":{"name":"f","arguments":"{\"a\": \"unfinis"}}]},"finish_reason":"length"}]}`
-	m = anAsMessage(t, anTranslate(t, api.Chat, api.Messages, cut))
-	anEq(t, "input", string(m.Content[0].AsToolUse().Input), `{}`)
-	anEq(t, "stop_reason", string(m.StopReason), "max_tokens")
+	m = translatetest.AsMessage(t, translatetest.Translated(t, api.Chat, api.Messages, cut))
+	translatetest.Eq(t, "input", string(m.Content[0].AsToolUse().Input), `{}`)
+	translatetest.Eq(t, "stop_reason", string(m.StopReason), "max_tokens")
 
 	// Server tools ran on the engine's side: no counterpart, dropped.
 	const server = `{"id":"m","type":"message","model":"m","content":[{"type":"server_tool_use","id":"srvtoolu_1","name":"web_search","input":{}},
 		{"type":"web_search_tool_result","tool_use_id":"srvtoolu_1","content":[]},{"type":"text","text":"found"}],"stop_reason":"end_turn","usage":{}}`
-	c := anAsChat(t, anTranslate(t, api.Messages, api.Chat, server))
-	anEq(t, "content", c.Choices[0].Message.Content, "found")
-	anEq(t, "tool calls", len(c.Choices[0].Message.ToolCalls), 0)
-	anEq(t, "finish_reason", c.Choices[0].FinishReason, "stop")
+	c := translatetest.AsChat(t, translatetest.Translated(t, api.Messages, api.Chat, server))
+	translatetest.Eq(t, "content", c.Choices[0].Message.Content, "found")
+	translatetest.Eq(t, "tool calls", len(c.Choices[0].Message.ToolCalls), 0)
+	translatetest.Eq(t, "finish_reason", c.Choices[0].FinishReason, "stop")
 
 	// Texts around a tool call stay in order in Responses' items.
 	const order = `{"id":"m","type":"message","model":"m","content":[{"type":"text","text":"before"},{"type":"tool_use","id":"t","name":"f","input":{}},{"type":"text","text":"after"}],"stop_reason":"tool_use","usage":{}}`
-	r := anAsResponse(t, anTranslate(t, api.Messages, api.Responses, order))
-	anEq(t, "items", len(r.Output), 3)
-	anEq(t, "output_text", r.OutputText(), "beforeafter")
+	r := translatetest.AsResponse(t, translatetest.Translated(t, api.Messages, api.Responses, order))
+	translatetest.Eq(t, "items", len(r.Output), 3)
+	translatetest.Eq(t, "output_text", r.OutputText(), "beforeafter")
 }
 
 func TestAnswerRefusesWhatIsNoAnswer(t *testing.T) {
@@ -227,17 +229,17 @@ func TestAnswerRefusesWhatIsNoAnswer(t *testing.T) {
 		{"no output", api.Responses, `{"status":"completed"}`, "no output"},
 		{"an array", api.Responses, `[]`, "cannot unmarshal"},
 	} {
-		for _, to := range conversations {
+		for _, to := range translatetest.Clients {
 			if to == tc.from {
 				continue
 			}
-			_, err := AnswerBody(tc.from, to, []byte(tc.body), AnswerOptions{})
+			_, err := translate.AnswerBody(tc.from, to, []byte(tc.body), translate.AnswerOptions{})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("%s (%s→%s): err = %v, want one saying %q", tc.name, tc.from, to, err, tc.want)
 			}
 		}
 	}
-	if out, err := AnswerBody(api.Chat, api.Chat, []byte(`not even JSON`), AnswerOptions{}); err != nil || string(out) != `not even JSON` {
+	if out, err := translate.AnswerBody(api.Chat, api.Chat, []byte(`not even JSON`), translate.AnswerOptions{}); err != nil || string(out) != `not even JSON` {
 		t.Errorf("Answer(Chat, Chat) = %q, %v: want the body unchanged", out, err)
 	}
 }

@@ -1,8 +1,11 @@
-package translate
+package translate_test
 
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/llmgateway/caddy-llm-gateway/internal/translate"
+	"github.com/llmgateway/caddy-llm-gateway/internal/translate/translatetest"
 )
 
 // FuzzAnswer: whatever an engine sends, Answer does not panic, and what
@@ -19,18 +22,18 @@ func FuzzAnswer(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
-	o := AnswerOptions{CustomTools: []string{"p", "apply_patch"}}
+	o := translate.AnswerOptions{CustomTools: []string{"p", "apply_patch"}}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		for _, from := range conversations {
-			for _, to := range conversations {
+		for _, from := range translatetest.Clients {
+			for _, to := range translatetest.Clients {
 				if from == to {
 					continue
 				}
-				out, err := AnswerBody(from, to, body, o)
+				out, err := translate.AnswerBody(from, to, body, o)
 				if err == nil && !json.Valid(out) {
 					t.Fatalf("Answer(%s→%s, %q) = %q: not JSON", from, to, body, out)
 				}
-				if e := ErrorBody(from, to, 500, body); !json.Valid(e) {
+				if e := translate.ErrorBody(from, to, 500, body); !json.Valid(e) {
 					t.Fatalf("ErrorBody(%s→%s, %q) = %q: not JSON", from, to, body, e)
 				}
 			}

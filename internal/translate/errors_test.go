@@ -1,4 +1,4 @@
-package translate
+package translate_test
 
 import (
 	"encoding/json"
@@ -8,6 +8,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/llmgateway/caddy-llm-gateway/api"
+	"github.com/llmgateway/caddy-llm-gateway/internal/translate"
+	"github.com/llmgateway/caddy-llm-gateway/internal/translate/translatetest"
 )
 
 // anOpenAIError and anAnthropicError are the two families' error bodies
@@ -58,19 +60,19 @@ func TestErrorBodyTypesFollowTheStatus(t *testing.T) {
 		{503, "overloaded_error", "server_error", "server_is_overloaded"},
 		{529, "overloaded_error", "server_error", "server_is_overloaded"},
 	} {
-		a := anDecodeError[anAnthropicError](t, ErrorBody(api.Chat, api.Messages, tc.status, []byte(`{"error":{"message":"m","type":"x","param":null,"code":null}}`)))
-		anEq(t, "Anthropic type of "+strconv.Itoa(tc.status), a.Error.Type, tc.anthropic)
-		anEq(t, "type", a.Type, "error")
-		anEq(t, "message", a.Error.Message, "m")
+		a := anDecodeError[anAnthropicError](t, translate.ErrorBody(api.Chat, api.Messages, tc.status, []byte(`{"error":{"message":"m","type":"x","param":null,"code":null}}`)))
+		translatetest.Eq(t, "Anthropic type of "+strconv.Itoa(tc.status), a.Error.Type, tc.anthropic)
+		translatetest.Eq(t, "type", a.Type, "error")
+		translatetest.Eq(t, "message", a.Error.Message, "m")
 		for _, to := range []api.API{api.Chat, api.Responses} {
-			o := anDecodeError[anOpenAIError](t, ErrorBody(api.Messages, to, tc.status, []byte(`{"type":"error","error":{"type":"x","message":"m"}}`)))
-			anEq(t, "OpenAI type of "+strconv.Itoa(tc.status), o.Error.Type, tc.openAI)
-			anEq(t, "message", o.Error.Message, "m")
+			o := anDecodeError[anOpenAIError](t, translate.ErrorBody(api.Messages, to, tc.status, []byte(`{"type":"error","error":{"type":"x","message":"m"}}`)))
+			translatetest.Eq(t, "OpenAI type of "+strconv.Itoa(tc.status), o.Error.Type, tc.openAI)
+			translatetest.Eq(t, "message", o.Error.Message, "m")
 			code := ""
 			if o.Error.Code != nil {
 				code = *o.Error.Code
 			}
-			anEq(t, "OpenAI code of "+strconv.Itoa(tc.status), code, tc.openAICode)
+			translatetest.Eq(t, "OpenAI code of "+strconv.Itoa(tc.status), code, tc.openAICode)
 		}
 	}
 }
@@ -97,15 +99,15 @@ func TestErrorBodyKeepsTheMessage(t *testing.T) {
 		{"not UTF-8", "bad \xff byte", "bad \uFFFD byte"},
 	} {
 		for _, c := range []struct{ from, to api.API }{{api.Chat, api.Messages}, {api.Messages, api.Chat}, {api.Responses, api.Messages}, {api.Messages, api.Responses}} {
-			out := ErrorBody(c.from, c.to, 503, []byte(tc.body))
+			out := translate.ErrorBody(c.from, c.to, 503, []byte(tc.body))
 			var msg string
 			if c.to == api.Messages {
 				msg = anDecodeError[anAnthropicError](t, out).Error.Message
 			} else {
 				msg = anDecodeError[anOpenAIError](t, out).Error.Message
 			}
-			anEq(t, tc.name+" "+c.from.String()+"→"+c.to.String(), msg, tc.want)
-			if len(msg) > maxErrorMessage+len("…") || !utf8.ValidString(msg) {
+			translatetest.Eq(t, tc.name+" "+c.from.String()+"→"+c.to.String(), msg, tc.want)
+			if len(msg) > translate.MaxErrorMessage+len("…") || !utf8.ValidString(msg) {
 				t.Errorf("%s: message of %d bytes (valid UTF-8: %v)", tc.name, len(msg), utf8.ValidString(msg))
 			}
 		}
@@ -114,11 +116,11 @@ func TestErrorBodyKeepsTheMessage(t *testing.T) {
 
 func TestErrorBodyBetweenOpenAIsAPIsKeepsTheBody(t *testing.T) {
 	const body = `{"error":{"message":"m","type":"tokens","param":null,"code":"rate_limit_exceeded"}}`
-	anEq(t, "Chat→Responses", string(ErrorBody(api.Chat, api.Responses, 429, []byte(body))), body)
-	anEq(t, "Responses→Chat", string(ErrorBody(api.Responses, api.Chat, 429, []byte(body))), body)
-	anEq(t, "same API", string(ErrorBody(api.Messages, api.Messages, 500, []byte("x"))), "x")
+	translatetest.Eq(t, "Chat→Responses", string(translate.ErrorBody(api.Chat, api.Responses, 429, []byte(body))), body)
+	translatetest.Eq(t, "Responses→Chat", string(translate.ErrorBody(api.Responses, api.Chat, 429, []byte(body))), body)
+	translatetest.Eq(t, "same API", string(translate.ErrorBody(api.Messages, api.Messages, 500, []byte("x"))), "x")
 	// Text from an OpenAI engine still becomes OpenAI's shape.
-	o := anDecodeError[anOpenAIError](t, ErrorBody(api.Chat, api.Responses, 502, []byte("bad gateway")))
-	anEq(t, "message", o.Error.Message, "bad gateway")
-	anEq(t, "type", o.Error.Type, "server_error")
+	o := anDecodeError[anOpenAIError](t, translate.ErrorBody(api.Chat, api.Responses, 502, []byte("bad gateway")))
+	translatetest.Eq(t, "message", o.Error.Message, "bad gateway")
+	translatetest.Eq(t, "type", o.Error.Type, "server_error")
 }

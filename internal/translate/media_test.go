@@ -1,4 +1,4 @@
-package translate
+package translate_test
 
 import (
 	"encoding/json"
@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/llmgateway/caddy-llm-gateway/api"
+	"github.com/llmgateway/caddy-llm-gateway/internal/translate"
 )
 
 // TestCheckMediaLetsOnlyPublicOrInlineMediaLeave: per API, every member
@@ -43,9 +44,9 @@ func TestCheckMediaLetsOnlyPublicOrInlineMediaLeave(t *testing.T) {
 		{"chat a key twice", api.Chat, chat(`{"type":"image_url","image_url":{"url":"https://ok/a.png","url":"gs://b/a.png"}}`), nil, "messages[1].content[1].image_url.url", "gs"},
 		{"chat a bare string", api.Chat, chat(`{"type":"image_url","image_url":"http://example.com/a.png"}`), nil, "messages[1].content[1].image_url", "http"},
 		{"chat no scheme", api.Chat, chat(`{"type":"image_url","image_url":{"url":"/etc/passwd"}}`), nil, "messages[1].content[1].image_url.url", ""},
-		{"chat a file id", api.Chat, chat(`{"type":"file","file":{"file_id":"file-abc"}}`), nil, "messages[1].content[1].file.file_id", MediaFileID},
+		{"chat a file id", api.Chat, chat(`{"type":"file","file":{"file_id":"file-abc"}}`), nil, "messages[1].content[1].file.file_id", translate.MediaFileID},
 		{"chat file data", api.Chat, chat(`{"type":"file","file":{"file_data":"data:application/pdf;base64,AAAA","filename":"a.pdf"}}`), nil, "", ""},
-		{"chat a file id allowed", api.Chat, chat(`{"type":"file","file":{"file_id":"file-abc"}}`), []string{MediaFileID}, "", ""},
+		{"chat a file id allowed", api.Chat, chat(`{"type":"file","file":{"file_id":"file-abc"}}`), []string{translate.MediaFileID}, "", ""},
 		{"chat video", api.Chat, chat(`{"type":"video_url","video_url":{"url":"s3://b/v.mp4"}}`), nil, "messages[1].content[1].video_url.url", "s3"},
 		{"chat audio inline", api.Chat, chat(`{"type":"input_audio","input_audio":{"data":"AAAA","format":"wav"}}`), nil, "", ""},
 		{"chat text that looks like a member", api.Chat, chat(`{"type":"text","text":"{\"image_url\":{\"url\":\"gs://b\"}}"}`), nil, "", ""},
@@ -54,7 +55,7 @@ func TestCheckMediaLetsOnlyPublicOrInlineMediaLeave(t *testing.T) {
 		{"responses https", api.Responses, resp(`{"type":"input_image","image_url":"https://example.com/a.png"}`), nil, "", ""},
 		{"responses a string input", api.Responses, `{"model":"m","input":"gs://b/a.png"}`, nil, "", ""},
 		{"responses gs", api.Responses, resp(`{"type":"input_image","image_url":"gs://b/a.png"}`), nil, "input[0].content[1].image_url", "gs"},
-		{"responses an image by file id", api.Responses, resp(`{"type":"input_image","file_id":"file-abc"}`), nil, "input[0].content[1].file_id", MediaFileID},
+		{"responses an image by file id", api.Responses, resp(`{"type":"input_image","file_id":"file-abc"}`), nil, "input[0].content[1].file_id", translate.MediaFileID},
 		{"responses a file by url", api.Responses, resp(`{"type":"input_file","file_url":"http://intranet/a.pdf"}`), nil, "input[0].content[1].file_url", "http"},
 		{"responses file data", api.Responses, resp(`{"type":"input_file","file_data":"AAAA","filename":"a.pdf"}`), nil, "", ""},
 		{"responses a tool's output", api.Responses, `{"model":"m","input":[{"type":"function_call_output","call_id":"c","output":[{"type":"input_image","image_url":"gs://b/a.png"}]}]}`, nil, "input[0].output[0].image_url", "gs"},
@@ -63,28 +64,21 @@ func TestCheckMediaLetsOnlyPublicOrInlineMediaLeave(t *testing.T) {
 		{"messages base64", api.Messages, msg(`{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AAAA"}}`), nil, "", ""},
 		{"messages gs", api.Messages, msg(`{"type":"image","source":{"type":"url","url":"gs://b/a.png"}}`), nil, "messages[0].content[1].source.url", "gs"},
 		{"messages a long s", api.Messages, msg(`{"type":"image","\u017fource":{"type":"url","url":"gs://b/a.png"}}`), nil, "messages[0].content[1].source.url", "gs"},
-		{"messages a file", api.Messages, msg(`{"type":"document","source":{"type":"file","file_id":"file_011"}}`), nil, "messages[0].content[1].source.file_id", MediaFileID},
-		{"messages a container upload", api.Messages, msg(`{"type":"container_upload","file_id":"file_011"}`), nil, "messages[0].content[1].file_id", MediaFileID},
+		{"messages a file", api.Messages, msg(`{"type":"document","source":{"type":"file","file_id":"file_011"}}`), nil, "messages[0].content[1].source.file_id", translate.MediaFileID},
+		{"messages a container upload", api.Messages, msg(`{"type":"container_upload","file_id":"file_011"}`), nil, "messages[0].content[1].file_id", translate.MediaFileID},
 		{"messages a tool result's image", api.Messages, msg(`{"type":"tool_result","tool_use_id":"t","content":[{"type":"image","source":{"type":"url","url":"ftp://h/a.png"}}]}`), nil, "messages[0].content[1].content[0].source.url", "ftp"},
 		{"messages a document's own blocks", api.Messages, msg(`{"type":"document","source":{"type":"content","content":[{"type":"image","source":{"type":"url","url":"gs://b/a.png"}}]}}`), nil, "messages[0].content[1].source.content[0].source.url", "gs"},
 		{"messages a search result's source is a citation", api.Messages, msg(`{"type":"search_result","source":"http://example.com","title":"t","content":[{"type":"text","text":"x"}]}`), nil, "", ""},
 		{"messages a tool call's input", api.Messages, `{"model":"m","max_tokens":9,"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":{"file_id":"x","source":{"url":"gs://b"}}}]}]}`, nil, "", ""},
 
-		{"gemini inline", api.Gemini, `{"contents":[{"role":"user","parts":[{"text":"see"},{"inlineData":{"mimeType":"image/png","data":"AAAA"}}]}]}`, nil, "", ""},
-		{"gemini gs", api.Gemini, `{"contents":[{"role":"user","parts":[{"text":"see"},{"fileData":{"mimeType":"image/png","fileUri":"gs://b/a.png"}}]}]}`, nil, "contents[0].parts[1].fileData.fileUri", "gs"},
-		{"gemini the proto's names", api.Gemini, `{"contents":[{"parts":[{"file_data":{"file_uri":"https://example.com/a.png"}}]}]}`, nil, "", ""},
-		{"gemini a Files API URI", api.Gemini, `{"contents":[{"parts":[{"fileData":{"fileUri":"https://generativelanguage.googleapis.com/v1beta/files/abc"}}]}]}`, nil, "contents[0].parts[0].fileData.fileUri", MediaFileID},
-		{"chat a Files API URI", api.Chat, chat(`{"type":"image_url","image_url":{"url":"https://generativelanguage.googleapis.com/v1beta/files/abc"}}`), nil, "messages[1].content[1].image_url.url", MediaFileID},
-		{"chat a Cloud Storage URL, a port and user", api.Chat, chat(`{"type":"image_url","image_url":{"url":"https://x@Storage.GoogleAPIs.com.:443/b/a.png"}}`), nil, "messages[1].content[1].image_url.url", MediaFileID},
+		{"chat a Files API URI", api.Chat, chat(`{"type":"image_url","image_url":{"url":"https://generativelanguage.googleapis.com/v1beta/files/abc"}}`), nil, "messages[1].content[1].image_url.url", translate.MediaFileID},
+		{"chat a Cloud Storage URL, a port and user", api.Chat, chat(`{"type":"image_url","image_url":{"url":"https://x@Storage.GoogleAPIs.com.:443/b/a.png"}}`), nil, "messages[1].content[1].image_url.url", translate.MediaFileID},
 		{"chat googleapis.com in the path", api.Chat, chat(`{"type":"image_url","image_url":{"url":"https://example.com/storage.googleapis.com/a.png"}}`), nil, "", ""},
-		{"chat a Files API URI allowed", api.Chat, chat(`{"type":"image_url","image_url":{"url":"https://generativelanguage.googleapis.com/v1beta/files/abc"}}`), []string{MediaFileID}, "", ""},
-		{"gemini gs allowed", api.Gemini, `{"contents":[{"parts":[{"fileData":{"fileUri":"gs://b/a.png"}}]}]}`, []string{"gs"}, "", ""},
-		{"converse bytes", api.Converse, `{"messages":[{"role":"user","content":[{"image":{"format":"png","source":{"bytes":"AAAA"}}}]}]}`, nil, "", ""},
-		{"converse s3", api.Converse, `{"messages":[{"role":"user","content":[{"document":{"format":"pdf","name":"d","source":{"s3Location":{"uri":"s3://b/d.pdf"}}}}]}]}`, nil, "messages[0].content[0].document.source.s3Location.uri", "s3"},
+		{"chat a Files API URI allowed", api.Chat, chat(`{"type":"image_url","image_url":{"url":"https://generativelanguage.googleapis.com/v1beta/files/abc"}}`), []string{translate.MediaFileID}, "", ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			err := CheckMedia(c.api, []byte(c.body), c.allow)
-			var me *MediaError
+			err := translate.CheckMedia(c.api, []byte(c.body), c.allow)
+			var me *translate.MediaError
 			if c.member == "" {
 				if err != nil {
 					t.Fatalf("refused: %v", err)
@@ -118,7 +112,7 @@ func FuzzCheckMedia(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte, which uint8) {
 		a := [...]api.API{api.Chat, api.Responses, api.Messages}[which%3]
-		err := CheckMedia(a, body, nil)
+		err := translate.CheckMedia(a, body, nil)
 		if err != nil {
 			return
 		}
@@ -144,7 +138,7 @@ func mdOracle(a api.API, v any) string {
 		if !ok {
 			return false
 		}
-		sch := mdScheme([]byte(s))
+		sch := translate.MDScheme([]byte(s))
 		return sch != "https" && sch != "data"
 	}
 	id := func(v any) bool { s, ok := v.(string); return ok && s != "" }

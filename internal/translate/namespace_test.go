@@ -1,4 +1,4 @@
-package translate
+package translate_test
 
 import (
 	"encoding/json"
@@ -8,6 +8,8 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/llmgateway/caddy-llm-gateway/api"
+	"github.com/llmgateway/caddy-llm-gateway/internal/translate"
+	"github.com/llmgateway/caddy-llm-gateway/internal/translate/translatetest"
 )
 
 // nsRequest declares what Codex does: a plain function, and MCP servers as
@@ -30,21 +32,21 @@ func nsCheck(t *testing.T, where string, items []responses.ResponseOutputItemUni
 	}
 	for i, w := range nsWant {
 		it := items[i]
-		anEq(t, where+" type", it.Type, w.typ)
+		translatetest.Eq(t, where+" type", it.Type, w.typ)
 		if w.typ == "custom_tool_call" {
 			c := it.AsCustomToolCall()
-			anEq(t, where+" call_id", c.CallID, w.callID)
-			anEq(t, where+" name", c.Name, w.name)
-			anEq(t, where+" namespace", c.Namespace, w.namespace)
+			translatetest.Eq(t, where+" call_id", c.CallID, w.callID)
+			translatetest.Eq(t, where+" name", c.Name, w.name)
+			translatetest.Eq(t, where+" namespace", c.Namespace, w.namespace)
 			if whole {
-				anEq(t, where+" input", c.Input, "ls")
+				translatetest.Eq(t, where+" input", c.Input, "ls")
 			}
 			continue
 		}
 		c := it.AsFunctionCall()
-		anEq(t, where+" call_id", c.CallID, w.callID)
-		anEq(t, where+" name", c.Name, w.name)
-		anEq(t, where+" namespace", c.Namespace, w.namespace)
+		translatetest.Eq(t, where+" call_id", c.CallID, w.callID)
+		translatetest.Eq(t, where+" name", c.Name, w.name)
+		translatetest.Eq(t, where+" namespace", c.Namespace, w.namespace)
 		if w.namespace == "" && c.JSON.Namespace.Valid() {
 			t.Errorf("%s: a call of no namespace has a namespace member: %s", where, c.RawJSON())
 		}
@@ -58,19 +60,19 @@ func TestAnswerNamespaceCallsGoBackSplit(t *testing.T) {
 		{"id":"call_ex","type":"function","function":{"name":"mcp__x__exec","arguments":"{\"input\":\"ls\"}"}},
 		{"id":"call_sh","type":"function","function":{"name":"shell","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}`
 	req := nsRead(t, body)
-	out, err := AnswerBody(api.Chat, api.Responses, []byte(chat), AnswerOptions{CustomTools: req.Custom, Namespaces: req.Namespaces})
+	out, err := translate.AnswerBody(api.Chat, api.Responses, []byte(chat), translate.AnswerOptions{CustomTools: req.Custom, Namespaces: req.Namespaces})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := anAsResponse(t, out)
+	r := translatetest.AsResponse(t, out)
 	nsCheck(t, "answer", r.Output, true)
-	anEq(t, "arguments", r.Output[0].AsFunctionCall().Arguments, `{"code":"1"}`)
+	translatetest.Eq(t, "arguments", r.Output[0].AsFunctionCall().Arguments, `{"code":"1"}`)
 }
 
 func TestStreamNamespaceCallsGoBackSplit(t *testing.T) {
 	body := []byte(nsRequest)
 	req := nsRead(t, body)
-	o := StreamOptions{CustomTools: req.Custom, Namespaces: req.Namespaces}
+	o := translate.StreamOptions{CustomTools: req.Custom, Namespaces: req.Namespaces}
 	upstream := []string{
 		stChatChunk(`{"role":"assistant","tool_calls":[{"index":0,"id":"call_js","type":"function","function":{"name":"mcp__node_repl__js","arguments":""}}]}`, ""),
 		stChatChunk(`{"tool_calls":[{"index":0,"function":{"arguments":"{\"code\":\"1\"}"}}]}`, ""),
@@ -79,28 +81,28 @@ func TestStreamNamespaceCallsGoBackSplit(t *testing.T) {
 		stChatChunk(`{}`, "tool_calls"),
 		"data: [DONE]\n\n",
 	}
-	s := NewStream(api.Chat, api.Responses, o)
-	got := stFeed(s, upstream...)
+	s := translate.NewStream(api.Chat, api.Responses, o)
+	got := translatetest.Feed(s, upstream...)
 	var added, done []responses.ResponseOutputItemUnion
 	var completed *responses.Response
-	for _, e := range stSplit(t, []byte(got)) {
-		switch e.name {
+	for _, e := range translatetest.Split(t, []byte(got)) {
+		switch e.Name {
 		case "response.output_item.added":
 			var ev responses.ResponseOutputItemAddedEvent
-			if err := json.Unmarshal([]byte(e.data), &ev); err != nil {
-				t.Fatalf("%v: %s", err, e.data)
+			if err := json.Unmarshal([]byte(e.Data), &ev); err != nil {
+				t.Fatalf("%v: %s", err, e.Data)
 			}
 			added = append(added, ev.Item)
 		case "response.output_item.done":
 			var ev responses.ResponseOutputItemDoneEvent
-			if err := json.Unmarshal([]byte(e.data), &ev); err != nil {
-				t.Fatalf("%v: %s", err, e.data)
+			if err := json.Unmarshal([]byte(e.Data), &ev); err != nil {
+				t.Fatalf("%v: %s", err, e.Data)
 			}
 			done = append(done, ev.Item)
 		case "response.completed":
 			var ev responses.ResponseCompletedEvent
-			if err := json.Unmarshal([]byte(e.data), &ev); err != nil {
-				t.Fatalf("%v: %s", err, e.data)
+			if err := json.Unmarshal([]byte(e.Data), &ev); err != nil {
+				t.Fatalf("%v: %s", err, e.Data)
 			}
 			completed = &ev.Response
 		}
@@ -138,9 +140,9 @@ func TestStreamNamespaceCallsGoBackSplit(t *testing.T) {
 
 // nsRead reads a Responses request, whose tool tables the answer's
 // translation takes.
-func nsRead(t *testing.T, body []byte) *Request {
+func nsRead(t *testing.T, body []byte) *translate.Request {
 	t.Helper()
-	r, err := ReadRequest(api.Responses, body)
+	r, err := translate.ReadRequest(api.Responses, body)
 	if err != nil {
 		t.Fatal(err)
 	}

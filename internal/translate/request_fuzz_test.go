@@ -1,4 +1,4 @@
-package translate
+package translate_test
 
 import (
 	"encoding/json"
@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/llmgateway/caddy-llm-gateway/api"
+	"github.com/llmgateway/caddy-llm-gateway/internal/translate"
+	"github.com/llmgateway/caddy-llm-gateway/internal/translate/translatetest"
 )
 
 // rqSeeds are the realistic request bodies of testdata/requests, named
@@ -31,7 +33,7 @@ func rqSeeds(t testing.TB) map[string]struct {
 			t.Fatal(err)
 		}
 		name := filepath.Base(f)
-		for _, a := range conversations {
+		for _, a := range translatetest.Clients {
 			if strings.HasPrefix(name, a.String()+"_") {
 				seeds[name] = struct {
 					api  api.API
@@ -55,41 +57,29 @@ type rqEssence struct {
 }
 
 func rqEssenceOf(t testing.TB, from api.API, body []byte, sanitize bool) rqEssence {
-	top, err := object(body)
-	if err != nil {
-		t.Fatalf("reading %v: %v", from, err)
-	}
-	r := &Request{From: from}
-	switch from {
-	case api.Chat:
-		err = chatReadRequest(r, top)
-	case api.Messages:
-		err = messagesReadRequest(r, top)
-	case api.Responses:
-		err = responsesReadRequest(r, top)
-	}
+	r, err := translate.ReadRequest(from, body)
 	if err != nil {
 		t.Fatalf("reading %v: %v\n%s", from, err, body)
 	}
 	var e rqEssence
 	var system, text []string
 	for _, m := range r.Messages {
-		if m.Role == RoleSystem {
-			if s := Texts(m.Parts, "\n\n"); strings.TrimSpace(s) != "" {
+		if m.Role == translate.RoleSystem {
+			if s := translate.Texts(m.Parts, "\n\n"); strings.TrimSpace(s) != "" {
 				system = append(system, s)
 			}
 			continue
 		}
 		for _, p := range m.Parts {
 			switch p.Kind {
-			case PartText:
+			case translate.PartText:
 				text = append(text, p.Text)
-			case PartCall:
+			case translate.PartCall:
 				id := p.ID
 				if sanitize && id != "" {
-					id = SanitizeID(id)
+					id = translate.SanitizeID(id)
 				}
-				args, _ := ArgsObject(p.Args)
+				args, _ := translate.ArgsObject(p.Args)
 				e.calls = append(e.calls, id+" "+p.Name+" "+string(args))
 			}
 		}
@@ -116,14 +106,14 @@ func rqSameCalls(want, got []string) bool {
 // rqRoundTrip translates body from a to b and back and compares what both
 // APIs carry.
 func rqRoundTrip(t testing.TB, a, b api.API, body []byte) {
-	there, _, err := RequestBody(a, b, body, RequestOptions{})
+	there, _, err := translate.RequestBody(a, b, body, translate.RequestOptions{})
 	if err != nil {
 		return // refused: nothing to compare
 	}
 	if !json.Valid(there) {
 		t.Fatalf("%v->%v: output is not JSON: %s", a, b, there)
 	}
-	back, _, err := RequestBody(b, a, there, RequestOptions{})
+	back, _, err := translate.RequestBody(b, a, there, translate.RequestOptions{})
 	if err != nil {
 		t.Fatalf("%v->%v->%v: the way back failed: %v\n%s", a, b, a, err, there)
 	}
@@ -136,7 +126,7 @@ func rqRoundTrip(t testing.TB, a, b api.API, body []byte) {
 
 func TestRequestRoundTrips(t *testing.T) {
 	for name, s := range rqSeeds(t) {
-		for _, b := range conversations {
+		for _, b := range translatetest.Clients {
 			if b == s.api {
 				continue
 			}
@@ -162,7 +152,7 @@ func TestRequestSeedsDropped(t *testing.T) {
 	}
 	for _, c := range cases {
 		s := seeds[c.seed]
-		_, dropped, err := RequestBody(s.api, c.to, s.body, RequestOptions{})
+		_, dropped, err := translate.RequestBody(s.api, c.to, s.body, translate.RequestOptions{})
 		if err != nil {
 			t.Fatalf("%s -> %v: %v", c.seed, c.to, err)
 		}
@@ -178,7 +168,7 @@ func TestRequestSeedsDropped(t *testing.T) {
 // keeps the transcript's words and tool calls.
 func FuzzRequest(f *testing.F) {
 	for _, s := range rqSeeds(f) {
-		for _, b := range conversations {
+		for _, b := range translatetest.Clients {
 			f.Add(s.body, uint8(s.api), uint8(b))
 		}
 	}
@@ -189,7 +179,7 @@ func FuzzRequest(f *testing.F) {
 		if a == b {
 			return // the body itself, whatever it is
 		}
-		out, _, err := RequestBody(a, b, body, RequestOptions{})
+		out, _, err := translate.RequestBody(a, b, body, translate.RequestOptions{})
 		if err != nil {
 			return
 		}

@@ -1,4 +1,4 @@
-package translate
+package translate_test
 
 import (
 	"encoding/json"
@@ -8,6 +8,8 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2"
 
 	"github.com/llmgateway/caddy-llm-gateway/api"
+	"github.com/llmgateway/caddy-llm-gateway/internal/translate"
+	"github.com/llmgateway/caddy-llm-gateway/internal/translate/translatetest"
 )
 
 // The engines' own ways of naming the stop string they matched, as they
@@ -42,41 +44,41 @@ func TestAnswerStopSequenceReachesMessagesClients(t *testing.T) {
 		{"llama-server __verbose", stopLlamaVerbose, "stop_sequence", "three"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			translated := anTranslate(t, api.Chat, api.Messages, tc.body)
-			m := anAsMessage(t, translated)
-			anEq(t, "stop_reason", string(m.StopReason), tc.reason)
-			anEq(t, "stop_sequence", m.StopSequence, tc.seq)
+			translated := translatetest.Translated(t, api.Chat, api.Messages, tc.body)
+			m := translatetest.AsMessage(t, translated)
+			translatetest.Eq(t, "stop_reason", string(m.StopReason), tc.reason)
+			translatetest.Eq(t, "stop_sequence", m.StopSequence, tc.seq)
 			// Chat and Responses have no member for the string: a plain stop
-			anEq(t, "finish_reason", anAsChat(t, anTranslate(t, api.Messages, api.Chat, string(translated))).Choices[0].FinishReason, "stop")
-			anEq(t, "status", string(anAsResponse(t, anTranslate(t, api.Chat, api.Responses, tc.body)).Status), "completed")
+			translatetest.Eq(t, "finish_reason", translatetest.AsChat(t, translatetest.Translated(t, api.Messages, api.Chat, string(translated))).Choices[0].FinishReason, "stop")
+			translatetest.Eq(t, "status", string(translatetest.AsResponse(t, translatetest.Translated(t, api.Chat, api.Responses, tc.body)).Status), "completed")
 		})
 	}
 }
 
 func TestAnswerMessagesStopSequenceBesideEndTurnIsRead(t *testing.T) {
-	a, err := messagesReadAnswer([]byte(stopLlamaMessages), AnswerOptions{})
+	a, err := translate.ReadAnswerOf(api.Messages, []byte(stopLlamaMessages))
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.settle(nil)
-	anEq(t, "stop", a.Stop, StopSequence)
-	anEq(t, "seq", a.StopSequence, "three")
-	anEq(t, "finish_reason", anAsChat(t, anTranslate(t, api.Messages, api.Chat, stopLlamaMessages)).Choices[0].FinishReason, "stop")
+	a.Settle(nil)
+	translatetest.Eq(t, "stop", a.Stop, translate.StopSequence)
+	translatetest.Eq(t, "seq", a.StopSequence, "three")
+	translatetest.Eq(t, "finish_reason", translatetest.AsChat(t, translatetest.Translated(t, api.Messages, api.Chat, stopLlamaMessages)).Choices[0].FinishReason, "stop")
 }
 
 func TestAnswerStopSequenceWithToolsIsAToolStop(t *testing.T) {
 	const body = `{"id":"c","created":1,"model":"m","choices":[{"message":{"content":null,
 	"tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":"{}"}}]},"finish_reason":"stop","stop_reason":"three"}]}`
-	m := anAsMessage(t, anTranslate(t, api.Chat, api.Messages, body))
-	anEq(t, "stop_reason", string(m.StopReason), "tool_use")
-	anEq(t, "stop_sequence", m.StopSequence, "")
+	m := translatetest.AsMessage(t, translatetest.Translated(t, api.Chat, api.Messages, body))
+	translatetest.Eq(t, "stop_reason", string(m.StopReason), "tool_use")
+	translatetest.Eq(t, "stop_sequence", m.StopSequence, "")
 }
 
 func TestAnswerOverlongStopSequenceIsDropped(t *testing.T) {
-	long := strings.Repeat("x", maxStopSequence+1)
+	long := strings.Repeat("x", translate.MaxStopSequence+1)
 	body := strings.Replace(stopVLLM, `"three"`, `"`+long+`"`, 1)
-	m := anAsMessage(t, anTranslate(t, api.Chat, api.Messages, body))
-	anEq(t, "stop_reason", string(m.StopReason), "end_turn")
+	m := translatetest.AsMessage(t, translatetest.Translated(t, api.Chat, api.Messages, body))
+	translatetest.Eq(t, "stop_reason", string(m.StopReason), "end_turn")
 }
 
 // stAccumulate reads a Messages client's stream as the Anthropic SDK does.
@@ -125,23 +127,23 @@ func TestStreamStopSequenceReachesMessagesClients(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.from == api.Messages {
 				// carried toward Chat as "stop", the one word it has
-				got := stFeed(NewStream(tc.from, api.Chat, StreamOptions{}), tc.evs...)
+				got := translatetest.Feed(translate.NewStream(tc.from, api.Chat, translate.StreamOptions{}), tc.evs...)
 				if !strings.Contains(got, `"finish_reason":"stop"`) {
 					t.Errorf("%s", got)
 				}
 				return
 			}
-			m := stAccumulate(t, stFeed(NewStream(tc.from, api.Messages, StreamOptions{}), tc.evs...))
-			anEq(t, "stop_reason", string(m.StopReason), "stop_sequence")
-			anEq(t, "stop_sequence", m.StopSequence, tc.seq)
+			m := stAccumulate(t, translatetest.Feed(translate.NewStream(tc.from, api.Messages, translate.StreamOptions{}), tc.evs...))
+			translatetest.Eq(t, "stop_reason", string(m.StopReason), "stop_sequence")
+			translatetest.Eq(t, "stop_sequence", m.StopSequence, tc.seq)
 		})
 	}
 }
 
 func TestStreamStopSequenceKeepsNoStringAcrossStreams(t *testing.T) {
-	s := NewStream(api.Chat, api.Messages, StreamOptions{})
-	stFeed(s, stChatChunk(`{"content":"a"}`, ""), `data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop","stop_reason":"x"}]}`+"\n\n", "data: [DONE]\n\n")
-	s.Reset(api.Chat, api.Messages, StreamOptions{})
-	m := stAccumulate(t, stFeed(s, stChatChunk(`{"content":"a"}`, "stop"), "data: [DONE]\n\n"))
-	anEq(t, "stop_reason", string(m.StopReason), "end_turn")
+	s := translate.NewStream(api.Chat, api.Messages, translate.StreamOptions{})
+	translatetest.Feed(s, stChatChunk(`{"content":"a"}`, ""), `data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop","stop_reason":"x"}]}`+"\n\n", "data: [DONE]\n\n")
+	s.Reset(api.Chat, api.Messages, translate.StreamOptions{})
+	m := stAccumulate(t, translatetest.Feed(s, stChatChunk(`{"content":"a"}`, "stop"), "data: [DONE]\n\n"))
+	translatetest.Eq(t, "stop_reason", string(m.StopReason), "end_turn")
 }

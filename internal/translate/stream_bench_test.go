@@ -1,9 +1,10 @@
-package translate
+package translate_test
 
 import (
 	"testing"
 
 	"github.com/llmgateway/caddy-llm-gateway/api"
+	"github.com/llmgateway/caddy-llm-gateway/internal/translate"
 )
 
 // stBenchPrelude is what an upstream sends before its text, and
@@ -38,10 +39,10 @@ func BenchmarkStream(b *testing.B) {
 				prelude = append(prelude, []byte(ev))
 			}
 			delta := []byte(stBenchDelta[from])
-			s := NewStream(from, to, StreamOptions{IncludeUsage: true})
+			s := translate.NewStream(from, to, translate.StreamOptions{IncludeUsage: true})
 			out := make([]byte, 0, 64<<10)
 			start := func() {
-				s.Reset(from, to, StreamOptions{IncludeUsage: true})
+				s.Reset(from, to, translate.StreamOptions{IncludeUsage: true})
 				for _, ev := range prelude {
 					out = s.Event(out[:0], ev)
 				}

@@ -1,21 +1,13 @@
-package translate
+package translate_test
 
 import (
 	"strings"
 	"testing"
 
 	"github.com/llmgateway/caddy-llm-gateway/api"
+	"github.com/llmgateway/caddy-llm-gateway/internal/translate"
+	"github.com/llmgateway/caddy-llm-gateway/internal/translate/translatetest"
 )
-
-// stFeed runs upstream events (each a complete SSE event) through a
-// Stream and returns what the client got, End included.
-func stFeed(s *Stream, evs ...string) string {
-	var out []byte
-	for _, ev := range evs {
-		out = s.Event(out, []byte(ev))
-	}
-	return string(s.End(out))
-}
 
 func stChatChunk(delta string, finish string) string {
 	if finish != "" {
@@ -28,8 +20,8 @@ func stChatChunk(delta string, finish string) string {
 
 func TestStreamCommentsPassAndNonJSONIsDropped(t *testing.T) {
 	for _, d := range stDirections {
-		s := NewStream(d[0], d[1], StreamOptions{})
-		got := stFeed(s, ": keep-alive\r\n\r\n", "data: not json\n\n", "event: x\n\n")
+		s := translate.NewStream(d[0], d[1], translate.StreamOptions{})
+		got := translatetest.Feed(s, ": keep-alive\r\n\r\n", "data: not json\n\n", "event: x\n\n")
 		if got != ": keep-alive\n\n" {
 			t.Errorf("%v-%v: %q", d[0], d[1], got)
 		}
@@ -43,7 +35,7 @@ func TestStreamCutUpstreamGetsNoEnd(t *testing.T) {
 			api.Messages:  "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi\"}}\n\n",
 			api.Responses: "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"output_index\":0,\"delta\":\"Hi\"}\n\n",
 		}[d[0]]
-		s := NewStream(d[0], d[1], StreamOptions{})
+		s := translate.NewStream(d[0], d[1], translate.StreamOptions{})
 		out := s.Event(nil, []byte(text))
 		if !strings.Contains(string(out), "Hi") {
 			t.Errorf("%v-%v: the text did not pass: %q", d[0], d[1], out)
@@ -55,8 +47,8 @@ func TestStreamCutUpstreamGetsNoEnd(t *testing.T) {
 }
 
 func TestStreamMessagesPingBecomesAComment(t *testing.T) {
-	s := NewStream(api.Messages, api.Chat, StreamOptions{})
-	if got := stFeed(s, "event: ping\ndata: {\"type\":\"ping\"}\n\n", "event: future_thing\ndata: {\"type\":\"future_thing\"}\n\n"); got != ": ping\n\n" {
+	s := translate.NewStream(api.Messages, api.Chat, translate.StreamOptions{})
+	if got := translatetest.Feed(s, "event: ping\ndata: {\"type\":\"ping\"}\n\n", "event: future_thing\ndata: {\"type\":\"future_thing\"}\n\n"); got != ": ping\n\n" {
 		t.Errorf("%q", got)
 	}
 }
@@ -65,7 +57,7 @@ func TestStreamMessagesPingBecomesAComment(t *testing.T) {
 // first block, so the role chunk alone sends nothing, and an engine that
 // fails at once answers with the error event alone.
 func TestStreamChatToMessagesWaitsForContent(t *testing.T) {
-	s := NewStream(api.Chat, api.Messages, StreamOptions{})
+	s := translate.NewStream(api.Chat, api.Messages, translate.StreamOptions{})
 	if got := s.Event(nil, []byte(stChatChunk(`{"role":"assistant","content":""}`, ""))); len(got) != 0 {
 		t.Errorf("role chunk: %q", got)
 	}
@@ -74,7 +66,7 @@ func TestStreamChatToMessagesWaitsForContent(t *testing.T) {
 	if got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
-	if more := stFeed(s, stChatChunk(`{"content":"late"}`, ""), "data: [DONE]\n\n"); more != "" {
+	if more := translatetest.Feed(s, stChatChunk(`{"content":"late"}`, ""), "data: [DONE]\n\n"); more != "" {
 		t.Errorf("after the error: %q", more)
 	}
 }
@@ -86,22 +78,22 @@ func TestStreamChatToMessagesWaitsForContent(t *testing.T) {
 // token was never hedged); an engine that fails before its first token
 // answers with the error event alone.
 func TestStreamResponsesAnnouncesWithTheFirstBlock(t *testing.T) {
-	s := NewStream(api.Chat, api.Responses, StreamOptions{})
+	s := translate.NewStream(api.Chat, api.Responses, translate.StreamOptions{})
 	if got := s.Event(nil, []byte(stChatChunk(`{"role":"assistant","content":""}`, ""))); len(got) != 0 {
 		t.Fatalf("role chunk: %q", got)
 	}
 	var names []string
-	for _, e := range stSplit(t, s.Event(nil, []byte(stChatChunk(`{"content":"Hi"}`, "")))) {
-		names = append(names, e.name)
+	for _, e := range translatetest.Split(t, s.Event(nil, []byte(stChatChunk(`{"content":"Hi"}`, "")))) {
+		names = append(names, e.Name)
 	}
 	if want := "response.created response.in_progress response.output_item.added response.content_part.added response.output_text.delta"; strings.Join(names, " ") != want {
 		t.Fatalf("with the first text: %v, want %s", names, want)
 	}
 
-	s = NewStream(api.Chat, api.Responses, StreamOptions{})
+	s = translate.NewStream(api.Chat, api.Responses, translate.StreamOptions{})
 	s.Event(nil, []byte(stChatChunk(`{"role":"assistant","content":""}`, "")))
-	got := stSplit(t, s.Event(nil, []byte(`data: {"error":{"message":"no","type":"server_error","code":null}}`+"\n\n")))
-	if len(got) != 1 || got[0].name != "error" {
+	got := translatetest.Split(t, s.Event(nil, []byte(`data: {"error":{"message":"no","type":"server_error","code":null}}`+"\n\n")))
+	if len(got) != 1 || got[0].Name != "error" {
 		t.Fatalf("an error before content: %+v", got)
 	}
 }
@@ -109,16 +101,16 @@ func TestStreamResponsesAnnouncesWithTheFirstBlock(t *testing.T) {
 // TestStreamChatToolCallsWithoutIDsOrIndexes: engines that leave out the
 // index send calls one after another; a call without an id gets one.
 func TestStreamChatToolCallsWithoutIDsOrIndexes(t *testing.T) {
-	s := NewStream(api.Chat, api.Messages, StreamOptions{})
-	got := stFeed(s,
+	s := translate.NewStream(api.Chat, api.Messages, translate.StreamOptions{})
+	got := translatetest.Feed(s,
 		stChatChunk(`{"tool_calls":[{"function":{"name":"a","arguments":"{}"}}]}`, ""),
 		stChatChunk(`{"tool_calls":[{"id":"x/1","function":{"name":"b","arguments":"{\"k\":"}}]}`, ""),
 		stChatChunk(`{"tool_calls":[{"function":{"arguments":"1}"}}]}`, ""),
 		stChatChunk(`{}`, "stop"),
 		"data: [DONE]\n\n")
-	a := stReassembleMessages(t, stSplit(t, []byte(got)))
+	a := translatetest.Reassemble(t, api.Messages, translatetest.Split(t, []byte(got)))
 	if len(a.Tools) != 2 || !strings.HasPrefix(a.Tools[0].ID, "toolu_") || a.Tools[0].Name != "a" || a.Tools[0].Args != "{}" ||
-		a.Tools[1].ID != "x_1" || a.Tools[1].Args != `{"k":1}` || a.Stop != StopTool {
+		a.Tools[1].ID != "x_1" || a.Tools[1].Args != `{"k":1}` || a.Stop != translate.StopTool {
 		t.Errorf("%+v\n%s", a, got)
 	}
 }
@@ -126,7 +118,7 @@ func TestStreamChatToolCallsWithoutIDsOrIndexes(t *testing.T) {
 // TestStreamMessagesToChatToolIndexCountsTools: a text block before the
 // calls does not shift their index (docs/translation-facts.md#t7).
 func TestStreamMessagesToChatToolIndexCountsTools(t *testing.T) {
-	out := stRun(t, api.Messages, api.Chat, StreamOptions{}, stCapture(t, api.Messages, "tools"))
+	out := translatetest.Run(t, api.Messages, api.Chat, translate.StreamOptions{}, translatetest.Capture(t, api.Messages, "tools"))
 	if !strings.Contains(string(out), `"tool_calls":[{"index":0,"id":"call_abc1","type":"function","function":{"name":"get_weather","arguments":""}}]`) ||
 		!strings.Contains(string(out), `"tool_calls":[{"index":1,"id":"functions.get_time:1"`) {
 		t.Errorf("%s", out)
@@ -137,8 +129,8 @@ func TestStreamMessagesToChatToolIndexCountsTools(t *testing.T) {
 }
 
 func TestStreamResponsesCustomToolCall(t *testing.T) {
-	s := NewStream(api.Chat, api.Responses, StreamOptions{CustomTools: []string{"apply_patch"}})
-	got := stFeed(s,
+	s := translate.NewStream(api.Chat, api.Responses, translate.StreamOptions{CustomTools: []string{"apply_patch"}})
+	got := translatetest.Feed(s,
 		stChatChunk(`{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"apply_patch","arguments":""}}]}`, ""),
 		stChatChunk(`{"tool_calls":[{"index":0,"function":{"arguments":"{\"input\":\"*** Begin"}}]}`, ""),
 		stChatChunk(`{"tool_calls":[{"index":0,"function":{"arguments":" Patch\\n\\\"x\\\"\"}"}}]}`, ""),
@@ -148,11 +140,11 @@ func TestStreamResponsesCustomToolCall(t *testing.T) {
 	if !strings.Contains(got, want) {
 		t.Fatalf("%s", got)
 	}
-	for _, e := range stSplit(t, []byte(got)) {
-		if e.name != "response.output_item.done" {
+	for _, e := range translatetest.Split(t, []byte(got)) {
+		if e.Name != "response.output_item.done" {
 			continue
 		}
-		m := stM(stDecode(t, e.data)["item"])
+		m := translatetest.Obj(translatetest.Decode(t, e.Data)["item"])
 		if m["type"] != "custom_tool_call" || m["call_id"] != "call_1" || m["name"] != "apply_patch" || m["input"] != "*** Begin Patch\n\"x\"" {
 			t.Errorf("%v", m)
 		}
@@ -162,21 +154,21 @@ func TestStreamResponsesCustomToolCall(t *testing.T) {
 }
 
 func TestStreamResetReuses(t *testing.T) {
-	s := NewStream(api.Chat, api.Messages, StreamOptions{})
-	first := stRun(t, api.Chat, api.Messages, StreamOptions{}, stCapture(t, api.Chat, "tools"))
-	_ = stFeed(s, strings.SplitAfter(string(stCapture(t, api.Chat, "tools")), "\n\n")...)
-	s.Reset(api.Messages, api.Responses, StreamOptions{})
-	s.Reset(api.Chat, api.Messages, StreamOptions{})
-	again := stFeed(s, strings.SplitAfter(string(stCapture(t, api.Chat, "tools")), "\n\n")...)
+	s := translate.NewStream(api.Chat, api.Messages, translate.StreamOptions{})
+	first := translatetest.Run(t, api.Chat, api.Messages, translate.StreamOptions{}, translatetest.Capture(t, api.Chat, "tools"))
+	_ = translatetest.Feed(s, strings.SplitAfter(string(translatetest.Capture(t, api.Chat, "tools")), "\n\n")...)
+	s.Reset(api.Messages, api.Responses, translate.StreamOptions{})
+	s.Reset(api.Chat, api.Messages, translate.StreamOptions{})
+	again := translatetest.Feed(s, strings.SplitAfter(string(translatetest.Capture(t, api.Chat, "tools")), "\n\n")...)
 	if again != string(first) {
 		t.Errorf("after Reset:\n%s\nfirst:\n%s", again, first)
 	}
 }
 
 func TestStreamSameAPIPassesThrough(t *testing.T) {
-	s := NewStream(api.Chat, api.Chat, StreamOptions{})
+	s := translate.NewStream(api.Chat, api.Chat, translate.StreamOptions{})
 	ev := stChatChunk(`{"content":"x"}`, "")
-	if got := stFeed(s, ev); got != ev {
+	if got := translatetest.Feed(s, ev); got != ev {
 		t.Errorf("%q", got)
 	}
 }

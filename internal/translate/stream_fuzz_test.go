@@ -1,4 +1,4 @@
-package translate
+package translate_test
 
 import (
 	"bytes"
@@ -10,6 +10,8 @@ import (
 
 	"github.com/llmgateway/caddy-llm-gateway/api"
 	"github.com/llmgateway/caddy-llm-gateway/internal/sse"
+	"github.com/llmgateway/caddy-llm-gateway/internal/translate"
+	"github.com/llmgateway/caddy-llm-gateway/internal/translate/translatetest"
 )
 
 var stDirections = [...][2]api.API{
@@ -37,7 +39,7 @@ func FuzzStream(f *testing.F) {
 	f.Add(uint8(0), false, []byte(": hi\r: x\rdata: {}\n\ndata: [DONE]\n\n"))
 	f.Fuzz(func(t *testing.T, dir uint8, usage bool, upstream []byte) {
 		d := stDirections[int(dir)%len(stDirections)]
-		s := NewStream(d[0], d[1], StreamOptions{IncludeUsage: usage, CustomTools: []string{"get_time"}})
+		s := translate.NewStream(d[0], d[1], translate.StreamOptions{IncludeUsage: usage, CustomTools: []string{"get_time"}})
 		r := sse.NewReader(bytes.NewReader(upstream))
 		defer r.Release()
 		var out []byte
@@ -58,6 +60,6 @@ func FuzzStream(f *testing.F) {
 		if len(out) > 0 && !bytes.HasSuffix(out, []byte("\n\n")) {
 			t.Fatalf("the client's stream ends mid-event: %q", out)
 		}
-		stSplit(t, out)
+		translatetest.Split(t, out)
 	})
 }

@@ -19,6 +19,15 @@
 // spoke that needs it, whatever the other side speaks. The translations
 // look the codecs up (Register, codecOf); nothing switches on an API.
 //
+// The clients' APIs (chat, messages, responses) are spokes here. An API
+// that only a provider's engines speak is a spoke in that provider's
+// package, written against the hub's exported names alone, and registered
+// from its init: providers/bedrock's Converse, providers/gemini's
+// generateContent (which providers/vertex speaks too). A binary that
+// translates to them imports the provider's package, as the caddy module
+// does with every provider it builds in. Their tests check them with
+// translatetest, as this package's tests do.
+//
 // The APIs are package api's. The facts it follows, with their sources,
 // are in docs/translation-facts.md; the table of what carries and what
 // does not is docs/translation.md.
@@ -53,13 +62,13 @@ const DefaultMaxTokens = 8192
 // A Codec is what translation knows of one API's words: the hub (the
 // neutral Request, Answer and Stream steps) in the middle, and for each
 // API the functions that read its words into the hub and write them out
-// of it. Every codec is in this package today, registered by its <api>.go
-// and written in <api>_request.go, <api>_answer.go and <api>_stream.go:
-// the three APIs clients speak (chat, messages, responses) and the two
-// that only providers' engines speak (converse, gemini), whose codecs have
-// no ReadRequest, no WriteAnswer and no client. Register is exported so
-// that a provider's package may bring the codec of an API of its own.
-// Nothing here switches on an API: it looks up the codec.
+// of it. The codecs of the three APIs clients speak (chat, messages,
+// responses) are in this package, registered by its <api>.go and written
+// in <api>_request.go, <api>_answer.go and <api>_stream.go. A provider's
+// package brings the codec of an API only its engines speak (Converse in
+// providers/bedrock, Gemini in providers/gemini): it has no ReadRequest,
+// no WriteAnswer and no client. Nothing here switches on an API: it looks
+// up the codec.
 type Codec struct {
 	// ReadRequest reads a client's request, by its top-level members,
 	// into r. Nil for an API no client speaks to the gateway.

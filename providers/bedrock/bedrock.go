@@ -5,7 +5,9 @@
 // (signing name "bedrock") by credentials from AWS's default chain: the
 // environment, the shared config and credentials files and their profile,
 // web identity (EKS's IRSA), the container's or the instance's role
-// (docs/provider-bedrock.md).
+// (docs/provider-bedrock.md). The Converse codec is here too
+// (converse.go and its _request, _answer and _stream files): what
+// translation reads and writes of Converse.
 package bedrock
 
 import (

@@ -3,7 +3,8 @@
 // x-goog-api-key; a stream is :streamGenerateContent?alt=sse, SSE already
 // (docs/provider-gemini.md). Vertex AI serves the same API under a project
 // and location (package vertex), with the methods and their paths written
-// here.
+// here. The API's codec is here too (codec.go, request.go, answer.go,
+// stream.go): what translation reads and writes of generateContent.
 package gemini
 
 import (

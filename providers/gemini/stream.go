@@ -1,8 +1,9 @@
-package translate
+package gemini
 
 import (
 	"github.com/llmgateway/caddy-llm-gateway/api"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
+	"github.com/llmgateway/caddy-llm-gateway/internal/translate"
 )
 
 // Gemini streams (:streamGenerateContent?alt=sse): data lines only, each
@@ -22,7 +23,7 @@ import (
 // responseId and modelVersion may come on every chunk, and Begin keeps the
 // first; a stream whose first chunk has no modelVersion begins with the
 // model the request was sent.
-func geminiDecode(s *Stream, dst, _, data []byte) []byte {
+func geminiDecode(s *translate.Stream, dst, _, data []byte) []byte {
 	var id, model []byte
 	candidates, usage, feedback, errv := -1, -1, -1, -1
 	for it := jsonmember.Object(data, 0); ; {
@@ -68,7 +69,7 @@ func geminiDecode(s *Stream, dst, _, data []byte) []byte {
 	if candidates < 0 {
 		if r, ok := jsonmember.FindStr(data, feedback, "blockReason"); ok && len(r) > 0 {
 			// A blocked prompt: no candidates, an answer filtered whole.
-			s.SetStop(StopFilter)
+			s.SetStop(translate.StopFilter)
 		}
 	}
 	return dst
@@ -78,7 +79,7 @@ func geminiDecode(s *Stream, dst, _, data []byte) []byte {
 // finishReason, which closes every block. STOP after calls, even calls of
 // an earlier chunk, becomes StopTool at the finish step
 // (docs/translation-facts.md#t15).
-func geminiStreamCandidate(s *Stream, dst, data []byte, v int) []byte {
+func geminiStreamCandidate(s *translate.Stream, dst, data []byte, v int) []byte {
 	var finish []byte
 	content := -1
 	for it := jsonmember.Object(data, v); ; {
@@ -101,7 +102,7 @@ func geminiStreamCandidate(s *Stream, dst, data []byte, v int) []byte {
 		dst = geminiStreamPart(s, dst, data, v)
 	}
 	if len(finish) > 0 {
-		s.SetStop(GeminiStop(string(finish)))
+		s.SetStop(finishStop(string(finish)))
 		dst = s.CloseAll(dst)
 	}
 	return dst
@@ -110,7 +111,7 @@ func geminiStreamCandidate(s *Stream, dst, data []byte, v int) []byte {
 // geminiStreamPart reads one part: text, a thought (text with thought:true) or a
 // function call; the rest (inline data, executable code) has no
 // counterpart in the clients' APIs.
-func geminiStreamPart(s *Stream, dst, data []byte, v int) []byte {
+func geminiStreamPart(s *translate.Stream, dst, data []byte, v int) []byte {
 	var text, sig []byte
 	thought := false
 	call := -1
@@ -134,19 +135,19 @@ func geminiStreamPart(s *Stream, dst, data []byte, v int) []byte {
 	case call >= 0:
 		return geminiStreamCall(s, dst, data, call, sig)
 	case thought:
-		dst = s.CloseKey(dst, KeyText)
-		return s.Delta(dst, PieceThinking, KeyThinking, text)
+		dst = s.CloseKey(dst, translate.KeyText)
+		return s.Delta(dst, translate.PieceThinking, translate.KeyThinking, text)
 	}
 	if len(text) > 0 {
-		dst = s.CloseKey(dst, KeyThinking)
+		dst = s.CloseKey(dst, translate.KeyThinking)
 	}
-	return s.Delta(dst, PieceText, KeyText, text)
+	return s.Delta(dst, translate.PieceText, translate.KeyText, text)
 }
 
 // geminiStreamCall reads a whole function call: a tool block opens with its
 // id (the call's, or one made up, carrying the part's thought signature:
 // see geminiAppendSig), takes its arguments in one piece and closes.
-func geminiStreamCall(s *Stream, dst, data []byte, v int, sig []byte) []byte {
+func geminiStreamCall(s *translate.Stream, dst, data []byte, v int, sig []byte) []byte {
 	var id, name []byte
 	args := -1
 	argsEnd := -1
@@ -168,8 +169,8 @@ func geminiStreamCall(s *Stream, dst, data []byte, v int, sig []byte) []byte {
 		return dst
 	}
 	dst = s.Begin(dst, nil, nil, 0)
-	dst = s.CloseKey(dst, KeyText)
-	dst = s.CloseKey(dst, KeyThinking)
+	dst = s.CloseKey(dst, translate.KeyText)
+	dst = s.CloseKey(dst, translate.KeyThinking)
 	// The id is built whole (no escapes left, every byte one Messages
 	// takes), so that Open, which unescapes and sanitizes only ids
 	// holding a backslash, takes it as it is.
@@ -177,7 +178,7 @@ func geminiStreamCall(s *Stream, dst, data []byte, v int, sig []byte) []byte {
 	if len(id) > 0 {
 		buf = jsonmember.AppendUnescaped(buf, id)
 		for i, c := range buf {
-			if !IDByte(c) {
+			if !translate.IDByte(c) {
 				buf[i] = '_' // as appendSanitized, in place
 			}
 		}
@@ -186,10 +187,10 @@ func geminiStreamCall(s *Stream, dst, data []byte, v int, sig []byte) []byte {
 	}
 	buf = geminiAppendSig(buf, sig)
 	key := s.NextCall()
-	dst = s.Open(dst, BlockTool, key, buf, name)
+	dst = s.Open(dst, translate.BlockTool, key, buf, name)
 	if args >= 0 && data[args] == '{' {
 		buf = jsonmember.AppendEscaped(buf[:0], data[args:argsEnd])
-		dst = s.Delta(dst, PieceArgs, key, buf)
+		dst = s.Delta(dst, translate.PieceArgs, key, buf)
 	}
 	s.KeepBuffer(buf)
 	return s.CloseKey(dst, key)
@@ -198,7 +199,7 @@ func geminiStreamCall(s *Stream, dst, data []byte, v int, sig []byte) []byte {
 // geminiStreamError reads an error payload, Google's
 // {"error":{"code","message","status"}}: its status word becomes the type
 // and code the clients' SDKs know.
-func geminiStreamError(s *Stream, dst, data []byte, v int) []byte {
+func geminiStreamError(s *translate.Stream, dst, data []byte, v int) []byte {
 	if data[v] == '"' {
 		return s.Fail(dst, nil, nil, jsonmember.FindRaw(data, 0, "error"))
 	}
@@ -209,7 +210,7 @@ func geminiStreamError(s *Stream, dst, data []byte, v int) []byte {
 			st = 500
 		}
 	}
-	typ, code := OpenAIErrorType(st)
+	typ, code := translate.OpenAIErrorType(st)
 	t := []byte(`"` + typ + `"`)
 	var c []byte
 	if code != "" {

@@ -1,4 +1,4 @@
-package translate
+package gemini
 
 import (
 	"bytes"
@@ -6,6 +6,8 @@ import (
 	"path"
 	"strconv"
 	"strings"
+
+	"github.com/llmgateway/caddy-llm-gateway/internal/translate"
 )
 
 // Writing a Gemini request (generateContent, the Gemini API's and Vertex
@@ -48,7 +50,7 @@ func geminiAppendSig(dst, sig []byte) []byte {
 			dst = append(dst, '-')
 		case c == '/':
 			dst = append(dst, '_')
-		case IDByte(c):
+		case translate.IDByte(c):
 			dst = append(dst, c)
 		} // '=' padding, the '\' of an escaped '/': restored by geminiSplitID
 	}
@@ -171,16 +173,16 @@ type geminiThinking struct {
 // geminiWriteRequest writes r as a generateContent request. Gemini has none
 // of the members Chat and Responses share: each that asks for something
 // is listed as dropped.
-func geminiWriteRequest(r *Request, _ RequestOptions) ([]byte, error) {
+func geminiWriteRequest(r *translate.Request, _ translate.RequestOptions) ([]byte, error) {
 	if r.N > 1 {
-		return nil, &Error{Member: "n", Reason: "the gateway reads one candidate of a Gemini answer"}
+		return nil, &translate.Error{Member: "n", Reason: "the gateway reads one candidate of a Gemini answer"}
 	}
 	out := geminiOut{Contents: []geminiContent{}}
 	names := geminiCallNames(r)
 	var system []string
 	for _, m := range r.Messages {
-		if m.Role == RoleSystem {
-			if text := Texts(m.Parts, "\n\n"); strings.TrimSpace(text) != "" {
+		if m.Role == translate.RoleSystem {
+			if text := translate.Texts(m.Parts, "\n\n"); strings.TrimSpace(text) != "" {
 				system = append(system, text)
 			}
 			continue
@@ -209,19 +211,19 @@ func geminiWriteRequest(r *Request, _ RequestOptions) ([]byte, error) {
 		if !ok || k == "service_tier" && (string(raw) == `"auto"` || string(raw) == `"default"`) {
 			continue
 		}
-		r.Drop(k, ClientMember(r.From, k))
+		r.Drop(k, translate.ClientMember(r.From, k))
 	}
-	return Marshal(out)
+	return translate.Marshal(out)
 }
 
 // geminiCallNames maps each tool call's id to its function's name: a
 // functionResponse must name its function, and a Chat tool message or a
 // Responses function_call_output says only the call's id.
-func geminiCallNames(r *Request) map[string]string {
+func geminiCallNames(r *translate.Request) map[string]string {
 	names := map[string]string{}
 	for _, m := range r.Messages {
 		for _, p := range m.Parts {
-			if p.Kind == PartCall {
+			if p.Kind == translate.PartCall {
 				names[p.ID] = p.Name
 			}
 		}
@@ -230,38 +232,38 @@ func geminiCallNames(r *Request) map[string]string {
 }
 
 // geminiMessage is m as a content; its parts may be none (all dropped).
-func geminiMessage(r *Request, m Message, names map[string]string) (geminiContent, error) {
+func geminiMessage(r *translate.Request, m translate.Message, names map[string]string) (geminiContent, error) {
 	c := geminiContent{Role: "user"}
-	if m.Role == RoleAssistant {
+	if m.Role == translate.RoleAssistant {
 		c.Role = "model"
 	}
 	for _, p := range m.Parts {
 		switch p.Kind {
-		case PartText:
+		case translate.PartText:
 			if p.Text != "" { // a part must hold something
 				c.Parts = append(c.Parts, geminiPart{Text: &p.Text})
 			}
-		case PartImage:
+		case translate.PartImage:
 			if part, ok := geminiImage(p.URL); ok {
 				c.Parts = append(c.Parts, part)
 			} else {
 				r.Drop("image url", p.Member+" (image)")
 			}
-		case PartCall:
-			args, ok := ArgsObject(p.Args)
+		case translate.PartCall:
+			args, ok := translate.ArgsObject(p.Args)
 			if !ok {
 				r.Drop("arguments", p.Member+" (arguments not a JSON object)")
 			}
 			_, sig := geminiSplitID(p.ID)
 			c.Parts = append(c.Parts, geminiPart{FunctionCall: &geminiCall{Name: p.Name, Args: args}, ThoughtSignature: sig})
-		case PartResult:
+		case translate.PartResult:
 			name, ok := names[p.ID]
 			if !ok {
-				return geminiContent{}, &Error{Member: p.Member, Reason: "Gemini's function response names its function, and no tool call of the conversation has this result's id"}
+				return geminiContent{}, &translate.Error{Member: p.Member, Reason: "Gemini's function response names its function, and no tool call of the conversation has this result's id"}
 			}
-			text := Texts(p.Content, "\n")
+			text := translate.Texts(p.Content, "\n")
 			for _, x := range p.Content {
-				if x.Kind != PartText {
+				if x.Kind != translate.PartText {
 					r.Drop("tool result image", x.Member+" (tool result image)")
 				}
 			}
@@ -272,7 +274,7 @@ func geminiMessage(r *Request, m Message, names map[string]string) (geminiConten
 				key = "error"
 			}
 			c.Parts = append(c.Parts, geminiPart{FunctionResponse: &geminiResponse{Name: name, Response: map[string]string{key: text}}, result: true})
-		case PartThinking, PartRedacted:
+		case translate.PartThinking, translate.PartRedacted:
 			// Gemini takes back no reasoning text: what it needs of its
 			// own thoughts travels as the calls' thought signatures.
 			r.Drop("thinking", p.Member)
@@ -352,7 +354,7 @@ func geminiSignTurn(contents []geminiContent) {
 // geminiImage is an image as a part: a data: URI inline, an http(s) URL as
 // file data with the media type its extension says (Gemini requires one).
 func geminiImage(url string) (geminiPart, bool) {
-	if mt, data, ok := SplitDataURI(url); ok {
+	if mt, data, ok := translate.SplitDataURI(url); ok {
 		return geminiPart{InlineData: &geminiBlob{MimeType: mt, Data: data}}, true
 	}
 	if !strings.HasPrefix(url, "http://") && !strings.HasPrefix(url, "https://") && !strings.HasPrefix(url, "gs://") {
@@ -373,7 +375,7 @@ func geminiImage(url string) (geminiPart, bool) {
 // only $schema, which names a dialect, is taken off. A transcript with
 // calls but no tools declares the called functions with an open schema
 // and mode NONE, as toward Messages.
-func geminiTools(r *Request, out *geminiOut) {
+func geminiTools(r *translate.Request, out *geminiOut) {
 	var fns []geminiFunction
 	for _, t := range r.Tools {
 		fns = append(fns, geminiFunction{Name: t.Name, Description: t.Description, Parameters: geminiSchema(t.Params)})
@@ -385,24 +387,24 @@ func geminiTools(r *Request, out *geminiOut) {
 			for _, p := range c.Parts {
 				if p.FunctionCall != nil && !seen[p.FunctionCall.Name] {
 					seen[p.FunctionCall.Name] = true
-					fns = append(fns, geminiFunction{Name: p.FunctionCall.Name, Parameters: EmptySchema})
+					fns = append(fns, geminiFunction{Name: p.FunctionCall.Name, Parameters: translate.EmptySchema})
 				}
 			}
 		}
 		if len(fns) == 0 {
 			return
 		}
-		choice = ChoiceNone
+		choice = translate.ChoiceNone
 	}
 	out.Tools = []geminiToolOut{{FunctionDeclarations: fns}}
 	switch choice {
-	case ChoiceAuto:
+	case translate.ChoiceAuto:
 		out.ToolConfig = &geminiToolConfig{FunctionCallingConfig: geminiCallingConfig{Mode: "AUTO"}}
-	case ChoiceNone:
+	case translate.ChoiceNone:
 		out.ToolConfig = &geminiToolConfig{FunctionCallingConfig: geminiCallingConfig{Mode: "NONE"}}
-	case ChoiceRequired:
+	case translate.ChoiceRequired:
 		out.ToolConfig = &geminiToolConfig{FunctionCallingConfig: geminiCallingConfig{Mode: "ANY"}}
-	case ChoiceNamed:
+	case translate.ChoiceNamed:
 		out.ToolConfig = &geminiToolConfig{FunctionCallingConfig: geminiCallingConfig{Mode: "ANY", AllowedFunctionNames: []string{r.ChoiceName}}}
 	}
 	if r.Parallel != nil && !*r.Parallel {
@@ -422,7 +424,7 @@ func geminiSchema(schema json.RawMessage) json.RawMessage {
 		return schema
 	}
 	delete(m, "$schema")
-	b, err := Marshal(m)
+	b, err := translate.Marshal(m)
 	if err != nil {
 		return schema
 	}
@@ -430,7 +432,7 @@ func geminiSchema(schema json.RawMessage) json.RawMessage {
 }
 
 // geminiGeneration is generationConfig, nil when the client set nothing.
-func geminiGeneration(r *Request) *geminiGenConfig {
+func geminiGeneration(r *translate.Request) *geminiGenConfig {
 	g := geminiGenConfig{Temperature: r.Temperature, TopP: r.TopP}
 	if r.MaxTokens != nil && *r.MaxTokens > 0 {
 		g.MaxOutputTokens = r.MaxTokens
@@ -448,7 +450,7 @@ func geminiGeneration(r *Request) *geminiGenConfig {
 			g.ResponseSchema = geminiSchema(f.Schema)
 		}
 	}
-	if budget := EffortBudget(r.Effort); budget > 0 {
+	if budget := translate.EffortBudget(r.Effort); budget > 0 {
 		// A budget, not a thinking level: Gemini 2.5 refuses levels, and
 		// Gemini 3 takes budgets still. The client asked to reason, so it
 		// is shown the thoughts' summaries.

@@ -1,4 +1,4 @@
-package translate
+package gemini
 
 import (
 	"encoding/json"
@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/llmgateway/caddy-llm-gateway/api"
+	"github.com/llmgateway/caddy-llm-gateway/internal/translate"
+	"github.com/llmgateway/caddy-llm-gateway/internal/translate/translatetest"
 )
 
 const gmAnswerTools = `{"candidates":[{"content":{"role":"model","parts":[
@@ -19,48 +21,48 @@ const gmAnswerTools = `{"candidates":[{"content":{"role":"model","parts":[
 	"modelVersion":"gemini-3-pro-preview","responseId":"abc123"}`
 
 func TestAnswerGeminiToolsEachClient(t *testing.T) {
-	for _, to := range conversations {
-		out, err := AnswerBody(api.Gemini, to, []byte(gmAnswerTools), AnswerOptions{})
+	for _, to := range translatetest.Clients {
+		out, err := translate.AnswerBody(api.Gemini, to, []byte(gmAnswerTools), translate.AnswerOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if again, _ := AnswerBody(api.Gemini, to, []byte(gmAnswerTools), AnswerOptions{}); !strings.Contains(string(again), gmToolID(t, out)) {
+		if again, _ := translate.AnswerBody(api.Gemini, to, []byte(gmAnswerTools), translate.AnswerOptions{}); !strings.Contains(string(again), gmToolID(t, out)) {
 			t.Errorf("%v: the same answer translated twice has other ids", to)
 		}
-		var calls []stCall
+		var calls []translatetest.Call
 		var m map[string]any
 		if err := json.Unmarshal(out, &m); err != nil {
 			t.Fatal(err)
 		}
 		switch to {
 		case api.Chat:
-			msg := stM(stM(m["choices"].([]any)[0])["message"])
-			anEq(t, "finish", stS(stM(m["choices"].([]any)[0])["finish_reason"]), "tool_calls")
-			anEq(t, "content", stS(msg["content"]), "Let me check.")
-			anEq(t, "reasoning", stS(msg["reasoning_content"]), "Checking the weather")
+			msg := translatetest.Obj(translatetest.Obj(m["choices"].([]any)[0])["message"])
+			translatetest.Eq(t, "finish", translatetest.Str(translatetest.Obj(m["choices"].([]any)[0])["finish_reason"]), "tool_calls")
+			translatetest.Eq(t, "content", translatetest.Str(msg["content"]), "Let me check.")
+			translatetest.Eq(t, "reasoning", translatetest.Str(msg["reasoning_content"]), "Checking the weather")
 			for _, c := range msg["tool_calls"].([]any) {
-				f := stM(stM(c)["function"])
-				calls = append(calls, stCall{stS(stM(c)["id"]), stS(f["name"]), stS(f["arguments"])})
+				f := translatetest.Obj(translatetest.Obj(c)["function"])
+				calls = append(calls, translatetest.Call{ID: translatetest.Str(translatetest.Obj(c)["id"]), Name: translatetest.Str(f["name"]), Args: translatetest.Str(f["arguments"])})
 			}
-			u := stM(m["usage"])
-			anEq(t, "prompt_tokens", stNum(u["prompt_tokens"]), 300)
-			anEq(t, "completion_tokens", stNum(u["completion_tokens"]), 50)
-			anEq(t, "reasoning_tokens", stNum(stM(u["completion_tokens_details"])["reasoning_tokens"]), 10)
-			anEq(t, "cached_tokens", stNum(stM(u["prompt_tokens_details"])["cached_tokens"]), 200)
-			anEq(t, "model", stS(m["model"]), "gemini-3-pro-preview")
+			u := translatetest.Obj(m["usage"])
+			translatetest.Eq(t, "prompt_tokens", translatetest.Num(u["prompt_tokens"]), 300)
+			translatetest.Eq(t, "completion_tokens", translatetest.Num(u["completion_tokens"]), 50)
+			translatetest.Eq(t, "reasoning_tokens", translatetest.Num(translatetest.Obj(u["completion_tokens_details"])["reasoning_tokens"]), 10)
+			translatetest.Eq(t, "cached_tokens", translatetest.Num(translatetest.Obj(u["prompt_tokens_details"])["cached_tokens"]), 200)
+			translatetest.Eq(t, "model", translatetest.Str(m["model"]), "gemini-3-pro-preview")
 		case api.Messages:
-			anEq(t, "stop_reason", stS(m["stop_reason"]), "tool_use")
+			translatetest.Eq(t, "stop_reason", translatetest.Str(m["stop_reason"]), "tool_use")
 			for _, b := range m["content"].([]any) {
-				if b := stM(b); b["type"] == "tool_use" {
+				if b := translatetest.Obj(b); b["type"] == "tool_use" {
 					args, _ := json.Marshal(b["input"])
-					calls = append(calls, stCall{stS(b["id"]), stS(b["name"]), string(args)})
+					calls = append(calls, translatetest.Call{ID: translatetest.Str(b["id"]), Name: translatetest.Str(b["name"]), Args: string(args)})
 				}
 			}
-			anEq(t, "input_tokens", stNum(stM(m["usage"])["input_tokens"]), 100)
+			translatetest.Eq(t, "input_tokens", translatetest.Num(translatetest.Obj(m["usage"])["input_tokens"]), 100)
 		case api.Responses:
 			for _, it := range m["output"].([]any) {
-				if it := stM(it); it["type"] == "function_call" {
-					calls = append(calls, stCall{stS(it["call_id"]), stS(it["name"]), stS(it["arguments"])})
+				if it := translatetest.Obj(it); it["type"] == "function_call" {
+					calls = append(calls, translatetest.Call{ID: translatetest.Str(it["call_id"]), Name: translatetest.Str(it["name"]), Args: translatetest.Str(it["arguments"])})
 				}
 			}
 		}
@@ -88,20 +90,15 @@ func TestAnswerGeminiStops(t *testing.T) {
 		{`{"candidates":[{"content":{"parts":[{"text":"done"}]},"finishReason":"STOP"}]}`, "stop", "end_turn", "done"},
 	}
 	for _, c := range cases {
-		out, err := AnswerBody(api.Gemini, api.Chat, []byte(c.body), AnswerOptions{Model: "gemini-2.5-flash"})
+		out, err := translate.AnswerBody(api.Gemini, api.Chat, []byte(c.body), translate.AnswerOptions{Model: "gemini-2.5-flash"})
 		if err != nil {
 			t.Fatalf("%s: %v", c.body, err)
 		}
-		var ch chatAnswerIn
-		if err := json.Unmarshal(out, &ch); err != nil {
-			t.Fatal(err)
-		}
-		anEq(t, c.body+" finish", *(*ch.Choices)[0].FinishReason, c.chat)
-		anEq(t, c.body+" model", ch.Model, "gemini-2.5-flash")
-		text := ""
-		_ = json.Unmarshal((*ch.Choices)[0].Message.Content, &text)
-		anEq(t, c.body+" text", text, c.text)
-		out, err = AnswerBody(api.Gemini, api.Messages, []byte(c.body), AnswerOptions{})
+		ch := translatetest.AsChat(t, out)
+		translatetest.Eq(t, c.body+" finish", ch.Choices[0].FinishReason, c.chat)
+		translatetest.Eq(t, c.body+" model", ch.Model, "gemini-2.5-flash")
+		translatetest.Eq(t, c.body+" text", ch.Choices[0].Message.Content, c.text)
+		out, err = translate.AnswerBody(api.Gemini, api.Messages, []byte(c.body), translate.AnswerOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -109,13 +106,13 @@ func TestAnswerGeminiStops(t *testing.T) {
 			StopReason string `json:"stop_reason"`
 		}
 		_ = json.Unmarshal(out, &msg)
-		anEq(t, c.body+" stop_reason", msg.StopReason, c.msgs)
+		translatetest.Eq(t, c.body+" stop_reason", msg.StopReason, c.msgs)
 	}
 }
 
 func TestAnswerGeminiNotAnAnswer(t *testing.T) {
 	for _, body := range []string{`{"error":{"code":500,"message":"boom","status":"INTERNAL"}}`, `{"candidates":[]}`, `[]`} {
-		if _, err := AnswerBody(api.Gemini, api.Chat, []byte(body), AnswerOptions{}); err == nil {
+		if _, err := translate.AnswerBody(api.Gemini, api.Chat, []byte(body), translate.AnswerOptions{}); err == nil {
 			t.Errorf("%s: no error", body)
 		}
 	}
@@ -138,24 +135,24 @@ func TestErrorBodyGemini(t *testing.T) {
 		var o struct {
 			Error struct{ Message, Type string } `json:"error"`
 		}
-		if err := json.Unmarshal(ErrorBody(api.Gemini, api.Chat, c.status, []byte(c.body)), &o); err != nil {
+		if err := json.Unmarshal(translate.ErrorBody(api.Gemini, api.Chat, c.status, []byte(c.body)), &o); err != nil {
 			t.Fatal(err)
 		}
-		anEq(t, c.body+" chat type", o.Error.Type, c.chat)
+		translatetest.Eq(t, c.body+" chat type", o.Error.Type, c.chat)
 		if o.Error.Message == "" || strings.Contains(o.Error.Message, "{") {
 			t.Errorf("%s: message %q", c.body, o.Error.Message)
 		}
-		if err := json.Unmarshal(ErrorBody(api.Gemini, api.Messages, c.status, []byte(c.body)), &o); err != nil {
+		if err := json.Unmarshal(translate.ErrorBody(api.Gemini, api.Messages, c.status, []byte(c.body)), &o); err != nil {
 			t.Fatal(err)
 		}
-		anEq(t, c.body+" messages type", o.Error.Type, c.msgs)
+		translatetest.Eq(t, c.body+" messages type", o.Error.Type, c.msgs)
 	}
 }
 
 func TestRequestGeminiResultWithoutCall(t *testing.T) {
 	body := `{"model":"g","messages":[{"role":"user","content":"hi"},{"role":"tool","tool_call_id":"nowhere","content":"x"}]}`
-	_, _, err := RequestBody(api.Chat, api.Gemini, []byte(body), RequestOptions{})
-	var e *Error
+	_, _, err := translate.RequestBody(api.Chat, api.Gemini, []byte(body), translate.RequestOptions{})
+	var e *translate.Error
 	if !errors.As(err, &e) {
 		t.Fatalf("err %v", err)
 	}

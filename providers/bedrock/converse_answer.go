@@ -1,4 +1,4 @@
-package translate
+package bedrock
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/llmgateway/caddy-llm-gateway/api"
+	"github.com/llmgateway/caddy-llm-gateway/internal/translate"
 )
 
 // Reading a Bedrock Converse answer:
@@ -15,8 +16,8 @@ import (
 //	 stopReason, usage{inputTokens, outputTokens, totalTokens,
 //	 cacheReadInputTokens, cacheWriteInputTokens}, metrics}
 //
-// It names neither an id nor the model: the id is settle's hash of the
-// body, the model the one the request sent (AnswerOptions.Model). Converse
+// It names neither an id nor the model: the id is the hub's hash of the
+// body (translate.AnswerBody settles it), the model the one the request sent (AnswerOptions.Model). Converse
 // is an engine's API only: its answers are read, never written.
 
 // converseAnswer is a Converse answer, the members read. An error body that
@@ -53,45 +54,45 @@ type converseAnswerBlock struct {
 // converseReadAnswer reads a Converse answer's content blocks in their
 // order. inputTokens leaves the cache out, as Messages' input_tokens does;
 // api.Converse adds it back (docs/translation-facts.md#t11).
-func converseReadAnswer(body []byte, o AnswerOptions) (Answer, error) {
+func converseReadAnswer(body []byte, o translate.AnswerOptions) (translate.Answer, error) {
 	model := o.Model
 	var c converseAnswer
 	if err := json.Unmarshal(body, &c); err != nil {
-		return Answer{}, err
+		return translate.Answer{}, err
 	}
 	if c.Output == nil || c.Output.Message == nil {
-		if msg := ErrorMessage(c.Message); msg != "" {
-			return Answer{}, fmt.Errorf("no output.message, an error: %s", msg)
+		if msg := translate.ErrorMessage(c.Message); msg != "" {
+			return translate.Answer{}, fmt.Errorf("no output.message, an error: %s", msg)
 		}
-		return Answer{}, errors.New("no output.message")
+		return translate.Answer{}, errors.New("no output.message")
 	}
-	a := Answer{Model: model, Stop: converseStop(c.StopReason)}
+	a := translate.Answer{Model: model, Stop: converseStop(c.StopReason)}
 	a.Usage, _ = api.Converse.UsageOf(c.Usage)
 	// A guardrail's or filter's text is what the model was made to say
 	// instead of answering: Chat and Responses have a place for that.
-	textKind := BlockText
-	if a.Stop == StopFilter {
-		textKind = BlockRefusal
+	textKind := translate.BlockText
+	if a.Stop == translate.StopFilter {
+		textKind = translate.BlockRefusal
 	}
 	for i, b := range c.Output.Message.Content {
 		switch {
 		case b.Text != nil:
 			if *b.Text != "" {
-				a.Blocks = append(a.Blocks, Block{Kind: textKind, Text: *b.Text})
+				a.Blocks = append(a.Blocks, translate.Block{Kind: textKind, Text: *b.Text})
 			}
 		case b.ToolUse != nil:
 			var args bytes.Buffer
 			if in := bytes.TrimSpace(b.ToolUse.Input); len(in) > 0 && string(in) != "null" {
 				if err := json.Compact(&args, in); err != nil {
-					return Answer{}, fmt.Errorf("output.message.content[%d].toolUse.input: %w", i, err)
+					return translate.Answer{}, fmt.Errorf("output.message.content[%d].toolUse.input: %w", i, err)
 				}
 			}
-			a.Blocks = append(a.Blocks, Block{Kind: BlockTool, ID: b.ToolUse.ToolUseID, Name: b.ToolUse.Name, Args: args.String()})
+			a.Blocks = append(a.Blocks, translate.Block{Kind: translate.BlockTool, ID: b.ToolUse.ToolUseID, Name: b.ToolUse.Name, Args: args.String()})
 		case b.Reasoning != nil && b.Reasoning.Text != nil:
 			t := b.Reasoning.Text
-			a.Blocks = append(a.Blocks, Block{Kind: BlockThinking, Text: t.Text, Sig: t.Signature})
+			a.Blocks = append(a.Blocks, translate.Block{Kind: translate.BlockThinking, Text: t.Text, Sig: t.Signature})
 		case b.Reasoning != nil && b.Reasoning.Redacted != "":
-			a.Blocks = append(a.Blocks, Block{Kind: BlockRedacted, Sig: b.Reasoning.Redacted})
+			a.Blocks = append(a.Blocks, translate.Block{Kind: translate.BlockRedacted, Sig: b.Reasoning.Redacted})
 		}
 		// image, document, citations, guardContent…: no counterpart in
 		// an answer of the other APIs.
@@ -103,22 +104,22 @@ func converseReadAnswer(body []byte, o AnswerOptions) (Answer, error) {
 // a guardrail or content filter is a refusal; malformed model output or
 // tool use ended the answer with what was said
 // (docs/translation-facts.md#cloud-providers).
-func converseStop(s string) Stop {
+func converseStop(s string) translate.Stop {
 	switch s {
 	case "":
-		return StopNone
+		return translate.StopNone
 	case "end_turn":
-		return StopEnd
+		return translate.StopEnd
 	case "tool_use":
-		return StopTool
+		return translate.StopTool
 	case "max_tokens":
-		return StopLength
+		return translate.StopLength
 	case "stop_sequence":
-		return StopSequence
+		return translate.StopSequence
 	case "guardrail_intervened", "content_filtered":
-		return StopFilter
+		return translate.StopFilter
 	case "model_context_window_exceeded":
-		return StopContext
+		return translate.StopContext
 	}
-	return StopEnd // malformed_model_output, malformed_tool_use, and what comes next
+	return translate.StopEnd // malformed_model_output, malformed_tool_use, and what comes next
 }

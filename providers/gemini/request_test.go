@@ -1,18 +1,20 @@
-package translate
+package gemini
 
 import (
 	"testing"
 
 	"github.com/llmgateway/caddy-llm-gateway/api"
+	"github.com/llmgateway/caddy-llm-gateway/internal/translate"
+	"github.com/llmgateway/caddy-llm-gateway/internal/translate/translatetest"
 )
 
 func TestRequestGemini(t *testing.T) {
 	const tools = `"tools":[{"type":"function","function":{"name":"Bash","description":"run","parameters":{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"cmd":{"type":"string"}},"additionalProperties":false}}}]`
 	const img = `data:image/png;base64,iVBORw0KGgo=`
-	rqRun(t, []rqCase{
-		{name: "contents and system", from: api.Chat, to: api.Gemini,
-			body: `{"model":"gemini-2.5-flash","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":[{"type":"text","text":"What is this?"},{"type":"image_url","image_url":{"url":"` + img + `"}},{"type":"image_url","image_url":{"url":"https://example.com/cat.webp?x=1"}}]},{"role":"assistant","content":"A cat."},{"role":"developer","content":"Answer in French."},{"role":"user","content":"Sure?"}],"stream":true}`,
-			want: map[string]string{
+	translatetest.RunRequests(t, []translatetest.RequestCase{
+		{Name: "contents and system", From: api.Chat, To: api.Gemini,
+			Body: `{"model":"gemini-2.5-flash","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":[{"type":"text","text":"What is this?"},{"type":"image_url","image_url":{"url":"` + img + `"}},{"type":"image_url","image_url":{"url":"https://example.com/cat.webp?x=1"}}]},{"role":"assistant","content":"A cat."},{"role":"developer","content":"Answer in French."},{"role":"user","content":"Sure?"}],"stream":true}`,
+			Want: map[string]string{
 				"model":             "-",
 				"stream":            "-",
 				"systemInstruction": `{"parts":[{"text":"Be brief.\n\nAnswer in French."}]}`,
@@ -21,29 +23,29 @@ func TestRequestGemini(t *testing.T) {
 				"contents.2":        `{"role":"user","parts":[{"text":"Sure?"}]}`,
 				"generationConfig":  "-",
 			}},
-		{name: "options", from: api.Chat, to: api.Gemini,
-			body: `{"messages":[{"role":"user","content":"x"}],"temperature":0.2,"top_p":0.9,"max_completion_tokens":500,"stop":["END",""],"reasoning_effort":"high","user":"u1",` +
+		{Name: "options", From: api.Chat, To: api.Gemini,
+			Body: `{"messages":[{"role":"user","content":"x"}],"temperature":0.2,"top_p":0.9,"max_completion_tokens":500,"stop":["END",""],"reasoning_effort":"high","user":"u1",` +
 				`"response_format":{"type":"json_schema","json_schema":{"name":"r","schema":{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","properties":{"a":{"type":"integer"}}}}}}`,
-			want: map[string]string{"generationConfig": `{"temperature":0.2,"topP":0.9,"maxOutputTokens":500,"stopSequences":["END"],` +
+			Want: map[string]string{"generationConfig": `{"temperature":0.2,"topP":0.9,"maxOutputTokens":500,"stopSequences":["END"],` +
 				`"responseMimeType":"application/json","responseJsonSchema":{"type":"object","properties":{"a":{"type":"integer"}}},"thinkingConfig":{"includeThoughts":true,"thinkingBudget":4096}}`},
-			dropped: []string{"user", "stop[1]"}},
-		{name: "json_object", from: api.Chat, to: api.Gemini, body: `{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}}`,
-			want: map[string]string{"generationConfig": `{"responseMimeType":"application/json"}`}},
-		{name: "tools", from: api.Chat, to: api.Gemini, body: `{"messages":[{"role":"user","content":"x"}],` + tools + `}`,
-			want: map[string]string{"tools": `[{"functionDeclarations":[{"name":"Bash","description":"run","parametersJsonSchema":{"type":"object","properties":{"cmd":{"type":"string"}},"additionalProperties":false}}]}]`,
+			Dropped: []string{"user", "stop[1]"}},
+		{Name: "json_object", From: api.Chat, To: api.Gemini, Body: `{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}}`,
+			Want: map[string]string{"generationConfig": `{"responseMimeType":"application/json"}`}},
+		{Name: "tools", From: api.Chat, To: api.Gemini, Body: `{"messages":[{"role":"user","content":"x"}],` + tools + `}`,
+			Want: map[string]string{"tools": `[{"functionDeclarations":[{"name":"Bash","description":"run","parametersJsonSchema":{"type":"object","properties":{"cmd":{"type":"string"}},"additionalProperties":false}}]}]`,
 				"toolConfig": "-"}},
-		{name: "tool_choice named", from: api.Chat, to: api.Gemini, body: `{"messages":[],` + tools + `,"tool_choice":{"type":"function","function":{"name":"Bash"}},"parallel_tool_calls":false}`,
-			want:    map[string]string{"toolConfig": `{"functionCallingConfig":{"mode":"ANY","allowedFunctionNames":["Bash"]}}`},
-			dropped: []string{"parallel_tool_calls"}},
-		{name: "tool_choice required", from: api.Messages, to: api.Gemini,
-			body: `{"max_tokens":1,"messages":[],"tools":[{"name":"a","input_schema":{"type":"object"}}],"tool_choice":{"type":"any"}}`,
-			want: map[string]string{"toolConfig": `{"functionCallingConfig":{"mode":"ANY"}}`, "generationConfig": `{"maxOutputTokens":1}`}},
-		{name: "tool_choice none", from: api.Responses, to: api.Gemini,
-			body: `{"input":"x","tools":[{"type":"function","name":"a","parameters":{}}],"tool_choice":"none"}`,
-			want: map[string]string{"toolConfig": `{"functionCallingConfig":{"mode":"NONE"}}`}},
-		{name: "n", from: api.Chat, to: api.Gemini, body: `{"messages":[],"n":2}`, err: "n"},
-		{name: "result of no call", from: api.Responses, to: api.Gemini,
-			body: `{"input":[{"type":"function_call_output","call_id":"c9","output":"x"}]}`, err: "input[0]"},
+		{Name: "tool_choice named", From: api.Chat, To: api.Gemini, Body: `{"messages":[],` + tools + `,"tool_choice":{"type":"function","function":{"name":"Bash"}},"parallel_tool_calls":false}`,
+			Want:    map[string]string{"toolConfig": `{"functionCallingConfig":{"mode":"ANY","allowedFunctionNames":["Bash"]}}`},
+			Dropped: []string{"parallel_tool_calls"}},
+		{Name: "tool_choice required", From: api.Messages, To: api.Gemini,
+			Body: `{"max_tokens":1,"messages":[],"tools":[{"name":"a","input_schema":{"type":"object"}}],"tool_choice":{"type":"any"}}`,
+			Want: map[string]string{"toolConfig": `{"functionCallingConfig":{"mode":"ANY"}}`, "generationConfig": `{"maxOutputTokens":1}`}},
+		{Name: "tool_choice none", From: api.Responses, To: api.Gemini,
+			Body: `{"input":"x","tools":[{"type":"function","name":"a","parameters":{}}],"tool_choice":"none"}`,
+			Want: map[string]string{"toolConfig": `{"functionCallingConfig":{"mode":"NONE"}}`}},
+		{Name: "n", From: api.Chat, To: api.Gemini, Body: `{"messages":[],"n":2}`, Err: "n"},
+		{Name: "result of no call", From: api.Responses, To: api.Gemini,
+			Body: `{"input":[{"type":"function_call_output","call_id":"c9","output":"x"}]}`, Err: "input[0]"},
 	})
 }
 
@@ -64,9 +66,9 @@ func TestRequestGeminiToolTurns(t *testing.T) {
 	const own = `{"messages":[{"role":"user","content":"go"},
 		{"role":"assistant","content":null,"tool_calls":[{"id":"call_x_0-gts-CiQB_-w","type":"function","function":{"name":"read","arguments":"{}"}},{"id":"call_x_1","type":"function","function":{"name":"read","arguments":"{\"p\":1}"}}]},
 		{"role":"tool","tool_call_id":"call_x_0-gts-CiQB_-w","content":"1"},{"role":"tool","tool_call_id":"call_x_1","content":"2"}]}`
-	rqRun(t, []rqCase{
-		{name: "foreign calls", from: api.Messages, to: api.Gemini, body: foreign,
-			want: map[string]string{
+	translatetest.RunRequests(t, []translatetest.RequestCase{
+		{Name: "foreign calls", From: api.Messages, To: api.Gemini, Body: foreign,
+			Want: map[string]string{
 				"contents.1": `{"role":"model","parts":[{"functionCall":{"name":"read","args":{"p":"a"}}}]}`,
 				"contents.2": `{"role":"user","parts":[{"functionResponse":{"name":"read","response":{"output":"A"}}}]}`,
 				"contents.4": `{"role":"user","parts":[{"text":"next"}]}`,
@@ -74,9 +76,9 @@ func TestRequestGeminiToolTurns(t *testing.T) {
 				"contents.6": `{"role":"user","parts":[{"functionResponse":{"name":"write","response":{"error":"denied"}}},{"functionResponse":{"name":"read","response":{"output":"B"}}},{"text":"and?"}]}`,
 				"tools":      `[{"functionDeclarations":[{"name":"read","parametersJsonSchema":{"type":"object","properties":{}}},{"name":"write","parametersJsonSchema":{"type":"object","properties":{}}}]}]`,
 			},
-			dropped: []string{"messages[5].content[0]"}},
-		{name: "own signature", from: api.Chat, to: api.Gemini, body: own,
-			want: map[string]string{
+			Dropped: []string{"messages[5].content[0]"}},
+		{Name: "own signature", From: api.Chat, To: api.Gemini, Body: own,
+			Want: map[string]string{
 				"contents.1": `{"role":"model","parts":[{"functionCall":{"name":"read","args":{}},"thoughtSignature":"CiQB/+w="},{"functionCall":{"name":"read","args":{"p":1}}}]}`,
 				"contents.2": `{"role":"user","parts":[{"functionResponse":{"name":"read","response":{"output":"1"}}},{"functionResponse":{"name":"read","response":{"output":"2"}}}]}`,
 				"tools":      `[{"functionDeclarations":[{"name":"read","parametersJsonSchema":{"type":"object","properties":{}}}]}]`,
@@ -88,7 +90,7 @@ func TestRequestGeminiToolTurns(t *testing.T) {
 func TestGeminiSignatureID(t *testing.T) {
 	for _, sig := range []string{"CiQB/+w=", "CiQBcsjafE5k+/ab", "Cg==", "EqQBCgIYAhIM1gbcDa9GJwZA2b3h"} {
 		id := string(geminiAppendSig([]byte("call_1"), []byte(sig)))
-		if string(appendSanitized(nil, []byte(id))) != id {
+		if translate.SanitizeID(id) != id {
 			t.Errorf("%q: id %q is not Messages-safe", sig, id)
 		}
 		if base, got := geminiSplitID(id); base != "call_1" || got != sig {

@@ -1,15 +1,16 @@
-package translate
+package bedrock
 
 import (
 	"bytes"
 
 	"github.com/llmgateway/caddy-llm-gateway/api"
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
+	"github.com/llmgateway/caddy-llm-gateway/internal/translate"
 )
 
 // Converse streams (AWS Bedrock's ConverseStream) reach translation as SSE
 // events whose name is the Converse event type and whose data is its JSON
-// payload: the provider (providers/bedrock's events.go) unframes AWS's
+// payload: the provider (events.go) unframes AWS's
 // binary event stream into them. The payload does not repeat its type, so the decoder
 // reads the event name. Events (docs/translation-facts.md#cloud-providers):
 //
@@ -30,8 +31,8 @@ import (
 // data its payload. The stream names no id and no model: the answer is
 // begun with the model the request was sent (RequestModel) and an id of
 // its own.
-func converseDecode(s *Stream, dst, ev, data []byte) []byte {
-	name := EventName(ev)
+func converseDecode(s *translate.Stream, dst, ev, data []byte) []byte {
+	name := translate.EventName(ev)
 	if bytes.HasSuffix(name, []byte("Exception")) {
 		return converseException(s, dst, name, data)
 	}
@@ -48,7 +49,7 @@ func converseDecode(s *Stream, dst, ev, data []byte) []byte {
 			return s.CloseKey(dst, jsonmember.Index(data, v, end))
 		}
 	case "messageStop":
-		s.SetStop(StopEnd) // a messageStop without a reason still ends the answer
+		s.SetStop(translate.StopEnd) // a messageStop without a reason still ends the answer
 		if r, ok := jsonmember.FindStr(data, 0, "stopReason"); ok {
 			s.SetStop(converseStop(string(r)))
 		}
@@ -56,7 +57,7 @@ func converseDecode(s *Stream, dst, ev, data []byte) []byte {
 		if v, _, ok := jsonmember.Find(data, 0, "usage"); ok {
 			s.ReadUsage(api.Converse, data, v)
 		}
-		if s.Stopped() != StopNone {
+		if s.Stopped() != translate.StopNone {
 			return s.Finish(dst)
 		}
 	}
@@ -65,7 +66,7 @@ func converseDecode(s *Stream, dst, ev, data []byte) []byte {
 
 // converseBlockStart reads contentBlockStart: a tool call opens with its id and
 // name; text and reasoning blocks open with their first piece.
-func converseBlockStart(s *Stream, dst, data []byte) []byte {
+func converseBlockStart(s *translate.Stream, dst, data []byte) []byte {
 	index, start := -1, -1
 	for it := jsonmember.Object(data, 0); ; {
 		key, v, end, ok := it.Next()
@@ -85,13 +86,13 @@ func converseBlockStart(s *Stream, dst, data []byte) []byte {
 	}
 	id, _ := jsonmember.FindStr(data, tool, "toolUseId")
 	name, _ := jsonmember.FindStr(data, tool, "name")
-	return s.Open(dst, BlockTool, index, id, name)
+	return s.Open(dst, translate.BlockTool, index, id, name)
 }
 
 // converseDelta reads contentBlockDelta. Redacted reasoning has no counterpart
 // in a streamed answer of the other APIs (the Messages decoder drops
 // redacted_thinking blocks too).
-func converseDelta(s *Stream, dst, data []byte) []byte {
+func converseDelta(s *translate.Stream, dst, data []byte) []byte {
 	index, delta := -1, -1
 	for it := jsonmember.Object(data, 0); ; {
 		key, v, end, ok := it.Next()
@@ -113,10 +114,10 @@ func converseDelta(s *Stream, dst, data []byte) []byte {
 		switch string(key) {
 		case "text":
 			text, _ := jsonmember.Str(data, v, end)
-			return s.Delta(dst, PieceText, index, text)
+			return s.Delta(dst, translate.PieceText, index, text)
 		case "toolUse":
 			input, _ := jsonmember.FindStr(data, v, "input")
-			return s.Delta(dst, PieceArgs, index, input)
+			return s.Delta(dst, translate.PieceArgs, index, input)
 		case "reasoningContent":
 			for it := jsonmember.Object(data, v); ; {
 				key, v, end, ok := it.Next()
@@ -126,9 +127,9 @@ func converseDelta(s *Stream, dst, data []byte) []byte {
 				text, _ := jsonmember.Str(data, v, end)
 				switch string(key) {
 				case "text":
-					return s.Delta(dst, PieceThinking, index, text)
+					return s.Delta(dst, translate.PieceThinking, index, text)
 				case "signature":
-					return s.Delta(dst, PieceSignature, index, text)
+					return s.Delta(dst, translate.PieceSignature, index, text)
 				}
 			}
 		}
@@ -137,7 +138,7 @@ func converseDelta(s *Stream, dst, data []byte) []byte {
 
 // converseException reads an in-stream exception: the client's error event,
 // with the type and code its API uses for the same trouble.
-func converseException(s *Stream, dst, name, data []byte) []byte {
+func converseException(s *translate.Stream, dst, name, data []byte) []byte {
 	msg := jsonmember.FindRaw(data, 0, "message")
 	if len(msg) == 0 {
 		msg = jsonmember.FindRaw(data, 0, "Message")

@@ -1,10 +1,12 @@
-package translate
+package bedrock
 
 import (
 	"encoding/json"
 	"hash/fnv"
 	"strconv"
 	"strings"
+
+	"github.com/llmgateway/caddy-llm-gateway/internal/translate"
 )
 
 // Writing a Bedrock Converse request (docs/translation-facts.md#cloud-providers),
@@ -113,16 +115,16 @@ type converseToolOut struct {
 
 // converseWriteRequest writes r as a Converse request. n > 1 is a 400, as
 // toward Messages: one answer cannot be several choices.
-func converseWriteRequest(r *Request, o RequestOptions) ([]byte, error) {
+func converseWriteRequest(r *translate.Request, o translate.RequestOptions) ([]byte, error) {
 	if r.N > 1 {
-		return nil, &Error{Member: "n", Reason: "Converse answers one choice"}
+		return nil, &translate.Error{Member: "n", Reason: "Converse answers one choice"}
 	}
 	out := converseOut{Messages: []converseMsgOut{}}
 	for _, m := range r.Messages {
-		if m.Role == RoleSystem {
+		if m.Role == translate.RoleSystem {
 			// Blank text blocks are refused, the system's too
 			// (docs/translation-facts.md#t1).
-			if text := Texts(m.Parts, "\n\n"); strings.TrimSpace(text) != "" {
+			if text := translate.Texts(m.Parts, "\n\n"); strings.TrimSpace(text) != "" {
 				out.System = append(out.System, converseBlockOut{Text: &text})
 			}
 			continue
@@ -168,18 +170,18 @@ func converseWriteRequest(r *Request, o RequestOptions) ([]byte, error) {
 		if !ok || k == "service_tier" && (string(raw) == `"auto"` || string(raw) == `"default"`) {
 			continue
 		}
-		r.Drop(k, ClientMember(r.From, k))
+		r.Drop(k, translate.ClientMember(r.From, k))
 	}
-	return Marshal(out)
+	return translate.Marshal(out)
 }
 
 // converseAppend appends m's blocks, to the message before when it has the same
 // role: Converse wants user and assistant turns to alternate, and a
 // user turn's tool results ahead of its text, all of them together
 // (docs/translation-facts.md#t4).
-func converseAppend(r *Request, out []converseMsgOut, m Message) ([]converseMsgOut, error) {
+func converseAppend(r *translate.Request, out []converseMsgOut, m translate.Message) ([]converseMsgOut, error) {
 	role := "user"
-	if m.Role == RoleAssistant {
+	if m.Role == translate.RoleAssistant {
 		role = "assistant"
 	}
 	var blocks []converseBlockOut
@@ -217,29 +219,29 @@ func converseAppend(r *Request, out []converseMsgOut, m Message) ([]converseMsgO
 // cannot carry or would refuse (a blank text,
 // docs/translation-facts.md#t1). An image it cannot take is an error, not
 // a drop: the client's question may be about the image.
-func converseBlock(r *Request, p Part, member string) (converseBlockOut, bool, error) {
+func converseBlock(r *translate.Request, p translate.Part, member string) (converseBlockOut, bool, error) {
 	if p.Member != "" {
 		member = p.Member
 	}
 	switch p.Kind {
-	case PartText:
+	case translate.PartText:
 		if strings.TrimSpace(p.Text) == "" {
 			return converseBlockOut{}, false, nil
 		}
 		return converseBlockOut{Text: &p.Text}, true, nil
-	case PartImage:
+	case translate.PartImage:
 		img, err := converseImage(p.URL, member)
 		if err != nil {
 			return converseBlockOut{}, false, err
 		}
 		return converseBlockOut{Image: img}, true, nil
-	case PartCall:
-		input, ok := ArgsObject(p.Args)
+	case translate.PartCall:
+		input, ok := translate.ArgsObject(p.Args)
 		if !ok {
 			r.Drop("arguments", member+" (arguments not a JSON object)")
 		}
 		return converseBlockOut{ToolUse: &converseToolUseOut{ToolUseID: converseToolID(p.ID), Name: p.Name, Input: input}}, true, nil
-	case PartResult:
+	case translate.PartResult:
 		res := &converseResultOut{ToolUseID: converseToolID(p.ID), Content: []converseBlockOut{}}
 		if p.IsError {
 			res.Status = "error"
@@ -259,7 +261,7 @@ func converseBlock(r *Request, p Part, member string) (converseBlockOut, bool, e
 			res.Content = append(res.Content, converseBlockOut{JSON: json.RawMessage(`{}`)})
 		}
 		return converseBlockOut{ToolResult: res}, true, nil
-	case PartThinking:
+	case translate.PartThinking:
 		if p.Signature == "" {
 			// Replayed reasoning needs the signature its model wrote;
 			// another engine's reasoning text has none
@@ -272,7 +274,7 @@ func converseBlock(r *Request, p Part, member string) (converseBlockOut, bool, e
 			Signature string `json:"signature,omitempty"`
 		}{p.Text, p.Signature}}
 		return converseBlockOut{Reasoning: rc}, true, nil
-	case PartRedacted:
+	case translate.PartRedacted:
 		return converseBlockOut{Reasoning: &converseReasoningOut{Redacted: p.Text}}, true, nil
 	}
 	return converseBlockOut{}, false, nil
@@ -281,9 +283,9 @@ func converseBlock(r *Request, p Part, member string) (converseBlockOut, bool, e
 // converseImage is a data: URI's image; any other URL is an *Error, as Converse
 // takes bytes (or S3 locations) only (docs/translation-facts.md#t13).
 func converseImage(url, member string) (*converseImageOut, error) {
-	mt, data, ok := SplitDataURI(url)
+	mt, data, ok := translate.SplitDataURI(url)
 	if !ok {
-		return nil, &Error{Member: member, Reason: "Bedrock Converse takes images as bytes (a data: URI), not by URL"}
+		return nil, &translate.Error{Member: member, Reason: "Bedrock Converse takes images as bytes (a data: URI), not by URL"}
 	}
 	format := strings.TrimPrefix(strings.ToLower(mt), "image/")
 	switch format {
@@ -291,7 +293,7 @@ func converseImage(url, member string) (*converseImageOut, error) {
 		format = "jpeg"
 	case "png", "jpeg", "gif", "webp":
 	default:
-		return nil, &Error{Member: member, Reason: "Bedrock Converse takes png, jpeg, gif and webp images, not " + strconv.Quote(mt)}
+		return nil, &translate.Error{Member: member, Reason: "Bedrock Converse takes png, jpeg, gif and webp images, not " + strconv.Quote(mt)}
 	}
 	img := &converseImageOut{Format: format}
 	img.Source.Bytes = data
@@ -304,7 +306,7 @@ func converseImage(url, member string) (*converseImageOut, error) {
 // and gets a hash of the whole: the same for a call and its result, and
 // on every later turn.
 func converseToolID(id string) string {
-	id = ToolID(id)
+	id = translate.ToolID(id)
 	if len(id) <= 64 {
 		return id
 	}
@@ -319,7 +321,7 @@ var converseEmptySchema = json.RawMessage(`{"type":"object","properties":{}}`)
 
 // converseTools writes toolConfig (see the decisions above for tool_choice
 // none).
-func converseTools(r *Request, out *converseOut) {
+func converseTools(r *translate.Request, out *converseOut) {
 	cfg := &converseToolConfigOut{}
 	for _, t := range r.Tools {
 		var tool converseToolOut
@@ -353,24 +355,24 @@ func converseTools(r *Request, out *converseOut) {
 	}
 	choice := r.Choice
 	if len(r.Tools) == 0 && len(cfg.Tools) > 0 {
-		choice = ChoiceNone
+		choice = translate.ChoiceNone
 	}
-	if choice == ChoiceNone && !history {
+	if choice == translate.ChoiceNone && !history {
 		return // none, said by giving the model no tools
 	}
 	if len(cfg.Tools) == 0 {
 		return
 	}
 	switch choice {
-	case ChoiceNone:
+	case translate.ChoiceNone:
 		if len(r.Tools) > 0 {
 			r.Drop("tool_choice", r.ChoiceMember)
 		}
-	case ChoiceAuto:
+	case translate.ChoiceAuto:
 		cfg.Choice = map[string]any{"auto": struct{}{}}
-	case ChoiceRequired:
+	case translate.ChoiceRequired:
 		cfg.Choice = map[string]any{"any": struct{}{}}
-	case ChoiceNamed:
+	case translate.ChoiceNamed:
 		cfg.Choice = map[string]any{"tool": map[string]string{"name": r.ChoiceName}}
 	}
 	// Converse's toolChoice has no disable_parallel_tool_use.
@@ -387,8 +389,8 @@ func converseTools(r *Request, out *converseOut) {
 // 0.95 or more. The field goes in additionalModelRequestFields, which
 // Bedrock hands to the model as it is: another family's model would refuse
 // Claude's thinking, so it is written only for Claude.
-func converseThinking(r *Request, o RequestOptions, out *converseOut, inf *converseInferenceOut) {
-	budget := EffortBudget(r.Effort)
+func converseThinking(r *translate.Request, o translate.RequestOptions, out *converseOut, inf *converseInferenceOut) {
+	budget := translate.EffortBudget(r.Effort)
 	if budget == 0 {
 		if r.Effort != "" && r.Effort != "none" {
 			r.Drop("reasoning", r.EffortMember)
@@ -406,7 +408,7 @@ func converseThinking(r *Request, o RequestOptions, out *converseOut, inf *conve
 		budget = min(budget, *inf.MaxTokens-1)
 	}
 	forced := out.ToolConfig != nil && out.ToolConfig.Choice != nil && out.ToolConfig.Choice["auto"] == nil
-	if budget < BudgetMin || forced || converseLastTurnUnthought(out.Messages) {
+	if budget < translate.BudgetMin || forced || converseLastTurnUnthought(out.Messages) {
 		r.Drop("reasoning", r.EffortMember)
 		return
 	}
@@ -424,10 +426,10 @@ func converseThinking(r *Request, o RequestOptions, out *converseOut, inf *conve
 // converseClaude says whether the model is one of Anthropic's (a Bedrock id
 // anthropic.claude-…, an inference profile us.anthropic.claude-…, or an
 // ARN naming one): the family whose thinking field the writer knows.
-func converseClaude(r *Request, o RequestOptions) bool {
+func converseClaude(r *translate.Request, o translate.RequestOptions) bool {
 	model := o.Model
 	if model == "" {
-		model, _ = JSONString(r.Model)
+		model, _ = translate.JSONString(r.Model)
 	}
 	model = strings.ToLower(model)
 	return strings.Contains(model, "anthropic") || strings.Contains(model, "claude")

@@ -1,13 +1,19 @@
-package translate
+package gemini
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/llmgateway/caddy-llm-gateway/api"
+	"github.com/llmgateway/caddy-llm-gateway/internal/sse"
+	"github.com/llmgateway/caddy-llm-gateway/internal/translate"
+	"github.com/llmgateway/caddy-llm-gateway/internal/translate/translatetest"
 )
 
 // The Gemini captures (testdata/streams/gemini_*.sse) tell the scenarios
@@ -16,12 +22,12 @@ import (
 // a later chunk of its own (T15).
 
 func TestStreamGeminiScenarios(t *testing.T) {
-	for _, to := range conversations {
+	for _, to := range translatetest.Clients {
 		for _, scenario := range []string{"text", "thinking", "length", "error"} {
 			t.Run(fmt.Sprintf("gemini-%v/%s", to, scenario), func(t *testing.T) {
-				out := stRun(t, api.Gemini, to, StreamOptions{IncludeUsage: true}, stCapture(t, api.Gemini, scenario))
-				got := stReassemble(t, to, stSplit(t, out))
-				want := stExpect(scenario, api.Gemini, to)
+				out := translatetest.Run(t, api.Gemini, to, translate.StreamOptions{IncludeUsage: true}, translatetest.Capture(t, api.Gemini, scenario))
+				got := translatetest.Reassemble(t, to, translatetest.Split(t, out))
+				want := translatetest.Expect(scenario, api.Gemini, to)
 				want.Signature = "" // a thought's signature is Gemini's alone: no client gets it as a thinking signature
 				if to == api.Responses && scenario == "thinking" {
 					got.Usage.Reasoning = 0
@@ -40,11 +46,11 @@ func TestStreamGeminiScenarios(t *testing.T) {
 // them) back to Gemini: the signature is on the first call's part again,
 // and each result names its function.
 func TestStreamGeminiToolsSignatureComesBack(t *testing.T) {
-	for _, to := range conversations {
+	for _, to := range translatetest.Clients {
 		t.Run("gemini-"+to.String(), func(t *testing.T) {
-			out := stRun(t, api.Gemini, to, StreamOptions{IncludeUsage: true}, stCapture(t, api.Gemini, "tools"))
-			got := stReassemble(t, to, stSplit(t, out))
-			if got.Text != "Let me check." || got.Stop != StopTool || got.Usage.Input != 300 || got.Usage.Output != 40 {
+			out := translatetest.Run(t, api.Gemini, to, translate.StreamOptions{IncludeUsage: true}, translatetest.Capture(t, api.Gemini, "tools"))
+			got := translatetest.Reassemble(t, to, translatetest.Split(t, out))
+			if got.Text != "Let me check." || got.Stop != translate.StopTool || got.Usage.Input != 300 || got.Usage.Output != 40 {
 				t.Fatalf("reassembled %+v\n%s", got, out)
 			}
 			if len(got.Tools) != 2 || got.Tools[0].Name != "get_weather" || got.Tools[0].Args != `{"city":"Paris"}` ||
@@ -64,10 +70,10 @@ func TestStreamGeminiToolsSignatureComesBack(t *testing.T) {
 
 // gmCheckNext sends the client's next turn to Gemini and checks what its
 // calls and results became.
-func gmCheckNext(t *testing.T, client api.API, calls []stCall, sig string) {
+func gmCheckNext(t *testing.T, client api.API, calls []translatetest.Call, sig string) {
 	t.Helper()
 	body := gmNextTurn(client, calls)
-	req, dropped, err := RequestBody(client, api.Gemini, body, RequestOptions{})
+	req, dropped, err := translate.RequestBody(client, api.Gemini, body, translate.RequestOptions{})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, body)
 	}
@@ -117,7 +123,7 @@ func gmCheckNext(t *testing.T, client api.API, calls []stCall, sig string) {
 
 // gmNextTurn is the client's next request: its question, the answer's
 // calls and their results ("18C" for the first).
-func gmNextTurn(client api.API, calls []stCall) []byte {
+func gmNextTurn(client api.API, calls []translatetest.Call) []byte {
 	var b []byte
 	results := []string{"18C", "14:00"}
 	switch client {
@@ -177,7 +183,7 @@ func TestStreamGeminiEnds(t *testing.T) {
 			`"usage":{"prompt_tokens":5,"completion_tokens":3,"total_tokens":8,"prompt_tokens_details":{"cached_tokens":0},"completion_tokens_details":{"reasoning_tokens":2}}`, false},
 	}
 	for _, c := range cases {
-		s := NewStream(api.Gemini, api.Chat, StreamOptions{IncludeUsage: true, Model: "gemini-x"})
+		s := translate.NewStream(api.Gemini, api.Chat, translate.StreamOptions{IncludeUsage: true, Model: "gemini-x"})
 		var out []byte
 		for _, ev := range c.evs {
 			out = s.Event(out, []byte(ev))
@@ -198,11 +204,11 @@ func TestStreamGeminiEnds(t *testing.T) {
 
 func TestStreamGeminiErrorTypes(t *testing.T) {
 	ev := `data: {"error":{"code":429,"message":"Quota exceeded","status":"RESOURCE_EXHAUSTED"}}` + "\n\n"
-	got := stFeed(NewStream(api.Gemini, api.Messages, StreamOptions{}), ev)
+	got := translatetest.Feed(translate.NewStream(api.Gemini, api.Messages, translate.StreamOptions{}), ev)
 	if !strings.Contains(got, `"type":"rate_limit_error","message":"Quota exceeded"`) {
 		t.Errorf("messages: %s", got)
 	}
-	got = stFeed(NewStream(api.Gemini, api.Chat, StreamOptions{}), ev)
+	got = translatetest.Feed(translate.NewStream(api.Gemini, api.Chat, translate.StreamOptions{}), ev)
 	if !strings.Contains(got, `"type":"rate_limit_error","param":null,"code":"rate_limit_exceeded"`) {
 		t.Errorf("chat: %s", got)
 	}
@@ -213,12 +219,12 @@ func TestStreamGeminiErrorTypes(t *testing.T) {
 func BenchmarkStreamGemini(b *testing.B) {
 	prelude := []byte(`data: {"candidates":[{"content":{"parts":[{"text":"Sure"}],"role":"model"},"index":0}],"usageMetadata":{"promptTokenCount":25,"totalTokenCount":25},"modelVersion":"gemini-2.5-flash","responseId":"mK8RaeXyLo6e"}` + "\n\n")
 	delta := []byte(`data: {"candidates":[{"content":{"parts":[{"text":" the quick brown fox"}],"role":"model"},"index":0}],"usageMetadata":{"promptTokenCount":25,"totalTokenCount":25},"modelVersion":"gemini-2.5-flash","responseId":"mK8RaeXyLo6e"}` + "\n\n")
-	for _, to := range conversations {
+	for _, to := range translatetest.Clients {
 		b.Run("gemini-"+to.String(), func(b *testing.B) {
-			s := NewStream(api.Gemini, to, StreamOptions{IncludeUsage: true})
+			s := translate.NewStream(api.Gemini, to, translate.StreamOptions{IncludeUsage: true})
 			out := make([]byte, 0, 64<<10)
 			start := func() {
-				s.Reset(api.Gemini, to, StreamOptions{IncludeUsage: true})
+				s.Reset(api.Gemini, to, translate.StreamOptions{IncludeUsage: true})
 				out = s.Event(out[:0], prelude)
 			}
 			for range 2 {
@@ -237,5 +243,73 @@ func BenchmarkStreamGemini(b *testing.B) {
 				out = s.Event(out[:0], delta)
 			}
 		})
+	}
+}
+
+// geminiHuge is a Gemini engine answering with size bytes of text, or of
+// tool calls' arguments: its calls come whole in one part, so calls of
+// translatetest.PieceSize each.
+func geminiHuge(tool bool, size int) *translatetest.Huge {
+	piece := strings.Repeat("a", translatetest.PieceSize)
+	ev := translatetest.SSE
+	h := &translatetest.Huge{N: size / translatetest.PieceSize,
+		Piece: ev("", `{"candidates":[{"content":{"role":"model","parts":[{"text":"`+piece+`"}]}}]}`)}
+	if tool {
+		h.Piece = ev("", `{"candidates":[{"content":{"role":"model","parts":[{"functionCall":{"name":"write","args":{"d":"`+piece+`"}}}]}}]}`)
+	}
+	h.Tail = []string{ev("", `{"candidates":[{"content":{"role":"model","parts":[]},"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":1,"candidatesTokenCount":2}}`)}
+	return h
+}
+
+// TestStreamGeminiHugeAnswersKeepMemoryFlat: the hub's bound holds for a
+// Gemini engine's huge answer, as internal/translate checks it for the
+// clients' APIs.
+func TestStreamGeminiHugeAnswersKeepMemoryFlat(t *testing.T) {
+	if testing.Short() {
+		t.Skip("100 MB through each direction")
+	}
+	for _, size := range translatetest.HugeSizes {
+		for _, to := range translatetest.Clients {
+			t.Run(fmt.Sprintf("%s/gemini-%v", size.Name, to), func(t *testing.T) {
+				translatetest.KeepsMemoryFlat(t, api.Gemini, to, size.N, func(n int) io.Reader { return geminiHuge(size.Tool, n) })
+			})
+		}
+	}
+}
+
+// TestStreamGeminiBlocksAreBounded: a Gemini engine's calls come whole and
+// each closes at once, so a Chat or Messages client goes on past the
+// hub's bound of blocks held (1024), while a Responses client, which holds
+// them all, is cut with ErrTooManyBlocks.
+func TestStreamGeminiBlocksAreBounded(t *testing.T) {
+	call := []byte("data: {\"candidates\":[{\"content\":{\"parts\":[{\"functionCall\":{\"name\":\"f\",\"args\":{}}}]}}]}\n\n")
+	for _, to := range translatetest.Clients {
+		s := translate.NewStream(api.Gemini, to, translate.StreamOptions{})
+		var out []byte
+		for range 4 << 10 {
+			out = s.Event(out[:0], call)
+		}
+		if cut := errors.Is(s.Err(), translate.ErrTooManyBlocks); cut != (to == api.Responses) {
+			t.Errorf("gemini-%v: %v after 4096 calls", to, s.Err())
+		}
+	}
+}
+
+// TestStreamGeminiOneEventTranslatesIntoBoundedOutput: a Gemini chunk of a
+// hundred thousand one-letter parts would be ~150 bytes of events a part;
+// the hub cuts what one event makes at twice an event's cap.
+func TestStreamGeminiOneEventTranslatesIntoBoundedOutput(t *testing.T) {
+	parts := strings.Repeat(`{"text":"a"},`, 80_000)
+	ev := []byte(`data: {"candidates":[{"content":{"parts":[` + parts + `{"text":"b"}]}}]}` + "\n\n")
+	s := translate.NewStream(api.Gemini, api.Responses, translate.StreamOptions{})
+	out := s.Event(nil, ev)
+	if !errors.Is(s.Err(), translate.ErrEventTooLarge) || len(out) > 2*sse.MaxEventSize+4<<10 {
+		t.Fatalf("%d bytes, %v", len(out), s.Err())
+	}
+	if more := s.Event(nil, ev); len(more) != 0 || len(s.End(nil)) != 0 {
+		t.Fatal("a cut stream wrote more")
+	}
+	if !bytes.Contains(out, []byte("response.output_text.delta")) {
+		t.Fatal("nothing before the cut")
 	}
 }

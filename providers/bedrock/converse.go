@@ -1,11 +1,14 @@
-package translate
+package bedrock
 
-import "github.com/llmgateway/caddy-llm-gateway/api"
+import (
+	"github.com/llmgateway/caddy-llm-gateway/api"
+	"github.com/llmgateway/caddy-llm-gateway/internal/translate"
+)
 
 // AWS Bedrock's Converse: an engine's only, no client speaks it.
 func init() {
 	// No ReadRequest, WriteAnswer or client: only an engine speaks it.
-	Register(api.Converse, &Codec{
+	translate.Register(api.Converse, &translate.Codec{
 		WriteRequest: converseWriteRequest,
 		ReadAnswer:   converseReadAnswer,
 		Decode:       converseDecode,
@@ -17,7 +20,7 @@ func init() {
 // written, on /upstream/): messages[].content[].{image,document,video}
 // .source.s3Location (its uri: an s3: URL). An S3 object is read with the
 // operator's AWS credentials: it is a reference like a file id.
-func converseMedia(c *MediaCheck, top int) {
+func converseMedia(c *translate.MediaCheck, top int) {
 	c.Each(top, "messages", func(m int, path string) {
 		c.Each(m, "content", func(b int, path string) { converseMediaBlock(c, b, path) }, path)
 	}, "")
@@ -25,7 +28,7 @@ func converseMedia(c *MediaCheck, top int) {
 
 // converseMediaBlock reads a Converse block's image, document or video source:
 // an s3Location (its uri) is a reference, bytes are inline.
-func converseMediaBlock(c *MediaCheck, b int, path string) {
+func converseMediaBlock(c *translate.MediaCheck, b int, path string) {
 	c.Members(b, func(name []byte, val, _ int) {
 		kind := string(name)
 		if kind != "image" && kind != "document" && kind != "video" {

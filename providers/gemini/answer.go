@@ -1,4 +1,4 @@
-package translate
+package gemini
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	"strconv"
 
 	"github.com/llmgateway/caddy-llm-gateway/api"
+	"github.com/llmgateway/caddy-llm-gateway/internal/translate"
 )
 
 // Reading a Gemini answer (generateContent, the Gemini API's and
@@ -54,33 +55,33 @@ type geminiAnswerPart struct {
 	} `json:"functionCall"`
 }
 
-// GeminiStop reads a Gemini finishReason. The reasons of Google's filters
+// finishStop reads a Gemini finishReason. The reasons of Google's filters
 // (safety, recitation, block lists, personal data…) are StopFilter; a
 // malformed function call ends the answer with what it said (the client
 // sees no call, and can ask again); STOP after function calls becomes
 // StopTool where the answer's parts are known (docs/translation-facts.md#t15).
-func GeminiStop(reason string) Stop {
+func finishStop(reason string) translate.Stop {
 	switch reason {
 	case "":
-		return StopNone
+		return translate.StopNone
 	case "STOP":
-		return StopEnd
+		return translate.StopEnd
 	case "MAX_TOKENS":
-		return StopLength
+		return translate.StopLength
 	case "SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY",
 		"IMAGE_PROHIBITED_CONTENT", "IMAGE_RECITATION", "MODEL_ARMOR", "LANGUAGE":
-		return StopFilter
+		return translate.StopFilter
 	}
-	return StopEnd // MALFORMED_FUNCTION_CALL, OTHER, UNEXPECTED_TOOL_CALL and what comes next
+	return translate.StopEnd // MALFORMED_FUNCTION_CALL, OTHER, UNEXPECTED_TOOL_CALL and what comes next
 }
 
-func geminiReadAnswer(body []byte, o AnswerOptions) (Answer, error) {
+func geminiReadAnswer(body []byte, o translate.AnswerOptions) (translate.Answer, error) {
 	model := o.Model
 	var g geminiAnswer
 	if err := json.Unmarshal(body, &g); err != nil {
-		return Answer{}, err
+		return translate.Answer{}, err
 	}
-	a := Answer{ID: g.ResponseID, Model: g.ModelVersion}
+	a := translate.Answer{ID: g.ResponseID, Model: g.ModelVersion}
 	if a.Model == "" {
 		a.Model = model
 	}
@@ -89,16 +90,16 @@ func geminiReadAnswer(body []byte, o AnswerOptions) (Answer, error) {
 		if g.PromptFeedback != nil && g.PromptFeedback.BlockReason != "" {
 			// A blocked prompt is an answer, filtered whole: the client's
 			// SDK says why instead of raising a gateway error.
-			a.Stop = StopFilter
+			a.Stop = translate.StopFilter
 			return a, nil
 		}
 		if g.Candidates == nil {
-			return Answer{}, NoAnswer("candidates", g.Error)
+			return translate.Answer{}, translate.NoAnswer("candidates", g.Error)
 		}
-		return Answer{}, errors.New("no candidate in candidates")
+		return translate.Answer{}, errors.New("no candidate in candidates")
 	}
 	c := (*g.Candidates)[0]
-	a.Stop = GeminiStop(c.FinishReason)
+	a.Stop = finishStop(c.FinishReason)
 	if c.Content == nil {
 		return a, nil // a candidate filtered before it said anything
 	}
@@ -110,42 +111,42 @@ func geminiReadAnswer(body []byte, o AnswerOptions) (Answer, error) {
 			var args bytes.Buffer
 			if in := bytes.TrimSpace(p.FunctionCall.Args); len(in) > 0 && string(in) != "null" {
 				if err := json.Compact(&args, in); err != nil {
-					return Answer{}, fmt.Errorf("candidates[0].content.parts[%d].functionCall.args: %w", i, err)
+					return translate.Answer{}, fmt.Errorf("candidates[0].content.parts[%d].functionCall.args: %w", i, err)
 				}
 			}
-			id := SanitizeID(p.FunctionCall.ID)
+			id := translate.SanitizeID(p.FunctionCall.ID)
 			if id == "" {
 				id = "call_" + base + "_" + strconv.Itoa(calls)
 			}
 			id = string(geminiAppendSig([]byte(id), []byte(p.Signature)))
-			a.Blocks = append(a.Blocks, Block{Kind: BlockTool, ID: id, Name: p.FunctionCall.Name, Args: args.String()})
+			a.Blocks = append(a.Blocks, translate.Block{Kind: translate.BlockTool, ID: id, Name: p.FunctionCall.Name, Args: args.String()})
 			calls++
 		case p.Text == nil || *p.Text == "":
 		case p.Thought:
-			a.Blocks = AppendText(a.Blocks, BlockThinking, *p.Text)
+			a.Blocks = appendText(a.Blocks, translate.BlockThinking, *p.Text)
 		default:
-			a.Blocks = AppendText(a.Blocks, BlockText, *p.Text)
+			a.Blocks = appendText(a.Blocks, translate.BlockText, *p.Text)
 		}
 	}
 	return a, nil
 }
 
-// AppendText appends text to the last part when it is of kind k (Gemini
+// appendText appends text to the last part when it is of kind k (Gemini
 // may split one text into parts), else as a part of its own.
-func AppendText(parts []Block, k BlockKind, text string) []Block {
+func appendText(parts []translate.Block, k translate.BlockKind, text string) []translate.Block {
 	if n := len(parts); n > 0 && parts[n-1].Kind == k {
 		parts[n-1].Text += text
 		return parts
 	}
-	return append(parts, Block{Kind: k, Text: text})
+	return append(parts, translate.Block{Kind: k, Text: text})
 }
 
 // geminiAnswerBase is what made-up tool call ids start from: the answer's id,
-// or a hash of its body (settle's), so that the same answer translated
+// or a hash of its body (as translate.AnswerBody makes one), so that the same answer translated
 // twice has the same ids (docs/translation-facts.md#t5).
 func geminiAnswerBase(id string, body []byte) string {
 	if id != "" {
-		return SanitizeID(id)
+		return translate.SanitizeID(id)
 	}
 	h := fnv.New64a()
 	h.Write(body)

@@ -1,5 +1,0 @@
-//go:build !race
-
-package translate
-
-const raceEnabled = false
