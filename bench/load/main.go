@@ -38,6 +38,7 @@ type config struct {
 	ttfbStreams    int
 	cpuStreams     int
 	cpuConcurrency int
+	cpuCompletions int
 	openStreams    int
 	openChunkDelay time.Duration
 	many           manyConfig
@@ -65,7 +66,8 @@ func run() int {
 	flag.IntVar(&c.rate, "rate", 500, "open-loop request rate (req/s) for latency")
 	flag.IntVar(&c.ttfbStreams, "ttfb-streams", 1000, "sequential streams per target per round for TTFB")
 	flag.IntVar(&c.cpuStreams, "cpu-streams", 4000, "streams per target per round for CPU per chunk (two slices, A B B A)")
-	flag.IntVar(&c.cpuConcurrency, "cpu-concurrency", 8, "streams at a time for CPU per chunk")
+	flag.IntVar(&c.cpuConcurrency, "cpu-concurrency", 8, "streams (completions) at a time for CPU per chunk (per completion)")
+	flag.IntVar(&c.cpuCompletions, "cpu-completions", 20000, "non-streaming completions per target per round for CPU per completion (two slices, A B B A)")
 	flag.IntVar(&c.openStreams, "open-streams", 1000, "streams held open at once for memory per stream")
 	flag.DurationVar(&c.openChunkDelay, "open-chunk-delay", 60*time.Millisecond, "upstream pause between chunks while streams are held open (50 chunks: ~3s)")
 	flag.IntVar(&c.many.n, "many-streams", 10_000, "manystreams phase: streams held open at once")
@@ -258,6 +260,28 @@ func benchmark(ctx context.Context, e *env, c config, r *report) error {
 					r.failures(t.name, "cpu", res.failed)
 					pair(cpu, t, us(res.perChunk))
 					progress("cpu round %d/%d %-13s %5.2f us/chunk (%v CPU over %d chunks)",
+						round+1, c.rounds, t.name, us(res.perChunk), res.cpu, res.chunks)
+				}
+			}
+		}
+
+		if c.phases["cpu"] {
+			cpu := r.add(&metric{name: "Caddy CPU per completion (us)", prec: 2,
+				target: "<= stock", pass: func(rp, gw float64) bool { return gw <= rp }})
+			for round := range c.rounds {
+				ts := order(round)
+				results, err := completionCPURound(ctx, ts, pid, c.cpuCompletions, c.cpuConcurrency)
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				if err != nil {
+					return fmt.Errorf("cpu per completion: %v", err)
+				}
+				for i, t := range ts {
+					res := results[i]
+					r.failures(t.name, "cpu", res.failed)
+					pair(cpu, t, us(res.perChunk))
+					progress("cpu round %d/%d %-13s %5.2f us/completion (%v CPU over %d completions)",
 						round+1, c.rounds, t.name, us(res.perChunk), res.cpu, res.chunks)
 				}
 			}

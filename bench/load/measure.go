@@ -255,6 +255,67 @@ func cpuRoundAs(ctx context.Context, ts []target, asks []streamAsk, pid, n, conc
 	return out, nil
 }
 
+// completionCPU sends n non-streaming completions with conc at a time
+// through url and divides the CPU time the Caddy process used meanwhile by
+// the completions answered: what one plain request costs the proxy. Like
+// streamCPUAs, one target at a time.
+func completionCPU(ctx context.Context, url string, pid, n, conc int) (cpuResult, error) {
+	client, tr := newClient(conc)
+	defer tr.CloseIdleConnections()
+	var wg sync.WaitGroup
+	for range conc { // open the connections outside the measurement
+		wg.Go(func() { completeOnce(ctx, client, url) })
+	}
+	wg.Wait()
+	time.Sleep(100 * time.Millisecond)
+	before, err := harness.CPUTime(pid)
+	if err != nil {
+		return cpuResult{}, err
+	}
+	var next, ok, failed atomic.Int64
+	for range conc {
+		wg.Go(func() {
+			for next.Add(1) <= int64(n) && ctx.Err() == nil {
+				if completeOnce(ctx, client, url) != nil {
+					failed.Add(1)
+				} else {
+					ok.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	after, err := harness.CPUTime(pid)
+	if err != nil {
+		return cpuResult{}, err
+	}
+	// a completion is counted as one chunk: the row divides by it
+	res := cpuResult{cpu: after - before, chunks: ok.Load(), whole: ok.Load(), failed: failed.Load()}
+	if res.chunks == 0 {
+		return res, fmt.Errorf("no completion answered")
+	}
+	res.perChunk = res.cpu / time.Duration(res.chunks)
+	return res, nil
+}
+
+// completionCPURound is cpuRound for non-streaming completions: both
+// targets, n completions each, in slices A B B A.
+func completionCPURound(ctx context.Context, ts []target, pid, n, conc int) ([]cpuResult, error) {
+	out := make([]cpuResult, len(ts))
+	for _, i := range []int{0, 1, 1, 0} {
+		res, err := completionCPU(ctx, ts[i].url, pid, (n+1)/2, conc)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %v", ts[i].name, err)
+		}
+		o := &out[i]
+		o.cpu, o.chunks, o.failed, o.whole = o.cpu+res.cpu, o.chunks+res.chunks, o.failed+res.failed, o.whole+res.whole
+	}
+	for i := range out {
+		out[i].perChunk = out[i].cpu / time.Duration(out[i].chunks)
+	}
+	return out, nil
+}
+
 // syscallResult is the Caddy process's system calls over one streaming
 // phase, per chunk delivered.
 type syscallResult struct {

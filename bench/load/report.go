@@ -227,8 +227,9 @@ func (r *report) printComparison(w io.Writer) {
 	}
 	fmt.Fprintf(w, "setup: throughput c=%v closed loop; latency open loop at %d req/s; TTFB %d sequential streams/round;\n",
 		c.concurrency, c.rate, c.ttfbStreams)
-	fmt.Fprintf(w, "       CPU %d streams/round per target at %d concurrent (x50 chunks, slices A B B A); memory %d streams open at once, fresh Caddy per run\n",
-		c.cpuStreams, c.cpuConcurrency, c.openStreams)
+	fmt.Fprintf(w, "       CPU %d streams/round per target at %d concurrent (x50 chunks, slices A B B A), and %d completions/round;\n",
+		c.cpuStreams, c.cpuConcurrency, c.cpuCompletions)
+	fmt.Fprintf(w, "       memory %d streams open at once, fresh Caddy per run\n", c.openStreams)
 }
 
 func (r *report) printHostile(w io.Writer) {
