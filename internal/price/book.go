@@ -109,14 +109,22 @@ func (b *Book) Of(engine, model string) Priced {
 		return Priced{Origin: OriginLocal}
 	}
 	engine = templateOf(engine)
-	names := []string{engine + "/" + model}
-	for _, m := range b.names[engine][model] {
-		names = append(names, m, engine+"/"+m)
-	}
-	names = append(names, engine)
-	for _, n := range names {
-		if p, ok := b.lines[n]; ok {
-			return Priced{Price: p, Origin: OriginLine, Line: n}
+	// the lines most specific first, looked up without building their
+	// names (every answer is priced: this runs once per request)
+	if len(b.lines) > 0 {
+		if p, ok := b.lines[engine+"/"+model]; ok {
+			return Priced{Price: p, Origin: OriginLine, Line: engine + "/" + model}
+		}
+		for _, m := range b.names[engine][model] {
+			if p, ok := b.lines[m]; ok {
+				return Priced{Price: p, Origin: OriginLine, Line: m}
+			}
+			if p, ok := b.lines[engine+"/"+m]; ok {
+				return Priced{Price: p, Origin: OriginLine, Line: engine + "/" + m}
+			}
+		}
+		if p, ok := b.lines[engine]; ok {
+			return Priced{Price: p, Origin: OriginLine, Line: engine}
 		}
 	}
 	prov := b.provider[engine]

@@ -79,3 +79,21 @@ func TestMostIsTheDearestPriceOfAnEnginesModels(t *testing.T) {
 		t.Fatalf("a nil book: %+v", got)
 	}
 }
+
+// BenchmarkOf prices an answer, as every request does: a local engine's
+// (no line, no table), a line's and a cloud model's from the table.
+func BenchmarkOf(b *testing.B) {
+	engines := []Engine{
+		{Name: "local", To: "http://127.0.0.1:9", Models: []string{"qwen"}},
+		{Name: "claude", Provider: "anthropic", Models: []string{"claude-3-5-sonnet-20241022"}},
+	}
+	book := NewBook(map[string]Price{"local/qwen": {Input: 1}}, engines)
+	for _, tc := range [][2]string{{"local", "tiny"}, {"local", "qwen"}, {"claude", "claude-3-5-sonnet-20241022"}} {
+		b.Run(tc[0]+"/"+tc[1], func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				book.Of(tc[0], tc[1])
+			}
+		})
+	}
+}

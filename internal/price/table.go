@@ -157,12 +157,22 @@ func parseTable(b []byte) (*Table, error) {
 // the model's name or its canonical name, else an entry of a provider it
 // also serves at.
 func (t *Table) Lookup(provider, model string) (Entry, bool) {
-	names := []string{strings.ToLower(model), Canonical(model)}
-	for _, p := range append([]string{provider}, t.also(provider)...) {
-		for _, n := range names {
-			if i, ok := t.byModel[p][n]; ok {
-				return t.Entries[i], true
-			}
+	// every answer of a cloud engine is priced: the names are made once,
+	// the canonical one only when the model's own name is not in the table
+	lower, canon, also := strings.ToLower(model), "", t.also(provider)
+	for k := -1; k < len(also); k++ {
+		p := provider
+		if k >= 0 {
+			p = also[k]
+		}
+		if i, ok := t.byModel[p][lower]; ok {
+			return t.Entries[i], true
+		}
+		if canon == "" {
+			canon = Canonical(model)
+		}
+		if i, ok := t.byModel[p][canon]; ok {
+			return t.Entries[i], true
 		}
 	}
 	return Entry{}, false
