@@ -43,15 +43,23 @@ func checkMediaType(r *http.Request, op operation) *apierror.Error {
 		return gerr
 	}
 	ct := r.Header.Get("Content-Type")
+	form := op == opUpload
+	if !form && (ct == "application/json" || !hasPrefixFold(strings.TrimSpace(ct), "multipart/")) {
+		return nil // what nearly every request is: parsed no further (a map and a string each)
+	}
 	mt, _, _ := mime.ParseMediaType(ct)
-	isMultipart := strings.HasPrefix(strings.ToLower(strings.TrimSpace(ct)), "multipart/")
-	switch form := op == opUpload; {
+	switch {
 	case form && mt != "multipart/form-data":
 		return unsupportedMedia(fmt.Sprintf("this route takes a multipart/form-data body (its file and a \"model\" field), not %s", mediaName(ct)))
-	case !form && isMultipart:
+	case !form:
 		return unsupportedMedia(fmt.Sprintf("this route takes a JSON object, not a %s body: engines read such a body two ways (as a form, or as the JSON before it)", mediaName(mt)))
 	}
 	return nil
+}
+
+// hasPrefixFold reports whether s begins with prefix, ignoring ASCII case.
+func hasPrefixFold(s, prefix string) bool {
+	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
 }
 
 // checkEncoding refuses a body sent with a Content-Encoding: the gateway

@@ -48,6 +48,7 @@ func TestTheEngineRunsOnlyWhatTheGatewayRead(t *testing.T) {
 		want                          int
 	}{
 		{"JSON then a form on a JSON route", "/v1/chat/completions", chatForm, formType, 415},
+		{"the same, its type in capitals", "/v1/chat/completions", chatForm, " Multipart/Form-Data; boundary=b", 415},
 		{"JSON then a form on a form route", "/v1/audio/transcriptions", form, formType, 400},
 		{"JSON on a form route", "/v1/audio/transcriptions", secret, "application/json", 415},
 		{"a byte order mark", "/v1/chat/completions", "\xEF\xBB\xBF" + secret, "application/json", 400},

@@ -17,6 +17,9 @@ func isEventStream(ct string) bool {
 	if strings.HasPrefix(ct, "text/event-stream") && (len(ct) == len("text/event-stream") || ct[len("text/event-stream")] == ';') {
 		return true
 	}
+	if strings.HasPrefix(ct, "application/") {
+		return false // a JSON answer, parsed no further (a map and a string each)
+	}
 	mt, _, err := mime.ParseMediaType(ct)
 	return err == nil && mt == "text/event-stream"
 }

@@ -91,7 +91,8 @@ func NewRequest(ctx context.Context, r *http.Request, base *url.URL, cfg *engine
 		h["User-Agent"] = []string{""} // as reverse_proxy: do not add Go's
 	}
 
-	out := &http.Request{
+	// a value: WithContext copies it to the heap, once
+	out := http.Request{
 		Method:        r.Method,
 		URL:           &u,
 		Proto:         "HTTP/1.1",
