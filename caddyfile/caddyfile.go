@@ -105,6 +105,8 @@ import (
 //			passthrough <route|path...> # what /upstream/ passes to a provider's engine (default nothing): its
 //			                            # routes (countTokens, converse, …) for the key's model; paths (a
 //			                            # prefix ends in *) as written, for keys without rules only
+//			routes <path...>            # /v1/ paths it serves beyond its APIs' own (a prefix ends in *),
+//			                            # for keys without rules only; default none (a 404)
 //			cmd <program> <args...>     # the gateway starts the engine on demand
 //			dir <path>
 //			env <KEY=VALUE|KEY VALUE>   # repeatable

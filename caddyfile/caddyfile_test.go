@@ -367,6 +367,13 @@ func TestParseErrorsNameTheProblemAndTheLine(t *testing.T) {
 		allow_media
 	}
 }`, "allow_media takes the media references a provider may be sent", 5},
+		{"routes without a path", `llm_gateway {
+	engine a {
+		to http://127.0.0.1:2
+		models a
+		routes
+	}
+}`, "routes takes the paths under /v1/ the engine serves beyond its APIs' own", 5},
 		{"a pool's breaker set twice", `llm_gateway {` + remote + `
 	pool auto {
 		member openai

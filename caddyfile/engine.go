@@ -91,6 +91,10 @@ func parseEngineOptions(d *cf.Dispenser, ec *engines.Config, where string) (sett
 			if ec.Passthrough = d.RemainingArgs(); len(ec.Passthrough) == 0 {
 				err = d.Errf("passthrough takes the provider's routes that /upstream/ passes (countTokens, converse, …) or paths: passthrough countTokens /v1beta/files*")
 			}
+		case "routes":
+			if ec.Routes = d.RemainingArgs(); len(ec.Routes) == 0 {
+				err = d.Errf("routes takes the paths under /v1/ the engine serves beyond its APIs' own, for keys without rules: routes /v1/batches /v1/fine_tuning/*")
+			}
 		case "display_name", "description", "metadata":
 			err = parseAbout(d, ec)
 		case "unlisted":

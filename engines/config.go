@@ -116,6 +116,17 @@ type Config struct {
 	// own pages (web UI, /props, /metrics) and needs none. Default: none.
 	Passthrough []string `json:"passthrough,omitempty"`
 
+	// Routes are the paths under /v1/ the engine serves beyond its APIs'
+	// own routes (api.Routes: chat/completions, messages, embeddings,
+	// audio, images, rerank, …), each a path (/v1/batches) or a prefix
+	// ending in '*' (/v1/fine_tuning/*). A path no API lists is a 404
+	// unless an engine's routes line names it, and then it reaches only
+	// the engines that name it, for keys without rules: the routes of a
+	// whole account (files, batches, fine-tuning, message batches) are
+	// bounded by no model a key may use. A named route is routed by the
+	// body's model, as every /v1/ route is. Default: none.
+	Routes []string `json:"routes,omitempty"`
+
 	// MaxOutputTokens is the most tokens the engine generates for one
 	// answer, as it is set up (llama-server's --n-predict, a model's own
 	// output limit): a request of a key with a token budget that names no

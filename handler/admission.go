@@ -34,7 +34,10 @@ import (
 // What each route adds, and docs/keys.md's "What each route checks" table
 // mirrors:
 //
-//	/v1/… POST, extra_paths  body: one JSON object with a model; a form on the
+//	/v1/… POST, extra_paths  who: the path one of the APIs' routes (api.Routes),
+//	                         else one an engine's routes line names and a key
+//	                         without rules (mayRoute, v1routes.go), else 404;
+//	                         body: one JSON object with a model; a form on the
 //	                         form routes (takesForm) and only there; may: the
 //	                         model, the body fallbacks, every candidate;
 //	                         reserve: its most tokens times its choices;

@@ -143,8 +143,9 @@ type Result struct {
 	op operation // what the request is (operation.go): the shape of refusals
 	// body is what the request's body holds of max_body_in_flight
 	// (inflight.go), given back when it ends
-	body bodyHold
-	key  *keys.Rules // the caller's key's rules, nil for none
+	body  bodyHold
+	key   *keys.Rules // the caller's key's rules, nil for none
+	route string      // a path beyond the APIs' own that an engine names (v1routes.go)
 }
 
 // Hooks let the caddy module count what happens inside a request; nil

@@ -49,6 +49,7 @@ type planner struct {
 	clock    clock.Clock
 	max      int       // upstream attempts allowed in all (max_attempts)
 	op       operation // the request's: candidates that cannot read it are skipped
+	route    string    // a named route's path: candidates that do not name it are skipped (v1routes.go)
 	// may is the caller's key's check of each candidate (reach.go); nil
 	// for a key that may use every model
 	may func(candidate) bool
@@ -94,7 +95,7 @@ func (p *planner) scan() (int, candidate, bool) {
 	i := p.i + 1
 	for ; i < len(p.walk); i++ {
 		c := p.walk[i]
-		if _, ok := p.op.readsNow(&c.rt.cfg, c.rt.eng); !ok {
+		if _, ok := p.op.readsNow(&c.rt.cfg, c.rt.eng); !ok || p.route != "" && !c.rt.servesRoute(p.route) {
 			continue // a pool member or body fallback that cannot read this request
 		}
 		if !p.allowed(c) {
@@ -239,7 +240,7 @@ type walk struct {
 
 func (g *Gateway) newWalk(rp *reply, req *request, plan []candidate) *walk {
 	w := &walk{g: g, rp: rp, req: req, p: makePlanner(plan, req.failover, g.clock, g.maxAttempts)}
-	w.p.op = req.op
+	w.p.op, w.p.route = req.op, req.route
 	w.p.may = g.reachFilter(req)
 	rp.spend = w.p.spend
 	return w

@@ -24,9 +24,13 @@ import (
 //	opResponses       /v1/responses                     responses    no           no
 //	opMessages        /v1/messages                      messages     no           yes
 //	opCountTokens     /v1/messages/count_tokens         messages     no           no
-//	opAnthropicOther  any other /v1/messages/…          messages     no           no
+//	opAnthropicOther  a /v1/messages/… route an engine  messages     no           no
+//	                  names (v1routes.go)
 //	opUpload          the form routes (takesForm)       openai       no           no
-//	opOther           any other /v1/ POST, extra_paths  openai       no           no
+//	opOther           OpenAI's other routes (rerank,    openai       no           no
+//	                  audio/speech, …: api.Routes), a
+//	                  /v1/ route an engine names,
+//	                  extra_paths
 //	opPassthrough     /upstream/<model>/…               openai       no           no
 type operation uint8
 
@@ -57,6 +61,9 @@ func operationOf(p string, passthrough bool) operation {
 		return opAnthropicOther
 	case takesForm(p):
 		return opUpload
+	}
+	if _, ok := api.RouteOf(p); !ok && strings.HasPrefix(p, "/v1/") {
+		return opOther // a route an engine names (v1routes.go): by its name, never by its end
 	}
 	// by the path's end, as an extra path such as /api/v1/chat/completions
 	// is the same operation as OpenAI's

@@ -31,6 +31,8 @@ func TestEachPathIsOneOperation(t *testing.T) {
 		{"/v1/audio/transcriptions", v1Path, opUpload, "openai", api.EndConnection, false, false, false},
 		{"/v1/images/edits", v1Path, opUpload, "openai", api.EndConnection, false, false, false},
 		{"/v1/rerank", v1Path, opOther, "openai", api.EndConnection, false, false, false},
+		{"/v1/fine_tuning/jobs", v1Path, opOther, "openai", api.EndConnection, false, false, false},
+		{"/v1/x/chat/completions", v1Path, opOther, "openai", api.EndConnection, false, false, false}, // under /v1/, by name only
 		{"/api/v1/chat/completions", extraPath, opChat, "chat", api.EndFinish, true, true, false},
 		{"/openai/responses", extraPath, opResponses, "responses", api.EndResponse, false, false, false},
 		{"/upstream/m/v1/chat/completions", passthroughPath, opPassthrough, "openai", api.EndConnection, false, false, false},

@@ -40,6 +40,7 @@ type request struct {
 	rateHeaders http.Header // x-ratelimit-* of the caller's key
 	overBudget  bool        // served by the key's over_budget fallback
 	passthrough bool        // a /upstream/ request: relayed as the engine answers
+	route       string      // a path an engine's routes line names, which only such engines serve (v1routes.go)
 	hideUsage   bool        // the usage chunk is the gateway's, not the client's
 	keptError   int32       // 1 once an attempt kept its error body whole (keepError)
 

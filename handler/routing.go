@@ -42,7 +42,7 @@ func (g *Gateway) serveRouted(w http.ResponseWriter, r *http.Request, res *Resul
 		return
 	}
 	res.ModelAsked = req.model
-	req.key = res.key
+	req.key, req.route = res.key, res.route
 	if g.traceContent {
 		g.notePrompt(req, res) // tracecontent.go
 	}
@@ -70,6 +70,10 @@ func (g *Gateway) serveRouted(w http.ResponseWriter, r *http.Request, res *Resul
 		}
 	}
 	res.Known = true
+	if req.route != "" && !rt.servesRoute(req.route) {
+		res.refuse(w, notServedRoute(req, rt))
+		return
+	}
 	if _, ok := req.op.readsNow(&rt.cfg, rt.eng); !ok {
 		res.refuse(w, &apierror.Error{Status: http.StatusNotFound, Type: apierror.TypeInvalidRequest, Code: "model_not_found", Message: fmt.Sprintf("the model %q is not served over this API here: its engine %s speaks only %s", req.model, rt.cfg.Name, config.APIsOf(rt.cfg.APIs))})
 		return

@@ -151,6 +151,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, res *Result)
 		res.KeyName = kr.Name
 	}
 	res.key = kr
+	if kind == v1Path && !isModels(p, r.Method) {
+		if res.route, gerr = g.mayRoute(p, kr); gerr != nil { // v1routes.go
+			res.refuse(w, gerr)
+			return true
+		}
+	}
 	switch {
 	case kind == passthroughPath:
 		g.servePassthrough(w, r, res)

@@ -373,6 +373,9 @@ func (c Config) Validate() error {
 		if err := validateFallbacks(e, byName); err != nil {
 			return engineErr(e.Name, err)
 		}
+		if err := checkRoutes(e); err != nil {
+			return engineErr(e.Name, err)
+		}
 		if err := checkPassthrough(e); err != nil {
 			return engineErr(e.Name, err)
 		}

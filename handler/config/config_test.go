@@ -77,6 +77,10 @@ func TestValidateRefuses(t *testing.T) {
 		{name: "negative max_fallbacks", edit: func(_ *testing.T, c *Config) { c.MaxFallbacks = -1 }, want: "may not be negative"},
 		{name: "negative max_attempts", edit: func(_ *testing.T, c *Config) { c.MaxAttempts = -1 }, want: "may not be negative"},
 		{name: "max_body_in_flight under max_body", edit: func(_ *testing.T, c *Config) { c.MaxBody, c.MaxBodyInFlight = 64<<20, 40<<20 }, want: "could never be read"},
+		{name: "a route outside /v1/", edit: func(_ *testing.T, c *Config) { c.Engines[0].Routes = []string{"/admin"} }, want: "not a clean path under /v1/", engine: "a"},
+		{name: "a route with a wildcard inside", edit: func(_ *testing.T, c *Config) { c.Engines[0].Routes = []string{"/v1/*/jobs"} }, want: "not a clean path under /v1/", engine: "a"},
+		{name: "a route that climbs", edit: func(_ *testing.T, c *Config) { c.Engines[0].Routes = []string{"/v1/../admin"} }, want: "not a clean path under /v1/", engine: "a"},
+		{name: "an API's own route", edit: func(_ *testing.T, c *Config) { c.Engines[0].Routes = []string{"/v1/chat/completions"} }, want: "chat's own route", engine: "a"},
 		{name: "negative max_body_in_flight", edit: func(_ *testing.T, c *Config) { c.MaxBodyInFlight = -1 }, want: "may not be negative"},
 
 		// extra_paths

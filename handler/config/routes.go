@@ -69,3 +69,18 @@ func checkPassthrough(e engines.Config) error {
 	}
 	return nil
 }
+
+// checkRoutes checks an engine's routes line: each a clean path under /v1/
+// (a prefix when it ends in '*') that no API serves already.
+func checkRoutes(e engines.Config) error {
+	for _, item := range e.Routes {
+		p, prefix := strings.CutSuffix(item, "*")
+		if !strings.HasPrefix(p, "/v1/") || strings.Contains(p, "*") || !CleanPath(strings.TrimSuffix(p, "/")) {
+			return fmt.Errorf("engine %s: routes %q is not a clean path under /v1/ such as /v1/batches (a prefix ends in '*')", e.Name, item)
+		}
+		if a, ok := api.RouteOf(p); ok && !prefix {
+			return fmt.Errorf("engine %s: routes %q is %s's own route, which every engine that speaks it serves: name only the paths beyond its APIs' own", e.Name, item, a)
+		}
+	}
+	return nil
+}
