@@ -55,7 +55,7 @@ func serveAdmin(w http.ResponseWriter, r *http.Request) error {
 		return servePoolsAdmin(w, r, parts[1:])
 	}
 	if parts[0] == "ui" {
-		adminPage.ServeHTTP(w, r)
+		servePage(adminPage, w, r) // pageshutdown.go
 		return nil
 	}
 	if parts[0] == "keys" {

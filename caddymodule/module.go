@@ -302,7 +302,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	// is counted and logged too
 	g.watchShutdown(r) // goingaway.go
 	if g.ui != nil && g.ui.Owns(r.URL.Path) {
-		g.ui.ServeHTTP(w, r)
+		servePage(g.ui, w, r) // pageshutdown.go
 		return nil
 	}
 	defer func() {
