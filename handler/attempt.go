@@ -76,6 +76,7 @@ type attempt struct {
 	tr       translation        // an engine reading another API than the client's (translate.go)
 	hedge    bool               // started beside an older attempt that had no content yet (race.go)
 	resume   bool               // it continues a stream cut on the attempt before (resume.go)
+	fault    *requestFault      // the engine's answer is the request's fault (requestfault.go)
 	// lostUsage is what a JSON answer that lost a race reported (race.go)
 	lostUsage api.Usage
 	lostUsed  bool
@@ -105,6 +106,24 @@ func (a *attempt) judgement() judgement {
 		j.retryAfter = a.retryAfter(a.ended)
 	}
 	return j
+}
+
+// status is the status of a's error answer as the failure table reads it:
+// its provider's reading (providers.go), else the answer's.
+func (a *attempt) status() int {
+	if a.failure != nil {
+		return a.failure.Status
+	}
+	return a.resp.StatusCode
+}
+
+// sentBody is about what a's engine was sent, enough to say whether it
+// had tools: the translated request, else the client's.
+func (a *attempt) sentBody(req *request) []byte {
+	if a.tr.body != nil {
+		return a.tr.body
+	}
+	return req.body
 }
 
 // policy is the engine's part of the verdict table.
@@ -211,21 +230,11 @@ func isTimeout(err error) bool {
 	return errors.As(err, &t) && t.Timeout()
 }
 
-// contextTooLong reports whether a is a 400 saying the prompt does not fit
+// contextTooLong reports whether a's engine said the prompt does not fit
 // the model's context: OpenAI's code, or the wording of llama.cpp, vLLM and
-// others.
+// others (requestfault.go).
 func (a *attempt) contextTooLong() bool {
-	if a.outcome != outcomeStatus || a.resp.StatusCode != 400 {
-		return false
-	}
-	body := strings.ToLower(string(a.errBody))
-	for _, s := range []string{"context_length_exceeded", "maximum context length", "context length",
-		"context window", "exceeds the available context", "prompt is too long", "too many tokens"} {
-		if strings.Contains(body, s) {
-			return true
-		}
-	}
-	return false
+	return a.outcome == outcomeRequestFault && a.fault.kind == faultContext
 }
 
 // timeoutLength is the length of the timeout that ran out.

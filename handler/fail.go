@@ -34,6 +34,12 @@ func (g *Gateway) fail(rp *reply, failed []failure) {
 			break
 		}
 	}
+	for _, f := range failed {
+		if f.a.outcome == outcomeRequestFault {
+			first = f.a // the request's own fault is its answer
+			break
+		}
+	}
 	var labels []string
 	if len(failed) > 1 {
 		for i, f := range failed {
@@ -149,6 +155,9 @@ func (a *attempt) failureError() *apierror.Error {
 		return &apierror.Error{Status: http.StatusBadGateway, Type: apierror.TypeUpstream, Code: "upstream_credentials", Message: fmt.Sprintf("engine %s (provider %s): no credentials could be had for it: %s", name, a.c.rt.cfg.ProviderName(), rootCause(a.err))}
 	case outcomeBadAnswer:
 		return &apierror.Error{Status: http.StatusBadGateway, Type: apierror.TypeUpstream, Code: "upstream_bad_answer", Message: fmt.Sprintf("engine %s answered in a shape its API (%s) does not have: %s", name, a.tr.via, rootCause(a.err))}
+	case outcomeRequestFault:
+		return &apierror.Error{Status: http.StatusBadRequest, Type: apierror.TypeInvalidRequest, Code: a.fault.kind.code(),
+			Message: fmt.Sprintf("engine %s refused the request: %s; to have it accepted, %s", name, a.fault.what, a.fault.fix)}
 	case outcomeSlow:
 		return &apierror.Error{Status: http.StatusServiceUnavailable, Type: apierror.TypeUnavailable, Code: "engine_starting", Message: fmt.Sprintf("engine %s was still starting after %s", name, a.waited.Round(time.Millisecond))}
 	case outcomeBusy:

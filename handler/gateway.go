@@ -79,6 +79,10 @@ type Gateway struct {
 	book               *price.Book           // the models' prices (spend.go)
 	teams              map[string]*keys.Team // the config's teams, by name (budget.go)
 
+	// faults keeps the request faults' warnings to one a minute per
+	// engine and kind (requestfault.go)
+	faults faultLog
+
 	// Hooks are set by the caddy module, before serving, to count events.
 	Hooks Hooks
 }
@@ -170,6 +174,10 @@ type Hooks struct {
 	// Hedge: a hedged request ended; engine is the candidate the first
 	// hedge started beside, winner "first", "hedge" or "none".
 	Hedge func(engine, winner string)
+	// RequestFault: engine refused a request for what it asked (a member,
+	// tools, a grammar, its length: requestfault.go); kind is one of
+	// tools, tool_schema, param, context_length, grammar.
+	RequestFault func(engine, kind string)
 }
 
 // refuse answers with an error of the gateway's own.

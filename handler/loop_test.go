@@ -109,9 +109,9 @@ func TestPlannerTransitions(t *testing.T) {
 	t.Run("context too long: the context fallback, once", func(t *testing.T) {
 		p := newPlanner(plan, nil, clock, 8)
 		c, _ := p.next()
-		a := fakeAttempt(c, outcomeStatus)
+		a := fakeAttempt(c, outcomeRequestFault)
 		a.resp = &http.Response{StatusCode: 400, Header: http.Header{}}
-		a.errBody = []byte(`{"error":{"code":"context_length_exceeded"}}`)
+		a.fault = recogniseFault(400, []byte(`{"error":{"code":"context_length_exceeded"}}`), nil)
 		if s := p.decide(a, judge(a.judgement(), pol)); s != stepNext {
 			t.Fatalf("step %s", s)
 		}
@@ -120,6 +120,16 @@ func TestPlannerTransitions(t *testing.T) {
 		}
 		if len(plan) != 2 {
 			t.Fatal("the route's shared plan was changed")
+		}
+	})
+	t.Run("any other request fault stops", func(t *testing.T) {
+		p := newPlanner(plan, nil, clock, 8)
+		c, _ := p.next()
+		a := fakeAttempt(c, outcomeRequestFault)
+		a.resp = &http.Response{StatusCode: 500, Header: http.Header{}}
+		a.fault = recogniseFault(500, []byte(`{"error":{"code":500,"message":"Unsupported param: tools","type":"server_error"}}`), nil)
+		if s := p.decide(a, judge(a.judgement(), pol)); s != stepStop {
+			t.Fatalf("step %s", s)
 		}
 	})
 	t.Run("a plain 400 stops", func(t *testing.T) {

@@ -9,6 +9,9 @@ import (
 	"strings"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
 	"github.com/llmgateway/caddy-llm-gateway/handler/upstream"
 	"github.com/llmgateway/caddy-llm-gateway/internal/grammar"
 	"github.com/llmgateway/caddy-llm-gateway/internal/idle"
@@ -115,6 +118,10 @@ func (g *Gateway) send(rp *reply, req *request, a *attempt) {
 		// no credential the engine was sent leaves in its echo
 		a.errBody = upstream.MaskEcho(a.errBody, resp.Header, upstream.SentSecrets(up.Header, cfg))
 		a.failure = c.rt.readFailure(resp, a.errBody, g.clock.Now()) // a provider's failure in its own words (providers.go)
+		if a.fault = recogniseFault(a.status(), a.errBody, a.sentBody(req)); a.fault != nil {
+			a.outcome = outcomeRequestFault // requestfault.go
+			g.refused(a)
+		}
 		if a.tr.on {
 			a.errBody = a.tr.errorBody(resp, a.errBody)
 		}
@@ -162,6 +169,24 @@ func (g *Gateway) upstreamRequest(ctx context.Context, req *request, a *attempt,
 		return nil, err
 	}
 	return up, nil
+}
+
+// refused tells of an engine's answer that is the request's fault
+// (requestfault.go): counted by kind, and a warning of what the engine
+// refused and how to make it accept it, at most once a minute per engine
+// and kind.
+func (g *Gateway) refused(a *attempt) {
+	name, f := a.c.rt.cfg.Name, a.fault
+	if g.Hooks.RequestFault != nil {
+		g.Hooks.RequestFault(name, string(f.kind))
+	}
+	level := zapcore.DebugLevel
+	if g.faults.due(name, f.kind, g.clock.Now()) {
+		level = zapcore.WarnLevel
+	}
+	if ce := g.log.Check(level, "the engine refused the request: the client hears it as a 400, the engine's breaker does not"); ce != nil {
+		ce.Write(zap.String("engine", name), zap.String("kind", string(f.kind)), zap.String("refused", f.what), zap.String("fix", f.fix))
+	}
 }
 
 // awaitFirstContent reads a fresh event stream up to its first content

@@ -43,6 +43,10 @@ const (
 	// the request names media by a reference the provider's engine may
 	// not be sent (media.go): nothing was sent
 	outcomeMedia
+	// the engine's error answer is about the request, not the engine: a
+	// member or tools it does not take, a grammar it cannot compile, a
+	// prompt longer than its context (requestfault.go)
+	outcomeRequestFault
 )
 
 // scope is whose health a failure speaks of.
@@ -114,6 +118,7 @@ type policy struct {
 //	bad answer           yes      failure (model)    no                   yes   (a 200 translation cannot read)
 //	no credentials       no       -                  no                   yes   (a provider's SigV4 or ADC chain failed)
 //	media by reference   no       -                  no                   yes   (400 media_not_allowed if nothing answers)
+//	request fault        yes      success (model)    no                   no    (context length: to context_fallback; a 400 in the client's shape)
 //
 // After commit nothing switches: a cut answer counts a failure against the
 // engine (the connection broke) or the model (it went silent), see cutFailure.
@@ -166,6 +171,10 @@ func judge(j judgement, p policy) verdict {
 		return verdict{moveOn: true, reason: "media"}
 	case outcomeBadAnswer:
 		return verdict{attempt: true, answered: true, effect: effectFailure, scope: scopeModel, moveOn: true, reason: "bad-answer"}
+	case outcomeRequestFault:
+		// the engine answered, and refused the request: the model is
+		// fine, and another engine is no cure for the request's fault
+		return verdict{attempt: true, answered: true, effect: effectSuccess, scope: scopeModel, reason: "refused"}
 	}
 	return verdict{effect: effectAbandon, scope: scopeModel, reason: "canceled"}
 }

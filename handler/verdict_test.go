@@ -58,6 +58,7 @@ func TestVerdictTable(t *testing.T) {
 		"breaker open":          {j: judgement{outcome: outcomeOpen}, moveOn: true, reason: "open"},
 		"busy":                  {j: judgement{outcome: outcomeBusy}, moveOn: true, reason: "busy"},
 		"client went away":      {j: judgement{outcome: outcomeCanceled}, effect: effectAbandon, scope: scopeModel, reason: "canceled"},
+		"request fault":         {j: judgement{outcome: outcomeRequestFault, status: 500}, attempt: true, answered: true, effect: effectSuccess, scope: scopeModel, reason: "refused"},
 	}
 	for name, r := range rows {
 		v := judge(r.j, pol)
