@@ -29,6 +29,7 @@ var metrics struct {
 	resumes       *prometheus.CounterVec
 	queueWait     *prometheus.HistogramVec
 	busy          *prometheus.CounterVec
+	faults        *prometheus.CounterVec
 	keyTokens     *prometheus.CounterVec
 	refusals      *prometheus.CounterVec
 	translated    *prometheus.CounterVec

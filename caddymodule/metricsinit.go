@@ -40,12 +40,13 @@ func initMetrics(reg *prometheus.Registry) {
 			Help: "1 while the key limits' counter store (embedded or redis) fails and the gateway counts locally."}, []string{"store"})
 		metrics.translated = counter("translated_requests_total", "Requests answered through translation, by the engine, the API the client spoke and the one the engine was spoken to in (chat, messages, responses).", "engine", "client_api", "engine_api")
 		metrics.untranslated = counter("translation_dropped_total", "Request members dropped on the way to an engine whose API cannot carry them (the documented rules), by engine and member (its path without indexes).", "engine", "member")
+		metrics.faults = counter("request_faults_total", "Requests an engine refused for what they asked, not for its health, by engine and kind (tools, tool_schema, param, context_length, grammar): the client got a 400, the engine's breaker heard a success.", "engine", "kind")
 		metrics.busy = counter("busy_total", "Requests an engine's max_concurrent refused, by reason (queue_full, queue_timeout); they went to a fallback or got 429 engine_busy.", "engine", "reason")
 	})
 	for _, c := range append([]prometheus.Collector{
 		metrics.requests, metrics.ttfb, metrics.duration, metrics.fallbacks, metrics.replays, metrics.retries,
 		metrics.dropped, metrics.tokens, metrics.cachedTokens, metrics.starts, metrics.startDur, metrics.stops, metrics.resumes,
-		metrics.queueWait, metrics.busy, metrics.translated, metrics.untranslated, metrics.keyTokens, metrics.refusals, metrics.quotaDegraded, metrics.live,
+		metrics.queueWait, metrics.busy, metrics.faults, metrics.translated, metrics.untranslated, metrics.keyTokens, metrics.refusals, metrics.quotaDegraded, metrics.live,
 		schedulerCollector{}, engineSignalsCollector{}, poolChoices, warmSwapCollector{}, costCollector{},
 	}, hedgeCollectors...) {
 		if err := reg.Register(c); err != nil {

@@ -23,6 +23,7 @@ var hooks = handler.Hooks{
 	},
 	Untranslated: func(engine, member string) { metrics.untranslated.WithLabelValues(engine, member).Inc() },
 	Hedge:        countHedge,
+	RequestFault: func(engine, kind string) { metrics.faults.WithLabelValues(engine, kind).Inc() },
 }
 
 // observeRequest counts one finished request.
