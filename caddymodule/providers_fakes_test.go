@@ -1,12 +1,7 @@
 package caddymodule
 
 import (
-	"bytes"
-	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -15,11 +10,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
-	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	"github.com/llmgateway/caddy-llm-gateway/internal/providertest"
 )
 
 // Fakes of the cloud providers on 127.0.0.1, each speaking its provider's
@@ -40,6 +32,9 @@ const (
 )
 
 var pvSecrets = []string{pvAnthropicKey, pvGeminiKey, pvAzureKey, pvAWSSecret, pvAWSSession}
+
+// pvAWS are the Bedrock fake's credentials, in the region it serves.
+var pvAWS = providertest.AWS{KeyID: pvAWSKeyID, Secret: pvAWSSecret, Session: pvAWSSession, Region: "us-east-1"}
 
 // What the fakes answer, and the usage they report, so a test can tell
 // each provider's answer and counts from another's.
@@ -81,24 +76,7 @@ func pvEnv(t *testing.T) {
 	t.Setenv("PV_ANTHROPIC_KEY", pvAnthropicKey)
 	t.Setenv("PV_GEMINI_KEY", pvGeminiKey)
 	t.Setenv("PV_AZURE_KEY", pvAzureKey)
-	awsEnv(t, pvAWSKeyID, pvAWSSecret, pvAWSSession)
-}
-
-// awsEnv leaves AWS's default chain the environment's credentials (none
-// when empty) and nothing else: no profile or files, no web identity, no
-// container or instance role.
-func awsEnv(t *testing.T, id, secret, session string) {
-	t.Setenv("AWS_ACCESS_KEY_ID", id)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", secret)
-	t.Setenv("AWS_SESSION_TOKEN", session)
-	for _, k := range []string{"AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE",
-		"AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_ACCESS_KEY", "AWS_SECRET_KEY"} {
-		t.Setenv(k, "")
-	}
-	none := t.TempDir() + "/nonexistent"
-	t.Setenv("AWS_CONFIG_FILE", none)
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", none)
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	pvAWS.Env(t)
 }
 
 // pvRequest is what a fake was sent.
@@ -252,7 +230,7 @@ func bedrockFake(t *testing.T, mode string) *pvFake {
 			w.Header().Set("X-Amzn-RequestId", "6f2a3c1e-0000-4000-8000-pvfake")
 			pvJSON(w, status, fmt.Sprintf(`{"message":%q}`, msg))
 		}
-		if err := sigV4Check(r, body); err != nil {
+		if err := pvAWS.VerifySigV4(r, body, "bedrock"); err != nil {
 			f.refuse("signature: %v", err)
 			amzError(403, "InvalidSignatureException", "The request signature we calculated does not match the signature you provided.")
 			return
@@ -313,16 +291,16 @@ func bedrockFake(t *testing.T, mode string) *pvFake {
 		// a stream that Bedrock throttles once it has begun: an exception
 		// frame before the first content, or after some
 		throttle := func() {
-			w.Write(exceptionFrame(t, "throttlingException", `{"message":"Too many tokens, please wait before trying again."}`))
+			w.Write(providertest.Frame(t, "exception", "throttlingException", `{"message":"Too many tokens, please wait before trying again."}`))
 		}
 		switch f.getMode() {
 		case "stream-throttled":
-			w.Write(eventFrame(t, "messageStart", `{"p":"abcdefghijk","role":"assistant"}`))
+			w.Write(providertest.Frame(t, "event", "messageStart", `{"p":"abcdefghijk","role":"assistant"}`))
 			throttle()
 			return
 		case "stream-cut":
-			w.Write(eventFrame(t, "messageStart", `{"p":"abcdefghijk","role":"assistant"}`))
-			w.Write(eventFrame(t, "contentBlockDelta", fmt.Sprintf(`{"contentBlockIndex":0,"delta":{"text":%q},"p":"abcd"}`, bedrockText[:half])))
+			w.Write(providertest.Frame(t, "event", "messageStart", `{"p":"abcdefghijk","role":"assistant"}`))
+			w.Write(providertest.Frame(t, "event", "contentBlockDelta", fmt.Sprintf(`{"contentBlockIndex":0,"delta":{"text":%q},"p":"abcd"}`, bedrockText[:half])))
 			w.(http.Flusher).Flush()
 			throttle()
 			return
@@ -335,86 +313,10 @@ func bedrockFake(t *testing.T, mode string) *pvFake {
 			{"messageStop", `{"p":"abcdef","stopReason":"end_turn"}`},
 			{"metadata", fmt.Sprintf(`{"metrics":{"latencyMs":388},"p":"abc","usage":%s}`, usage)},
 		} {
-			w.Write(eventFrame(t, ev[0], ev[1]))
+			w.Write(providertest.Frame(t, "event", ev[0], ev[1]))
 			w.(http.Flusher).Flush()
 		}
 	})
-}
-
-// eventFrame is one event stream frame, by AWS's own encoder.
-func eventFrame(t *testing.T, typ, payload string) []byte {
-	var h eventstream.Headers
-	h.Set(":message-type", eventstream.StringValue("event"))
-	h.Set(":event-type", eventstream.StringValue(typ))
-	h.Set(":content-type", eventstream.StringValue("application/json"))
-	var b bytes.Buffer
-	if err := eventstream.NewEncoder().Encode(&b, eventstream.Message{Headers: h, Payload: []byte(payload)}); err != nil {
-		t.Error(err)
-	}
-	return b.Bytes()
-}
-
-// exceptionFrame is an exception in an event stream, by AWS's own encoder.
-func exceptionFrame(t *testing.T, typ, payload string) []byte {
-	var h eventstream.Headers
-	h.Set(":message-type", eventstream.StringValue("exception"))
-	h.Set(":exception-type", eventstream.StringValue(typ))
-	h.Set(":content-type", eventstream.StringValue("application/json"))
-	var b bytes.Buffer
-	if err := eventstream.NewEncoder().Encode(&b, eventstream.Message{Headers: h, Payload: []byte(payload)}); err != nil {
-		t.Error(err)
-	}
-	return b.Bytes()
-}
-
-// sigV4Check signs the request again, as it arrived, with AWS's signer
-// and the test's credentials: the headers it says it signed, its time, its
-// payload's hash. The signature must be the same.
-func sigV4Check(r *http.Request, body []byte) error {
-	auth := r.Header.Get("Authorization")
-	const algo = "AWS4-HMAC-SHA256 "
-	if !strings.HasPrefix(auth, algo) {
-		return errors.New("no SigV4 Authorization")
-	}
-	fields := map[string]string{}
-	for _, f := range strings.Split(auth[len(algo):], ", ") {
-		k, v, _ := strings.Cut(f, "=")
-		fields[k] = v
-	}
-	if fields["Credential"] == "" || !strings.HasPrefix(fields["Credential"], pvAWSKeyID+"/") || !strings.HasSuffix(fields["Credential"], "/us-east-1/bedrock/aws4_request") {
-		return errors.New("scope " + fields["Credential"])
-	}
-	when, err := time.Parse("20060102T150405Z", r.Header.Get("X-Amz-Date"))
-	if err != nil {
-		return err
-	}
-	if d := time.Since(when); d > 5*time.Minute || d < -5*time.Minute {
-		return fmt.Errorf("signed %s ago", d)
-	}
-	again, _ := http.NewRequest(r.Method, "http://"+r.Host+r.URL.RequestURI(), nil)
-	again.ContentLength = int64(len(body))
-	for _, h := range strings.Split(fields["SignedHeaders"], ";") {
-		if h != "host" && h != "content-length" {
-			again.Header[http.CanonicalHeaderKey(h)] = r.Header.Values(h)
-		}
-	}
-	again.Header.Del("X-Amz-Date")
-	again.Header.Del("X-Amz-Security-Token")
-	sum := sha256.Sum256(body)
-	if r.Header.Get("X-Amz-Content-Sha256") != "" && r.Header.Get("X-Amz-Content-Sha256") != hex.EncodeToString(sum[:]) {
-		return errors.New("x-amz-content-sha256 is not the body's")
-	}
-	creds := aws.Credentials{AccessKeyID: pvAWSKeyID, SecretAccessKey: pvAWSSecret, SessionToken: pvAWSSession}
-	if err := v4.NewSigner().SignHTTP(context.Background(), creds, again, hex.EncodeToString(sum[:]), "bedrock", "us-east-1", when); err != nil {
-		return err
-	}
-	if got, want := auth, again.Header.Get("Authorization"); got != want {
-		return errors.New("signature differs:\n got " + got + "\nwant " + want)
-	}
-	if r.Header.Get("X-Amz-Security-Token") != pvAWSSession {
-		return errors.New("no session token")
-	}
-	return nil
 }
 
 // ---- Gemini ----

@@ -18,6 +18,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
+	"github.com/llmgateway/caddy-llm-gateway/internal/providertest"
 	"github.com/llmgateway/caddy-llm-gateway/providers"
 )
 
@@ -676,7 +677,7 @@ func TestProviderErrorEchoesCarryNoSecret(t *testing.T) {
 // ---- 5. Bedrock without credentials ----
 
 func TestProviderBedrockWithoutCredentials(t *testing.T) {
-	awsEnv(t, "", "", "")
+	providertest.AWS{}.Env(t)
 	bed := bedrockFake(t, "ok")
 	backup := newRecorder(t, okChat)
 	startGateway(t, fmt.Sprintf("\t\tkeys %s", callerKey)+bedrockEngine(bed, "")+backupEngine(backup))

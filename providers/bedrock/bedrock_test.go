@@ -3,26 +3,21 @@ package bedrock
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
-	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime"
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime/types"
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
 	"github.com/llmgateway/caddy-llm-gateway/api"
+	"github.com/llmgateway/caddy-llm-gateway/internal/providertest"
 	"github.com/llmgateway/caddy-llm-gateway/providers"
 )
 
@@ -33,35 +28,9 @@ const (
 	bdModel   = "us.anthropic.claude-3-5-sonnet-20241022-v2:0"
 )
 
-// bdEnv gives AWS's default chain static test credentials, and nothing
-// else to find: no shared files, no instance metadata.
-func bdEnv(t *testing.T) {
-	t.Setenv("AWS_ACCESS_KEY_ID", bdKeyID)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", bdSecret)
-	t.Setenv("AWS_SESSION_TOKEN", bdSession)
-	t.Setenv("AWS_REGION", "us-east-1")
-	t.Setenv("AWS_PROFILE", "")
-	t.Setenv("AWS_CONFIG_FILE", t.TempDir()+"/none")
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", t.TempDir()+"/none")
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
-}
-
-// bdFrame is one event stream frame, written by AWS's own encoder.
-func bdFrame(t testing.TB, kind, typ, payload string) []byte {
-	var h eventstream.Headers
-	h.Set(":message-type", eventstream.StringValue(kind))
-	if kind == "exception" {
-		h.Set(":exception-type", eventstream.StringValue(typ))
-	} else {
-		h.Set(":event-type", eventstream.StringValue(typ))
-	}
-	h.Set(":content-type", eventstream.StringValue("application/json"))
-	var b bytes.Buffer
-	if err := eventstream.NewEncoder().Encode(&b, eventstream.Message{Headers: h, Payload: []byte(payload)}); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
-}
+// bdAWS are the tests' credentials (AWS's documented example key), in the
+// region every request is signed for.
+var bdAWS = providertest.AWS{KeyID: bdKeyID, Secret: bdSecret, Session: bdSession, Region: "us-east-1"}
 
 // bdEvents is a ConverseStream answer: its frames' types and payloads.
 var bdEvents = [][2]string{
@@ -79,7 +48,7 @@ var bdEvents = [][2]string{
 func bdFake(t *testing.T, paths chan<- string) *httptest.Server {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		if err := bdVerify(r, body); err != nil {
+		if err := bdAWS.VerifySigV4(r, body, "bedrock"); err != nil {
 			t.Errorf("signature: %v", err)
 			w.Header().Set("X-Amzn-ErrorType", "InvalidSignatureException")
 			w.WriteHeader(http.StatusForbidden)
@@ -96,58 +65,15 @@ func bdFake(t *testing.T, paths chan<- string) *httptest.Server {
 		}
 		w.Header().Set("Content-Type", "application/vnd.amazon.eventstream")
 		for _, ev := range bdEvents {
-			_, _ = w.Write(bdFrame(t, "event", ev[0], ev[1]))
+			_, _ = w.Write(providertest.Frame(t, "event", ev[0], ev[1]))
 			w.(http.Flusher).Flush()
 		}
 		if strings.Contains(r.URL.Path, "throttled") {
-			_, _ = w.Write(bdFrame(t, "exception", "throttlingException", `{"message":"Too many tokens"}`))
+			_, _ = w.Write(providertest.Frame(t, "exception", "throttlingException", `{"message":"Too many tokens"}`))
 		}
 	}))
 	t.Cleanup(srv.Close)
 	return srv
-}
-
-// bdVerify recomputes the request's signature: the headers it signed, its
-// time, its payload's hash, with the test's secret.
-func bdVerify(r *http.Request, body []byte) error {
-	auth := r.Header.Get("Authorization")
-	const algo = "AWS4-HMAC-SHA256 "
-	if !strings.HasPrefix(auth, algo) {
-		return errors.New("no SigV4 Authorization: " + auth)
-	}
-	fields := map[string]string{}
-	for _, f := range strings.Split(auth[len(algo):], ", ") {
-		k, v, _ := strings.Cut(f, "=")
-		fields[k] = v
-	}
-	if !strings.HasSuffix(fields["Credential"], "/us-east-1/bedrock/aws4_request") || !strings.HasPrefix(fields["Credential"], bdKeyID+"/") {
-		return errors.New("scope: " + fields["Credential"])
-	}
-	when, err := time.Parse("20060102T150405Z", r.Header.Get("X-Amz-Date"))
-	if err != nil {
-		return err
-	}
-	again, _ := http.NewRequest(r.Method, "http://"+r.Host+r.URL.RequestURI(), nil)
-	again.ContentLength = int64(len(body))
-	for _, h := range strings.Split(fields["SignedHeaders"], ";") {
-		if h != "host" && h != "content-length" {
-			again.Header[http.CanonicalHeaderKey(h)] = r.Header.Values(h)
-		}
-	}
-	again.Header.Del("X-Amz-Date")
-	again.Header.Del("X-Amz-Security-Token")
-	sum := sha256.Sum256(body)
-	creds := aws.Credentials{AccessKeyID: bdKeyID, SecretAccessKey: bdSecret, SessionToken: bdSession}
-	if err := v4.NewSigner().SignHTTP(context.Background(), creds, again, hex.EncodeToString(sum[:]), "bedrock", "us-east-1", when); err != nil {
-		return err
-	}
-	if got, want := auth, again.Header.Get("Authorization"); got != want {
-		return errors.New("signature differs:\n got " + got + "\nwant " + want)
-	}
-	if r.Header.Get("X-Amz-Security-Token") != bdSession {
-		return errors.New("no session token")
-	}
-	return nil
 }
 
 // bdSend sends body to the fake as the gateway does: Target, Authorize,
@@ -189,7 +115,7 @@ func TestBedrockTarget(t *testing.T) {
 }
 
 func TestBedrockSignsWithTheDefaultChain(t *testing.T) {
-	bdEnv(t)
+	bdAWS.Env(t)
 	paths := make(chan string, 1)
 	srv := bdFake(t, paths)
 	p := &Bedrock{Region: "us-east-1"}
@@ -219,7 +145,7 @@ func TestBedrockAPIKeyIsNotSigned(t *testing.T) {
 // request the fake accepts and reads the fake's stream, so the fake (and
 // what Events was tested on) is AWS's wire format, not a copy of ours.
 func TestBedrockFakeIsAWSFormat(t *testing.T) {
-	bdEnv(t)
+	bdAWS.Env(t)
 	paths := make(chan string, 1)
 	srv := bdFake(t, paths)
 	client := bedrockruntime.New(bedrockruntime.Options{
@@ -267,7 +193,7 @@ func TestBedrockFakeIsAWSFormat(t *testing.T) {
 
 // TestBedrockFakeRejectsABadSignature: the fake's check is a check.
 func TestBedrockFakeRejectsABadSignature(t *testing.T) {
-	bdEnv(t)
+	bdAWS.Env(t)
 	p := &Bedrock{Region: "us-east-1"}
 	body := []byte(`{"messages":[]}`)
 	req, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1:1/model/m/converse", bytes.NewReader(body))
@@ -275,14 +201,14 @@ func TestBedrockFakeRejectsABadSignature(t *testing.T) {
 	if err := p.Authorize(context.Background(), req, body); err != nil {
 		t.Fatal(err)
 	}
-	if err := bdVerify(req, body); err != nil {
+	if err := bdAWS.VerifySigV4(req, body, "bedrock"); err != nil {
 		t.Fatalf("the signed request: %v", err)
 	}
-	if bdVerify(req, []byte(`{"messages":[1]}`)) == nil {
+	if bdAWS.VerifySigV4(req, []byte(`{"messages":[1]}`), "bedrock") == nil {
 		t.Error("another body passed")
 	}
 	req.Header.Set("Content-Type", "text/plain")
-	if bdVerify(req, body) == nil {
+	if bdAWS.VerifySigV4(req, body, "bedrock") == nil {
 		t.Error("another signed header passed")
 	}
 }

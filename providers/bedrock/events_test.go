@@ -10,10 +10,12 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
+
+	"github.com/llmgateway/caddy-llm-gateway/internal/providertest"
 )
 
 func TestBedrockEventsAreSSE(t *testing.T) {
-	bdEnv(t)
+	bdAWS.Env(t)
 	srv := bdFake(t, nil)
 	p := &Bedrock{Region: "us-east-1"}
 	resp, body := bdSend(t, p, srv, "throttled-"+bdModel, true)
@@ -36,8 +38,8 @@ func TestBedrockEventsAreSSE(t *testing.T) {
 
 func TestBedrockEventsBrokenFrames(t *testing.T) {
 	p := &Bedrock{Region: "us-east-1"}
-	good := bdFrame(t, "event", "contentBlockDelta", `{"contentBlockIndex":0,"delta":{"text":"Hi"}}`)
-	bad := bdFrame(t, "event", "contentBlockDelta", `{"contentBlockIndex":0,"delta":{"text":"Ho"}}`)
+	good := providertest.Frame(t, "event", "contentBlockDelta", `{"contentBlockIndex":0,"delta":{"text":"Hi"}}`)
+	bad := providertest.Frame(t, "event", "contentBlockDelta", `{"contentBlockIndex":0,"delta":{"text":"Ho"}}`)
 	bad[len(bad)-8] ^= 0xff // a payload byte: the message CRC fails
 	for name, c := range map[string]struct {
 		stream []byte
@@ -66,8 +68,8 @@ func TestBedrockEventsBrokenFrames(t *testing.T) {
 // and without reading (or allocating for) its payload.
 func TestBedrockFrameOverTheCapIsRefusedUnread(t *testing.T) {
 	p := &Bedrock{Region: "us-east-1"}
-	good := bdFrame(t, "event", "contentBlockDelta", `{"contentBlockIndex":0,"delta":{"text":"Hi"}}`)
-	huge := bdFrame(t, "event", "contentBlockDelta", `{"contentBlockIndex":0,"delta":{"text":"`+strings.Repeat("a", 15<<20)+`"}}`)
+	good := providertest.Frame(t, "event", "contentBlockDelta", `{"contentBlockIndex":0,"delta":{"text":"Hi"}}`)
+	huge := providertest.Frame(t, "event", "contentBlockDelta", `{"contentBlockIndex":0,"delta":{"text":"`+strings.Repeat("a", 15<<20)+`"}}`)
 	body := &countingReader{r: bytes.NewReader(append(append([]byte{}, good...), huge...))}
 	h := http.Header{"Content-Type": {"application/vnd.amazon.eventstream"}}
 	events := p.Events(h, io.NopCloser(body))
@@ -89,7 +91,7 @@ func TestBedrockFrameOverTheCapIsRefusedUnread(t *testing.T) {
 		t.Errorf("%d KiB allocated reading the stream", alloc>>10)
 	}
 	// a frame at the cap's size still passes
-	edge := bdFrame(t, "event", "contentBlockDelta", `{"contentBlockIndex":0,"delta":{"text":"`+strings.Repeat("a", maxFrame-256)+`"}}`)
+	edge := providertest.Frame(t, "event", "contentBlockDelta", `{"contentBlockIndex":0,"delta":{"text":"`+strings.Repeat("a", maxFrame-256)+`"}}`)
 	if got, err := io.ReadAll(p.Events(h, io.NopCloser(bytes.NewReader(edge)))); err != nil || len(got) < maxFrame-256 {
 		t.Errorf("a frame under the cap: %d bytes, %v", len(got), err)
 	}
