@@ -30,6 +30,18 @@ GOBIN="$work/bin" go install "github.com/caddyserver/xcaddy/cmd/xcaddy@$XCADDY_V
 self=$(cd "$src" && go list -m)
 mkdir -p "$work/proxy/$self/@v"
 : >"$work/proxy/$self/@v/list"
+# the same for each module another --with replaces with a local directory
+# (a provider of one's own, docs/providers.md): unpublished too, as a rule
+prev=
+for arg in "$@"; do
+	if [ "$prev" = --with ] && [[ "$arg" == *=* ]]; then
+		mod=${arg%%=*}
+		mod=${mod%%@*}
+		mkdir -p "$work/proxy/$mod/@v"
+		: >"$work/proxy/$mod/@v/list"
+	fi
+	prev=$arg
+done
 export GOPROXY="file://$work/proxy,$(go env GOPROXY)"
 export GOWORK=off
 
