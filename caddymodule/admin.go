@@ -29,6 +29,7 @@ func init() {
 //	GET  /llm_gateway/prices                every engine's models and their prices, and where each comes from
 //	     /llm_gateway/keys…                 named keys: usage, keys issued at run time (keysadmin.go)
 //	GET  /llm_gateway/requests              the request history: ?model=&key=&engine=&status=&since=&before=&limit=; ?format=jsonl exports
+//	GET  /llm_gateway/spend                 what requests cost, from the history, by key, model and engine: ?window=h|d|mo (default mo) or ?since=; ?by=; the history's filters
 //	GET  /llm_gateway/ui/                   the status page (statuspage.Server), no key needed
 //
 // It never shows a key: engine statuses carry no credentials, and keys
@@ -63,6 +64,9 @@ func serveAdmin(w http.ResponseWriter, r *http.Request) error {
 	}
 	if parts[0] == "requests" && len(parts) == 1 {
 		return serveRequestsAdmin(w, r)
+	}
+	if parts[0] == "spend" && len(parts) == 1 {
+		return serveSpendAdmin(w, r) // spend.go
 	}
 	if parts[0] == "memory" && len(parts) == 1 && r.Method == http.MethodGet {
 		return writeAdminJSON(w, schedulerReport())

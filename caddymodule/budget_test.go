@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/llmgateway/caddy-llm-gateway/internal/price"
 	"github.com/llmgateway/caddy-llm-gateway/internal/redistest"
@@ -80,7 +81,8 @@ func TestASpentMoneyBudgetFallsBackToALocalEngine(t *testing.T) {
 	up := newRunaway(t)
 	up.let()
 	startGateway(t, moneySite(up, "spend 1/d\n\t\t\tover_budget fallback local"))
-	resetMoneyKey(t, adminURL, "money") // the counters outlive a test in this binary's data directory
+	resetMoneyKey(t, adminURL, "money")         // the counters outlive a test in this binary's data directory
+	since := fmt.Sprint(time.Now().UnixMilli()) // and so does the history
 	// used before each request, plus its $0.24: what is left while it runs
 	for i, left := range []string{"0.76", "0.56", "0.36", "0.16"} {
 		resp, body := post(t, "/v1/chat/completions", moneyAsk, "Authorization", "Bearer "+moneyKey)
@@ -106,6 +108,24 @@ func TestASpentMoneyBudgetFallsBackToALocalEngine(t *testing.T) {
 	}
 	if used, left := spendOf(t, adminURL, "money"); used != "0.80" || left != "0.20" {
 		t.Fatalf("the admin API: used %s, remaining %s", used, left)
+	}
+	// what the key spent, by model and engine, from the history
+	syncHistory(t)
+	_, body := do(t, mustReq(http.MethodGet, adminURL+"/llm_gateway/spend?key=money&since="+since))
+	var sp struct {
+		Cost   json.RawMessage `json:"cost_usd"`
+		Groups []struct {
+			Key, Model, Engine string
+			Requests           int
+			Cost               json.Number `json:"cost_usd"`
+		}
+	}
+	if err := json.Unmarshal([]byte(body), &sp); err != nil {
+		t.Fatalf("%v: %s", err, body)
+	}
+	got := fmt.Sprintf("%s %+v", sp.Cost, sp.Groups)
+	if want := "0.80 [{Key:money Model:x Engine:x Requests:4 Cost:0.80} {Key:money Model:x Engine:local Requests:2 Cost:0.00}]"; got != want {
+		t.Fatalf("GET /llm_gateway/spend: %s\nwant %s\n%s", got, want, body)
 	}
 }
 

@@ -1,25 +1,32 @@
 package caddymodule
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"text/tabwriter"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/attribute"
 	"go.uber.org/zap"
 
 	"github.com/llmgateway/caddy-llm-gateway/handler"
+	"github.com/llmgateway/caddy-llm-gateway/history"
 	"github.com/llmgateway/caddy-llm-gateway/internal/price"
 )
 
 // Spend in money where an operator reads it (docs/observability.md): what
 // each request cost (handler.Result.Cost, in nano-dollars) in the access
 // log's {http.llm_gateway.cost_usd}, the request span's llm_gateway.cost_usd,
-// the history record's cost_usd and llm_gateway_cost_usd_total; each
+// the history record's cost_usd (summed by GET /llm_gateway/spend) and
+// llm_gateway_cost_usd_total; each
 // engine's prices in llm-probe and GET /llm_gateway/prices; and a warning
 // at load (caddy validate too) for a cloud model without a price.
 
@@ -132,4 +139,25 @@ func origin(p handler.EnginePrice) string {
 		return "UNPRICED: " + p.Provider + " model not in the built-in table, counted as free"
 	}
 	return strings.ToUpper(p.Origin[:1]) + p.Origin[1:] + ": free"
+}
+
+// serveSpendAdmin is GET /llm_gateway/spend: the history's records in a
+// window summed by key, model and engine (history.ParseSpendQuery).
+func serveSpendAdmin(w http.ResponseWriter, r *http.Request) error {
+	if r.Method != http.MethodGet {
+		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("%s %s is not supported", r.Method, r.URL.Path)}
+	}
+	st := newestHistory()
+	if st == nil {
+		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: errors.New("the request history is off in the running config (history off): spend is summed from it")}
+	}
+	q, err := history.ParseSpendQuery(r.URL.Query(), time.Now())
+	if err != nil {
+		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: err}
+	}
+	sp, err := st.Spend(q)
+	if err != nil {
+		return caddy.APIError{HTTPStatus: http.StatusInternalServerError, Err: err}
+	}
+	return writeAdminJSON(w, sp)
 }
