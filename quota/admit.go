@@ -25,6 +25,7 @@ type keyState struct {
 	c      [numRows][numWindows]counter // [requestsRow|tokensRow|spendRow][window]
 	dirty  bool                         // changed since the embedded store last saw it
 	pulled sync.Once                    // Redis's counts read on first sight (core.pull)
+	told   [numRows][numWindows]told    // the budget thresholds told (thresholds.go)
 }
 
 // roll returns the counter of row and w, moved to the window holding now

@@ -22,9 +22,10 @@ type Cost struct {
 }
 
 // budgetRow is one kind of budget: its row of counters, its limits in the
-// rules, its part of a Cost and the reason it refuses with.
+// rules, its part of a Cost, its kind and the reason it refuses with.
 type budgetRow struct {
 	row    int
+	kind   Kind
 	reason Reason
 	limits func(Rules) []Limit
 	of     func(Cost) int64
@@ -33,8 +34,8 @@ type budgetRow struct {
 // budgetRows are the budgets, in the order they are checked: a request
 // over both is refused for its tokens.
 var budgetRows = [...]budgetRow{
-	{tokensRow, ReasonTokens, func(r Rules) []Limit { return r.Tokens }, func(c Cost) int64 { return c.Tokens }},
-	{spendRow, ReasonSpend, func(r Rules) []Limit { return r.Spend }, func(c Cost) int64 { return c.Money }},
+	{tokensRow, Tokens, ReasonTokens, func(r Rules) []Limit { return r.Tokens }, func(c Cost) int64 { return c.Tokens }},
+	{spendRow, Spend, ReasonSpend, func(r Rules) []Limit { return r.Spend }, func(c Cost) int64 { return c.Money }},
 }
 
 // SpendLimit is a money budget as it is written: at most an amount of US
