@@ -136,7 +136,9 @@ func (g *Gateway) charge(w http.ResponseWriter, t *quota.Ticket, req *request, r
 	default:
 		res.HedgeUsage = api.Usage{} // nothing is charged for a request that got no answer
 		t.Cancel()
+		return
 	}
+	g.tellThresholds(req.key) // budget.go
 }
 
 // reserveRate counts a request without a body to answer (GET /v1/models)

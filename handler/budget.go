@@ -6,13 +6,16 @@ import (
 	"strconv"
 	"strings"
 
+	"go.uber.org/zap"
+
 	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
+	"github.com/llmgateway/caddy-llm-gateway/handler/config"
 	"github.com/llmgateway/caddy-llm-gateway/handler/keys"
 	"github.com/llmgateway/caddy-llm-gateway/internal/price"
 	"github.com/llmgateway/caddy-llm-gateway/quota"
 )
 
-// Budgets in money and teams (SPEC §21): a key's `spend 1/d` is counted in
+// Budgets in money and teams (docs/keys.md): a key's `spend 1/d` is counted in
 // US dollars at its models' prices (spend.go), reserved while a request is
 // in flight as its tokens are, and settled with what the request cost; a
 // team's limits are shared by its keys, each request counted against its
@@ -183,4 +186,33 @@ func (g *Gateway) reserveTeamRate(w http.ResponseWriter, kr *keys.Rules, res *Re
 		return nil
 	}
 	return whose{label: "team " + tm.Name, rules: tm.Limits}.overRate(w, d, res)
+}
+
+// tellThresholds logs each budget threshold (50, 80, 100 %) the key's
+// budgets and its team's have passed with the request just charged, once
+// per window (quota.Crossings).
+func (g *Gateway) tellThresholds(kr *keys.Rules) {
+	if kr == nil || g.limiter == nil {
+		return
+	}
+	tell := func(who, name string, rules quota.Rules) {
+		for _, c := range g.limiter.Crossings(name, rules) {
+			used, limit := strconv.FormatInt(c.Used, 10), c.Limit.String()
+			if c.Kind == quota.Spend {
+				used, limit = price.Amount(c.Used).String(), quota.SpendLimit(c.Limit).String()
+			}
+			log := g.log.Info
+			if c.Percent >= 100 {
+				log = g.log.Warn
+			}
+			log("a budget passed a threshold", zap.String(who, strings.TrimPrefix(name, config.TeamPrefix)), zap.String("kind", string(c.Kind)),
+				zap.String("limit", limit), zap.Int("percent", c.Percent), zap.String("used", used), zap.Time("resets", c.Reset))
+		}
+	}
+	if len(kr.Limits.Tokens) > 0 || len(kr.Limits.Spend) > 0 {
+		tell("key", kr.Name, kr.Limits)
+	}
+	if tm := g.teamOf(kr); tm != nil {
+		tell("team", tm.Counted, tm.Limits)
+	}
 }

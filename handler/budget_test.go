@@ -1,10 +1,15 @@
 package handler
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
 	"github.com/llmgateway/caddy-llm-gateway/handler/config"
@@ -182,5 +187,43 @@ func TestAMoneyReservationIsAtTheDearestReachablePrice(t *testing.T) {
 	want := 10*price.Dollar - 1_500_000_000 - prompt
 	if got := resp.Header.Get("X-Ratelimit-Remaining-Spend"); got != want.String() {
 		t.Fatalf("remaining %s, want %s", got, want)
+	}
+}
+
+// A key's budget thresholds reach the log once each: 50 % and 80 % of its
+// dollar, at $0.30 an answer.
+func TestBudgetThresholdsAreLoggedOnceEach(t *testing.T) {
+	clock := clock.NewFake()
+	big := newUsageEngine(t, "big", 300) // 150 out: $0.30
+	out, _ := price.ParseRate("2000")
+	cfg := config.Config{
+		Keys:    []config.Key{{Name: "alice", Value: teamKey, Spend: spends(t, "1/d")}},
+		Engines: []engines.Config{{Name: "big", To: big.URL, Models: []string{"big"}}},
+		Prices:  []config.Price{{Model: "big", Output: out}},
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	lim, err := quota.Open(quota.Config{Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lim.Close() })
+	g, url := testGateway(t, cfg, clock)
+	g.SetLimiter(lim)
+	core, logs := observer.New(zapcore.InfoLevel)
+	g.log = zap.New(core)
+	var told []string
+	for range 4 {
+		postJSON(t, url, `{"model":"big","max_tokens":150,"messages":[]}`, "Authorization", "Bearer "+teamKey)
+		for _, e := range logs.TakeAll() {
+			if e.Message == "a budget passed a threshold" {
+				f := e.ContextMap()
+				told = append(told, fmt.Sprintf("%s %s %s %d%% %s", f["key"], f["kind"], f["limit"], f["percent"], f["used"]))
+			}
+		}
+	}
+	if got := fmt.Sprint(told); got != "[alice spend 1/d 50% 0.60 alice spend 1/d 80% 0.90]" {
+		t.Fatalf("%s", got)
 	}
 }

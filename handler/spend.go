@@ -10,7 +10,7 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/internal/price"
 )
 
-// Spend in money (SPEC §21): every model has a price (price.Book: the
+// Spend in money (docs/keys.md): every model has a price (price.Book: the
 // config's price lines over the built-in table), and every request what it
 // cost. An answer costs its usage (api.Usage, read by its API's own rule, so the
 // same whatever API the client spoke) at the price of the engine that
