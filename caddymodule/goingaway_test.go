@@ -19,8 +19,10 @@ import (
 // stream open: Caddy's grace_period bounds the wait for it, and shortly
 // before the period ends the stream gets an error event saying the gateway
 // is going away and a clean end (a whole chunked body), not the cut the
-// process's exit would be. The real binary runs, since only an exiting
-// process cuts its streams.
+// process's exit would be: a Chat client reads the event, a Responses
+// client its own error and response.failed, and the Node SDK raises it as
+// an error. The real binary runs, since only an exiting process cuts its
+// streams.
 func TestAStreamOpenAtExitEndsWithGoingAwayBeforeTheGracePeriod(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the caddy binary")
@@ -108,6 +110,20 @@ http://%s {
 		}
 	}
 
+	// and the Node SDK's Responses helper, where it is installed
+	var node <-chan nodeLine
+	if nodeSDK(t) != "" {
+		node = nodeResponses(t, "http://"+addr+"/v1", "slow")
+		for l := range node {
+			if l.Delta != "" {
+				break
+			}
+			if l.End != "" {
+				t.Fatalf("the Node SDK's stream ended before its first delta: %+v", l)
+			}
+		}
+	}
+
 	told := time.Now()
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -128,6 +144,19 @@ http://%s {
 	if n := len(events); err != nil || n < 2 || events[n-2].name != "error" || events[n-1].name != "response.failed" ||
 		!strings.Contains(string(events[n-2].data), `"code":"gateway_going_away"`) {
 		t.Fatalf("the Responses stream did not end with its own error events (%v): %v", err, events)
+	}
+	if node != nil {
+		// the SDK raises the going-away event as an error: the stream
+		// ended cleanly, and yet no final response
+		var end nodeLine
+		for l := range node {
+			if l.End != "" {
+				end = l
+			}
+		}
+		if end.End != "error" || end.Type != "error" || end.Code != "gateway_going_away" {
+			t.Fatalf("the Node SDK ended with %+v", end)
+		}
 	}
 	select {
 	case <-exited:

@@ -108,6 +108,44 @@ func TestAResponsesSDKReadsACutStreamAsAnError(t *testing.T) {
 	}
 }
 
+// A Responses client of the Node SDK (its responses.stream helper): a cut
+// stream of a Chat-only engine is raised as the gateway's in-band error
+// (upstream_stream_cut, its code and message), after the text the client
+// had, never as a final response.
+func TestTheNodeSDKReadsACutResponsesStreamAsAnError(t *testing.T) {
+	skipWithoutNodeSDK(t)
+	up := newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
+		inbandAnswer(w, r, false)
+		panic(http.ErrAbortHandler)
+	})
+	startGateway(t, fmt.Sprintf(`
+		engine chatonly {
+			to %s
+			models ib-node
+			api chat
+		}`, up.URL))
+	var text string
+	var events []string
+	var end nodeLine
+	for l := range nodeResponses(t, gwURL+"/v1", "ib-node") {
+		switch {
+		case l.Delta != "":
+			text += l.Delta
+		case l.Event != "":
+			events = append(events, l.Event+" "+l.Code)
+		case l.End != "":
+			end = l
+		}
+	}
+	if text != "partial answer" || end.End != "error" || end.Code != "upstream_stream_cut" || !strings.Contains(end.Message, "chatonly") {
+		t.Fatalf("the SDK had %q and ended with %+v; events %v", text, end, events)
+	}
+	// the error event is the last the helper reads: it ends the stream
+	if n := len(events); n < 2 || events[n-1] != "error upstream_stream_cut" || events[n-2] != "response.output_text.delta " {
+		t.Fatalf("events %v", events)
+	}
+}
+
 // inbandAnswer writes the first part of an answer in the API the request
 // asks (Chat or Responses) and flushes it: content reaches the client, so
 // the stream is committed.
