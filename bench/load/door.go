@@ -54,7 +54,7 @@ var doorKeys = []struct{ name, rules string }{
 	{"burst-float", "tokens 1000/d"},
 	{"burst-n", "tokens 1000/d"},
 	{"burst-best-of", "tokens 1000/d"},
-	{"burst-none-20k", "tokens 20000/d"},
+	{"burst-unbounded", "tokens 20000/d"},
 	{"spelling", "tokens 1M/d"},
 	{"narrow", "models bench\n\t\t\trate 10k/m"},
 }
@@ -69,6 +69,8 @@ func doorToken(name string) string { return "bench-door-" + name + "-key-0001" }
 const doorCaddyfileTemplate = globalOptions + `
 http://127.0.0.1:%d {
 	llm_gateway {
+		max_body 48MiB
+		max_body_in_flight 128MiB
 %s		ui /llm
 		engine up {
 			to http://127.0.0.1:%d
@@ -206,7 +208,7 @@ var doorBursts = []struct {
 	{"burst-n", "n 10, max_tokens 90", `{"model":"bench","stream":true,"n":10,"max_tokens":90,` + doorMessages + `}`, 1.2, doorBudget, doorAnswer},
 	{"burst-best-of", `best_of "10", max_completion_tokens 90.0`, `{"model":"bench","stream":true,"best_of":"10","max_completion_tokens":90.0,` + doorMessages + `}`, 1.2, doorBudget, doorAnswer},
 	// round 3: no limit, answers a quarter of the budget (it was 4.75x)
-	{"burst-none-20k", "no token limit, 5,000-token answers", doorStream, 1.2, 20000, 5000},
+	{"burst-unbounded", "no token limit, 5,000-token answers", doorStream, 1.2, 20000, 5000},
 }
 
 // caseVariants are streams that name stream or stream_options in another

@@ -5,13 +5,16 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/llmgateway/caddy-llm-gateway/bench/internal/harness"
@@ -28,11 +31,21 @@ import (
 //     route), with a byte order mark and in UTF-16 on /upstream/, with a
 //     stream flag engines read as true: goal 0 upstream calls;
 //  6. unsized bodies: ten chunked bodies of 100 MB at once, over max_body
-//     (32 MiB): Caddy's peak RSS, goal ≤ 1.2× its idle RSS + 10 × max_body.
+//     (48 MiB): each refused (413, or 503 where max_body_in_flight came
+//     first; a client that still sends may meet the closed connection
+//     instead); Caddy's peak RSS, goal ≤ 1.2× its idle RSS + 2 ×
+//     max_body_in_flight (128 MiB: what the bodies may hold, and the copy
+//     that joins one);
+//  7. (round 3) ten uploads of 40 MiB at once, with a Content-Length and
+//     Expect: 100-continue: admitted whole or refused 503 before they are
+//     sent; Caddy's peak RSS, the same goal (they held 400 MiB before).
+//     It runs before 6, while Caddy's RSS is idle.
 const (
 	door2Bodies   = 10
 	door2BodySize = 100 << 20
-	door2MaxBody  = 32 << 20 // the door Caddy's max_body: the default
+	door2MaxBody  = 48 << 20  // the door Caddy's max_body
+	door2InFlight = 128 << 20 // its max_body_in_flight
+	door2Upload   = 40 << 20
 )
 
 // door2Result is what runDoor2 measured.
@@ -41,7 +54,11 @@ type door2Result struct {
 	reachCalls               int64 // upstream calls the reach requests made
 
 	bodiesSent, bodies413 int
-	idleKB, peakKB        int64 // Caddy's VmRSS before, VmHWM during the bodies
+	bodyEnds, uploadEnds  map[string]int // how each ended: its status, or the client's error
+	idleKB, peakKB        int64          // Caddy's VmRSS before, VmHWM during the bodies
+
+	uploadsSent, uploadsAdmitted, uploads503 int
+	uploadIdleKB, uploadPeakKB               int64 // the same, for the uploads
 }
 
 // reachCalls are the ways to name `other` as the narrow key.
@@ -85,8 +102,11 @@ func runDoor2(ctx context.Context, e *env, client *http.Client, gw, up string) (
 	}
 	res.reachCalls = counts.sum("door-reach-", counts.Calls)
 
-	// 6. unsized bodies over max_body, all at once
+	// 7. sized uploads of 40 MiB, all at once: first, while Caddy's RSS
+	// is idle (what the chunked bodies of 6 took stays mapped a while)
 	pid := e.caddy.PID()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
 	if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0); err != nil {
 		return res, fmt.Errorf("door: resetting Caddy's peak RSS: %v", err)
 	}
@@ -94,15 +114,46 @@ func runDoor2(ctx context.Context, e *env, client *http.Client, gw, up string) (
 	if err != nil {
 		return res, err
 	}
-	res.idleKB = idle >> 10
-	var mu sync.Mutex
-	var wg sync.WaitGroup
+	res.uploadIdleKB = idle >> 10
+	upload := []byte(`{"model":"bench","messages":[{"role":"user","content":"` + strings.Repeat("a", door2Upload) + `"}]}`)
 	for range door2Bodies {
 		wg.Go(func() {
-			st := sendUnsized(ctx, gw)
+			st, err := sendUpload(ctx, gw, upload)
 			mu.Lock()
+			res.uploadEnds = countEnd(res.uploadEnds, st, err)
+			res.uploadsSent++
+			switch st {
+			case http.StatusOK:
+				res.uploadsAdmitted++
+			case http.StatusServiceUnavailable:
+				res.uploads503++
+			}
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if res.uploadPeakKB, err = peakRSSKB(pid); err != nil {
+		return res, err
+	}
+
+	// 6. unsized bodies over max_body, all at once
+	if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0); err != nil {
+		return res, fmt.Errorf("door: resetting Caddy's peak RSS: %v", err)
+	}
+	if idle, err = harness.RSS(pid); err != nil {
+		return res, err
+	}
+	res.idleKB = idle >> 10
+	for range door2Bodies {
+		wg.Go(func() {
+			st, err := sendUnsized(ctx, gw)
+			mu.Lock()
+			res.bodyEnds = countEnd(res.bodyEnds, st, err)
 			res.bodiesSent++
-			if st == http.StatusRequestEntityTooLarge {
+			// refused: 413, 503, or, over HTTP/1.1, the connection the
+			// gateway closed after its refusal while the client still sent
+			if st == http.StatusRequestEntityTooLarge || st == http.StatusServiceUnavailable ||
+				errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
 				res.bodies413++
 			}
 			mu.Unlock()
@@ -115,26 +166,74 @@ func runDoor2(ctx context.Context, e *env, client *http.Client, gw, up string) (
 	return res, nil
 }
 
+// sendUpload sends body as the operator, with its Content-Length and
+// Expect: 100-continue (as curl sends a large body), and answers the status.
+func sendUpload(ctx context.Context, gw string, body []byte) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, gw+chatPath, bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+doorToken("ops"))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Expect", "100-continue")
+	resp, err := (&http.Client{Transport: &http.Transport{ExpectContinueTimeout: 10 * time.Second}}).Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, nil
+}
+
 // sendUnsized sends a chunked body of door2BodySize bytes as the operator
 // (no limits) and answers the status.
-func sendUnsized(ctx context.Context, gw string) int {
+func sendUnsized(ctx context.Context, gw string) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	body := io.MultiReader(strings.NewReader(`{"model":"bench","messages":"`), io.LimitReader(zeros{}, door2BodySize))
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, gw+chatPath, body)
 	if err != nil {
-		return 0
+		return 0, err
 	}
 	req.ContentLength = -1 // chunked: the gateway cannot refuse it by its length
 	req.Header.Set("Authorization", "Bearer "+doorToken("ops"))
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := (&http.Client{Transport: &http.Transport{}}).Do(req)
 	if err != nil {
-		return 0
+		return 0, err
 	}
 	defer resp.Body.Close()
 	io.Copy(io.Discard, resp.Body)
-	return resp.StatusCode
+	return resp.StatusCode, nil
+}
+
+// countEnd counts how a request ended in ends: its status, or the
+// client's error (a connection closed while the body was sent).
+func countEnd(ends map[string]int, status int, err error) map[string]int {
+	if ends == nil {
+		ends = map[string]int{}
+	}
+	what := strconv.Itoa(status)
+	if err != nil {
+		what = err.Error()
+		if i := strings.LastIndex(what, ": "); i >= 0 {
+			what = what[i+2:]
+		}
+	}
+	ends[what]++
+	return ends
+}
+
+// endsText says ends, most first.
+func endsText(ends map[string]int) string {
+	var parts []string
+	for what, n := range ends {
+		parts = append(parts, fmt.Sprintf("%d × %s", n, what))
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ", ")
 }
 
 // zeros is an endless body of '0's.
@@ -169,8 +268,13 @@ func (r *report) addDoor2(d door2Result) {
 	r.doorCheck(fmt.Sprintf("a `models bench` key naming `other` %d ways: refused 4xx", d.reachTried), fmt.Sprintf("%d/%d", d.reachRefused, d.reachTried),
 		"all", d.reachTried > 0 && d.reachRefused == d.reachTried)
 	r.doorCheck("  upstream calls they made (answers from a model it may not use)", fmt.Sprint(d.reachCalls), "0", d.reachCalls == 0)
-	limit := d.idleKB*12/10 + door2Bodies*door2MaxBody>>10
+	limit := d.idleKB*12/10 + 2*door2InFlight>>10
 	r.doorCheck(fmt.Sprintf("%d chunked %d MB bodies at once: peak RSS", door2Bodies, door2BodySize>>20),
 		fmt.Sprintf("%d MB", d.peakKB>>10), fmt.Sprintf("<= %d MB", limit>>10), d.peakKB > 0 && d.peakKB <= limit && d.bodies413 == d.bodiesSent)
-	r.doorInfo("  idle RSS / answered 413", fmt.Sprintf("%d MB / %d of %d", d.idleKB>>10, d.bodies413, d.bodiesSent))
+	r.doorInfo("  idle RSS / refused (413, 503, the connection closed)", fmt.Sprintf("%d MB / %d of %d (%s)", d.idleKB>>10, d.bodies413, d.bodiesSent, endsText(d.bodyEnds)))
+	limit = d.uploadIdleKB*12/10 + 2*door2InFlight>>10
+	r.doorCheck(fmt.Sprintf("%d uploads of %d MiB at once, max_body_in_flight %d MiB: peak RSS", door2Bodies, door2Upload>>20, door2InFlight>>20),
+		fmt.Sprintf("%d MB", d.uploadPeakKB>>10), fmt.Sprintf("<= %d MB", limit>>10),
+		d.uploadPeakKB > 0 && d.uploadPeakKB <= limit && d.uploadsAdmitted > 0 && d.uploadsAdmitted+d.uploads503 == d.uploadsSent)
+	r.doorInfo("  idle RSS / admitted / refused 503", fmt.Sprintf("%d MB / %d / %d (%s)", d.uploadIdleKB>>10, d.uploadsAdmitted, d.uploads503, endsText(d.uploadEnds)))
 }
