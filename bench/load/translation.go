@@ -100,6 +100,7 @@ func translationPhase(ctx context.Context, e *env, c config, r *report, pid int)
 	}
 	ttfb, ttfb99 := mk("stream TTFB p50 (us)", 0), mk("stream TTFB p99 (us)", 0)
 	total, cpu := mk("stream to its end p50 (us)", 0), mk("Caddy CPU per chunk (us)", 2)
+	perStream := mk("Caddy CPU per stream (us)", 0) // the same CPU, per whole stream
 	r.transNames = nil
 	for _, t := range ts {
 		r.transNames = append(r.transNames, t.name)
@@ -143,6 +144,7 @@ func translationPhase(ctx context.Context, e *env, c config, r *report, pid int)
 			}
 			per := res.cpu / time.Duration(res.whole*transChunks)
 			cpu.vals[j] = append(cpu.vals[j], us(per))
+			perStream.vals[j] = append(perStream.vals[j], us(res.cpu/time.Duration(res.whole)))
 			progress("translation cpu round %d/%d %-16s %5.2f us/chunk (%v CPU over %d streams, %d client events)",
 				round+1, c.rounds, ts[j].name, us(per), res.cpu, res.whole, res.chunks)
 		}
