@@ -8,6 +8,8 @@
 #   is built and run where a Docker daemon answers, else skipped with a line
 #   that says so (CI has no Docker);
 # - docs/development.md: the fuzz example, for its minute;
+# - docs/performance.md: the plain path's benchmarks, and the bench's cpu
+#   phase alone (about 2 minutes);
 # - docs/clients.md: Claude Code and Codex CLI from npm, with
 #   LLMGW_AGENT_TESTS=1 only (.ci/run sets it once it has fetched them);
 # - docs/real-engines.md: building ollama from the Go module proxy (about 45
@@ -27,6 +29,10 @@ trap stop EXIT
 
 echo "docs: development.md, the fuzz example"
 go test ./internal/jsonmember -run XXX -fuzz FuzzScanBody -fuzztime 1m
+
+echo "docs: performance.md, the plain path's benchmarks and the bench's cpu phase"
+go test ./handler -run XXX -bench 'BenchmarkGateway(JSON|Stream|JSONHedgeOn|JSONHedged)$' -benchmem
+PHASES=cpu SKIP_COLDSTART=1 ROUNDS=5 bench/run.sh
 
 if docker info >/dev/null 2>&1; then
 	echo "docs: building.md, the Docker image"
