@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -57,7 +58,7 @@ func TestThePageShowsEachRequestsAPIsPathAndUserAgent(t *testing.T) {
 		}
 		// filtered: only the translated one
 		if table == "#requests" {
-			eval[bool](t, ctx, `const s = document.querySelector('#req-api'); s.value = 'translated'; s.dispatchEvent(new Event('change')); true`)
+			eval[bool](t, ctx, `(() => { const s = document.querySelector('#req-api'); s.value = 'translated'; s.dispatchEvent(new Event('change')); return true })()`)
 		} else {
 			eval[bool](t, ctx, `document.querySelector('#hist-api').value = 'translated'; true`)
 			run(t, ctx, "the history's API filter", chromedp.Click(chromedp.CSS(`#hist-filter button[type="submit"]`)))
@@ -68,6 +69,13 @@ func TestThePageShowsEachRequestsAPIsPathAndUserAgent(t *testing.T) {
 				t.Fatalf("the recent list's count, filtered: %q", count)
 			}
 		}
+	}
+	// docs/statuspage-apis.png: the recent list, unfiltered, wide enough
+	// for every column
+	if os.Getenv("LLMGW_SCREENSHOT_APIS") != "" {
+		eval[bool](t, ctx, `(() => { const s = document.querySelector('#req-api'); s.value = ''; s.dispatchEvent(new Event('change')); return true })()`)
+		run(t, ctx, "a wide screen", chromedp.EmulateViewport(1800, 1000))
+		screenshot(t, ctx, "LLMGW_SCREENSHOT_APIS", `section[aria-labelledby="req-h"]`)
 	}
 	if strings.Contains(eval[string](t, ctx, "document.body.innerText"), "pastedbymistake") {
 		t.Fatal("the page shows the key a user agent carried")

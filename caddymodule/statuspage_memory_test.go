@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -69,13 +68,5 @@ func TestStatusPageShowsTheMemoryAndTheWaitingStartsInABrowser(t *testing.T) {
 	if got := eval[string](t, ctx, box+`.querySelector('.swaps').textContent`); !strings.Contains(got, " in the last hour") {
 		t.Fatalf("swaps: %q", got)
 	}
-	if out := os.Getenv("LLMGW_SCREENSHOT_MEMORY"); out != "" {
-		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-		if err != nil {
-			t.Fatalf("the screenshot: %v", err)
-		}
-		if err := os.WriteFile(out, png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	screenshot(t, ctx, "LLMGW_SCREENSHOT_MEMORY", "")
 }

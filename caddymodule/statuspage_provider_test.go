@@ -58,6 +58,7 @@ func TestAProviderEngineIsItsAnswersOnThePageAndTheAdminAPI(t *testing.T) {
 		t.Fatalf("after a 200: %s %+v", s.State, s.Provider.LastAnswer)
 	}
 	until(t, ctx, "the 200 on its card", field("last answer")+`.startsWith('200 ok')`)
+	screenshot(t, ctx, "LLMGW_SCREENSHOT_PROVIDER", `article[data-engine="bedrock"]`) // docs/statuspage-provider.png
 
 	// a 429: failing, on every surface, until it answers again
 	bed.setMode("throttled")

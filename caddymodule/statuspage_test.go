@@ -95,6 +95,32 @@ func until(t *testing.T, ctx context.Context, what, js string) {
 	}
 }
 
+// screenshot writes the page (sel "") or the element sel shows as a PNG to
+// the file the environment variable env names, when it names one: the
+// docs' pictures, taken by the tests that make the page show what they show.
+func screenshot(t *testing.T, ctx context.Context, env, sel string) {
+	t.Helper()
+	out := os.Getenv(env)
+	if out == "" {
+		return
+	}
+	// at the top, so that the sticky header is where a reader sees it, and
+	// without the flash of rows just arrived
+	eval[bool](t, ctx, `window.scrollTo(0, 0); document.querySelectorAll('.fresh').forEach((r) => r.classList.remove('fresh')); true`)
+	shot := chromedp.FullScreenshot(100)
+	if sel != "" {
+		shot = chromedp.Screenshot(chromedp.CSS(sel))
+	}
+	png, err := chromedp.Run(ctx, shot)
+	if err != nil {
+		t.Fatalf("the screenshot for %s: %v", env, err)
+	}
+	if err := os.WriteFile(out, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("wrote %s", out)
+}
+
 // engineState is the JavaScript for the state an engine's card shows.
 func engineState(name string) string {
 	return fmt.Sprintf(`(document.querySelector('article[data-engine=%q] .state') || {}).textContent`, name)
@@ -173,16 +199,9 @@ func TestStatusPageInARealBrowser(t *testing.T) {
 		fmt.Sprint(strings.Count(logsBefore, "listening on")+1))
 	until(t, ctx, "the start duration", `document.querySelector('article[data-engine="demo"] [data-field="start took"]') !== null`)
 
-	if out := os.Getenv("LLMGW_SCREENSHOT"); out != "" {
+	if os.Getenv("LLMGW_SCREENSHOT") != "" {
 		screenshotTraffic(t, ctx)
-		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-		if err != nil {
-			t.Fatalf("the screenshot: %v", err)
-		}
-		if err := os.WriteFile(out, png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("wrote %s", out)
+		screenshot(t, ctx, "LLMGW_SCREENSHOT", "")
 	}
 
 	// the key is in no data the page was sent
