@@ -64,7 +64,7 @@ type oldToken struct {
 const (
 	MaxNote    = 1024
 	MaxModels  = 256
-	MaxLimits  = 8 // rate or tokens limits of a key
+	MaxLimits  = 8 // rate, tokens or spend limits of a key
 	MaxOverlap = 30 * 24 * time.Hour
 	// maxOld bounds the replaced tokens a key still accepts: rotating
 	// again within an overlap drops the oldest.
@@ -116,8 +116,8 @@ func (s Spec) check(now time.Time) error {
 		return invalid("the note is %d bytes long; at most %d", len(s.Note), MaxNote)
 	case len(s.Models) > MaxModels:
 		return invalid("it names %d models; at most %d", len(s.Models), MaxModels)
-	case len(s.Rate) > MaxLimits || len(s.Tokens) > MaxLimits:
-		return invalid("at most %d rate and %d tokens limits", MaxLimits, MaxLimits)
+	case len(s.Rate) > MaxLimits || len(s.Tokens) > MaxLimits || len(s.Spend) > MaxLimits:
+		return invalid("at most %d rate, %d tokens and %d spend limits", MaxLimits, MaxLimits, MaxLimits)
 	case !s.Expires.IsZero() && !s.Expires.After(now):
 		return invalid("it would expire at %s, which has passed", s.Expires.UTC().Format(time.RFC3339))
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/llmgateway/caddy-llm-gateway/handler/config"
+	"github.com/llmgateway/caddy-llm-gateway/quota"
 )
 
 func TestIssueRefusesWhatTheStoreWouldNotKeep(t *testing.T) {
@@ -27,6 +28,7 @@ func TestIssueRefusesWhatTheStoreWouldNotKeep(t *testing.T) {
 		{Spec{Key: config.Key{Name: "op", Operator: true}}, ErrInvalid, "never an operator"},
 		{Spec{Key: config.Key{Name: "n"}, Note: long}, ErrInvalid, "note"},
 		{Spec{Key: config.Key{Name: "e"}, Expires: clk.Now().Add(-time.Second)}, ErrInvalid, "has passed"},
+		{Spec{Key: config.Key{Name: "s", Spend: make([]quota.SpendLimit, MaxLimits+1)}}, ErrInvalid, "spend limits"},
 	} {
 		_, token, err := s.Issue(tc.spec)
 		if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.says) || token != "" {
