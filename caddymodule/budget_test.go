@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -230,5 +231,51 @@ func TestTwoFrontDoorsOnRedisAgreeOnAMoneyBudget(t *testing.T) {
 	}
 	if up.arrived.Load() != 4 {
 		t.Fatalf("the cloud engine got %d requests", up.arrived.Load())
+	}
+}
+
+// A key issued at run time may have a money budget and join a team of the
+// config; a team the config lacks is refused, naming it.
+func TestAnIssuedKeyMaySpendAndJoinATeam(t *testing.T) {
+	up := newRunaway(t)
+	up.let()
+	startGateway(t, cloudPrices+`
+		issued_keys
+		team eng {
+			spend 100/mo
+		}
+		engine x {
+			to `+up.URL+`
+			models x
+		}`)
+	// the store outlives a test in this binary (as it outlives a config)
+	do(t, mustReq(http.MethodDelete, adminURL+"/llm_gateway/keys/spender"))
+	resetMoneyKey(t, adminURL, "team:eng") // a team's counters reset as a key's
+	issue := func(body string) (*http.Response, string) {
+		req := mustReq(http.MethodPost, adminURL+"/llm_gateway/keys")
+		req.Body = io.NopCloser(strings.NewReader(body))
+		return do(t, req)
+	}
+	if resp, body := issue(`{"name":"spender","spend":["1/d"],"team":"nope"}`); resp.StatusCode != 400 || !strings.Contains(body, "team nope is no team of this gateway") {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	resp, body := issue(`{"name":"spender","spend":["0.50/d"],"team":"eng"}`)
+	var issued struct{ Token string }
+	if resp.StatusCode != 201 || json.Unmarshal([]byte(body), &issued) != nil || issued.Token == "" {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	resetMoneyKey(t, adminURL, "spender")               // its counters outlive a revoke, as a name's do
+	ask := strings.Replace(moneyAsk, "6000", "1000", 1) // reserves $0.04
+	resp, body = post(t, "/v1/chat/completions", ask, "Authorization", "Bearer "+issued.Token)
+	// its own budget is the tighter: $0.50 less $0.04 held
+	if resp.StatusCode != 200 || resp.Header.Get("X-Ratelimit-Limit-Spend") != "0.50" || resp.Header.Get("X-Ratelimit-Remaining-Spend") != "0.46" {
+		t.Fatalf("%d %v %s", resp.StatusCode, resp.Header, body)
+	}
+	// the answer cost $0.20, counted against the key and its team
+	if used, _ := spendOf(t, adminURL, "spender"); used != "0.20" {
+		t.Fatalf("the key: used %s", used)
+	}
+	if used, left := spendOf(t, adminURL, "team:eng"); used != "0.20" || left != "99.80" {
+		t.Fatalf("the team: used %s, remaining %s", used, left)
 	}
 }
