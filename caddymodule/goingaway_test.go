@@ -19,9 +19,9 @@ import (
 // stream open: Caddy's grace_period bounds the wait for it, and shortly
 // before the period ends the stream gets an error event saying the gateway
 // is going away and a clean end (a whole chunked body), not the cut the
-// process's exit would be: a Chat client reads the event, a Responses
-// client its own error and response.failed, and the Node SDK raises it as
-// an error. The real binary runs, since only an exiting process cuts its
+// process's exit would be: a Chat client reads the event, a Messages
+// client its own error event, a Responses client its own error and
+// response.failed, and the Node SDK raises it as an error. The real binary runs, since only an exiting process cuts its
 // streams.
 func TestAStreamOpenAtExitEndsWithGoingAwayBeforeTheGracePeriod(t *testing.T) {
 	if testing.Short() {
@@ -110,6 +110,25 @@ http://%s {
 		}
 	}
 
+	// and a Messages client's, told in its own grammar too
+	mreq, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/messages",
+		strings.NewReader(`{"model":"slow","max_tokens":500,"stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+	mreq.Header.Set("Content-Type", "application/json")
+	mresp, err := testClient.Do(mreq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mresp.Body.Close()
+	mbody := bufio.NewReader(mresp.Body)
+	for {
+		line, err := mbody.ReadString('\n')
+		if err != nil {
+			t.Fatalf("the Messages stream ended before its first delta: %v", err)
+		}
+		if strings.Contains(line, "content_block_delta") {
+			break
+		}
+	}
 	// and the Node SDK's Responses helper, where it is installed
 	var node <-chan nodeLine
 	if nodeSDK(t) != "" {
@@ -144,6 +163,11 @@ http://%s {
 	if n := len(events); err != nil || n < 2 || events[n-2].name != "error" || events[n-1].name != "response.failed" ||
 		!strings.Contains(string(events[n-2].data), `"code":"gateway_going_away"`) {
 		t.Fatalf("the Responses stream did not end with its own error events (%v): %v", err, events)
+	}
+	events, err = sseEventsOf(io.NopCloser(mbody))
+	if n := len(events); err != nil || n < 1 || events[n-1].name != "error" || !strings.Contains(string(events[n-1].data), `{"type":"error","error":{"type":"overloaded_error"`) ||
+		!strings.Contains(string(events[n-1].data), "the gateway is restarting") {
+		t.Fatalf("the Messages stream did not end with its own error event (%v): %v", err, events)
 	}
 	if node != nil {
 		// the SDK raises the going-away event as an error: the stream

@@ -70,6 +70,88 @@ func TestAnInBandErrorIsInEachClientsGrammar(t *testing.T) {
 	}
 }
 
+// The errors that can come after a waiting stream's preamble (its headers
+// went out before any engine answered), in each client's grammar: an
+// engine's error answer (upstream_error, with the engine's words) and an
+// engine's refusal of the request (an older llama-server's 500
+// "Unsupported param: tools", tools_not_supported), for a Chat client, a
+// Messages client and a Responses client of a Chat-only engine. The
+// engine answers only once the client has its preamble.
+func TestAnErrorAfterThePreambleIsInEachClientsGrammar(t *testing.T) {
+	held := make(chan struct{})
+	up := newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/chat/completions" {
+			w.WriteHeader(404) // the gateway's look at the engine, not a request
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		select {
+		case <-held:
+		case <-r.Context().Done():
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		if strings.Contains(string(body), `"pre-fault"`) {
+			w.WriteHeader(500)
+			io.WriteString(w, `{"error":{"code":500,"message":"Unsupported param: tools","type":"server_error"}}`)
+			return
+		}
+		w.WriteHeader(400)
+		io.WriteString(w, `{"error":{"message":"temperature out of range","type":"invalid_request_error"}}`)
+	})
+	startGateway(t, fmt.Sprintf(`
+		engine old-llama {
+			to %s
+			models pre-status pre-fault
+			api chat
+		}`, up.URL))
+	clients := []struct{ api, path, body string }{
+		{"chat", "/v1/chat/completions", `{"model":%q,"stream":true,"messages":[{"role":"user","content":"hi"}]}`},
+		{"messages", "/v1/messages", `{"model":%q,"max_tokens":50,"stream":true,"messages":[{"role":"user","content":"hi"}]}`},
+		{"responses", "/v1/responses", `{"model":%q,"stream":true,"input":"hi"}`},
+	}
+	for _, kind := range []struct{ model, code, words string }{
+		{"pre-status", "upstream_error", "temperature out of range"},
+		{"pre-fault", "tools_not_supported", "Unsupported param: tools"},
+	} {
+		for _, c := range clients {
+			t.Run(kind.code+"/"+c.api, func(t *testing.T) {
+				resp, _ := postStream(t, c.path, fmt.Sprintf(c.body, kind.model)) // its headers: the preamble
+				held <- struct{}{}
+				events, err := sseEventsOf(resp.Body)
+				if err != nil || len(events) == 0 {
+					t.Fatalf("%v: %v", err, events)
+				}
+				n := len(events)
+				last := events[n-1]
+				switch c.api {
+				case "chat":
+					var o struct {
+						Error struct{ Code, Message string } `json:"error"`
+					}
+					if last.name != "" || json.Unmarshal(last.data, &o) != nil || o.Error.Code != kind.code || !strings.Contains(o.Error.Message, kind.words) {
+						t.Fatalf("chat's last event %s %s", last.name, last.data)
+					}
+				case "messages":
+					var o struct {
+						Type  string                         `json:"type"`
+						Error struct{ Type, Message string } `json:"error"`
+					}
+					if last.name != "error" || json.Unmarshal(last.data, &o) != nil || o.Type != "error" || o.Error.Type == "" || !strings.Contains(o.Error.Message, kind.words) {
+						t.Fatalf("messages' last event %s %s", last.name, last.data)
+					}
+				case "responses":
+					var errEv struct{ Code, Message string }
+					if n < 2 || events[n-2].name != "error" || last.name != "response.failed" ||
+						json.Unmarshal(events[n-2].data, &errEv) != nil || errEv.Code != kind.code || !strings.Contains(errEv.Message, kind.words) {
+						t.Fatalf("responses' last events %v", events)
+					}
+				}
+			})
+		}
+	}
+}
+
 // A Responses client of the openai-go SDK: a cut stream's last events are
 // the SDK's own error and response.failed types, and the stream ends in an
 // error, never as a whole answer.
