@@ -22,7 +22,8 @@ import (
 //	                         a body is admitted whole or not at all (ten
 //	                         uploads read side by side, each taking as it
 //	                         came, would fill the budget with ten halves and
-//	                         all be refused)
+//	                         all be refused); read into one buffer, with no
+//	                         copy to join its chunks (bounded.ReadWhole)
 //	sent chunked             each chunk as it is allocated (bounded.Read)
 //
 // A body that would pass the budget is answered 503 bodies_in_flight with

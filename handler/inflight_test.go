@@ -20,8 +20,9 @@ import (
 // three are admitted whole and held while their engine answers, seven are
 // 503 bodies_in_flight with Retry-After before a byte of them is read, a
 // chat request's small body still passes, and what the gateway allocated
-// for the bodies stays within about twice the cap (each body's chunks and
-// the copy that joins them).
+// for the bodies stays within the cap and a little (each admitted body is
+// read into one buffer, with no copy to join its chunks: the copy took
+// 244 MiB, twice the cap).
 func TestBodiesInFlightAreBoundedTogether(t *testing.T) {
 	const limit = 128 << 20
 	// an engine that reads each body, then holds its answer until released
@@ -99,7 +100,7 @@ func TestBodiesInFlightAreBoundedTogether(t *testing.T) {
 			t.Errorf("status %d", r.status)
 		}
 	}
-	if got := after.TotalAlloc - before.TotalAlloc; got > 2.5*limit {
+	if got := after.TotalAlloc - before.TotalAlloc; got > limit+limit/5 {
 		t.Errorf("the uploads allocated %d MiB under a cap of %d MiB", got>>20, limit>>20)
 	} else {
 		t.Logf("ten 40 MiB uploads at once under max_body_in_flight 128MiB: %d admitted, %d refused 503, %d MiB allocated", admitted, refused, got>>20)

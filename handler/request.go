@@ -120,13 +120,16 @@ func (g *Gateway) readBodyOnce(w http.ResponseWriter, r *http.Request, hold *bod
 		closeAfter(w, r) // not a byte more of it is read
 		return nil, g.tooLarge()
 	}
-	budget := bounded.Budget(hold)
+	budget, whole := bounded.Budget(hold), false
 	if r.ContentLength > 0 {
 		if !hold.Take(r.ContentLength) { // whole, before a byte is read (inflight.go)
 			closeAfter(w, r)
 			return nil, g.bodies.busy(w)
 		}
-		budget = nil
+		// counted whole in max_body_in_flight: read into one buffer, with
+		// no copy to join its chunks (a body under freeBody is not counted,
+		// and is read in chunks as it arrives)
+		budget, whole = nil, r.ContentLength > freeBody
 	}
 	// the deadline is the connection's (a socket's, or an HTTP/2 stream's),
 	// so a body that trickles is cut where it waits. Once the body is read
@@ -137,7 +140,13 @@ func (g *Gateway) readBodyOnce(w http.ResponseWriter, r *http.Request, hold *bod
 	// no deadline, before writing the refusal.
 	rc := http.NewResponseController(w)
 	deadline := rc.SetReadDeadline(time.Now().Add(g.bodyTimeout)) == nil
-	body, err := bounded.Read(r.Body, r.ContentLength, g.maxBody, budget)
+	var body []byte
+	var err error
+	if whole {
+		body, err = bounded.ReadWhole(r.Body, r.ContentLength)
+	} else {
+		body, err = bounded.Read(r.Body, r.ContentLength, g.maxBody, budget)
+	}
 	if deadline && err == nil {
 		_ = rc.SetReadDeadline(time.Time{})
 	}

@@ -142,3 +142,22 @@ func TestABodyTakesItsChunksFromTheBudget(t *testing.T) {
 		t.Fatalf("a sized body past the budget: %v, took %d", err, small.taken)
 	}
 }
+
+// A body read whole is one allocation of its length, and one shorter than
+// its length is an error.
+func TestABodyReadWholeIsOneAllocation(t *testing.T) {
+	want := bytes.Repeat([]byte("ab"), 3<<20)
+	var body []byte
+	got := allocated(func() {
+		var err error
+		if body, err = ReadWhole(bytes.NewReader(want), int64(len(want))); err != nil {
+			t.Error(err)
+		}
+	})
+	if !bytes.Equal(body, want) || got > uint64(len(want))+64<<10 {
+		t.Fatalf("%d bytes read, %d allocated for %d", len(body), got, len(want))
+	}
+	if _, err := ReadWhole(strings.NewReader("short"), 10); err == nil {
+		t.Fatal("a body shorter than its length was read")
+	}
+}
