@@ -114,7 +114,7 @@ func Max(a, b Price) Price {
 // write price, the rest of the prompt at the input price; the reasoning
 // tokens at the reasoning price, the rest of the output at the output
 // price. Usage counts the cache's tokens and the reasoning inside Input
-// and Output, whatever API reported them (internal/api), so one answer
+// and Output, whatever API reported them (package api), so one answer
 // costs the same whatever API the client spoke. The sum is exact in
 // pico-dollars and rounded once, half up, to the nano-dollar.
 func (p Price) Cost(u api.Usage) Amount {
