@@ -74,7 +74,8 @@ func TestASlowFirstTokenIsHedgedToTheFallback(t *testing.T) {
 // The same slow first token from a Chat-only engine, to a Responses
 // client (Codex's API) and a Chat one: each is hedged at hedge_after to
 // the fallback and streamed its answer, the Responses one as the openai-go
-// SDK reads a Responses stream (issue 56: the translated stream said
+// SDK reads a Responses stream (and the Node SDK's helper, where it is
+// installed) (issue 56: the translated stream said
 // response.created on the engine's role-only chunk, which committed it,
 // and 179 of 179 such streams waited the whole delay).
 func TestAResponsesClientIsHedgedAsAChatOne(t *testing.T) {
@@ -113,11 +114,26 @@ func TestAResponsesClientIsHedgedAsAChatOne(t *testing.T) {
 			t.Fatalf("%s: %q after %s: not the hedge's answer", which, text, took)
 		}
 	}
+	want := 2.0
+	if nodeSDK(t) != "" {
+		// and the Node SDK's Responses helper, where it is installed
+		want++
+		start := time.Now()
+		var end nodeLine
+		for l := range nodeResponses(t, gwURL+"/v1", "m") {
+			if l.End != "" {
+				end = l
+			}
+		}
+		if took := time.Since(start); took >= 20*time.Second || end.End != "final" || end.Status != "completed" || !strings.Contains(end.Text, "from the fast one") {
+			t.Fatalf("the Node SDK: %+v after %s: not the hedge's answer", end, took)
+		}
+	}
 	after := scrape(t)
 	won := sample(t, after, "llm_gateway_hedges_total", `engine="slow",winner="hedge"`) -
 		sample(t, before, "llm_gateway_hedges_total", `engine="slow",winner="hedge"`)
-	if won != 2 {
-		t.Fatalf("hedges won %v, want 2 (one per client API)\n%s", won, grepLines(after, "hedge"))
+	if won != want {
+		t.Fatalf("hedges won %v, want %v (one per client)\n%s", won, want, grepLines(after, "hedge"))
 	}
 }
 

@@ -41,7 +41,8 @@ type nodeLine struct {
 	End     string `json:"end"` // final or error
 	Code    string `json:"code"`
 	Type    string `json:"type"`
-	Status  string `json:"status"`
+	Status  string `json:"status"` // the final response's
+	Text    string `json:"text"`   // the final response's output_text
 	Message string `json:"message"`
 }
 
