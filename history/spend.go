@@ -19,21 +19,27 @@ import (
 // requests are all it holds).
 
 // SpendQuery is what to sum: the records a Filter selects (its Limit and
-// Before aside), grouped by some of key, model and engine.
+// Before aside), grouped by some of key, model, engine and day.
 type SpendQuery struct {
 	Filter Filter
-	By     []string // of "key", "model", "engine"; default all three
+	By     []string // of "key", "model", "engine", "day"; default the first three
 }
 
-// The groupings a SpendQuery may name.
-var spendGroups = []string{"key", "model", "engine"}
+// The groupings a SpendQuery may name: day is the UTC day a request
+// arrived, as a budget's d window counts it (the status page's spend
+// charts group by it).
+var (
+	spendGroups   = []string{"key", "model", "engine"}
+	spendGroupsBy = []string{"key", "model", "engine", "day"}
+)
 
 // ParseSpendQuery reads a SpendQuery from a query string: ParseQuery's
 // filters (model= key= engine= status= api= since=), and
 //
 //	window= h, d or mo: since the current hour, day or month began (UTC),
 //	        as a budget's window; default mo, unless since= is given
-//	by=     key,model,engine or some of them: the grouping
+//	by=     key,model,engine,day or some of them: the grouping (default
+//	        key,model,engine; day is the request's UTC day)
 func ParseSpendQuery(q url.Values, now time.Time) (SpendQuery, error) {
 	f, err := ParseQuery(q, now)
 	if err != nil {
@@ -58,8 +64,8 @@ func ParseSpendQuery(q url.Values, now time.Time) (SpendQuery, error) {
 	if by := q.Get("by"); by != "" {
 		sq.By = nil
 		for _, g := range strings.Split(by, ",") {
-			if !slices.Contains(spendGroups, g) || slices.Contains(sq.By, g) {
-				return SpendQuery{}, fmt.Errorf("by %q: want some of key, model and engine, each once", by)
+			if !slices.Contains(spendGroupsBy, g) || slices.Contains(sq.By, g) {
+				return SpendQuery{}, fmt.Errorf("by %q: want some of key, model, engine and day, each once", by)
 			}
 			sq.By = append(sq.By, g)
 		}
@@ -92,12 +98,13 @@ type Spend struct {
 	Groups   []SpendGroup `json:"groups"`
 }
 
-// SpendGroup is one key, model and engine's part (a field the query did
-// not group by is empty).
+// SpendGroup is one key, model, engine and day's part (a field the query
+// did not group by is empty).
 type SpendGroup struct {
 	Key       string       `json:"key,omitempty"`
 	Model     string       `json:"model,omitempty"`
 	Engine    string       `json:"engine,omitempty"`
+	Day       string       `json:"day,omitempty"` // 2026-12-07: the UTC day
 	Requests  int64        `json:"requests"`
 	TokensIn  int64        `json:"tokens_in"`
 	TokensOut int64        `json:"tokens_out"`
@@ -121,6 +128,8 @@ func (s *Store) Spend(q SpendQuery) (Spend, error) {
 				k.Model = r.Model
 			case "engine":
 				k.Engine = r.Engine
+			case "day":
+				k.Day = time.UnixMilli(r.Time).UTC().Format(time.DateOnly)
 			}
 		}
 		g := by[k]
@@ -144,7 +153,7 @@ func (s *Store) Spend(q SpendQuery) (Spend, error) {
 		out.Groups = append(out.Groups, *g)
 	}
 	slices.SortFunc(out.Groups, func(a, b SpendGroup) int {
-		return cmp.Or(cmp.Compare(b.Cost, a.Cost), cmp.Compare(a.Key, b.Key), cmp.Compare(a.Model, b.Model), cmp.Compare(a.Engine, b.Engine))
+		return cmp.Or(cmp.Compare(b.Cost, a.Cost), cmp.Compare(a.Key, b.Key), cmp.Compare(a.Model, b.Model), cmp.Compare(a.Engine, b.Engine), cmp.Compare(a.Day, b.Day))
 	})
 	return out, nil
 }

@@ -2,6 +2,7 @@ package history
 
 import (
 	"net/url"
+	"slices"
 	"testing"
 	"time"
 
@@ -66,6 +67,40 @@ func TestSpendSumsTheWindowByKeyModelAndEngine(t *testing.T) {
 		q, _ = ParseSpendQuery(url.Values{"since": {"720h"}}, c.Now())
 		if sp, _ = s.Spend(q); sp.Requests != 5 || sp.Partial {
 			t.Fatalf("%+v", sp)
+		}
+	})
+}
+
+// Grouped by day: each request counts on the UTC day it arrived, as a
+// budget's d window counts it.
+func TestSpendGroupsByTheUTCDay(t *testing.T) {
+	each(t, func(t *testing.T, open func(int, time.Duration) *Store, c *clock.Fake) {
+		s := open(100, 60*24*time.Hour)
+		c.Advance(time.Date(2026, 2, 3, 23, 59, 0, 0, time.UTC).Sub(c.Now()))
+		s.Add(costing(c, "alice", "claude", "anthropic", 100_000_000))
+		s.Add(costing(c, "bob", "claude", "anthropic", 1))
+		c.Advance(2 * time.Minute) // 4 February, 00:01
+		s.Add(costing(c, "alice", "claude", "anthropic", 20_000_000))
+		s.Add(costing(c, "alice", "qwen", "local", 0))
+		s.Sync()
+		q, err := ParseSpendQuery(url.Values{"by": {"key,day"}, "since": {"48h"}}, c.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		sp, err := s.Spend(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []SpendGroup{
+			{Key: "alice", Day: "2026-02-03", Requests: 1, TokensIn: 3, TokensOut: 5, Cost: 100_000_000},
+			{Key: "alice", Day: "2026-02-04", Requests: 2, TokensIn: 6, TokensOut: 10, Cost: 20_000_000},
+			{Key: "bob", Day: "2026-02-03", Requests: 1, TokensIn: 3, TokensOut: 5, Cost: 1},
+		}
+		if !slices.Equal(sp.Groups, want) {
+			t.Fatalf("%+v\nwant %+v", sp.Groups, want)
+		}
+		if _, err := ParseSpendQuery(url.Values{"by": {"day,day"}}, c.Now()); err == nil {
+			t.Fatal("by day twice was taken")
 		}
 	})
 }

@@ -49,6 +49,8 @@ const (
 //	POST <prefix>/api/engines/<name>/start   the admin API's start
 //	POST <prefix>/api/engines/<name>/stop    the admin API's stop (?drain=true)
 //	POST <prefix>/api/stop-all               stop every running engine
+//	GET  <prefix>/api/history, api/charts    the request history and its charts (history.go)
+//	GET  <prefix>/api/spend?days=7|30        each key's and model's spend per day (spend.go)
 //	     <prefix>/api/keys…                  a key's counters reset; keys issued, changed, rotated, revoked (issued.go)
 //
 // Every /api/ call needs one of Keys (none needed when Keys is nil).
@@ -204,6 +206,8 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, rest string) {
 		s.serveEvents(w, r)
 	case r.Method == http.MethodGet && (rest == "history" || rest == "charts"):
 		s.serveHistory(w, r, rest) // history.go
+	case r.Method == http.MethodGet && rest == "spend":
+		s.serveSpend(w, r) // spend.go
 	case r.Method == http.MethodGet && len(parts) == 2 && parts[0] == "logs":
 		s.serveLogs(w, r, parts[1])
 	case r.Method == http.MethodPost && len(parts) == 3 && parts[0] == "engines":
