@@ -61,7 +61,7 @@ func parseRules(d *cf.Dispenser, k *hconfig.Key, what string, operator bool) err
 				}
 			}
 		case "spend":
-			ls, err := spendArgs(d, what)
+			ls, err := spendArgs(d, what, &k.CheapAt)
 			if err != nil {
 				return err
 			}

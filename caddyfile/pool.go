@@ -78,6 +78,10 @@ func parsePool(d *cf.Dispenser) (hconfig.PoolConfig, error) {
 			if _, err := hedgeOption(d, &pc.Hedge); err != nil {
 				return pc, err
 			}
+		case "prefer":
+			if err := parsePrefer(d, &pc); err != nil { // cheap.go
+				return pc, err
+			}
 		case "dynamic", "template":
 			if err := parseDynamic(d, &pc); err != nil {
 				return pc, err

@@ -21,7 +21,7 @@ var (
 		"hangup_grace", "breaker", "transport", "set", "strip", "models_from", "health_interval",
 		"health_path", "health_timeout", "health_passes", "health_fails", "signals", "signals_path", "signals_slots_path",
 		"signals_interval", "signals_stale", "swap", "sleep_after", "slots", "hedge_after", "hedge_budget"}
-	poolOptions        = []string{"member", "sticky", "failover", "breaker", "balance", "dynamic", "template", "hedge_after", "hedge_budget", "warm_spare"}
+	poolOptions        = []string{"member", "sticky", "failover", "breaker", "balance", "dynamic", "template", "hedge_after", "hedge_budget", "warm_spare", "prefer"}
 	keyOptions         = []string{"models", "rate", "tokens", "spend", "team", "over_budget", "reserve", "priority", "operator", "hedge"}
 	teamOptions        = []string{"rate", "tokens", "spend", "over_budget"}
 	storeOptions       = []string{"password", "db", "prefix", "timeout"}

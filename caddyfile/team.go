@@ -48,7 +48,7 @@ func parseTeam(d *cf.Dispenser) (hconfig.Team, error) {
 				}
 			}
 		case "spend":
-			if t.Spend, err = spendArgs(d, what); err != nil {
+			if t.Spend, err = spendArgs(d, what, nil); err != nil {
 				return t, err
 			}
 		case "over_budget":
@@ -67,14 +67,23 @@ func parseTeam(d *cf.Dispenser) (hconfig.Team, error) {
 	return t, nil
 }
 
-// spendArgs reads a spend line's budgets: dollars per window, 1/d 50/mo.
-func spendArgs(d *cf.Dispenser, what string) ([]quota.SpendLimit, error) {
+// spendArgs reads a spend line's budgets: dollars per window, 1/d 50/mo;
+// a key's (at not nil) may end in cheap_at 80%.
+func spendArgs(d *cf.Dispenser, what string, at *int) ([]quota.SpendLimit, error) {
 	specs := d.RemainingArgs()
-	if len(specs) == 0 {
+	if len(specs) == 0 || specs[0] == "cheap_at" {
 		return nil, d.Errf("spend takes budgets in US dollars per window, such as 1/d or 50/mo")
 	}
 	var out []quota.SpendLimit
-	for _, spec := range specs {
+	for i := 0; i < len(specs); i++ {
+		spec := specs[i]
+		if spec == "cheap_at" { // a key's share of its budget (cheap.go)
+			if err := cheapAt(d, what, specs[i+1:], at); err != nil {
+				return nil, err
+			}
+			i++
+			continue
+		}
 		l, err := quota.ParseSpend(spec)
 		if err != nil {
 			return nil, d.Errf("%s: %v", what, err)

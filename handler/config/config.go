@@ -557,6 +557,11 @@ type PoolConfig struct {
 	// Default: none; the members are Members.
 	Dynamic  json.RawMessage `json:"dynamic,omitempty" caddy:"namespace=http.reverse_proxy.upstreams inline_key=source"`
 	Template string          `json:"template,omitempty"`
+
+	// Prefer is "cheap" to try the members able to serve cheapest first,
+	// by their price for the model they are sent (cheap.go). Default: "",
+	// the balance policy alone.
+	Prefer string `json:"prefer,omitempty"`
 }
 
 // DefaultFailoverTime is a pool's default failover time budget.
@@ -596,6 +601,9 @@ func (p PoolConfig) validate(engineNames map[string]bool) error {
 		return err
 	}
 	if err := p.Balance.validate(p.Name); err != nil {
+		return err
+	}
+	if err := checkPrefer(p.Name, p.Prefer); err != nil { // cheap.go
 		return err
 	}
 	return nil

@@ -75,13 +75,18 @@ type Key struct {
 	// money budget is spent (its own or its team's), instead of a 429
 	// insufficient_quota. Default: "" (refuse).
 	OverBudgetFallback string `json:"over_budget_fallback,omitempty"`
+
+	// CheapAt is a share of the key's money budget, in percent: once a
+	// request would take its spend past it, pools try their cheapest
+	// members first for the key (cheap.go). Default: 0, never.
+	CheapAt int `json:"cheap_at,omitempty"`
 }
 
 // HasRules reports whether the key carries rules beyond its token: models,
 // rates, budgets, an over_budget or a reserve. A key with rules is never an
 // operator.
 func (k Key) HasRules() bool {
-	return len(k.Models) > 0 || k.limited() || k.OverBudgetFallback != "" || k.Reserve != 0
+	return len(k.Models) > 0 || k.limited() || k.OverBudgetFallback != "" || k.Reserve != 0 || k.CheapAt != 0
 }
 
 // limited reports whether the key has limits of its own or a team's.
@@ -213,8 +218,8 @@ func (c Config) validateKeyRules(models map[string]string) error {
 		if k.Name == "" {
 			return fmt.Errorf("a key with models, rate, tokens, spend, team or over_budget needs a name (key <name> <token> { … })")
 		}
-		if prev, ok := byName[k.Name]; ok && fmt.Sprint(prev.Models, prev.Rate, prev.Tokens, prev.Spend, prev.Team, prev.OverBudgetFallback) !=
-			fmt.Sprint(k.Models, k.Rate, k.Tokens, k.Spend, k.Team, k.OverBudgetFallback) {
+		if prev, ok := byName[k.Name]; ok && fmt.Sprint(prev.Models, prev.Rate, prev.Tokens, prev.Spend, prev.Team, prev.OverBudgetFallback, prev.CheapAt) !=
+			fmt.Sprint(k.Models, k.Rate, k.Tokens, k.Spend, k.Team, k.OverBudgetFallback, k.CheapAt) {
 			return &ConfigError{Key: k.Name, Err: fmt.Errorf("key %s is given twice with different rules", k.Name)}
 		}
 		byName[k.Name] = k
@@ -254,6 +259,9 @@ func CheckRules(k Key, label string, known func(string) bool) error {
 	}
 	if err := k.Rules().Validate(); err != nil {
 		return fmt.Errorf("%s: %v", label, err)
+	}
+	if err := checkCheapAt(label, k.CheapAt, len(k.Spend)); err != nil { // cheap.go
+		return err
 	}
 	if f := k.OverBudgetFallback; f != "" {
 		if !known(f) {

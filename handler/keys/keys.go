@@ -29,6 +29,7 @@ type Rules struct {
 	reserveN   int64  // Key.Reserve
 	Priority   int    // Key.Priority
 	NoHedge    bool   // Key.NoHedge
+	CheapAt    int    // Key.CheapAt: the share of its money budget past which pools try their cheapest first
 	rules      bool   // Key.HasRules: models, rates, budgets, over_budget or reserve
 	operator   bool   // config.Operators: marked operator, or rule-free when none is
 }
@@ -94,7 +95,7 @@ func NewRing(keys []config.Key) *Ring {
 // an operator, of its own keys).
 func NewRules(key config.Key) *Rules {
 	kr := &Rules{Name: key.Name, Limits: key.Rules(), OverBudget: key.OverBudgetFallback, Team: key.Team, reserveN: key.Reserve, Priority: key.Priority, NoHedge: key.NoHedge,
-		rules: key.HasRules()}
+		CheapAt: key.CheapAt, rules: key.HasRules()}
 	if len(key.Models) > 0 {
 		kr.allowed, kr.Models = map[string]bool{}, key.Models
 		for _, m := range key.Models {
