@@ -90,7 +90,7 @@ func (g *Gateway) reserve(w http.ResponseWriter, req *request, res *Result) (*re
 		req.estimate, alone = g.estimateTokens(req)
 	}
 	t, d, by := g.admitBudgets(kr, req, alone) // budget.go: the key's limits, then its team's
-	req.rateHeaders = keys.RateHeaders(d)
+	req.rateHeaders, req.spendLeft = keys.RateHeaders(d), d.Spend
 	for k, v := range req.rateHeaders {
 		w.Header()[k] = v
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/internal/jsonmember"
 	"github.com/llmgateway/caddy-llm-gateway/internal/multipart"
 	"github.com/llmgateway/caddy-llm-gateway/internal/prefix"
+	"github.com/llmgateway/caddy-llm-gateway/quota"
 )
 
 // A routed request: its body read once, bounded by max_body, scanned for
@@ -36,13 +37,14 @@ type request struct {
 	form      *multipart.Fields // a multipart body's fields; nil for JSON
 	blocks    []uint64          // the prompt's block hashes, when a pool chose by them
 
-	key         *keys.Rules // the caller's key's rules, nil for none
-	rateHeaders http.Header // x-ratelimit-* of the caller's key
-	overBudget  bool        // served by the key's over_budget fallback
-	passthrough bool        // a /upstream/ request: relayed as the engine answers
-	route       string      // a path an engine's routes line names, which only such engines serve (v1routes.go)
-	hideUsage   bool        // the usage chunk is the gateway's, not the client's
-	keptError   int32       // 1 once an attempt kept its error body whole (keepError)
+	key         *keys.Rules    // the caller's key's rules, nil for none
+	rateHeaders http.Header    // x-ratelimit-* of the caller's key
+	spendLeft   quota.Headroom // what the door left of its money budget (cheap.go)
+	overBudget  bool           // served by the key's over_budget fallback
+	passthrough bool           // a /upstream/ request: relayed as the engine answers
+	route       string         // a path an engine's routes line names, which only such engines serve (v1routes.go)
+	hideUsage   bool           // the usage chunk is the gateway's, not the client's
+	keptError   int32          // 1 once an attempt kept its error body whole (keepError)
 
 	counts         // the token limits and choices the body names (bodyrules.go)
 	estimate int64 // the tokens it reserves of its key's budgets (estimateTokens)

@@ -132,7 +132,7 @@ func (g *Gateway) servePool(w http.ResponseWriter, req *request, p *pool, res *R
 			return g.nodeState(f, m.rt, m.model)
 		}
 	}
-	plan := p.plan(req, rank, res)
+	plan := g.preferCheap(req, p, p.plan(req, rank, res), res) // cheap.go
 	if len(plan) == 0 {
 		res.refuse(w, p.unavailable())
 		return
