@@ -279,3 +279,55 @@ func TestAnIssuedKeyMaySpendAndJoinATeam(t *testing.T) {
 		t.Fatalf("the team: used %s, remaining %s", used, left)
 	}
 }
+
+// Spend-aware routing through Caddy. A pool with prefer cheap sends to the
+// free local engine, though the priced cloud engine is listed first. In a
+// pool that takes its members in turn, a key with spend 1/d cheap_at 80%
+// goes to both until a request would take its spend past 80 cents (each
+// reserves $0.24 while in flight, and a cloud answer costs $0.20), then to
+// the local engine alone, where the rotation would have sent every other
+// request to the cloud.
+func TestPreferCheapAndAKeyPastItsCheapAtShareGoToTheLocalEngine(t *testing.T) {
+	up := newRunaway(t)
+	up.let()
+	startGateway(t, moneySite(up, "spend 1/d cheap_at 80%")+`
+		pool cheap {
+			member x
+			member local
+			prefer cheap
+		}
+		pool both {
+			member x
+			member local
+			balance round_robin
+		}`)
+	resetMoneyKey(t, adminURL, "money") // the counters outlive a test in this binary's data directory
+	ask := func(pool string) string {
+		t.Helper()
+		resp, body := post(t, "/v1/chat/completions", strings.Replace(moneyAsk, `"model":"x"`, `"model":"`+pool+`"`, 1), "Authorization", "Bearer "+moneyKey)
+		if resp.StatusCode != 200 {
+			t.Fatalf("pool %s: %d %v %s", pool, resp.StatusCode, resp.Header, body)
+		}
+		return resp.Header.Get("X-LLM-Engine")
+	}
+	for i := range 2 {
+		if e := ask("cheap"); e != "local" {
+			t.Fatalf("prefer cheap, request %d: answered by %s", i+1, e)
+		}
+	}
+	if n := up.arrived.Load(); n != 0 {
+		t.Fatalf("prefer cheap: the cloud engine got %d requests", n)
+	}
+	// spent before each request plus its $0.24: 0.24 x, 0.44 local, 0.44 x,
+	// 0.64 local, 0.64 x, then 0.84 from the sixth on: past the share
+	var got []string
+	for range 8 {
+		got = append(got, ask("both"))
+	}
+	if want := "x local x local x local local local"; strings.Join(got, " ") != want {
+		t.Fatalf("the pool's members in turn: %v, want %s", got, want)
+	}
+	if used, left := spendOf(t, adminURL, "money"); used != "0.60" || left != "0.40" {
+		t.Fatalf("the admin API: used %s, remaining %s", used, left)
+	}
+}

@@ -381,7 +381,7 @@ func (p *placeholders) get(key string) (any, bool) {
 		return p.api, true
 	case "engine_api": // the answering engine's, another when translated
 		return p.engineAPI, true
-	case "pool_choice": // session, affinity, load, rotation
+	case "pool_choice": // session, affinity, load, rotation, cheap
 		return p.poolChoice, true
 	case "prompt_tokens":
 		return p.usage.Input, p.hasUsage
