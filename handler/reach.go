@@ -3,8 +3,10 @@ package handler
 import (
 	"fmt"
 	"net/http"
+	"path"
 	"strings"
 
+	"github.com/llmgateway/caddy-llm-gateway/api"
 	"github.com/llmgateway/caddy-llm-gateway/handler/apierror"
 	"github.com/llmgateway/caddy-llm-gateway/handler/config"
 	"github.com/llmgateway/caddy-llm-gateway/handler/keys"
@@ -46,7 +48,8 @@ func (g *Gateway) mayReach(kr *keys.Rules, c candidate) bool {
 }
 
 // mayReachEngine is what a key may reach of an engine's own pages on
-// /upstream/: its slots only as an operator (keys.Rules.Operator).
+// /upstream/: its slots only as an operator (keys.Rules.Operator), and
+// under /v1/ only the APIs' routes with rules (mayPassV1).
 // llama-server's /slots lists each slot's prompt, and saves, restores and
 // erases them: other callers' conversations, which the gateway scopes by
 // key. A key without a models line but with a budget read them all (issue
@@ -60,7 +63,27 @@ func mayReachEngine(kr *keys.Rules, rt *route, tail string) *apierror.Error {
 		return &apierror.Error{Status: http.StatusForbidden, Type: apierror.TypeInvalidRequest, Code: "passthrough_not_allowed", Message: fmt.Sprintf(
 			"key %s may not read or act on engine %s's slots at %s…: they hold other callers' conversations (an operator's key may)", kr.Name, rt.cfg.Name, config.UpstreamPrefix)}
 	}
-	return nil
+	return mayPassV1(kr, rt, tail)
+}
+
+// mayPassV1 holds /upstream/ to routes by name (v1routes.go) for a key with
+// rules: under /v1/ it reaches only the APIs' routes (files, batches,
+// fine-tuning, … are for keys without rules, as on /v1/, where even a path
+// an engine's routes line names is theirs alone). An engine that is no provider's but is sent the
+// operator's key (`to https://api.openai.com` with api_key) passed any
+// path: a key allowed one model listed the account's files through
+// /upstream/<its model>/v1/files. (The door refuses dot segments and
+// empty ones; Clean drops a trailing slash.)
+func mayPassV1(kr *keys.Rules, rt *route, tail string) *apierror.Error {
+	p := path.Clean(tail)
+	if kr.RuleFree() || !strings.HasPrefix(p, "/v1/") {
+		return nil
+	}
+	if _, ok := api.RouteOf(p); ok {
+		return nil
+	}
+	return &apierror.Error{Status: http.StatusForbidden, Type: apierror.TypeInvalidRequest, Code: "route_not_allowed", Message: fmt.Sprintf(
+		"key %s has rules, and %s is no API's route: engine %s's other paths under /v1/ are for keys without rules, through %s… too", kr.Name, shorten(p, maxEcho), rt.cfg.Name, config.UpstreamPrefix)}
 }
 
 // mayPinSlot refuses a body that names llama-server's id_slot to any key but

@@ -131,3 +131,46 @@ func TestOnlyAnOperatorMayPickAnEngineSlot(t *testing.T) {
 		t.Fatalf("the operator: %d %s", st, out)
 	}
 }
+
+// A key with rules reaches under /v1/ of an engine's /upstream/ only the
+// APIs' routes, as on /v1/: an engine sent the
+// operator's key (a cloud's OpenAI API without a provider line) listed the
+// account's files to a key allowed one model.
+func TestUpstreamHoldsAKeyWithRulesToTheRoutesByName(t *testing.T) {
+	upURL, seen := loggingUpstream(t, func(r *http.Request, b []byte) string { return r.URL.Path }, answerJSON(`{}`))
+	plain := "plain-key-0123456789ab"
+	_, url := testGateway(t, config.Config{
+		Keys:    []config.Key{{Name: "team-a", Value: teamKey, Models: []string{"x"}}, {Name: "plain", Value: plain}},
+		Engines: []engines.Config{{Name: "x", To: upURL, APIKey: "engine-key-abcdefgh", Models: []string{"x"}, Routes: []string{"/v1/batches"}}},
+	}, nil)
+	for _, c := range []struct {
+		key, method, path string
+		want              int
+	}{
+		{teamKey, "GET", "/upstream/x/v1/files", 403},
+		{teamKey, "GET", "/upstream/x//v1/./files/", 400}, // the door refuses dot segments
+		{teamKey, "GET", "/upstream/x/props/../v1/files", 400},
+		{teamKey, "POST", "/upstream/x/v1/fine_tuning/jobs", 403},
+		{teamKey, "GET", "/upstream/x/v1/batches", 403}, // a named route: keys without rules only, as on /v1/
+		{teamKey, "GET", "/upstream/x/props", 200},      // the engine's own page
+		{teamKey, "GET", "/upstream/x/v1/models", 403},  // no API's route: the gateway's /v1/models answers it
+		{plain, "GET", "/upstream/x/v1/files", 200},     // a key without rules, as before
+	} {
+		st, out := call(t, url, c.key, c.method, c.path, "")
+		if st != c.want || (st == 403 && !strings.Contains(out, "route_not_allowed")) {
+			t.Errorf("%s %s: %d %s, want %d", c.method, c.path, st, out, c.want)
+		}
+		if strings.Contains(out, "engine-key") {
+			t.Errorf("%s: the refusal holds the engine's key: %s", c.path, out)
+		}
+	}
+	files := 0
+	for _, p := range seen() {
+		if strings.Contains(p, "files") {
+			files++
+		}
+		if strings.Contains(p, "fine_tuning") || files > 1 {
+			t.Errorf("the engine was asked %s (%v)", p, seen())
+		}
+	}
+}
