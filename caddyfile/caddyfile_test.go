@@ -1330,6 +1330,9 @@ func TestEveryListedSubdirectiveIsKnown(t *testing.T) {
 		{"issued_keys", issuedOptions, func(n string) string {
 			return "llm_gateway {\n\tissued_keys {\n\t\t" + n + "\n\t}" + remote + "\n}"
 		}},
+		{"budget_webhook", budgetWebhookOptions, func(n string) string {
+			return "llm_gateway {\n\tbudget_webhook http://127.0.0.1:9/hook {\n\t\t" + n + "\n\t}" + remote + "\n}"
+		}},
 		{"ui", uiOptions, func(n string) string { return "llm_gateway {\n\tui /llm {\n\t\t" + n + "\n\t}" + remote + "\n}" }},
 		{"history", historyOptions, func(n string) string { return "llm_gateway {\n\thistory {\n\t\t" + n + "\n\t}" + remote + "\n}" }},
 		{"balance", balanceOptions, func(n string) string {

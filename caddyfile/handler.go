@@ -83,6 +83,16 @@ func parseDirective(d *cf.Dispenser, ui **statuspage.Config, hist **history.Conf
 			}
 			cfg.Store = &st
 			continue
+		case "budget_webhook":
+			if cfg.BudgetWebhook != nil {
+				return cfg, d.Errf("budget_webhook is given twice")
+			}
+			w, err := parseBudgetWebhook(d) // budgetwebhook.go
+			if err != nil {
+				return cfg, err
+			}
+			cfg.BudgetWebhook = &w
+			continue
 		case "issued_keys":
 			if cfg.IssuedKeys != nil {
 				return cfg, d.Errf("issued_keys is given twice")

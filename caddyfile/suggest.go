@@ -12,7 +12,7 @@ import (
 var (
 	handlerOptions = []string{"keys", "key", "issued_keys", "identity", "store", "max_body", "max_body_in_flight", "body_timeout", "wake", "keepalive", "body_fallbacks",
 		"annotate_response", "list_aliases", "max_fallbacks", "max_attempts", "transport", "extra_paths", "passthrough",
-		"defaults", "ui", "history", "pool", "engine", "memory_budget", "max_wait", "priority_grace", "translate", "price", "team"}
+		"defaults", "ui", "history", "pool", "engine", "memory_budget", "max_wait", "priority_grace", "translate", "price", "team", "budget_webhook"}
 	engineOptions = []string{"to", "models", "model_name", "display_name", "description", "metadata", "unlisted", "api", "translate", "provider", "allow_media", "passthrough", "routes", "api_key", "cmd", "dir", "env", "ready",
 		"wake", "group", "memory", "min_loaded", "evict", "start_timeout", "idle_timeout", "stop_timeout", "stop_cmd", "preload",
 		"max_concurrent", "max_output_tokens", "queue", "dial_timeout", "header_timeout", "request_timeout",

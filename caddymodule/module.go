@@ -269,6 +269,7 @@ func (g *Gateway) Cleanup() error {
 	g.followers.stop()
 	if g.gw != nil {
 		g.gw.CloseMembers()
+		g.gw.CloseWebhook()
 	}
 	unregisterForAdmin(g.engines)
 	engines.UnregisterSecrets(g)

@@ -190,7 +190,7 @@ func (g *Gateway) reserveTeamRate(w http.ResponseWriter, kr *keys.Rules, res *Re
 
 // tellThresholds logs each budget threshold (50, 80, 100 %) the key's
 // budgets and its team's have passed with the request just charged, once
-// per window (quota.Crossings).
+// per window (quota.Crossings), and hands it to the budget webhook.
 func (g *Gateway) tellThresholds(kr *keys.Rules) {
 	if kr == nil || g.limiter == nil {
 		return
@@ -207,6 +207,7 @@ func (g *Gateway) tellThresholds(kr *keys.Rules) {
 			}
 			log("a budget passed a threshold", zap.String(who, strings.TrimPrefix(name, config.TeamPrefix)), zap.String("kind", string(c.Kind)),
 				zap.String("limit", limit), zap.Int("percent", c.Percent), zap.String("used", used), zap.Time("resets", c.Reset))
+			g.webhook.send(who, strings.TrimPrefix(name, config.TeamPrefix), c, g.clock.Now()) // budgetwebhook.go
 		}
 	}
 	if len(kr.Limits.Tokens) > 0 || len(kr.Limits.Spend) > 0 {

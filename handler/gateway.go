@@ -52,6 +52,7 @@ type Gateway struct {
 	bodies      *bodyBudget // max_body_in_flight (inflight.go)
 	bodyTimeout time.Duration
 	keepAlive   time.Duration
+	webhook     *budgetWebhook    // budget_webhook (budgetwebhook.go); nil without one
 	dropped     atomic.Int64      // malformed events dropped
 	routes      []*route          // in config order
 	byModel     map[string]*route // every model name and alias
@@ -232,3 +233,7 @@ func filtersOf(cfg engines.Config) []jsonmember.Filter {
 	}
 	return fs
 }
+
+// CloseWebhook stops the budget webhook's sender: the config is being let
+// go of (budgetwebhook.go).
+func (g *Gateway) CloseWebhook() { g.webhook.close() }

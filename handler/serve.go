@@ -51,6 +51,7 @@ func New(cfg config.Config, engs []*engines.Engine, log *zap.Logger) (*Gateway, 
 	g.expectIssued(cfg)
 	g.book = newBook(cfg)
 	g.teams = keys.NewTeams(cfg.Teams)
+	g.webhook = newBudgetWebhook(cfg.BudgetWebhook, log) // budgetwebhook.go
 	byName := map[string]*engines.Engine{}
 	for _, e := range engs {
 		byName[e.Name()] = e

@@ -106,6 +106,10 @@ type Config struct {
 	// fallback_index) to non-streaming JSON answers. Default: false.
 	AnnotateResponse bool `json:"annotate_response,omitempty"`
 
+	// BudgetWebhook POSTs each budget threshold crossing as JSON
+	// (budgetwebhook.go). Default: none, the log line only.
+	BudgetWebhook *BudgetWebhook `json:"budget_webhook,omitempty"`
+
 	// TraceContent puts a request's prompt and answer text (at most 64 KiB
 	// each) in its trace span, under Caddy's tracing: gen_ai.input.messages
 	// and gen_ai.output.messages. Off by default: prompts are the callers'.
@@ -332,6 +336,9 @@ func (c Config) Validate() error {
 	// max_body as it will be: its default when it is not set
 	if maxBody := cmp.Or(c.MaxBody, DefaultMaxBody); c.MaxBodyInFlight != 0 && c.MaxBodyInFlight < maxBody {
 		return fmt.Errorf("max_body_in_flight %d is less than max_body %d: a body of max_body could never be read", c.MaxBodyInFlight, maxBody)
+	}
+	if err := c.BudgetWebhook.validate(); err != nil { // budgetwebhook.go
+		return err
 	}
 	if c.ExtraPaths != nil {
 		for _, p := range *c.ExtraPaths {
