@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -58,19 +59,7 @@ func shellCall(tools []string) (name, args string) {
 // Side requests (titles, quota checks) get a short text.
 func agentEngine(t *testing.T) *scriptedEngine {
 	t.Helper()
-	e := &scriptedEngine{}
-	e.recorder = newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/v1/chat/completions" {
-			openAIError(w, 404, "invalid_request_error", "Invalid URL ("+r.Method+" "+r.URL.Path+")")
-			return
-		}
-		body, _ := io.ReadAll(r.Body)
-		var req chatRequest
-		if msg := checkChat(body, &req); msg != "" {
-			e.refuse(msg)
-			openAIError(w, 400, "invalid_request_error", msg)
-			return
-		}
+	return chatOnlyEngine(t, func(w http.ResponseWriter, r *http.Request, req chatRequest) {
 		var tools []string
 		for _, tl := range req.Tools {
 			tools = append(tools, tl.Function.Name)
@@ -84,10 +73,7 @@ func agentEngine(t *testing.T) *scriptedEngine {
 			finish = "tool_calls"
 			t.Logf("the engine calls %s %s (of the tools %v)", name, args, tools)
 		}
-		w.Header().Set("Content-Type", "text/event-stream")
-		chunk := func(delta, finish string) {
-			fmt.Fprintf(w, `data: {"id":"chatcmpl-agent","object":"chat.completion.chunk","created":1700000000,"model":%q,"choices":[{"index":0,"delta":%s,"finish_reason":%s}]}`+"\n\n", req.Model, delta, finish)
-		}
+		chunk := func(delta, finish string) { chatChunk(w, req.Model, delta, finish) }
 		if !req.Stream {
 			msg := map[string]any{"role": "assistant", "content": text}
 			if name != "" {
@@ -101,6 +87,7 @@ func agentEngine(t *testing.T) *scriptedEngine {
 			w.Write(b)
 			return
 		}
+		w.Header().Set("Content-Type", "text/event-stream")
 		chunk(`{"role":"assistant","content":""}`, "null")
 		if name != "" {
 			chunk(fmt.Sprintf(`{"tool_calls":[{"index":0,"id":"call_agent1","type":"function","function":{"name":%q,"arguments":""}}]}`, name), "null")
@@ -119,7 +106,34 @@ func agentEngine(t *testing.T) *scriptedEngine {
 		}
 		io.WriteString(w, "data: [DONE]\n\n")
 	})
+}
+
+// chatOnlyEngine speaks Chat Completions only, as OpenAI checks a request:
+// it refuses any other path and what OpenAI would refuse, and hands a
+// good request to respond.
+func chatOnlyEngine(t *testing.T, respond func(w http.ResponseWriter, r *http.Request, req chatRequest)) *scriptedEngine {
+	t.Helper()
+	e := &scriptedEngine{}
+	e.recorder = newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/chat/completions" {
+			openAIError(w, 404, "invalid_request_error", "Invalid URL ("+r.Method+" "+r.URL.Path+")")
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		var req chatRequest
+		if msg := checkChat(body, &req); msg != "" {
+			e.refuse(msg)
+			openAIError(w, 400, "invalid_request_error", msg)
+			return
+		}
+		respond(w, r, req)
+	})
 	return e
+}
+
+// chatChunk writes one chunk of a Chat stream, delta and finish as JSON.
+func chatChunk(w http.ResponseWriter, model, delta, finish string) {
+	fmt.Fprintf(w, `data: {"id":"chatcmpl-agent","object":"chat.completion.chunk","created":1700000000,"model":%q,"choices":[{"index":0,"delta":%s,"finish_reason":%s}]}`+"\n\n", model, delta, finish)
 }
 
 // sawToolResult asserts that a request after the engine's call carried the
@@ -149,6 +163,18 @@ func (e *scriptedEngine) sawToolResult(t *testing.T, agentOutput string) {
 // it printed.
 func runAgent(t *testing.T, dir string, env []string, name string, args ...string) string {
 	t.Helper()
+	out, err := runAgentErr(t, dir, env, name, args...)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return out
+}
+
+// runAgentErr runs an agent command as runAgent does, and returns how it
+// ended: an agent that fails, as it should, is not the test's failure. A
+// run that outlives its deadline is.
+func runAgentErr(t *testing.T, dir string, env []string, name string, args ...string) (string, error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
@@ -157,10 +183,10 @@ func runAgent(t *testing.T, dir string, env []string, name string, args ...strin
 	cmd.WaitDelay = 5 * time.Second
 	out, err := cmd.CombinedOutput()
 	t.Logf("%s %s:\n%s", name, strings.Join(args, " "), out)
-	if err != nil {
-		t.Fatalf("%s: %v", name, err)
+	if ctx.Err() != nil {
+		t.Fatalf("%s still ran after 5 minutes: %v", name, err)
 	}
-	return string(out)
+	return string(out), err
 }
 
 // agentGateway serves model agent-model from the agent engine, for one
@@ -207,24 +233,156 @@ func TestTranslatedClaudeCodeRunsAToolOnAChatEngine(t *testing.T) {
 func TestTranslatedCodexRunsAToolOnAChatEngine(t *testing.T) {
 	agentTests(t)
 	e := agentGateway(t)
-	dir := t.TempDir()
-	codexHome := t.TempDir()
-	// docs/clients.md's config.toml, as printed but for the gateway's
-	// address, key and model, and what a test needs: no questions, and
-	// commands run as they are
-	config := "approval_policy = \"never\"\nsandbox_mode = \"danger-full-access\"\n" + clientsSnippet(t, "toml", "wire_api")
-	if err := os.WriteFile(filepath.Join(codexHome, "config.toml"), []byte(config), 0o600); err != nil {
-		t.Fatal(err)
+	out, err := codexExec(t, codexHome(t, ""), "Print a marker with the shell, then stop.")
+	if err != nil {
+		t.Fatalf("codex exec: %v", err)
 	}
-	out := runAgent(t, dir, []string{
-		"CODEX_HOME=" + codexHome, "LLMGW_KEY=" + callerKey, "npm_config_cache=" + npmCache(t),
-	}, "npx", "-y", "@openai/codex", "exec", "--skip-git-repo-check", "Print a marker with the shell, then stop.")
 	e.sawToolResult(t, out)
 	if !strings.Contains(out, "The command ran. Done.") {
 		t.Fatalf("Codex did not print the engine's final answer")
 	}
 	e.sawOnly(t, "/v1/chat/completions", "Authorization", "agent-engine-key", callerKey)
 	e.noneRefused(t)
+}
+
+// codexHome is a CODEX_HOME whose config.toml is docs/clients.md's, as
+// printed but for the gateway's address, key and model, and what a test
+// needs: no questions, commands run as they are, and extra (lines of the
+// gateway's [model_providers] table, which the snippet ends with).
+func codexHome(t *testing.T, extra string) string {
+	t.Helper()
+	home := t.TempDir()
+	config := "approval_policy = \"never\"\nsandbox_mode = \"danger-full-access\"\n" + clientsSnippet(t, "toml", "wire_api") + extra
+	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return home
+}
+
+// noCodexRetries bounds Codex to one try of each request: it retries a
+// failed request (request_max_retries) and a stream that broke
+// (stream_max_retries: 5 reconnects by default, about 7 s with its
+// back-off), which would hide a hedge's failure behind a retry and make a
+// cut take longer than it must.
+const noCodexRetries = "request_max_retries = 0\nstream_max_retries = 0\n"
+
+// codexExec runs codex exec on prompt with the gateway of codexHome.
+func codexExec(t *testing.T, home, prompt string) (string, error) {
+	t.Helper()
+	return runAgentErr(t, t.TempDir(), []string{
+		"CODEX_HOME=" + home, "LLMGW_KEY=" + callerKey, "npm_config_cache=" + npmCache(t),
+	}, "npx", "-y", "@openai/codex", "exec", "--skip-git-repo-check", prompt)
+}
+
+// streamChatText answers a streamed Chat request with text and a clean end.
+func streamChatText(w http.ResponseWriter, req chatRequest, text string) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	chatChunk(w, req.Model, `{"role":"assistant","content":""}`, "null")
+	for _, word := range words(text) {
+		q, _ := json.Marshal(word)
+		chatChunk(w, req.Model, `{"content":`+string(q)+`}`, "null")
+	}
+	chatChunk(w, req.Model, `{}`, `"stop"`)
+	io.WriteString(w, "data: [DONE]\n\n")
+}
+
+// Codex against a Chat-only engine whose first token never comes while
+// the test runs (the engine sends its headers and a role-only chunk, then
+// holds): hedged at hedge_after to a fallback that answers at once, codex
+// exec prints the fallback's answer and exits 0, and the history tells it
+// was the hedge that answered and the held attempt that lost.
+func TestCodexIsAnsweredByTheHedgeOfAChatEngineWhoseFirstTokenIsSlow(t *testing.T) {
+	agentTests(t)
+	since := fmt.Sprint("&since=", time.Now().UnixMilli())
+	held := make(chan struct{})
+	slow := chatOnlyEngine(t, func(w http.ResponseWriter, r *http.Request, req chatRequest) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		chatChunk(w, req.Model, `{"role":"assistant","content":""}`, "null")
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+		case <-held:
+		}
+	})
+	t.Cleanup(func() { close(held) }) // before the engine closes: its handlers return
+	const answer = "The fallback answered this."
+	fast := chatOnlyEngine(t, func(w http.ResponseWriter, r *http.Request, req chatRequest) { streamChatText(w, req, answer) })
+	startGateway(t, fmt.Sprintf(`
+		keys %s
+		engine codex-slow {
+			to %s
+			api chat
+			models agent-model
+			fallback codex-fast
+			hedge_after 200ms
+			hedge_budget 100%%
+		}
+		engine codex-fast {
+			to %s
+			api chat
+			models codex-fast
+		}`, callerKey, slow.URL, fast.URL))
+	out, err := codexExec(t, codexHome(t, noCodexRetries), "Say something.")
+	if err != nil || !strings.Contains(out, answer) {
+		t.Fatalf("codex exec (%v) did not print the fallback's answer", err)
+	}
+	slow.noneRefused(t)
+	fast.noneRefused(t)
+	if len(fast.all()) == 0 {
+		t.Fatal("the fallback was never asked")
+	}
+	syncHistory(t)
+	reqs := historyPage(t, "?model=agent-model"+since).Requests
+	if len(reqs) == 0 {
+		t.Fatal("no request of agent-model in the history")
+	}
+	for _, r := range reqs {
+		if len(r.Tries) != 2 || r.Tries[0].Engine != "codex-fast" || !r.Tries[0].Hedge || r.Tries[0].Reason != "ok" ||
+			r.Tries[1].Engine != "codex-slow" || r.Tries[1].Reason != "lost" {
+			t.Fatalf("a request that was not answered by the hedge: %+v", r)
+		}
+	}
+}
+
+// Codex against a Chat-only engine that cuts its stream after some text
+// (the body ends with no finish and no [DONE]): codex exec prints an error
+// and exits non-zero, after one request (its retries are off); a cut is
+// never taken for a whole answer. The gateway sends error and
+// response.failed (upstream_stream_cut) and then aborts the connection;
+// Codex 0.171 reports the broken connection, not the event before it:
+// "stream disconnected before completion". The history records the cut.
+func TestCodexPrintsAnErrorWhenAChatEngineCutsItsStream(t *testing.T) {
+	agentTests(t)
+	since := fmt.Sprint("&since=", time.Now().UnixMilli())
+	cutter := chatOnlyEngine(t, func(w http.ResponseWriter, r *http.Request, req chatRequest) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		chatChunk(w, req.Model, `{"role":"assistant","content":""}`, "null")
+		chatChunk(w, req.Model, `{"content":"Half an ans"}`, "null")
+	})
+	startGateway(t, fmt.Sprintf(`
+		keys %s
+		engine codex-cutter {
+			to %s
+			api chat
+			models agent-model
+		}`, callerKey, cutter.URL))
+	out, err := codexExec(t, codexHome(t, noCodexRetries), "Say something.")
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("codex exec ended with %v on a cut stream, want exit status 1", err)
+	}
+	if !strings.Contains(out, "ERROR: stream disconnected before completion") {
+		t.Fatal("codex exec did not print that the stream broke")
+	}
+	cutter.noneRefused(t)
+	if n := len(cutter.all()); n != 1 {
+		t.Fatalf("the engine was asked %d times, want once: Codex retried", n)
+	}
+	syncHistory(t)
+	reqs := historyPage(t, "?model=agent-model"+since).Requests
+	if len(reqs) != 1 || reqs[0].Cut != "closed" || reqs[0].RelayedBytes <= 0 {
+		t.Fatalf("the history of the cut request: %+v", reqs)
+	}
 }
 
 // clientsSnippet is the block of docs/clients.md in lang that holds want,
