@@ -28,7 +28,9 @@ import (
 func TestStatusPageChartsSpendPerKeyAndModelPerDay(t *testing.T) {
 	ctx := browser(t)
 	// names of this run's own: the history outlives a test (-count=2)
-	suffix := strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
+	// six base-36 digits whatever the clock says: a key (sk-sp-bob-…) is
+	// 16 characters at least, and five digits made it 15, refused
+	suffix := strconv.FormatInt(1e9+time.Now().UnixNano()%1e9, 36)
 	dear, cheap := "sp-dear-"+suffix, "sp-cheap-"+suffix
 	alice, bob := "sp-alice-"+suffix, "sp-bob-"+suffix
 	up := newRecorder(t, usageChat)
