@@ -48,35 +48,7 @@ http://%s {
 	if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	data := t.TempDir()
-	cmd := exec.Command(caddyBinary(t), "run", "--config", file, "--adapter", "caddyfile")
-	cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+data, "XDG_CONFIG_HOME="+data)
-	logFile := filepath.Join(t.TempDir(), "caddy.out")
-	out, err := os.Create(logFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-		if t.Failed() {
-			b, _ := os.ReadFile(logFile)
-			t.Logf("caddy's output:\n%s", b)
-		}
-	})
-	eventually(t, "caddy answers on "+addr, func() bool {
-		c, err := net.Dial("tcp", addr)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	})
+	cmd, exited := runCaddy(t, file, addr)
 
 	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/chat/completions",
 		strings.NewReader(`{"model":"slow","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
@@ -197,4 +169,42 @@ http://%s {
 	}
 	t.Logf("a stream open at SIGTERM with grace_period %v ended with gateway_going_away %v after it; caddy exited %v after it",
 		grace, took.Round(time.Millisecond), time.Since(told).Round(time.Millisecond))
+}
+
+// runCaddy runs the caddy binary the tests build on the Caddyfile file, as
+// an operator does (its own data folders, its output kept and shown if the
+// test fails), until it answers on addr; the process is killed at cleanup.
+// exited closes when it has exited.
+func runCaddy(t *testing.T, file, addr string) (*exec.Cmd, <-chan struct{}) {
+	t.Helper()
+	data := t.TempDir()
+	cmd := exec.Command(caddyBinary(t), "run", "--config", file, "--adapter", "caddyfile")
+	cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+data, "XDG_CONFIG_HOME="+data)
+	logFile := filepath.Join(t.TempDir(), "caddy.out")
+	out, err := os.Create(logFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+		if t.Failed() {
+			b, _ := os.ReadFile(logFile)
+			t.Logf("caddy's output:\n%s", b)
+		}
+	})
+	eventually(t, "caddy answers on "+addr, func() bool {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	return cmd, exited
 }
