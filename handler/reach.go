@@ -76,7 +76,8 @@ func mayReachEngine(kr *keys.Rules, rt *route, tail string) *apierror.Error {
 // empty ones; Clean drops a trailing slash.)
 func mayPassV1(kr *keys.Rules, rt *route, tail string) *apierror.Error {
 	p := path.Clean(tail)
-	if kr.RuleFree() || !strings.HasPrefix(p, "/v1/") {
+	// /V1/files too: a server may read its paths without case
+	if kr.RuleFree() || !strings.HasPrefix(strings.ToLower(p), "/v1/") {
 		return nil
 	}
 	if _, ok := api.RouteOf(p); ok {

@@ -151,6 +151,7 @@ func TestUpstreamHoldsAKeyWithRulesToTheRoutesByName(t *testing.T) {
 		{teamKey, "GET", "/upstream/x//v1/./files/", 400}, // the door refuses dot segments
 		{teamKey, "GET", "/upstream/x/props/../v1/files", 400},
 		{teamKey, "POST", "/upstream/x/v1/fine_tuning/jobs", 403},
+		{teamKey, "GET", "/upstream/x/V1/Files", 403},
 		{teamKey, "GET", "/upstream/x/v1/batches", 403}, // a named route: keys without rules only, as on /v1/
 		{teamKey, "GET", "/upstream/x/props", 200},      // the engine's own page
 		{teamKey, "GET", "/upstream/x/v1/models", 403},  // no API's route: the gateway's /v1/models answers it
