@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/llmgateway/caddy-llm-gateway/internal/providertest"
 )
 
 // Real coding agents through translation: Claude Code (Messages) and Codex
@@ -59,14 +61,14 @@ func shellCall(tools []string) (name, args string) {
 // Side requests (titles, quota checks) get a short text.
 func agentEngine(t *testing.T) *scriptedEngine {
 	t.Helper()
-	return chatOnlyEngine(t, func(w http.ResponseWriter, r *http.Request, req chatRequest) {
+	return chatOnlyEngine(t, func(w http.ResponseWriter, r *http.Request, req providertest.ChatRequest) {
 		var tools []string
 		for _, tl := range req.Tools {
 			tools = append(tools, tl.Function.Name)
 		}
 		text, finish := "OK.", "stop"
 		name, args := shellCall(tools)
-		if slices.ContainsFunc(req.Messages, func(m chatMessage) bool { return m.Role == "tool" }) {
+		if slices.ContainsFunc(req.Messages, func(m providertest.ChatMessage) bool { return m.Role == "tool" }) {
 			text, name = "The command ran. Done.", ""
 		}
 		if name != "" {
@@ -111,19 +113,19 @@ func agentEngine(t *testing.T) *scriptedEngine {
 // chatOnlyEngine speaks Chat Completions only, as OpenAI checks a request:
 // it refuses any other path and what OpenAI would refuse, and hands a
 // good request to respond.
-func chatOnlyEngine(t *testing.T, respond func(w http.ResponseWriter, r *http.Request, req chatRequest)) *scriptedEngine {
+func chatOnlyEngine(t *testing.T, respond func(w http.ResponseWriter, r *http.Request, req providertest.ChatRequest)) *scriptedEngine {
 	t.Helper()
 	e := &scriptedEngine{}
 	e.recorder = newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/v1/chat/completions" {
-			openAIError(w, 404, "invalid_request_error", "Invalid URL ("+r.Method+" "+r.URL.Path+")")
+			providertest.OpenAIError(w, 404, "invalid_request_error", "Invalid URL ("+r.Method+" "+r.URL.Path+")")
 			return
 		}
 		body, _ := io.ReadAll(r.Body)
-		var req chatRequest
-		if msg := checkChat(body, &req); msg != "" {
+		var req providertest.ChatRequest
+		if msg := providertest.CheckChat(body, &req); msg != "" {
 			e.refuse(msg)
-			openAIError(w, 400, "invalid_request_error", msg)
+			providertest.OpenAIError(w, 400, "invalid_request_error", msg)
 			return
 		}
 		respond(w, r, req)
@@ -141,7 +143,7 @@ func chatChunk(w http.ResponseWriter, model, delta, finish string) {
 func (e *scriptedEngine) sawToolResult(t *testing.T, agentOutput string) {
 	t.Helper()
 	for _, r := range e.all() {
-		var req chatRequest
+		var req providertest.ChatRequest
 		if json.Unmarshal(r.body, &req) != nil {
 			continue
 		}
@@ -275,7 +277,7 @@ func codexExec(t *testing.T, home, prompt string) (string, error) {
 }
 
 // streamChatText answers a streamed Chat request with text and a clean end.
-func streamChatText(w http.ResponseWriter, req chatRequest, text string) {
+func streamChatText(w http.ResponseWriter, req providertest.ChatRequest, text string) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	chatChunk(w, req.Model, `{"role":"assistant","content":""}`, "null")
 	for _, word := range words(text) {
@@ -295,7 +297,7 @@ func TestCodexIsAnsweredByTheHedgeOfAChatEngineWhoseFirstTokenIsSlow(t *testing.
 	agentTests(t)
 	since := fmt.Sprint("&since=", time.Now().UnixMilli())
 	held := make(chan struct{})
-	slow := chatOnlyEngine(t, func(w http.ResponseWriter, r *http.Request, req chatRequest) {
+	slow := chatOnlyEngine(t, func(w http.ResponseWriter, r *http.Request, req providertest.ChatRequest) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		chatChunk(w, req.Model, `{"role":"assistant","content":""}`, "null")
 		w.(http.Flusher).Flush()
@@ -306,7 +308,9 @@ func TestCodexIsAnsweredByTheHedgeOfAChatEngineWhoseFirstTokenIsSlow(t *testing.
 	})
 	t.Cleanup(func() { close(held) }) // before the engine closes: its handlers return
 	const answer = "The fallback answered this."
-	fast := chatOnlyEngine(t, func(w http.ResponseWriter, r *http.Request, req chatRequest) { streamChatText(w, req, answer) })
+	fast := chatOnlyEngine(t, func(w http.ResponseWriter, r *http.Request, req providertest.ChatRequest) {
+		streamChatText(w, req, answer)
+	})
 	startGateway(t, fmt.Sprintf(`
 		keys %s
 		engine codex-slow {
@@ -354,7 +358,7 @@ func TestCodexIsAnsweredByTheHedgeOfAChatEngineWhoseFirstTokenIsSlow(t *testing.
 func TestCodexPrintsAnErrorWhenAChatEngineCutsItsStream(t *testing.T) {
 	agentTests(t)
 	since := fmt.Sprint("&since=", time.Now().UnixMilli())
-	cutter := chatOnlyEngine(t, func(w http.ResponseWriter, r *http.Request, req chatRequest) {
+	cutter := chatOnlyEngine(t, func(w http.ResponseWriter, r *http.Request, req providertest.ChatRequest) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		chatChunk(w, req.Model, `{"role":"assistant","content":""}`, "null")
 		chatChunk(w, req.Model, `{"content":"Half an ans"}`, "null")

@@ -10,6 +10,8 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
+
+	"github.com/llmgateway/caddy-llm-gateway/internal/providertest"
 )
 
 // Only public or inline media leave for a provider (issue 51): a client of
@@ -20,7 +22,7 @@ import (
 // allow_media names gs is sent the gs:// URI as written.
 func TestProviderIsSentOnlyPublicOrInlineMedia(t *testing.T) {
 	pvEnv(t)
-	gem := geminiFake(t, "ok")
+	gem := providertest.Gemini(t, "ok")
 	startGateway(t, fmt.Sprintf("\t\tkeys %s", callerKey)+geminiEngine(gem, "")+fmt.Sprintf(`
 		engine gemini-gs {
 			provider gemini
@@ -29,7 +31,7 @@ func TestProviderIsSentOnlyPublicOrInlineMedia(t *testing.T) {
 			models gemini-gs
 			model_name %s
 			allow_media gs
-		}`, gem.URL, geminiModel))
+		}`, gem.URL, providertest.GeminiModel))
 	ctx := context.Background()
 	chatImage := func(model, url string) error {
 		_, err := sdk(callerKey).Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: model,
@@ -48,7 +50,7 @@ func TestProviderIsSentOnlyPublicOrInlineMedia(t *testing.T) {
 		{"http", "http://169.254.169.254/latest/meta-data/", "http: URL"},
 	} {
 		t.Run("chat "+c.name, func(t *testing.T) {
-			e := apiError(t, chatImage(geminiModel, c.url), 400)
+			e := apiError(t, chatImage(providertest.GeminiModel, c.url), 400)
 			if e.Code != "media_not_allowed" || !strings.Contains(e.Message, "messages[0].content[1].image_url.url") || !strings.Contains(e.Message, c.kind) ||
 				strings.Contains(e.Message, "operator-private-bucket") {
 				t.Fatalf("%s: %s", e.Code, e.Message)
@@ -58,7 +60,7 @@ func TestProviderIsSentOnlyPublicOrInlineMedia(t *testing.T) {
 	t.Run("responses gs", func(t *testing.T) {
 		img := responses.ResponseInputContentParamOfInputImage(responses.ResponseInputImageDetailAuto)
 		img.OfInputImage.ImageURL = openai.String("gs://operator-private-bucket/secret.png")
-		_, err := sdk(callerKey).Responses.New(ctx, responses.ResponseNewParams{Model: geminiModel,
+		_, err := sdk(callerKey).Responses.New(ctx, responses.ResponseNewParams{Model: providertest.GeminiModel,
 			Input: responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{
 				responses.ResponseInputItemParamOfMessage(responses.ResponseInputMessageContentListParam{img}, responses.EasyInputMessageRoleUser),
 			}}})
@@ -67,7 +69,7 @@ func TestProviderIsSentOnlyPublicOrInlineMedia(t *testing.T) {
 		}
 	})
 	t.Run("messages a file", func(t *testing.T) {
-		p := messageParams(geminiModel)
+		p := messageParams(providertest.GeminiModel)
 		p.Messages = []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("What is in it?"),
 			anthropic.NewImageBlock(anthropic.FileImageSourceParam{FileID: "file_011CNha8iCJcU1wXNR6q4V8w"}))}
 		ac := anthropicClient(callerKey)
@@ -78,22 +80,22 @@ func TestProviderIsSentOnlyPublicOrInlineMedia(t *testing.T) {
 			t.Fatalf("%v", err)
 		}
 	})
-	if n := gem.n(); n != 0 {
-		t.Fatalf("gemini was sent %d requests with media it may not be sent: %s", n, gem.all()[0].body)
+	if n := gem.N(); n != 0 {
+		t.Fatalf("gemini was sent %d requests with media it may not be sent: %s", n, gem.All()[0].Body)
 	}
 
 	// what passes, and what an engine allows
 	for _, c := range []struct{ model, url, want string }{
-		{geminiModel, "https://example.com/cat.png", `"fileData":{"mimeType":"image/png","fileUri":"https://example.com/cat.png"}`},
-		{geminiModel, "data:image/png;base64,iVBORw0KGgo=", `"inlineData":{"mimeType":"image/png","data":"iVBORw0KGgo="}`},
+		{providertest.GeminiModel, "https://example.com/cat.png", `"fileData":{"mimeType":"image/png","fileUri":"https://example.com/cat.png"}`},
+		{providertest.GeminiModel, "data:image/png;base64,iVBORw0KGgo=", `"inlineData":{"mimeType":"image/png","data":"iVBORw0KGgo="}`},
 		{"gemini-gs", "gs://operator-bucket/cat.png", `"fileUri":"gs://operator-bucket/cat.png"`},
 	} {
-		before := gem.n()
+		before := gem.N()
 		if err := chatImage(c.model, c.url); err != nil {
 			t.Fatalf("%s %s: %v", c.model, c.url, err)
 		}
-		if reqs := gem.all(); len(reqs) != before+1 || !strings.Contains(string(reqs[before].body), c.want) {
-			t.Fatalf("%s %s: gemini was sent %s", c.model, c.url, reqs[len(reqs)-1].body)
+		if reqs := gem.All(); len(reqs) != before+1 || !strings.Contains(string(reqs[before].Body), c.want) {
+			t.Fatalf("%s %s: gemini was sent %s", c.model, c.url, reqs[len(reqs)-1].Body)
 		}
 	}
 }

@@ -5,21 +5,23 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/llmgateway/caddy-llm-gateway/internal/providertest"
 )
 
 // The door, round 3, through Caddy: /upstream/ on a provider's engine,
 // tried by a key allowed one model of each provider, against the fakes of
-// each (providers_fakes_test.go), which refuse — and fail the test — any
+// each (internal/providertest), which refuse — and fail the test — any
 // path, key or signature the provider would refuse. Before, the rest of
 // the path went to the provider with the operator's credentials: another
 // Gemini model, another Azure deployment, Anthropic's batches, a Vertex
 // project, each answered.
 func TestUpstreamReachesOnlyTheRoutesAProviderEngineNames(t *testing.T) {
 	pvEnv(t)
-	gem := geminiFake(t, "ok")
-	az := azureFake(t, "ok")
-	anth := anthropicFake(t, "ok")
-	bed := bedrockFake(t, "ok")
+	gem := providertest.Gemini(t, "ok")
+	az := providertest.Azure(t, "ok")
+	anth := providertest.Anthropic(t, "ok")
+	bed := providertest.Bedrock(t, "ok")
 	vtx := newRecorder(t, func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(`{"batchPredictionJobs":[]}`)) })
 	const team, ops = "team-key-0123456789abcdef", "ops-key-0123456789abcdefg"
 	startGateway(t, fmt.Sprintf(`
@@ -81,8 +83,8 @@ func TestUpstreamReachesOnlyTheRoutesAProviderEngineNames(t *testing.T) {
 			api_key vertex-engine-key-0123456789
 			models vx
 			passthrough generateContent /v1/projects/proj/locations/us-central1/batchPredictionJobs*
-		}`, team, ops, gem.URL, geminiModel, gem.URL, az.URL, azureAPIVersion, azureDeployment, az.URL, azureAPIVersion,
-		anth.URL, claudeModel, bed.URL, bedrockModel, vtx.URL))
+		}`, team, ops, gem.URL, providertest.GeminiModel, gem.URL, az.URL, providertest.AzureAPIVersion, providertest.AzureDeployment, az.URL, providertest.AzureAPIVersion,
+		anth.URL, providertest.ClaudeModel, bed.URL, providertest.BedrockModel, vtx.URL))
 
 	contents := `{"contents":[{"role":"user","parts":[{"text":"Hello!"}]}]}`
 	chat := `{"model":"az-mini","messages":[{"role":"user","content":"Hello!"}]}`
@@ -103,11 +105,11 @@ func TestUpstreamReachesOnlyTheRoutesAProviderEngineNames(t *testing.T) {
 		{team, "GET", "/upstream/vx/v1/projects/proj/locations/us-central1/batchPredictionJobs", "", 403},
 		{team, "GET", "/upstream/gem-flash/slots", "", 404},
 		// what the engines' lines pass: for the key's model, to the provider's path, with its credentials
-		{team, "POST", "/upstream/gem-flash/v1beta/models/" + geminiModel + ":generateContent", contents, 200},
+		{team, "POST", "/upstream/gem-flash/v1beta/models/" + providertest.GeminiModel + ":generateContent", contents, 200},
 		{team, "POST", "/upstream/gem-flash/v1beta/models/gem-flash:generateContent?key=mine", contents, 200},
-		{team, "POST", "/upstream/az-mini/openai/deployments/" + azureDeployment + "/chat/completions?api-version=2099-01-01", chat, 200},
+		{team, "POST", "/upstream/az-mini/openai/deployments/" + providertest.AzureDeployment + "/chat/completions?api-version=2099-01-01", chat, 200},
 		{team, "POST", "/upstream/claude/v1/messages", `{"model":"claude","max_tokens":5,"messages":[{"role":"user","content":"Hello!"}]}`, 200},
-		{team, "POST", "/upstream/br/model/" + bedrockModel + "/converse", converse, 200},
+		{team, "POST", "/upstream/br/model/" + providertest.BedrockModel + "/converse", converse, 200},
 		{ops, "GET", "/upstream/vx/v1/projects/proj/locations/us-central1/batchPredictionJobs", "", 200},
 	} {
 		req, _ := http.NewRequest(c.method, gwURL+c.path, strings.NewReader(c.body))
@@ -123,13 +125,13 @@ func TestUpstreamReachesOnlyTheRoutesAProviderEngineNames(t *testing.T) {
 	}
 	// each fake got what passed, and only that (a wrong path, key or
 	// signature failed the test as the fake refused it)
-	for name, n := range map[string]int{"gemini": gem.n(), "azure": az.n(), "anthropic": anth.n(), "bedrock": bed.n(), "vertex": len(vtx.all())} {
+	for name, n := range map[string]int{"gemini": gem.N(), "azure": az.N(), "anthropic": anth.N(), "bedrock": bed.N(), "vertex": len(vtx.all())} {
 		want := map[string]int{"gemini": 2, "azure": 1, "anthropic": 1, "bedrock": 1, "vertex": 1}[name]
 		if n != want {
 			t.Errorf("%s was sent %d requests, want %d", name, n, want)
 		}
 	}
-	if got := anth.all()[0].body; !strings.Contains(string(got), `"model":"`+claudeModel+`"`) {
+	if got := anth.All()[0].Body; !strings.Contains(string(got), `"model":"`+providertest.ClaudeModel+`"`) {
 		t.Errorf("anthropic got %s: the model is the engine's", got)
 	}
 	if got := vtx.all()[0]; got.path != "/v1/projects/proj/locations/us-central1/batchPredictionJobs" || got.header.Get("Authorization") != "Bearer vertex-engine-key-0123456789" {

@@ -24,15 +24,25 @@ import (
 
 // Cloud providers end to end: a real Caddy loads a Caddyfile whose engines
 // are `provider anthropic|bedrock|gemini|azure`, pointed with `to` at fakes
-// that speak each provider's wire format (providers_fakes_test.go), and
+// that speak each provider's wire format (internal/providertest), and
 // the official SDKs talk to it. What reaches a fake is what the provider
 // would accept (paths, keys, SigV4, members), what comes back reaches
 // each client in its own grammar, failures move on or stop as the verdict
 // table says, and no secret shows anywhere.
 
+// pvEnv sets every provider test's secrets: the engines' keys (the
+// Caddyfile reads them as {env.*}) and AWS's default chain's static
+// credentials, with nothing else for the chain to find.
+func pvEnv(t *testing.T) {
+	t.Setenv("PV_ANTHROPIC_KEY", providertest.AnthropicKey)
+	t.Setenv("PV_GEMINI_KEY", providertest.GeminiKey)
+	t.Setenv("PV_AZURE_KEY", providertest.AzureKey)
+	providertest.AWSKeys.Env(t)
+}
+
 // Engine blocks, one per provider, pointed at their fakes; extra is more
 // lines (retries, breaker, fallback).
-func anthropicEngine(f *pvFake, extra string) string {
+func anthropicEngine(f *providertest.Fake, extra string) string {
 	return fmt.Sprintf(`
 		engine anthropic {
 			provider anthropic
@@ -40,10 +50,10 @@ func anthropicEngine(f *pvFake, extra string) string {
 			api_key {env.PV_ANTHROPIC_KEY}
 			models %s
 			%s
-		}`, f.URL, claudeModel, extra)
+		}`, f.URL, providertest.ClaudeModel, extra)
 }
 
-func bedrockEngine(f *pvFake, extra string) string {
+func bedrockEngine(f *providertest.Fake, extra string) string {
 	return fmt.Sprintf(`
 		engine bedrock {
 			provider bedrock
@@ -51,10 +61,10 @@ func bedrockEngine(f *pvFake, extra string) string {
 			to %s
 			models %s
 			%s
-		}`, f.URL, bedrockModel, extra)
+		}`, f.URL, providertest.BedrockModel, extra)
 }
 
-func geminiEngine(f *pvFake, extra string) string {
+func geminiEngine(f *providertest.Fake, extra string) string {
 	return fmt.Sprintf(`
 		engine gemini {
 			provider gemini
@@ -62,10 +72,10 @@ func geminiEngine(f *pvFake, extra string) string {
 			api_key {env.PV_GEMINI_KEY}
 			models %s
 			%s
-		}`, f.URL, geminiModel, extra)
+		}`, f.URL, providertest.GeminiModel, extra)
 }
 
-func azureEngine(f *pvFake, extra string) string {
+func azureEngine(f *providertest.Fake, extra string) string {
 	return fmt.Sprintf(`
 		engine azure {
 			provider azure
@@ -74,7 +84,7 @@ func azureEngine(f *pvFake, extra string) string {
 			api_version %s
 			models %s
 			%s
-		}`, f.URL, azureAPIVersion, azureDeployment, extra)
+		}`, f.URL, providertest.AzureAPIVersion, providertest.AzureDeployment, extra)
 }
 
 // backupEngine is a plain OpenAI-compatible engine that answers anything.
@@ -188,8 +198,8 @@ const meridianRequest = `{"model":"openai/gpt-4o-mini","messages":[{"role":"user
 func TestProviderMeridianFallsBackThroughAnthropicToBedrock(t *testing.T) {
 	pvEnv(t)
 	limited := failing(t, 429, `{"error":{"message":"Rate limit reached for gpt-4o-mini in organization org-x on requests per min (RPM): Limit 3, Used 3, Requested 1.","type":"requests","param":null,"code":"rate_limit_exceeded"}}`)
-	anth := anthropicFake(t, "overloaded")
-	bed := bedrockFake(t, "ok")
+	anth := providertest.Anthropic(t, "overloaded")
+	bed := providertest.Bedrock(t, "ok")
 	// no retries on the failing two: each failure is one request to count
 	startGateway(t, fmt.Sprintf(`
 		keys %s
@@ -209,7 +219,7 @@ func TestProviderMeridianFallsBackThroughAnthropicToBedrock(t *testing.T) {
 		if err := json.Unmarshal([]byte(out), &c); err != nil || c.Object != "chat.completion" {
 			t.Fatalf("not a chat completion (%v): %s", err, out)
 		}
-		wantChat(t, c, bedrockText, bedrockIn, bedrockOut)
+		wantChat(t, c, providertest.BedrockText, providertest.BedrockIn, providertest.BedrockOut)
 		if got := lastTries(t); got != "openai=429 anthropic=529 bedrock=ok" {
 			t.Fatalf("attempts %q", got)
 		}
@@ -219,9 +229,9 @@ func TestProviderMeridianFallsBackThroughAnthropicToBedrock(t *testing.T) {
 		var raw *http.Response
 		p := chatParams("openai/gpt-4o-mini", "Hello!")
 		p.StreamOptions = streamUsage()
-		c := accumulateChat(t, sdk(callerKey), p, option.WithJSONSet("fallbacks", []string{"anthropic/" + claudeModel, "bedrock/" + bedrockModel}),
+		c := accumulateChat(t, sdk(callerKey), p, option.WithJSONSet("fallbacks", []string{"anthropic/" + providertest.ClaudeModel, "bedrock/" + providertest.BedrockModel}),
 			option.WithResponseInto(&raw))
-		wantChat(t, c, bedrockText, bedrockIn, bedrockOut)
+		wantChat(t, c, providertest.BedrockText, providertest.BedrockIn, providertest.BedrockOut)
 		if raw.Header.Get("X-LLM-Engine") != "bedrock" {
 			t.Fatalf("headers %v", raw.Header)
 		}
@@ -230,16 +240,16 @@ func TestProviderMeridianFallsBackThroughAnthropicToBedrock(t *testing.T) {
 		}
 	})
 
-	fallbacks := anthropicoption.WithJSONSet("fallbacks", []string{"bedrock/" + bedrockModel})
+	fallbacks := anthropicoption.WithJSONSet("fallbacks", []string{"bedrock/" + providertest.BedrockModel})
 	t.Run("anthropic-sdk-go", func(t *testing.T) {
 		var raw *http.Response
 		ac := anthropicClient(callerKey)
-		m, err := ac.Messages.New(context.Background(), messageParams("anthropic/"+claudeModel), fallbacks,
+		m, err := ac.Messages.New(context.Background(), messageParams("anthropic/"+providertest.ClaudeModel), fallbacks,
 			anthropicoption.WithResponseInto(&raw))
 		if err != nil {
 			t.Fatal(err)
 		}
-		wantMessage(t, *m, bedrockText, bedrockIn, bedrockOut)
+		wantMessage(t, *m, providertest.BedrockText, providertest.BedrockIn, providertest.BedrockOut)
 		if raw.Header.Get("X-LLM-Engine") != "bedrock" {
 			t.Fatalf("headers %v", raw.Header)
 		}
@@ -249,8 +259,8 @@ func TestProviderMeridianFallsBackThroughAnthropicToBedrock(t *testing.T) {
 	})
 
 	t.Run("anthropic-sdk-go stream", func(t *testing.T) {
-		m := accumulateMessage(t, anthropicClient(callerKey), messageParams("anthropic/"+claudeModel), fallbacks)
-		wantMessage(t, m, bedrockText, bedrockIn, bedrockOut)
+		m := accumulateMessage(t, anthropicClient(callerKey), messageParams("anthropic/"+providertest.ClaudeModel), fallbacks)
+		wantMessage(t, m, providertest.BedrockText, providertest.BedrockIn, providertest.BedrockOut)
 		if got := lastTries(t); got != "anthropic=529 bedrock=ok" {
 			t.Fatalf("attempts %q", got)
 		}
@@ -261,7 +271,7 @@ func TestProviderMeridianFallsBackThroughAnthropicToBedrock(t *testing.T) {
 	if n := len(limited.all()); n != 2 {
 		t.Errorf("openai was asked %d times, want 2", n)
 	}
-	anthReqs, bedReqs := anth.all(), bed.all()
+	anthReqs, bedReqs := anth.All(), bed.All()
 	if len(anthReqs) != 4 || len(bedReqs) != 4 {
 		t.Fatalf("anthropic was asked %d times, bedrock %d, want 4 each", len(anthReqs), len(bedReqs))
 	}
@@ -269,22 +279,22 @@ func TestProviderMeridianFallsBackThroughAnthropicToBedrock(t *testing.T) {
 		var m struct {
 			Model string `json:"model"`
 		}
-		json.Unmarshal(r.body, &m)
+		json.Unmarshal(r.Body, &m)
 		// the Chat clients' get the engine's version; the Messages
 		// clients' keep their SDK's own
-		version := r.header.Get("Anthropic-Version")
-		if m.Model != claudeModel || i < 2 && version != "2023-06-01" || version == "" {
-			t.Errorf("anthropic's request %d: anthropic-version %q, %s", i, r.header.Get("Anthropic-Version"), r.body)
+		version := r.Header.Get("Anthropic-Version")
+		if m.Model != providertest.ClaudeModel || i < 2 && version != "2023-06-01" || version == "" {
+			t.Errorf("anthropic's request %d: anthropic-version %q, %s", i, r.Header.Get("Anthropic-Version"), r.Body)
 		}
 	}
 	// the Messages clients' requests reached Anthropic as they were sent
-	if s := string(anthReqs[2].body); !strings.Contains(s, `"max_tokens":256`) {
+	if s := string(anthReqs[2].Body); !strings.Contains(s, `"max_tokens":256`) {
 		t.Errorf("the Messages client's request reached anthropic as %s", s)
 	}
 	wantPaths := []string{"/converse", "/converse-stream", "/converse", "/converse-stream"}
 	for i, r := range bedReqs {
-		if r.path != "/model/"+bedrockModelPath+wantPaths[i] {
-			t.Errorf("bedrock's request %d went to %s", i, r.path)
+		if r.Path != "/model/"+providertest.BedrockModelPath+wantPaths[i] {
+			t.Errorf("bedrock's request %d went to %s", i, r.Path)
 		}
 		var conv struct {
 			Messages []struct {
@@ -294,22 +304,22 @@ func TestProviderMeridianFallsBackThroughAnthropicToBedrock(t *testing.T) {
 				} `json:"content"`
 			} `json:"messages"`
 		}
-		json.Unmarshal(r.body, &conv)
+		json.Unmarshal(r.Body, &conv)
 		if len(conv.Messages) != 1 || conv.Messages[0].Role != "user" || len(conv.Messages[0].Content) != 1 || conv.Messages[0].Content[0].Text != "Hello!" {
-			t.Errorf("bedrock's request %d: %s", i, r.body)
+			t.Errorf("bedrock's request %d: %s", i, r.Body)
 		}
 	}
-	for _, f := range []*pvFake{anth, bed} {
-		for i, r := range f.all() {
-			if strings.Contains(string(r.body), "fallbacks") || strings.Contains(fmt.Sprint(r.header), callerKey) {
-				t.Errorf("%s's request %d carried the fallbacks or the caller's key: %v %s", f.URL, i, r.header, r.body)
+	for _, f := range []*providertest.Fake{anth, bed} {
+		for i, r := range f.All() {
+			if strings.Contains(string(r.Body), "fallbacks") || strings.Contains(fmt.Sprint(r.Header), callerKey) {
+				t.Errorf("%s's request %d carried the fallbacks or the caller's key: %v %s", f.URL, i, r.Header, r.Body)
 			}
 		}
 	}
 
 	// Bedrock throttled too: the client gets the primary's 429 with every
 	// attempt named (Bedrock's twice: it keeps its default retry)
-	bed.setMode("throttled")
+	bed.SetMode("throttled")
 	const attempts = "openai=429, anthropic=529, bedrock=429, bedrock=429"
 	resp, out := post(t, "/v1/chat/completions", meridianRequest, "Authorization", "Bearer "+callerKey)
 	if resp.StatusCode != 429 || resp.Header.Get("X-LLM-Attempts") != attempts ||
@@ -325,13 +335,13 @@ func TestProviderThrottlingMovesOnAndOpensItsBreaker(t *testing.T) {
 	pvEnv(t)
 	cases := []struct {
 		name, model, reason string
-		fake                func(*testing.T) *pvFake
-		engine              func(*pvFake, string) string
+		fake                func(*testing.T) *providertest.Fake
+		engine              func(*providertest.Fake, string) string
 	}{
-		{"anthropic", claudeModel, "529", func(t *testing.T) *pvFake { return anthropicFake(t, "overloaded") }, anthropicEngine},
-		{"bedrock", bedrockModel, "429", func(t *testing.T) *pvFake { return bedrockFake(t, "throttled") }, bedrockEngine},
-		{"gemini", geminiModel, "429", func(t *testing.T) *pvFake { return geminiFake(t, "exhausted") }, geminiEngine},
-		{"azure", azureDeployment, "429", func(t *testing.T) *pvFake { return azureFake(t, "throttled") }, azureEngine},
+		{"anthropic", providertest.ClaudeModel, "529", func(t *testing.T) *providertest.Fake { return providertest.Anthropic(t, "overloaded") }, anthropicEngine},
+		{"bedrock", providertest.BedrockModel, "429", func(t *testing.T) *providertest.Fake { return providertest.Bedrock(t, "throttled") }, bedrockEngine},
+		{"gemini", providertest.GeminiModel, "429", func(t *testing.T) *providertest.Fake { return providertest.Gemini(t, "exhausted") }, geminiEngine},
+		{"azure", providertest.AzureDeployment, "429", func(t *testing.T) *providertest.Fake { return providertest.Azure(t, "throttled") }, azureEngine},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -347,7 +357,7 @@ func TestProviderThrottlingMovesOnAndOpensItsBreaker(t *testing.T) {
 				if raw.Header.Get("X-LLM-Engine") != "backup" {
 					t.Fatalf("request %d was answered by %q", i, raw.Header.Get("X-LLM-Engine"))
 				}
-				if n := fake.n(); n != 1 {
+				if n := fake.N(); n != 1 {
 					t.Fatalf("after request %d the provider was asked %d times, want once (then its breaker open)", i, n)
 				}
 				want := c.name + "=" + c.reason + " backup=ok"
@@ -371,11 +381,11 @@ func TestProviderThrottlingMovesOnAndOpensItsBreaker(t *testing.T) {
 func TestProviderContentFilterIsTheAnswer(t *testing.T) {
 	pvEnv(t)
 	t.Run("gemini SAFETY", func(t *testing.T) {
-		gem := geminiFake(t, "safety")
+		gem := providertest.Gemini(t, "safety")
 		backup := newRecorder(t, okChat)
 		startGateway(t, fmt.Sprintf("\t\tkeys %s", callerKey)+geminiEngine(gem, "fallback backup")+backupEngine(backup))
 		var raw *http.Response
-		c, err := sdk(callerKey).Chat.Completions.New(context.Background(), chatParams(geminiModel, "Hello!"),
+		c, err := sdk(callerKey).Chat.Completions.New(context.Background(), chatParams(providertest.GeminiModel, "Hello!"),
 			option.WithJSONSet("fallbacks", []string{"backup"}), option.WithResponseInto(&raw))
 		if err != nil {
 			t.Fatal(err)
@@ -383,7 +393,7 @@ func TestProviderContentFilterIsTheAnswer(t *testing.T) {
 		if raw.Header.Get("X-LLM-Engine") != "gemini" || len(c.Choices) != 1 || c.Choices[0].FinishReason != "content_filter" {
 			t.Fatalf("%v: %s", raw.Header, c.RawJSON())
 		}
-		p := chatParams(geminiModel, "Hello!")
+		p := chatParams(providertest.GeminiModel, "Hello!")
 		p.StreamOptions = streamUsage()
 		s := sdk(callerKey).Chat.Completions.NewStreaming(context.Background(), p)
 		var finish string
@@ -395,12 +405,12 @@ func TestProviderContentFilterIsTheAnswer(t *testing.T) {
 		if s.Err() != nil || finish != "content_filter" {
 			t.Fatalf("stream: finish %q, %v", finish, s.Err())
 		}
-		if gem.n() != 2 || len(backup.all()) != 0 {
-			t.Fatalf("gemini was asked %d times for 2 requests, the backup %d", gem.n(), len(backup.all()))
+		if gem.N() != 2 || len(backup.all()) != 0 {
+			t.Fatalf("gemini was asked %d times for 2 requests, the backup %d", gem.N(), len(backup.all()))
 		}
 	})
 	t.Run("azure content_filter", func(t *testing.T) {
-		az := azureFake(t, "filtered")
+		az := providertest.Azure(t, "filtered")
 		backup := newRecorder(t, okChat)
 		startGateway(t, fmt.Sprintf("\t\tkeys %s", callerKey)+azureEngine(az, "fallback backup")+backupEngine(backup))
 		resp, out := post(t, "/v1/chat/completions", `{"model":"gpt-4o","messages":[{"role":"user","content":"Hello!"}],"fallbacks":["backup"]}`,
@@ -409,12 +419,12 @@ func TestProviderContentFilterIsTheAnswer(t *testing.T) {
 			!strings.Contains(out, "ResponsibleAIPolicyViolation") {
 			t.Fatalf("%d %v: %s", resp.StatusCode, resp.Header, out)
 		}
-		_, err := sdk(callerKey).Chat.Completions.New(context.Background(), chatParams(azureDeployment, "Hello!"))
+		_, err := sdk(callerKey).Chat.Completions.New(context.Background(), chatParams(providertest.AzureDeployment, "Hello!"))
 		if e := apiError(t, err, 400); e.Code != "content_filter" {
 			t.Fatalf("code %q", e.Code)
 		}
-		if az.n() != 2 || len(backup.all()) != 0 {
-			t.Fatalf("azure was asked %d times for 2 requests, the backup %d", az.n(), len(backup.all()))
+		if az.N() != 2 || len(backup.all()) != 0 {
+			t.Fatalf("azure was asked %d times for 2 requests, the backup %d", az.N(), len(backup.all()))
 		}
 	})
 }
@@ -424,7 +434,7 @@ func TestProviderContentFilterIsTheAnswer(t *testing.T) {
 // never in a tidy end.
 func TestProviderBedrockStreamException(t *testing.T) {
 	pvEnv(t)
-	bed := bedrockFake(t, "stream-throttled")
+	bed := providertest.Bedrock(t, "stream-throttled")
 	backup := newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		io.WriteString(w, `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"up","choices":[{"index":0,"delta":{"role":"assistant","content":"ok"},"finish_reason":null}]}`+"\n\n")
@@ -432,7 +442,7 @@ func TestProviderBedrockStreamException(t *testing.T) {
 	})
 	startGateway(t, fmt.Sprintf("\t\tkeys %s", callerKey)+bedrockEngine(bed, "retries 0\n\t\t\tfallback backup")+backupEngine(backup))
 
-	text, err := readStream(sdk(callerKey).Chat.Completions.NewStreaming(context.Background(), chatParams(bedrockModel, "Hello!")))
+	text, err := readStream(sdk(callerKey).Chat.Completions.NewStreaming(context.Background(), chatParams(providertest.BedrockModel, "Hello!")))
 	if err != nil || text != "ok" {
 		t.Fatalf("before the first content: %q, %v", text, err)
 	}
@@ -440,20 +450,20 @@ func TestProviderBedrockStreamException(t *testing.T) {
 		t.Fatalf("attempts %q", got)
 	}
 
-	bed.setMode("stream-cut")
+	bed.SetMode("stream-cut")
 	ac := anthropicClient(callerKey)
-	s := ac.Messages.NewStreaming(context.Background(), messageParams(bedrockModel))
+	s := ac.Messages.NewStreaming(context.Background(), messageParams(providertest.BedrockModel))
 	var got strings.Builder
 	for s.Next() {
 		if ev := s.Current(); ev.Type == "content_block_delta" {
 			got.WriteString(ev.Delta.Text)
 		}
 	}
-	if s.Err() == nil || got.String() != bedrockText[:len(bedrockText)/2] {
+	if s.Err() == nil || got.String() != providertest.BedrockText[:len(providertest.BedrockText)/2] {
 		t.Fatalf("after the first content: %q, err %v", got.String(), s.Err())
 	}
-	if bed.n() != 2 || len(backup.all()) != 1 {
-		t.Fatalf("bedrock was asked %d times, the backup %d", bed.n(), len(backup.all()))
+	if bed.N() != 2 || len(backup.all()) != 1 {
+		t.Fatalf("bedrock was asked %d times, the backup %d", bed.N(), len(backup.all()))
 	}
 }
 
@@ -461,14 +471,14 @@ func TestProviderBedrockStreamException(t *testing.T) {
 
 func TestProviderGeminiAndAzureAnswerEveryClient(t *testing.T) {
 	pvEnv(t)
-	gem, az := geminiFake(t, "ok"), azureFake(t, "ok")
+	gem, az := providertest.Gemini(t, "ok"), providertest.Azure(t, "ok")
 	startGateway(t, fmt.Sprintf("\t\tkeys %s", callerKey)+geminiEngine(gem, "")+azureEngine(az, ""))
 	for _, c := range []struct {
 		name, model, text string
 		in, out           int64
 	}{
-		{"gemini", geminiModel, geminiText, geminiIn, geminiOut},
-		{"azure", azureDeployment, azureText, azureIn, azureOut},
+		{"gemini", providertest.GeminiModel, providertest.GeminiText, providertest.GeminiIn, providertest.GeminiOut},
+		{"azure", providertest.AzureDeployment, providertest.AzureText, providertest.AzureIn, providertest.AzureOut},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			chat, err := sdk(callerKey).Chat.Completions.New(context.Background(), chatParams(c.model, "Hello!"))
@@ -490,23 +500,23 @@ func TestProviderGeminiAndAzureAnswerEveryClient(t *testing.T) {
 	}
 	// what they were sent: each request in the provider's API with its key
 	// (the fakes refuse anything else), the streams to their stream paths
-	if n := gem.n(); n != 4 {
+	if n := gem.N(); n != 4 {
 		t.Fatalf("gemini was asked %d times", n)
 	}
-	for i, r := range gem.all() {
+	for i, r := range gem.All() {
 		stream := i%2 == 1
-		if strings.HasSuffix(r.path, ":streamGenerateContent") != stream || !strings.Contains(string(r.body), `"Hello!"`) {
-			t.Errorf("gemini's request %d: %s?%s %s", i, r.path, r.query, r.body)
+		if strings.HasSuffix(r.Path, ":streamGenerateContent") != stream || !strings.Contains(string(r.Body), `"Hello!"`) {
+			t.Errorf("gemini's request %d: %s?%s %s", i, r.Path, r.Query, r.Body)
 		}
 	}
-	if n := az.n(); n != 4 {
+	if n := az.N(); n != 4 {
 		t.Fatalf("azure was asked %d times", n)
 	}
-	for i, r := range az.all() {
-		var req chatRequest
-		json.Unmarshal(r.body, &req)
+	for i, r := range az.All() {
+		var req providertest.ChatRequest
+		json.Unmarshal(r.Body, &req)
 		if stream := i%2 == 1; req.Stream != stream || stream && (req.StreamOptions == nil || !req.StreamOptions.IncludeUsage) {
-			t.Errorf("azure's request %d did not ask for its usage: %s", i, r.body)
+			t.Errorf("azure's request %d did not ask for its usage: %s", i, r.Body)
 		}
 	}
 }
@@ -515,7 +525,7 @@ func TestProviderGeminiAndAzureAnswerEveryClient(t *testing.T) {
 
 func TestProviderSecretsNeverLeak(t *testing.T) {
 	pvEnv(t)
-	anth, bed, gem, az := anthropicFake(t, "ok"), bedrockFake(t, "ok"), geminiFake(t, "ok"), azureFake(t, "ok")
+	anth, bed, gem, az := providertest.Anthropic(t, "ok"), providertest.Bedrock(t, "ok"), providertest.Gemini(t, "ok"), providertest.Azure(t, "ok")
 	// the keys as the docs write them, {env.*}: a key written literally
 	// in the Caddyfile is in the config's JSON, which Caddy itself logs at
 	// DEBUG (http.auto_https's "adjusted config") and serves at GET /config/
@@ -540,22 +550,22 @@ func TestProviderSecretsNeverLeak(t *testing.T) {
 		}
 		seen = append(seen, fmt.Sprint(resp.Header), out)
 	}
-	models := []string{claudeModel, bedrockModel, geminiModel, azureDeployment}
+	models := []string{providertest.ClaudeModel, providertest.BedrockModel, providertest.GeminiModel, providertest.AzureDeployment}
 	for _, m := range models {
 		ask(m, false, 200)
 		ask(m, true, 200)
 	}
-	anth.setMode("overloaded")
-	bed.setMode("throttled")
-	gem.setMode("exhausted")
-	az.setMode("throttled")
+	anth.SetMode("overloaded")
+	bed.SetMode("throttled")
+	gem.SetMode("exhausted")
+	az.SetMode("throttled")
 	for _, m := range models {
 		ask(m, false, 0)
 	}
-	az.setMode("filtered")
-	ask(azureDeployment, false, 400)
+	az.SetMode("filtered")
+	ask(providertest.AzureDeployment, false, 400)
 	// a caller who sends an engine's key as its gateway key
-	resp, out := post(t, "/v1/chat/completions", `{"model":"gemini-2.5-flash"}`, "Authorization", "Bearer "+pvGeminiKey)
+	resp, out := post(t, "/v1/chat/completions", `{"model":"gemini-2.5-flash"}`, "Authorization", "Bearer "+providertest.GeminiKey)
 	if resp.StatusCode != 401 {
 		t.Fatalf("a wrong gateway key: %d %s", resp.StatusCode, out)
 	}
@@ -573,7 +583,7 @@ func TestProviderSecretsNeverLeak(t *testing.T) {
 		"Caddy's log": logs, "the client's answers": strings.Join(seen, "\n"), "GET /llm_gateway/engines": engines,
 		"GET /llm_gateway/requests": requests, "the metrics": metrics,
 	} {
-		for _, secret := range pvSecrets {
+		for _, secret := range providertest.Secrets {
 			if i := strings.Index(text, secret); i >= 0 {
 				t.Errorf("%s holds the secret %q: …%s…", what, secret, text[max(0, i-200):min(len(text), i+len(secret)+50)])
 			}
@@ -630,17 +640,17 @@ func TestProviderErrorEchoesCarryNoSecret(t *testing.T) {
 			models %s
 			retries 0
 			passthrough /guardrail*
-		}`, callerKey, echo.URL, echo.URL, geminiModel, echo.URL, bedrockModel))
+		}`, callerKey, echo.URL, echo.URL, providertest.GeminiModel, echo.URL, providertest.BedrockModel))
 	auth := []string{"Authorization", "Bearer " + callerKey}
 	var seen []string
-	for _, model := range []string{"keyed", geminiModel, bedrockModel} {
+	for _, model := range []string{"keyed", providertest.GeminiModel, providertest.BedrockModel} {
 		resp, out := post(t, "/v1/chat/completions", fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"Hello!"}]}`, model), auth...)
 		if resp.StatusCode < 400 || !strings.Contains(out, "****") {
 			t.Errorf("%s: %d %s", model, resp.StatusCode, out)
 		}
 		seen = append(seen, fmt.Sprint(resp.Header), out)
 	}
-	req, _ := http.NewRequest(http.MethodGet, gwURL+"/upstream/"+bedrockModel+"/guardrail/g1", nil)
+	req, _ := http.NewRequest(http.MethodGet, gwURL+"/upstream/"+providertest.BedrockModel+"/guardrail/g1", nil)
 	req.Header.Set("Authorization", "Bearer "+callerKey)
 	resp, out := do(t, req)
 	if resp.StatusCode != 500 || !strings.Contains(out, "****") {
@@ -649,7 +659,7 @@ func TestProviderErrorEchoesCarryNoSecret(t *testing.T) {
 	seen = append(seen, fmt.Sprint(resp.Header), out)
 
 	// every credential the engines were sent, and its parts
-	secrets := append([]string(nil), pvSecrets...)
+	secrets := append([]string(nil), providertest.Secrets...)
 	mu.Lock()
 	for _, h := range sent {
 		for _, k := range []string{"Authorization", "X-Goog-Api-Key", "X-Amz-Security-Token"} {
@@ -667,7 +677,7 @@ func TestProviderErrorEchoesCarryNoSecret(t *testing.T) {
 		t.Fatalf("the echo was sent %d requests, want 4", n)
 	}
 	text := strings.Join(seen, "\n")
-	for _, secret := range append(secrets, pvAWSKeyID) {
+	for _, secret := range append(secrets, providertest.AWSKeys.KeyID) {
 		if i := strings.Index(text, secret); i >= 0 {
 			t.Errorf("the client was sent %q: …%s…", secret, text[max(0, i-200):min(len(text), i+len(secret)+50)])
 		}
@@ -678,13 +688,13 @@ func TestProviderErrorEchoesCarryNoSecret(t *testing.T) {
 
 func TestProviderBedrockWithoutCredentials(t *testing.T) {
 	providertest.AWS{}.Env(t)
-	bed := bedrockFake(t, "ok")
+	bed := providertest.Bedrock(t, "ok")
 	backup := newRecorder(t, okChat)
 	startGateway(t, fmt.Sprintf("\t\tkeys %s", callerKey)+bedrockEngine(bed, "")+backupEngine(backup))
 
 	t.Run("alone", func(t *testing.T) {
 		start := time.Now()
-		_, err := sdk(callerKey).Chat.Completions.New(context.Background(), chatParams(bedrockModel, "Hello!"))
+		_, err := sdk(callerKey).Chat.Completions.New(context.Background(), chatParams(providertest.BedrockModel, "Hello!"))
 		e := apiError(t, err, 502)
 		if e.Code != "upstream_credentials" || !strings.Contains(e.Message, "bedrock") {
 			t.Fatalf("code %q: %s", e.Code, e.Message)
@@ -698,7 +708,7 @@ func TestProviderBedrockWithoutCredentials(t *testing.T) {
 	})
 	t.Run("with a fallback", func(t *testing.T) {
 		var raw *http.Response
-		_, err := sdk(callerKey).Chat.Completions.New(context.Background(), chatParams(bedrockModel, "Hello!"),
+		_, err := sdk(callerKey).Chat.Completions.New(context.Background(), chatParams(providertest.BedrockModel, "Hello!"),
 			option.WithJSONSet("fallbacks", []string{"backup"}), option.WithResponseInto(&raw))
 		if err != nil {
 			t.Fatal(err)
@@ -710,8 +720,8 @@ func TestProviderBedrockWithoutCredentials(t *testing.T) {
 			t.Fatalf("attempts %q", got)
 		}
 	})
-	if bed.n() != 0 || len(backup.all()) != 1 {
-		t.Fatalf("bedrock was sent %d unsigned requests; the backup got %d", bed.n(), len(backup.all()))
+	if bed.N() != 0 || len(backup.all()) != 1 {
+		t.Fatalf("bedrock was sent %d unsigned requests; the backup got %d", bed.N(), len(backup.all()))
 	}
 }
 
@@ -736,12 +746,12 @@ func TestListModulesListsTheProviders(t *testing.T) {
 // other type).
 func TestProviderBodyIsSentAsJSONWhateverItsClientCalledIt(t *testing.T) {
 	pvEnv(t)
-	anth, bed := anthropicFake(t, "ok"), bedrockFake(t, "ok")
+	anth, bed := providertest.Anthropic(t, "ok"), providertest.Bedrock(t, "ok")
 	startGateway(t, anthropicEngine(anth, "")+bedrockEngine(bed, ""))
 	for _, ct := range []string{"application/x-www-form-urlencoded", ""} {
 		for _, c := range []struct{ path, body, want string }{
-			{"/v1/messages", `{"model":"` + claudeModel + `","max_tokens":64,"messages":[{"role":"user","content":"hi"}]}`, anthropicText},
-			{"/v1/chat/completions", `{"model":"` + bedrockModel + `","messages":[{"role":"user","content":"hi"}]}`, bedrockText},
+			{"/v1/messages", `{"model":"` + providertest.ClaudeModel + `","max_tokens":64,"messages":[{"role":"user","content":"hi"}]}`, providertest.AnthropicText},
+			{"/v1/chat/completions", `{"model":"` + providertest.BedrockModel + `","messages":[{"role":"user","content":"hi"}]}`, providertest.BedrockText},
 		} {
 			resp, out := post(t, c.path, c.body, "Content-Type", ct, "Anthropic-Version", "2023-06-01")
 			if resp.StatusCode != 200 || !strings.Contains(out, c.want) {
@@ -749,10 +759,10 @@ func TestProviderBodyIsSentAsJSONWhateverItsClientCalledIt(t *testing.T) {
 			}
 		}
 	}
-	for _, f := range []*pvFake{anth, bed} {
-		for _, r := range f.all() {
-			if ct := r.header.Get("Content-Type"); ct != "application/json" {
-				t.Fatalf("%s was sent Content-Type %q", r.path, ct)
+	for _, f := range []*providertest.Fake{anth, bed} {
+		for _, r := range f.All() {
+			if ct := r.Header.Get("Content-Type"); ct != "application/json" {
+				t.Fatalf("%s was sent Content-Type %q", r.Path, ct)
 			}
 		}
 	}

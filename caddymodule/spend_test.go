@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/llmgateway/caddy-llm-gateway/internal/price"
+	"github.com/llmgateway/caddy-llm-gateway/internal/providertest"
 )
 
 // What each request cost, through Caddy, with fakes of each cloud provider
@@ -30,12 +31,12 @@ import (
 //	azure      built-in gpt-4o: 40,000 × $2.50 + 60,000 × $1.25 + 2,000 × $10                                 = $0.195
 func TestEachRequestsCostIsExactInEverySurface(t *testing.T) {
 	pvEnv(t)
-	fakes := map[string]*pvFake{
-		"anthropic": anthropicFake(t, "cached"), "bedrock": bedrockFake(t, "cached"),
-		"gemini": geminiFake(t, "cached"), "azure": azureFake(t, "cached"),
+	fakes := map[string]*providertest.Fake{
+		"anthropic": providertest.Anthropic(t, "cached"), "bedrock": providertest.Bedrock(t, "cached"),
+		"gemini": providertest.Gemini(t, "cached"), "azure": providertest.Azure(t, "cached"),
 	}
 	want := map[string]string{"anthropic": "0.1755", "bedrock": "0.1755", "gemini": "0.0188", "azure": "0.195"}
-	real := map[string]string{"anthropic": claudeModel, "bedrock": bedrockModel, "gemini": geminiModel, "azure": azureDeployment}
+	real := map[string]string{"anthropic": providertest.ClaudeModel, "bedrock": providertest.BedrockModel, "gemini": providertest.GeminiModel, "azure": providertest.AzureDeployment}
 	clients := []struct{ api, path, body string }{
 		{"chat", "/v1/chat/completions", `{"model":%q,"max_tokens":60,"stream":%t,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"Hello!"}]}`},
 		{"messages", "/v1/messages", `{"model":%q,"max_tokens":60,"stream":%t,"messages":[{"role":"user","content":"Hello!"}]}`},
@@ -52,7 +53,7 @@ func TestEachRequestsCostIsExactInEverySurface(t *testing.T) {
 		for _, c := range clients {
 			models = append(models, alias(provider, c.api, false), alias(provider, c.api, true))
 		}
-		block := map[string]func(*pvFake, string) string{"anthropic": anthropicEngine, "bedrock": bedrockEngine, "gemini": geminiEngine, "azure": azureEngine}[provider](f, "model_name "+real[provider])
+		block := map[string]func(*providertest.Fake, string) string{"anthropic": anthropicEngine, "bedrock": bedrockEngine, "gemini": geminiEngine, "azure": azureEngine}[provider](f, "model_name "+real[provider])
 		// the engine's own models line names the aliases; model_name sends the real model
 		block = strings.Replace(block, "models "+real[provider], "models "+strings.Join(models, " "), 1)
 		site.WriteString(block + "\n")
@@ -157,7 +158,7 @@ http://%s {
 // where each comes from; caddy validate warns of a cloud model with none.
 func TestPricesAreListedAndAnUnpricedCloudModelIsWarnedOf(t *testing.T) {
 	pvEnv(t)
-	an := anthropicFake(t, "ok")
+	an := providertest.Anthropic(t, "ok")
 	site := anthropicEngine(an, "") + `
 		engine local {
 			to http://127.0.0.1:9
@@ -191,7 +192,7 @@ func TestPricesAreListedAndAnUnpricedCloudModelIsWarnedOf(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, code := exitCode(t, exec.Command(caddyBinary(t), "validate", "--config", cfgFile, "--adapter", "caddyfile"))
-	if code != 0 || !strings.Contains(out, "a cloud model has no price") || !strings.Contains(out, `"model":"my-deployment"`) || strings.Contains(out, `"model":"`+claudeModel+`"`) {
+	if code != 0 || !strings.Contains(out, "a cloud model has no price") || !strings.Contains(out, `"model":"my-deployment"`) || strings.Contains(out, `"model":"`+providertest.ClaudeModel+`"`) {
 		t.Fatalf("caddy validate: exit %d\n%s", code, out)
 	}
 }

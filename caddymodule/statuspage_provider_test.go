@@ -8,6 +8,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/openai/openai-go/v3"
+
+	"github.com/llmgateway/caddy-llm-gateway/internal/providertest"
 )
 
 // A cloud provider's engine is no process (issue 53): the page and the
@@ -18,7 +20,7 @@ import (
 // has no Start or Stop.
 func TestAProviderEngineIsItsAnswersOnThePageAndTheAdminAPI(t *testing.T) {
 	pvEnv(t)
-	bed := bedrockFake(t, "ok") // refuses anything but a signed Converse: a GET /health fails the test
+	bed := providertest.Bedrock(t, "ok") // refuses anything but a signed Converse: a GET /health fails the test
 	ctx := browser(t)
 	startGateway(t, `
 		key ops `+uiKey+`
@@ -26,7 +28,7 @@ func TestAProviderEngineIsItsAnswersOnThePageAndTheAdminAPI(t *testing.T) {
 
 	s := status(t, "bedrock")
 	if s.State != "ready" || s.Managed || s.Provider == nil || s.Provider.Name != "bedrock" || s.Provider.Where != "us-east-1" ||
-		s.Provider.LastAnswer != nil || strings.Join(s.Models, " ") != bedrockModel {
+		s.Provider.LastAnswer != nil || strings.Join(s.Models, " ") != providertest.BedrockModel {
 		t.Fatalf("before any request: %+v %+v", s, s.Provider)
 	}
 	run(t, ctx, "opening the page", chromedp.Navigate(gwURL+"/llm"), chromedp.WaitVisible(chromedp.CSS("#key")))
@@ -41,7 +43,7 @@ func TestAProviderEngineIsItsAnswersOnThePageAndTheAdminAPI(t *testing.T) {
 		t.Fatalf("the card's state %q", got)
 	}
 	card := eval[string](t, ctx, `document.querySelector('article[data-engine="bedrock"]').innerText`)
-	if !strings.Contains(card, bedrockModel) || strings.Contains(card, "reachable") || strings.Contains(card, "pid") {
+	if !strings.Contains(card, providertest.BedrockModel) || strings.Contains(card, "reachable") || strings.Contains(card, "pid") {
 		t.Fatalf("the card: %s", card)
 	}
 	if visible := eval[bool](t, ctx, `[...document.querySelectorAll('article[data-engine="bedrock"] button')].some((b) => b.offsetParent !== null)`); visible {
@@ -50,7 +52,7 @@ func TestAProviderEngineIsItsAnswersOnThePageAndTheAdminAPI(t *testing.T) {
 
 	// a 200: ready, and its last answer
 	c := sdk(uiKey)
-	p := openai.ChatCompletionNewParams{Model: bedrockModel, Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Hello!")}}
+	p := openai.ChatCompletionNewParams{Model: providertest.BedrockModel, Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Hello!")}}
 	if _, err := c.Chat.Completions.New(context.Background(), p); err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +63,7 @@ func TestAProviderEngineIsItsAnswersOnThePageAndTheAdminAPI(t *testing.T) {
 	screenshot(t, ctx, "LLMGW_SCREENSHOT_PROVIDER", `article[data-engine="bedrock"]`) // docs/statuspage-provider.png
 
 	// a 429: failing, on every surface, until it answers again
-	bed.setMode("throttled")
+	bed.SetMode("throttled")
 	if _, err := c.Chat.Completions.New(context.Background(), p); err == nil {
 		t.Fatal("a throttled Bedrock answered")
 	}
@@ -69,9 +71,9 @@ func TestAProviderEngineIsItsAnswersOnThePageAndTheAdminAPI(t *testing.T) {
 		t.Fatalf("after a 429: %s %+v", s.State, s.Provider.LastAnswer)
 	}
 	until(t, ctx, "failing on its card", engineState("bedrock")+` === 'failing' && `+field("last answer")+`.startsWith('429')`)
-	for _, r := range bed.all() {
-		if !strings.HasPrefix(r.path, "/model/") {
-			t.Fatalf("the provider was sent %s", r.path)
+	for _, r := range bed.All() {
+		if !strings.HasPrefix(r.Path, "/model/") {
+			t.Fatalf("the provider was sent %s", r.Path)
 		}
 	}
 }

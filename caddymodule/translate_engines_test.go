@@ -6,17 +6,18 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"regexp"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/llmgateway/caddy-llm-gateway/internal/providertest"
 )
 
 // Scripted engines for the translation tests: each speaks exactly one API,
 // answers the other APIs' paths with a 404 in its own error shape, and
 // refuses what its real counterpart refuses (unknown members, broken tool
-// turns), so a translation that only looks right to the gateway fails
+// turns: providertest's CheckChat and CheckMessages, the rules the
+// providers' fakes hold requests to), so a translation that only looks right to the gateway fails
 // here as it would against the provider. The script is the same for all:
 // after a tool's result, a text that quotes it; with tools offered, a call
 // of get_weather for Paris, its arguments in fragments; otherwise a text.
@@ -77,20 +78,6 @@ func textOf(raw json.RawMessage) string {
 	return b.String()
 }
 
-// unknownMembers are the members of a JSON object not in known.
-func unknownMembers(body []byte, known ...string) []string {
-	var m map[string]json.RawMessage
-	json.Unmarshal(body, &m)
-	var out []string
-	for k := range m {
-		if !slices.Contains(known, k) {
-			out = append(out, k)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
 // bothCities in the user's message makes the engines call get_weather
 // twice in one turn.
 const bothCities = "Paris and Lyon"
@@ -116,7 +103,7 @@ var parallelChatCalls = []scriptedCall{
 
 // toolResults are the contents of the tool messages that end a Chat
 // conversation.
-func toolResults(msgs []chatMessage) []string {
+func toolResults(msgs []providertest.ChatMessage) []string {
 	var out []string
 	for i := len(msgs) - 1; i >= 0 && msgs[i].Role == "tool"; i-- {
 		out = append([]string{textOf(msgs[i].Content)}, out...)
@@ -126,116 +113,20 @@ func toolResults(msgs []chatMessage) []string {
 
 // ---- Chat Completions ----
 
-// chatMembers are Chat Completions' request members: OpenAI answers 400
-// "Unrecognized request argument" to any other.
-var chatMembers = []string{"messages", "model", "audio", "frequency_penalty", "function_call", "functions", "logit_bias",
-	"logprobs", "max_completion_tokens", "max_tokens", "metadata", "modalities", "n", "parallel_tool_calls", "prediction",
-	"presence_penalty", "prompt_cache_key", "prompt_cache_retention", "reasoning_effort", "response_format",
-	"safety_identifier", "seed", "service_tier", "stop", "store", "stream", "stream_options", "temperature", "tool_choice",
-	"tools", "top_logprobs", "top_p", "user", "verbosity", "web_search_options"}
-
-type chatToolCall struct {
-	ID       string `json:"id"`
-	Type     string `json:"type"`
-	Function struct {
-		Name      string `json:"name"`
-		Arguments string `json:"arguments"`
-	} `json:"function"`
-}
-
-type chatMessage struct {
-	Role       string          `json:"role"`
-	Content    json.RawMessage `json:"content"`
-	ToolCallID string          `json:"tool_call_id"`
-	ToolCalls  []chatToolCall  `json:"tool_calls"`
-}
-
-type chatRequest struct {
-	Model    string        `json:"model"`
-	Messages []chatMessage `json:"messages"`
-	Tools    []struct {
-		Type     string `json:"type"`
-		Function struct {
-			Name       string          `json:"name"`
-			Parameters json.RawMessage `json:"parameters"`
-		} `json:"function"`
-	} `json:"tools"`
-	Stream        bool `json:"stream"`
-	StreamOptions *struct {
-		IncludeUsage bool `json:"include_usage"`
-	} `json:"stream_options"`
-}
-
-func openAIError(w http.ResponseWriter, status int, typ, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": nil, "code": nil}})
-	w.Write(b)
-}
-
-// checkChat is what OpenAI would refuse in a Chat request, or "".
-func checkChat(body []byte, req *chatRequest) string {
-	if err := json.Unmarshal(body, req); err != nil {
-		return "We could not parse the JSON body of your request: " + err.Error()
-	}
-	if u := unknownMembers(body, chatMembers...); len(u) > 0 {
-		return "Unrecognized request argument supplied: " + strings.Join(u, ", ")
-	}
-	if req.Model == "" || len(req.Messages) == 0 {
-		return "you must provide a model and at least one message"
-	}
-	for i, t := range req.Tools {
-		if t.Type != "function" || t.Function.Name == "" {
-			return fmt.Sprintf("Invalid value at tools[%d]: a function tool with a name", i)
-		}
-	}
-	for i, m := range req.Messages {
-		switch m.Role {
-		case "system", "developer", "user", "assistant", "tool":
-		default:
-			return fmt.Sprintf("Invalid value: '%s'. Supported values are: 'system', 'assistant', 'user', 'tool', 'developer'", m.Role)
-		}
-		if m.Role == "tool" {
-			// a tool message answers a call of the assistant message before
-			// the run of tool messages it is in
-			j := i - 1
-			for j >= 0 && req.Messages[j].Role == "tool" {
-				j--
-			}
-			if j < 0 || !slices.ContainsFunc(req.Messages[j].ToolCalls, func(c chatToolCall) bool { return c.ID == m.ToolCallID }) {
-				return fmt.Sprintf("Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls' (messages[%d], tool_call_id %q)", i, m.ToolCallID)
-			}
-		}
-		for _, c := range m.ToolCalls {
-			answered := false
-			for _, n := range req.Messages[i+1:] {
-				if n.Role != "tool" {
-					break
-				}
-				answered = answered || n.ToolCallID == c.ID
-			}
-			if !answered || c.Type != "function" || !json.Valid([]byte(c.Function.Arguments)) {
-				return fmt.Sprintf("An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: %s", c.ID)
-			}
-		}
-	}
-	return ""
-}
-
 // scriptedChat speaks Chat Completions only.
 func scriptedChat(t *testing.T) *scriptedEngine {
 	t.Helper()
 	e := &scriptedEngine{}
 	e.recorder = newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions" {
-			openAIError(w, 404, "invalid_request_error", "Invalid URL ("+r.Method+" "+r.URL.Path+")")
+			providertest.OpenAIError(w, 404, "invalid_request_error", "Invalid URL ("+r.Method+" "+r.URL.Path+")")
 			return
 		}
 		body, _ := io.ReadAll(r.Body)
-		var req chatRequest
-		if msg := checkChat(body, &req); msg != "" {
+		var req providertest.ChatRequest
+		if msg := providertest.CheckChat(body, &req); msg != "" {
 			e.refuse(msg)
-			openAIError(w, 400, "invalid_request_error", msg)
+			providertest.OpenAIError(w, 400, "invalid_request_error", msg)
 			return
 		}
 		last := req.Messages[len(req.Messages)-1]
@@ -312,189 +203,25 @@ func scriptedChat(t *testing.T) *scriptedEngine {
 
 // ---- Anthropic Messages ----
 
-// messagesMembers are Messages' request members: Anthropic answers 400
-// "Extra inputs are not permitted" to any other.
-var messagesMembers = []string{"model", "messages", "max_tokens", "metadata", "stop_sequences", "stream", "system",
-	"temperature", "thinking", "tool_choice", "tools", "top_k", "top_p", "service_tier", "container", "mcp_servers",
-	"context_management", "output_config", "output_format", "inference_geo"}
-
-type messagesBlock struct {
-	Type      string          `json:"type"`
-	Text      *string         `json:"text"`
-	ID        string          `json:"id"`
-	Name      string          `json:"name"`
-	Input     json.RawMessage `json:"input"`
-	ToolUseID string          `json:"tool_use_id"`
-	Content   json.RawMessage `json:"content"`
-}
-
-type messagesRequest struct {
-	Model     string          `json:"model"`
-	MaxTokens *int            `json:"max_tokens"`
-	System    json.RawMessage `json:"system"`
-	Messages  []struct {
-		Role    string          `json:"role"`
-		Content json.RawMessage `json:"content"`
-		blocks  []messagesBlock
-	} `json:"messages"`
-	Tools []struct {
-		Name        string          `json:"name"`
-		InputSchema json.RawMessage `json:"input_schema"`
-	} `json:"tools"`
-	Stream bool `json:"stream"`
-}
-
-func anthropicError(w http.ResponseWriter, status int, typ, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Request-Id", "req_scripted")
-	w.WriteHeader(status)
-	b, _ := json.Marshal(map[string]any{"type": "error", "error": map[string]any{"type": typ, "message": msg}, "request_id": "req_scripted"})
-	w.Write(b)
-}
-
-var toolUseID = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
-
-// checkMessages is what Anthropic would refuse in a Messages request, or "".
-func checkMessages(r *http.Request, body []byte, req *messagesRequest) string {
-	if r.Header.Get("Anthropic-Version") == "" {
-		return "anthropic-version: header is required"
-	}
-	if err := json.Unmarshal(body, req); err != nil {
-		return "invalid JSON body: " + err.Error()
-	}
-	if u := unknownMembers(body, messagesMembers...); len(u) > 0 {
-		return u[0] + ": Extra inputs are not permitted"
-	}
-	if req.MaxTokens == nil || *req.MaxTokens < 1 {
-		return "max_tokens: Field required"
-	}
-	if req.Model == "" || len(req.Messages) == 0 {
-		return "model and messages: Field required"
-	}
-	if len(req.System) > 0 && req.System[0] == '[' {
-		var sys []messagesBlock
-		json.Unmarshal(req.System, &sys)
-		for i, b := range sys {
-			if b.Type != "text" || b.Text == nil || strings.TrimSpace(*b.Text) == "" {
-				return fmt.Sprintf("system.%d: text content blocks must contain non-whitespace text", i)
-			}
-		}
-	}
-	for i, t := range req.Tools {
-		if t.Name == "" || len(t.InputSchema) == 0 {
-			return fmt.Sprintf("tools.%d.input_schema: Field required", i)
-		}
-	}
-	toolBlocks := false
-	for i := range req.Messages {
-		m := &req.Messages[i]
-		if m.Role != "user" && m.Role != "assistant" {
-			return fmt.Sprintf("messages.%d.role: Input should be 'user' or 'assistant'", i)
-		}
-		var s string
-		if json.Unmarshal(m.Content, &s) == nil {
-			if strings.TrimSpace(s) == "" && i != len(req.Messages)-1 {
-				return fmt.Sprintf("messages.%d: all messages must have non-empty content except for the optional final assistant message", i)
-			}
-			continue
-		}
-		if err := json.Unmarshal(m.Content, &m.blocks); err != nil || len(m.blocks) == 0 {
-			return fmt.Sprintf("messages.%d.content: Input should be a valid list", i)
-		}
-		for j, b := range m.blocks {
-			switch b.Type {
-			case "text":
-				if b.Text == nil || *b.Text == "" {
-					return fmt.Sprintf("messages.%d.content.%d.text: text content blocks must be non-empty", i, j)
-				}
-			case "tool_use":
-				toolBlocks = true
-				if m.Role != "assistant" || !toolUseID.MatchString(b.ID) || b.Name == "" || len(b.Input) == 0 || b.Input[0] != '{' {
-					return fmt.Sprintf("messages.%d.content.%d.tool_use: a tool_use needs an id matching ^[a-zA-Z0-9_-]+$, a name and an input object", i, j)
-				}
-			case "tool_result":
-				toolBlocks = true
-				if m.Role != "user" || !toolUseID.MatchString(b.ToolUseID) {
-					return fmt.Sprintf("messages.%d.content.%d.tool_result: tool_use_id must match ^[a-zA-Z0-9_-]+$", i, j)
-				}
-			case "image", "document", "thinking", "redacted_thinking":
-			default:
-				return fmt.Sprintf("messages.%d.content.%d.type: Input tag '%s' does not match any of the expected tags", i, j, b.Type)
-			}
-		}
-	}
-	if toolBlocks && len(req.Tools) == 0 {
-		return "Requests which include `tool_use` or `tool_result` blocks must define tools."
-	}
-	// every tool_use is answered in the very next message, a user one,
-	// with its tool_result, results before anything else
-	for i, m := range req.Messages {
-		var uses []string
-		for _, b := range m.blocks {
-			if b.Type == "tool_use" {
-				uses = append(uses, b.ID)
-			}
-		}
-		var prev []string
-		if i > 0 {
-			for _, b := range req.Messages[i-1].blocks {
-				if b.Type == "tool_use" {
-					prev = append(prev, b.ID)
-				}
-			}
-		}
-		seenOther := false
-		for j, b := range m.blocks {
-			if b.Type != "tool_result" {
-				seenOther = true
-				continue
-			}
-			if !slices.Contains(prev, b.ToolUseID) {
-				return fmt.Sprintf("messages.%d.content.%d: unexpected `tool_use_id` found in `tool_result` blocks: %s. Each `tool_result` block must have a corresponding `tool_use` block in the previous message.", i, j, b.ToolUseID)
-			}
-			if seenOther {
-				return fmt.Sprintf("messages.%d: tool_result blocks must come first in the user message", i)
-			}
-		}
-		if len(uses) == 0 {
-			continue
-		}
-		answered := map[string]bool{}
-		if i+1 < len(req.Messages) && req.Messages[i+1].Role == "user" {
-			for _, b := range req.Messages[i+1].blocks {
-				if b.Type == "tool_result" {
-					answered[b.ToolUseID] = true
-				}
-			}
-		}
-		for _, id := range uses {
-			if !answered[id] && i+1 < len(req.Messages) {
-				return fmt.Sprintf("messages.%d: `tool_use` ids were found without `tool_result` blocks immediately after: %s. Each `tool_use` block must have a corresponding `tool_result` block in the next message.", i, id)
-			}
-		}
-	}
-	return ""
-}
-
 // scriptedMessages speaks Anthropic's Messages only.
 func scriptedMessages(t *testing.T) *scriptedEngine {
 	t.Helper()
 	e := &scriptedEngine{}
 	e.recorder = newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost || r.URL.Path != "/v1/messages" {
-			anthropicError(w, 404, "not_found_error", "Not Found")
+			providertest.AnthropicError(w, 404, "not_found_error", "Not Found")
 			return
 		}
 		body, _ := io.ReadAll(r.Body)
-		var req messagesRequest
-		if msg := checkMessages(r, body, &req); msg != "" {
+		var req providertest.MessagesRequest
+		if msg := providertest.CheckMessages(r, body, &req); msg != "" {
 			e.refuse(msg)
-			anthropicError(w, 400, "invalid_request_error", msg)
+			providertest.AnthropicError(w, 400, "invalid_request_error", msg)
 			return
 		}
 		last := req.Messages[len(req.Messages)-1]
 		var results []string
-		for _, b := range last.blocks {
+		for _, b := range last.Blocks {
 			if b.Type == "tool_result" {
 				results = append(results, textOf(b.Content))
 			}

@@ -18,6 +18,8 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/openai/openai-go/v3/shared"
+
+	"github.com/llmgateway/caddy-llm-gateway/internal/providertest"
 )
 
 // Any client, any engine, end to end: the official SDKs talk to a real
@@ -282,7 +284,7 @@ func TestTranslatedAnthropicSDKOnAChatEngine(t *testing.T) {
 			t.Fatalf("the Chat engine got Anthropic headers: %v", r.header)
 		}
 	}
-	var turn2 chatRequest
+	var turn2 providertest.ChatRequest
 	json.Unmarshal(reqs[1].body, &turn2)
 	if len(turn2.Messages) != 4 || turn2.Messages[0].Role != "system" || turn2.Messages[3].Role != "tool" ||
 		turn2.Messages[2].ToolCalls[0].ID != turn2.Messages[3].ToolCallID || textOf(turn2.Messages[3].Content) != weatherResult {
@@ -424,7 +426,7 @@ func TestTranslatedOpenAIChatOnAMessagesEngine(t *testing.T) {
 			t.Fatalf("request %d: anthropic-version %q, Authorization %q", i, r.header.Get("Anthropic-Version"), r.header.Get("Authorization"))
 		}
 	}
-	var turn2 messagesRequest
+	var turn2 providertest.MessagesRequest
 	json.Unmarshal(reqs[1].body, &turn2)
 	if textOf(turn2.System) != "You are terse." && string(turn2.System) != `"You are terse."` {
 		t.Fatalf("the system message reached the engine as %s", reqs[1].body)
@@ -452,7 +454,7 @@ func TestTranslatedOpenAIResponsesOnAChatEngine(t *testing.T) {
 	e := chatEngineGateway(t)
 	responsesToolTurns(t, "gpt-chat", chatPromptTokens, chatCompletionTokens)
 	reqs := e.sawOnly(t, "/v1/chat/completions", "Authorization", "chat-engine-key", callerKey)
-	var turn2 chatRequest
+	var turn2 providertest.ChatRequest
 	json.Unmarshal(reqs[1].body, &turn2)
 	if n := len(turn2.Messages); n != 4 || turn2.Messages[0].Role != "system" || turn2.Messages[3].Role != "tool" ||
 		textOf(turn2.Messages[3].Content) != weatherResult {
@@ -465,7 +467,7 @@ func TestTranslatedOpenAIResponsesOnAMessagesEngine(t *testing.T) {
 	e := messagesEngineGateway(t)
 	responsesToolTurns(t, "claude-x", msgInputTokens, msgOutputTokens)
 	reqs := e.sawOnly(t, "/v1/messages", "X-Api-Key", "msg-engine-key", callerKey)
-	var turn2 messagesRequest
+	var turn2 providertest.MessagesRequest
 	json.Unmarshal(reqs[1].body, &turn2)
 	if len(turn2.Messages) != 3 || textOf(turn2.System) != "You are terse." && string(turn2.System) != `"You are terse."` {
 		t.Fatalf("the second turn reached the engine as %s", reqs[1].body)
@@ -785,7 +787,7 @@ func TestTranslatedEngineSlashModelRespectsKeyRules(t *testing.T) {
 // answer, then cuts the connection.
 func messagesThatBreaks(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path != "/v1/messages" {
-		anthropicError(w, 404, "not_found_error", "Not Found")
+		providertest.AnthropicError(w, 404, "not_found_error", "Not Found")
 		return
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
@@ -809,14 +811,14 @@ func chatContinuing(t *testing.T) *scriptedEngine {
 	e := &scriptedEngine{}
 	e.recorder = newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/v1/chat/completions" {
-			openAIError(w, 404, "invalid_request_error", "Invalid URL")
+			providertest.OpenAIError(w, 404, "invalid_request_error", "Invalid URL")
 			return
 		}
 		body, _ := io.ReadAll(r.Body)
-		var req chatRequest
-		if msg := checkChat(body, &req); msg != "" {
+		var req providertest.ChatRequest
+		if msg := providertest.CheckChat(body, &req); msg != "" {
 			e.refuse(msg)
-			openAIError(w, 400, "invalid_request_error", msg)
+			providertest.OpenAIError(w, 400, "invalid_request_error", msg)
 			return
 		}
 		last := req.Messages[len(req.Messages)-1]
@@ -824,7 +826,7 @@ func chatContinuing(t *testing.T) *scriptedEngine {
 		if last.Role != "assistant" || prefix == "" || !strings.HasPrefix(cannedText(), prefix) {
 			msg := fmt.Sprintf("the last message is %s %q, not a prefix of the canned text", last.Role, prefix)
 			e.refuse(msg)
-			openAIError(w, 400, "invalid_request_error", msg)
+			providertest.OpenAIError(w, 400, "invalid_request_error", msg)
 			return
 		}
 		var rest []string
@@ -948,7 +950,7 @@ func TestTranslatedParallelToolCalls(t *testing.T) {
 					t.Fatalf("want two tool_use blocks with their own ids: %s", msg.RawJSON())
 				}
 				for i, city := range []string{"Paris", "Lyon"} {
-					if !toolUseID.MatchString(uses[i].ID) {
+					if !providertest.ToolUseID.MatchString(uses[i].ID) {
 						t.Errorf("tool_use id %q does not match ^[a-zA-Z0-9_-]+$: Anthropic refuses it in the next turn", uses[i].ID)
 					}
 					var in struct{ City string }

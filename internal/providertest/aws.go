@@ -1,20 +1,3 @@
-// Package providertest holds what tests of the cloud providers share: the
-// pieces of a provider's fake that check and write its wire format as the
-// provider does, so that a test in providers/<name> and one through Caddy
-// (caddymodule) hold the provider to the same rules. Bedrock's: a SigV4
-// signature recomputed with AWS's own signer (VerifySigV4), AWS's event
-// stream frames written with AWS's own encoder (Frame), and AWS's default
-// credential chain given the test's credentials and nothing else
-// (AWS.Env).
-//
-// What the fakes answer is written from the providers' documentation and
-// their SDKs' types: for Bedrock, the Converse API reference
-// (https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_Converse.html
-// and API_runtime_ConverseStream.html beside it), SigV4's
-// (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_sigv.html),
-// and aws-sdk-go-v2's service/bedrockruntime, whose
-// own decoder reads what Frame writes (providers/bedrock's
-// TestBedrockFakeIsAWSFormat).
 package providertest
 
 import (
@@ -33,6 +16,16 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 )
+
+// Bedrock's pieces: a SigV4 signature recomputed with AWS's own signer
+// (VerifySigV4), AWS's event stream frames written with AWS's own encoder
+// (Frame), and AWS's default credential chain given the test's credentials
+// and nothing else (AWS.Env). They follow the Converse API reference
+// (https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_Converse.html
+// and API_runtime_ConverseStream.html beside it), SigV4's
+// (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_sigv.html),
+// and aws-sdk-go-v2's service/bedrockruntime, whose own decoder reads what
+// Frame writes (providers/bedrock's TestBedrockFakeIsAWSFormat).
 
 // AWS is a test's AWS credentials and the region its requests are signed
 // for.
