@@ -5,7 +5,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -21,64 +20,13 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/providers"
 )
 
-const (
-	bdKeyID   = "AKIDEXAMPLE"
-	bdSecret  = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
-	bdSession = "session-token-example"
-	bdModel   = "us.anthropic.claude-3-5-sonnet-20241022-v2:0"
-)
-
-// bdAWS are the tests' credentials (AWS's documented example key), in the
-// region every request is signed for.
-var bdAWS = providertest.AWS{KeyID: bdKeyID, Secret: bdSecret, Session: bdSession, Region: "us-east-1"}
-
-// bdEvents is a ConverseStream answer: its frames' types and payloads.
-var bdEvents = [][2]string{
-	{"messageStart", `{"p":"abc","role":"assistant"}`},
-	{"contentBlockDelta", `{"contentBlockIndex":0,"delta":{"text":"Hi"},"p":"abcdef"}`},
-	{"contentBlockStop", `{"contentBlockIndex":0}`},
-	{"messageStop", `{"stopReason":"end_turn"}`},
-	{"metadata", `{"metrics":{"latencyMs":12},"usage":{"inputTokens":5,"outputTokens":1,"totalTokens":6}}`},
-}
-
-// bdFake is a Bedrock that checks the SigV4 signature of every request by
-// signing the same request again with AWS's signer and the test's
-// credentials, and answers Converse (JSON) and ConverseStream (frames).
-// A model with "throttled" in its name ends its stream with an exception.
-func bdFake(t *testing.T, paths chan<- string) *httptest.Server {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		if err := bdAWS.VerifySigV4(r, body, "bedrock"); err != nil {
-			t.Errorf("signature: %v", err)
-			w.Header().Set("X-Amzn-ErrorType", "InvalidSignatureException")
-			w.WriteHeader(http.StatusForbidden)
-			_, _ = io.WriteString(w, `{"message":"The request signature we calculated does not match"}`)
-			return
-		}
-		if paths != nil {
-			paths <- r.URL.EscapedPath()
-		}
-		if !strings.HasSuffix(r.URL.Path, "/converse-stream") {
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = io.WriteString(w, `{"output":{"message":{"role":"assistant","content":[{"text":"Hi"}]}},"stopReason":"end_turn","usage":{"inputTokens":5,"outputTokens":1,"totalTokens":6},"metrics":{"latencyMs":9}}`)
-			return
-		}
-		w.Header().Set("Content-Type", "application/vnd.amazon.eventstream")
-		for _, ev := range bdEvents {
-			_, _ = w.Write(providertest.Frame(t, "event", ev[0], ev[1]))
-			w.(http.Flusher).Flush()
-		}
-		if strings.Contains(r.URL.Path, "throttled") {
-			_, _ = w.Write(providertest.Frame(t, "exception", "throttlingException", `{"message":"Too many tokens"}`))
-		}
-	}))
-	t.Cleanup(srv.Close)
-	return srv
-}
+// bdModel is a model of Bedrock's that names an inference profile, for
+// the paths Target writes.
+const bdModel = "us.anthropic.claude-3-5-sonnet-20241022-v2:0"
 
 // bdSend sends body to the fake as the gateway does: Target, Authorize,
 // then Events on the answer.
-func bdSend(t *testing.T, p *Bedrock, srv *httptest.Server, model string, stream bool) (*http.Response, io.ReadCloser) {
+func bdSend(t *testing.T, p *Bedrock, srv *providertest.Fake, model string, stream bool) (*http.Response, io.ReadCloser) {
 	t.Helper()
 	base, _ := url.Parse(srv.URL)
 	u := *base
@@ -115,16 +63,15 @@ func TestBedrockTarget(t *testing.T) {
 }
 
 func TestBedrockSignsWithTheDefaultChain(t *testing.T) {
-	bdAWS.Env(t)
-	paths := make(chan string, 1)
-	srv := bdFake(t, paths)
+	providertest.AWSKeys.Env(t)
+	srv := providertest.Bedrock(t, "ok")
 	p := &Bedrock{Region: "us-east-1"}
-	resp, body := bdSend(t, p, srv, bdModel, false)
+	resp, body := bdSend(t, p, srv, providertest.BedrockModel, false)
 	b, _ := io.ReadAll(body)
 	if resp.StatusCode != 200 || !strings.Contains(string(b), `"stopReason":"end_turn"`) {
 		t.Fatalf("%d %s", resp.StatusCode, b)
 	}
-	if got := <-paths; got != "/model/us.anthropic.claude-3-5-sonnet-20241022-v2%3A0/converse" {
+	if got := srv.All()[0].Path; got != "/model/"+providertest.BedrockModelPath+"/converse" {
 		t.Errorf("path %s", got)
 	}
 }
@@ -145,25 +92,25 @@ func TestBedrockAPIKeyIsNotSigned(t *testing.T) {
 // request the fake accepts and reads the fake's stream, so the fake (and
 // what Events was tested on) is AWS's wire format, not a copy of ours.
 func TestBedrockFakeIsAWSFormat(t *testing.T) {
-	bdAWS.Env(t)
-	paths := make(chan string, 1)
-	srv := bdFake(t, paths)
+	keys := providertest.AWSKeys
+	keys.Env(t)
+	srv := providertest.Bedrock(t, "ok")
 	client := bedrockruntime.New(bedrockruntime.Options{
 		Region:       "us-east-1",
 		BaseEndpoint: aws.String(srv.URL),
 		HTTPClient:   srv.Client(),
 		Credentials: aws.NewCredentialsCache(aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
-			return aws.Credentials{AccessKeyID: bdKeyID, SecretAccessKey: bdSecret, SessionToken: bdSession}, nil
+			return aws.Credentials{AccessKeyID: keys.KeyID, SecretAccessKey: keys.Secret, SessionToken: keys.Session}, nil
 		})),
 	})
 	out, err := client.ConverseStream(context.Background(), &bedrockruntime.ConverseStreamInput{
-		ModelId:  aws.String(bdModel),
+		ModelId:  aws.String(providertest.BedrockModel),
 		Messages: []types.Message{{Role: types.ConversationRoleUser, Content: []types.ContentBlock{&types.ContentBlockMemberText{Value: "Hi"}}}},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := <-paths; got != "/model/us.anthropic.claude-3-5-sonnet-20241022-v2%3A0/converse-stream" {
+	if got := srv.All()[0].Path; got != "/model/"+providertest.BedrockModelPath+"/converse-stream" {
 		t.Errorf("the SDK's path %s is not the provider's", got)
 	}
 	stream := out.GetStream()
@@ -186,14 +133,15 @@ func TestBedrockFakeIsAWSFormat(t *testing.T) {
 	if err := stream.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if text != "Hi" || stop != types.StopReasonEndTurn || usage == nil || aws.ToInt32(usage.OutputTokens) != 1 {
+	if text != providertest.BedrockText || stop != types.StopReasonEndTurn || usage == nil || aws.ToInt32(usage.OutputTokens) != providertest.BedrockOut {
 		t.Errorf("text %q stop %q usage %+v", text, stop, usage)
 	}
 }
 
 // TestBedrockFakeRejectsABadSignature: the fake's check is a check.
 func TestBedrockFakeRejectsABadSignature(t *testing.T) {
-	bdAWS.Env(t)
+	keys := providertest.AWSKeys
+	keys.Env(t)
 	p := &Bedrock{Region: "us-east-1"}
 	body := []byte(`{"messages":[]}`)
 	req, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1:1/model/m/converse", bytes.NewReader(body))
@@ -201,14 +149,14 @@ func TestBedrockFakeRejectsABadSignature(t *testing.T) {
 	if err := p.Authorize(context.Background(), req, body); err != nil {
 		t.Fatal(err)
 	}
-	if err := bdAWS.VerifySigV4(req, body, "bedrock"); err != nil {
+	if err := keys.VerifySigV4(req, body, "bedrock"); err != nil {
 		t.Fatalf("the signed request: %v", err)
 	}
-	if bdAWS.VerifySigV4(req, []byte(`{"messages":[1]}`), "bedrock") == nil {
+	if keys.VerifySigV4(req, []byte(`{"messages":[1]}`), "bedrock") == nil {
 		t.Error("another body passed")
 	}
 	req.Header.Set("Content-Type", "text/plain")
-	if bdAWS.VerifySigV4(req, body, "bedrock") == nil {
+	if keys.VerifySigV4(req, body, "bedrock") == nil {
 		t.Error("another signed header passed")
 	}
 }

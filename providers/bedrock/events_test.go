@@ -15,21 +15,21 @@ import (
 )
 
 func TestBedrockEventsAreSSE(t *testing.T) {
-	bdAWS.Env(t)
-	srv := bdFake(t, nil)
+	providertest.AWSKeys.Env(t)
+	srv := providertest.Bedrock(t, "stream-cut")
 	p := &Bedrock{Region: "us-east-1"}
-	resp, body := bdSend(t, p, srv, "throttled-"+bdModel, true)
+	resp, body := bdSend(t, p, srv, providertest.BedrockModel, true)
 	got, err := io.ReadAll(body)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var want strings.Builder
-	for _, ev := range bdEvents {
-		want.WriteString("event: " + ev[0] + "\ndata: " + ev[1] + "\n\n")
-	}
-	want.WriteString("event: throttlingException\ndata: {\"message\":\"Too many tokens\"}\n\n")
-	if string(got) != want.String() {
-		t.Errorf("got\n%s\nwant\n%s", got, want.String())
+	// the fake's frames, each an SSE event of its type, the exception's too
+	half := providertest.BedrockText[:len(providertest.BedrockText)/2]
+	want := "event: messageStart\ndata: {\"p\":\"abcdefghijk\",\"role\":\"assistant\"}\n\n" +
+		"event: contentBlockDelta\ndata: {\"contentBlockIndex\":0,\"delta\":{\"text\":\"" + half + "\"},\"p\":\"abcd\"}\n\n" +
+		"event: throttlingException\ndata: {\"message\":\"Too many tokens, please wait before trying again.\"}\n\n"
+	if string(got) != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
 	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
 		t.Errorf("Content-Type %s", ct)

@@ -2,13 +2,14 @@ package gemini
 
 import (
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/llmgateway/caddy-llm-gateway/api"
+	"github.com/llmgateway/caddy-llm-gateway/internal/providertest"
 	"github.com/llmgateway/caddy-llm-gateway/providers"
 )
 
@@ -90,17 +91,7 @@ func TestGeminiReadsItsRoutes(t *testing.T) {
 // The key goes in x-goog-api-key, set by the handler as the engine's key
 // header says: the provider adds nothing (it has no Authorize).
 func TestGeminiAPIKeyHeader(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch {
-		case r.URL.Path != "/v1beta/models/gemini-2.5-pro:generateContent":
-			http.Error(w, "path "+r.URL.Path, http.StatusNotFound)
-		case r.Header.Get("X-Goog-Api-Key") != "AIza-test" || r.Header.Get("Authorization") != "":
-			http.Error(w, "key", http.StatusUnauthorized)
-		default:
-			_, _ = w.Write([]byte(`{}`))
-		}
-	}))
-	defer srv.Close()
+	srv := providertest.Gemini(t, "ok") // refuses any other key, and an Authorization
 	var p providers.Provider = new(Gemini)
 	if _, ok := p.(providers.Authorizer); ok {
 		t.Fatal("Gemini has credentials of its own to add")
@@ -109,16 +100,17 @@ func TestGeminiAPIKeyHeader(t *testing.T) {
 	_ = p.Engine(&e)
 	base, _ := url.Parse(e.To)
 	u := *base
-	p.Target(&u, providers.Request{Base: base, API: api.Gemini, Model: "gemini-2.5-pro"})
-	req, _ := http.NewRequest(http.MethodPost, u.String(), nil)
-	req.Header.Set(e.KeyHeader, "AIza-test")
+	p.Target(&u, providers.Request{Base: base, API: api.Gemini, Model: providertest.GeminiModel})
+	req, _ := http.NewRequest(http.MethodPost, u.String(), strings.NewReader(`{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(e.KeyHeader, providertest.GeminiKey)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Errorf("%s", resp.Status)
+	if resp.StatusCode != http.StatusOK || srv.N() != 1 {
+		t.Errorf("%s, %d requests", resp.Status, srv.N())
 	}
 }
 

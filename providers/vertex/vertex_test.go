@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/llmgateway/caddy-llm-gateway/api"
+	"github.com/llmgateway/caddy-llm-gateway/internal/providertest"
 	"github.com/llmgateway/caddy-llm-gateway/providers"
 )
 
@@ -99,34 +99,13 @@ func (f *fakeTokens) Token() (*oauth2.Token, error) {
 	return &oauth2.Token{AccessToken: "tok-" + string(rune('0'+f.n)), TokenType: "Bearer", Expiry: time.Now().Add(f.life)}, nil
 }
 
-// fakeVertex answers generateContent when its bearer is want's.
-func fakeVertex(t *testing.T, want *string, mu *sync.Mutex) *httptest.Server {
-	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		defer mu.Unlock()
-		if r.URL.Path != "/v1/projects/proj/locations/us-central1/publishers/google/models/gemini-2.5-pro:generateContent" {
-			http.Error(w, `{"error":{"code":404,"message":"no such path","status":"NOT_FOUND"}}`, http.StatusNotFound)
-			return
-		}
-		if r.Header.Get("Authorization") != "Bearer "+*want {
-			http.Error(w, `{"error":{"code":401,"message":"bad token","status":"UNAUTHENTICATED"}}`, http.StatusUnauthorized)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"candidates":[{"content":{"role":"model","parts":[{"text":"hi"}]},"finishReason":"STOP"}]}`))
-	}))
-	t.Cleanup(srv.Close)
-	return srv
-}
-
 // send targets, authorizes and sends one request as the handler does,
 // with the engine's key (if any) set first as Bearer.
 func send(t *testing.T, p *Vertex, key, to string) (*http.Response, error) {
 	t.Helper()
 	base, _ := url.Parse(to)
 	u := *base
-	p.Target(&u, providers.Request{Base: base, API: api.Gemini, Model: "gemini-2.5-pro"})
+	p.Target(&u, providers.Request{Base: base, API: api.Gemini, Model: providertest.GeminiModel})
 	body := []byte(`{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`)
 	req, _ := http.NewRequest(http.MethodPost, u.String(), strings.NewReader(string(body)))
 	if key != "" {
@@ -141,10 +120,9 @@ func send(t *testing.T, p *Vertex, key, to string) (*http.Response, error) {
 func TestVertexADCToken(t *testing.T) {
 	fake := &fakeTokens{life: 10*time.Second + 300*time.Millisecond}
 	finds := 0
-	var mu sync.Mutex
-	want := "tok-1"
-	srv := fakeVertex(t, &want, &mu)
-	p := &Vertex{Project: "proj", Location: "us-central1",
+	srv := providertest.Vertex(t, "ok")
+	srv.SetKey("tok-1")
+	p := &Vertex{Project: providertest.VertexProject, Location: providertest.VertexLocation,
 		find: func(context.Context) (oauth2.TokenSource, error) { finds++; return fake, nil }}
 	for i := range 2 {
 		resp, err := send(t, p, "", srv.URL)
@@ -160,9 +138,7 @@ func TestVertexADCToken(t *testing.T) {
 		t.Fatalf("a valid token was not reused: %d tokens, %d finds", fake.n, finds)
 	}
 	time.Sleep(400 * time.Millisecond) // tok-1 is now within oauth2's refresh margin
-	mu.Lock()
-	want = "tok-2"
-	mu.Unlock()
+	srv.SetKey("tok-2")
 	resp, err := send(t, p, "", srv.URL)
 	if err != nil {
 		t.Fatal(err)
@@ -185,13 +161,12 @@ func TestVertexWithKeyAndWithoutCredentials(t *testing.T) {
 	// An engine with an api_key (a token of its own as Bearer, an
 	// express-mode key in x-goog-api-key) sends it, and ADC is never
 	// looked for.
-	p = &Vertex{Project: "proj", Location: "us-central1", find: func(context.Context) (oauth2.TokenSource, error) {
+	p = &Vertex{Project: providertest.VertexProject, Location: providertest.VertexLocation, find: func(context.Context) (oauth2.TokenSource, error) {
 		t.Error("ADC looked for with an api_key")
 		return nil, errors.New("no")
 	}}
-	var mu sync.Mutex
-	want := "own-key"
-	srv := fakeVertex(t, &want, &mu)
+	srv := providertest.Vertex(t, "ok")
+	srv.SetKey("own-key")
 	resp, err := send(t, p, "own-key", srv.URL)
 	if err != nil {
 		t.Fatal(err)
