@@ -20,8 +20,16 @@ func TestStreamDirections(t *testing.T) {
 					out := translatetest.Run(t, from, to, translate.StreamOptions{IncludeUsage: true}, translatetest.Capture(t, from, scenario))
 					evs := translatetest.Split(t, out)
 					got := translatetest.Reassemble(t, to, evs)
-					if want := translatetest.Expect(scenario, from, to); !reflect.DeepEqual(got, want) {
+					want := translatetest.Expect(scenario, from, to)
+					if !reflect.DeepEqual(got, want) {
 						t.Errorf("reassembled:\n got %+v\nwant %+v\nstream:\n%s", got, want, out)
+					}
+					if scenario == "error" {
+						return // an SDK stops at the error: Reassemble's alone
+					}
+					want.Thinking, want.Signature = "", ""
+					if got := translatetest.ReadSDK(t, to, evs); !reflect.DeepEqual(got, want) {
+						t.Errorf("read by the SDK:\n got %+v\nwant %+v\nstream:\n%s", got, want, out)
 					}
 				})
 			}

@@ -16,17 +16,19 @@ import (
 	"github.com/llmgateway/caddy-llm-gateway/internal/translate/translatetest"
 )
 
-// The Gemini captures (testdata/streams/gemini_*.sse) tell the scenarios
-// of the other APIs' captures as :streamGenerateContent?alt=sse does:
-// whole parts per chunk, no [DONE], the finishReason of the tool calls in
-// a later chunk of its own (T15).
+// The Gemini captures (testdata/streams/gemini_*.sse, written by hand: its
+// README.md says after what) tell the scenarios of the other APIs'
+// captures as :streamGenerateContent?alt=sse does: whole parts per chunk,
+// no [DONE], the finishReason of the tool calls in a later chunk of its
+// own (T15).
 
 func TestStreamGeminiScenarios(t *testing.T) {
 	for _, to := range translatetest.Clients {
 		for _, scenario := range []string{"text", "thinking", "length", "error"} {
 			t.Run(fmt.Sprintf("gemini-%v/%s", to, scenario), func(t *testing.T) {
 				out := translatetest.Run(t, api.Gemini, to, translate.StreamOptions{IncludeUsage: true}, translatetest.Capture(t, api.Gemini, scenario))
-				got := translatetest.Reassemble(t, to, translatetest.Split(t, out))
+				evs := translatetest.Split(t, out)
+				got := translatetest.Reassemble(t, to, evs)
 				want := translatetest.Expect(scenario, api.Gemini, to)
 				want.Signature = "" // a thought's signature is Gemini's alone: no client gets it as a thinking signature
 				if to == api.Responses && scenario == "thinking" {
@@ -34,6 +36,13 @@ func TestStreamGeminiScenarios(t *testing.T) {
 				}
 				if !reflect.DeepEqual(got, want) {
 					t.Errorf("reassembled:\n got %+v\nwant %+v\nstream:\n%s", got, want, out)
+				}
+				if scenario == "error" {
+					return // an SDK stops at the error: Reassemble's alone
+				}
+				want.Thinking = ""
+				if got := translatetest.ReadSDK(t, to, evs); !reflect.DeepEqual(got, want) {
+					t.Errorf("read by the SDK:\n got %+v\nwant %+v\nstream:\n%s", got, want, out)
 				}
 			})
 		}
