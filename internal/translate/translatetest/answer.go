@@ -3,11 +3,12 @@
 // its API (providers/bedrock's Converse, providers/gemini's
 // generateContent): the client's side of an exchange, read as the client's
 // SDK reads it. Answers decode into the official SDKs' types (AsChat,
-// AsMessage, AsResponse); a client's stream is split into events (Split) and
-// reassembled as its SDK's accumulator does (Reassemble), against the
-// scenarios every capture of an upstream stream tells (Scenarios, Expect,
-// the captures in the caller's testdata/streams); a translated request is
-// checked member by member (RequestCase, RunRequests).
+// AsMessage, AsResponse); a client's stream is split into events (Split),
+// reassembled as its SDK's accumulator does (Reassemble) and read by that
+// accumulator itself (ReadSDK), against the scenarios every capture of an
+// upstream stream tells (Scenarios, Expect, the captures in the caller's
+// testdata/streams, whose README.md says where each came from); a
+// translated request is checked member by member (RequestCase, RunRequests).
 package translatetest
 
 import (

@@ -80,8 +80,9 @@ func Run(t testing.TB, from, to api.API, o translate.StreamOptions, upstream []b
 	}
 }
 
-// Capture is an upstream stream of API from telling scenario, captured
-// in the calling package's testdata/streams/<api>_<scenario>.sse.
+// Capture is an upstream stream of API from telling scenario, in the
+// calling package's testdata/streams/<api>_<scenario>.sse (that folder's
+// README.md says where each came from).
 func Capture(t testing.TB, from api.API, scenario string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("testdata", "streams", from.String()+"_"+scenario+".sse"))
