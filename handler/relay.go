@@ -217,13 +217,12 @@ func (g *Gateway) relayEvents(rp *reply, a *attempt) error {
 		}
 		a.idle.Unblock()
 	}
-	var memo *grammar.Memo // a read's events scan from where each stops repeating the last
+	var memo *grammar.Memo // each event is scanned as what it changes of the last (grammar.Memo)
 	defer func() { memo.Release() }()
 	for {
 		read := !st.events.Buffered() // Next reads the body, and may wait for it
 		if read {
 			send(true) // the next read may block: everything read so far goes out now
-			memo = memo.Release()
 		}
 		ev, err := st.events.Next()
 		if read {
@@ -243,8 +242,8 @@ func (g *Gateway) relayEvents(rp *reply, a *attempt) error {
 			send(false)
 			return err
 		}
-		if memo == nil && st.events.Buffered() {
-			memo = grammar.GetMemo() // more events of this read follow
+		if memo == nil {
+			memo = grammar.GetMemo()
 		}
 		e := st.gram.ScanMemo(ev, memo)
 		if e.Kind == grammar.Malformed {

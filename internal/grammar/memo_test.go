@@ -2,6 +2,7 @@ package grammar
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -30,10 +31,31 @@ func TestScanMemoIsScan(t *testing.T) {
 			`{"choices":[{"index":0,"delta":{"content":"llama.cpp puts choices first"}}],"created":1,"id":"x"}`,
 			`{"choices":[{"index":0,"delta":{"content":"again"}}],"created":1,"id":"x"}`,
 		}},
+		"template": {openAI, []string{
+			benchChunk,
+			benchPrefix + `"choices":[{"index":0,"delta":{"content":"fox"},"logprobs":null,"finish_reason":null}]}`,
+			benchPrefix + `"choices":[{"index":0,"delta":{"content":" jumps \"over\" \\"},"logprobs":null,"finish_reason":null}]}`,
+			benchPrefix + `"choices":[{"index":0,"delta":{"content":""},"logprobs":null,"finish_reason":null}]}`,
+			benchPrefix + `"choices":[{"index":0,"delta":{"content":"bad \x"},"logprobs":null,"finish_reason":null}]}`,
+			benchPrefix + `"choices":[{"index":0,"delta":{"content":"ok"},"logprobs":null,"finish_reason":null}]}`,
+			benchPrefix + `"choices":[{"index":0,"delta":{"content":"ok"},"logprobs":null,"finish_reason":null}]}`,
+			benchPrefix + `"choices":[{"index":0,"delta":{"content":"ok"},"logprobs":null,"finish_reason":"stop"}]}`,
+			benchPrefix + `"choices":[{"index":0,"delta":{"content":"ok"},"logprobs":null,"finish_reason":"length"}]}`,
+			benchPrefix + `"choices":[{"index":0,"delta":{"contenu":"ok"},"logprobs":null,"finish_reason":"length"}]}`,
+			`{"id":"a","model":"m1","choices":[{"delta":{"content":"x"}}]}`,
+			`{"id":"a","model":"m2","choices":[{"delta":{"content":"x"}}]}`,
+			`{"id":"a","model":"m3","choices":[{"delta":{"content":"x"}}]}`,
+			`{"id":"a","model":"m3","choices":[{"delta":{"content":"xy"}}],"usage":{"prompt_tokens":1}}`,
+			`{"id":"a","model":"m3","choices":[{"delta":{"content":"xyz"}}],"usage":{"prompt_tokens":1}}`,
+			`{"id":"a","model":"m3","choices":[{"delta":{"content":"xyz"}}],"usage":{"prompt_tokens":2}}`,
+		}},
 		"anthropic": {anthropic, []string{
 			`{"type":"message_start","message":{"id":"msg_1","usage":{"input_tokens":25,"output_tokens":1}}}`,
 			`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hello"}}`,
 			`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"!"}}`,
+			`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"again"}}`,
+			`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"and again"}}`,
+			`{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"a\""}}`,
 			`{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":15}}`,
 			`{"type":"message_stop"}`,
 		}},
@@ -47,6 +69,30 @@ func TestScanMemoIsScan(t *testing.T) {
 			}
 		}
 	}
+}
+
+// Whatever three events follow each other, the third is scanned with the
+// memo of the first two as it is without: the template the first two
+// teach (one string they differ in) never takes a third that a scan
+// would read otherwise.
+func FuzzScanMemoTemplate(f *testing.F) {
+	f.Add(`{"id":"x","choices":[{"delta":{"content":"`, `a`, `b`, `c"}}]}`, false)
+	f.Add(`{"type":"content_block_delta","delta":{"type":"text_delta","text":"`, `Hi`, ``, `"}}`, true)
+	f.Add(`{"id":"x","choices":[{"delta":{"content":"`, `a"},"finish_reason":null}],"usage":{"x":"`, `b"},"finish_reason":"stop"}],"usage":{"x":"`, `"}}`, false)
+	f.Fuzz(func(t *testing.T, head, s1, s2, tail string, anthropicStream bool) {
+		g := openAI
+		if anthropicStream {
+			g = anthropic
+		}
+		var m Memo
+		g.ScanMemo(ev(head+s1+tail), &m)
+		g.ScanMemo(ev(head+s2+tail), &m)
+		for _, third := range []string{head + s1 + s2 + tail, head + s2 + s1 + tail, head + tail, head + s2 + tail} {
+			if got, want := g.ScanMemo(ev(third), &m), g.Scan(ev(third), false); !reflect.DeepEqual(got, want) {
+				t.Fatalf("%q after %q, %q:\nScanMemo %+v\nScan     %+v", third, head+s1+tail, head+s2+tail, got, want)
+			}
+		}
+	})
 }
 
 // Whatever two events follow each other, the second is scanned with the
@@ -74,13 +120,32 @@ func FuzzScanMemo(f *testing.F) {
 // BenchmarkScanMemo is BenchmarkScanEvent for a chunk that repeats the
 // last one's first members.
 func BenchmarkScanMemo(b *testing.B) {
-	chunk := ev(benchChunk)
+	chunks := [2][]byte{ev(benchChunk), ev(strings.Replace(benchChunk, " the quick", " brown", 1))}
 	var m Memo
-	openAI.ScanMemo(chunk, &m)
+	openAI.ScanMemo(chunks[1], &m)
 	b.ReportAllocs()
-	b.SetBytes(int64(len(chunk)))
+	b.SetBytes(int64(len(chunks[0])))
+	i := 0
 	for b.Loop() {
-		if e := openAI.ScanMemo(chunk, &m); e.Kind != Content {
+		i ^= 1 // chunks that differ in their text, as a stream's do
+		if e := openAI.ScanMemo(chunks[i], &m); e.Kind != Content {
+			b.Fatal("not content")
+		}
+	}
+}
+
+// BenchmarkScanMemoResume is BenchmarkScanMemo for chunks that differ in
+// more than a string (a Responses stream numbers its events): the resume.
+func BenchmarkScanMemoResume(b *testing.B) {
+	chunks := [2][]byte{ev(strings.Replace(benchChunk, `"index":0`, `"index":1`, 1)), ev(strings.Replace(benchChunk, " the quick", " brown", 1))}
+	var m Memo
+	openAI.ScanMemo(chunks[1], &m)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(chunks[0])))
+	i := 0
+	for b.Loop() {
+		i ^= 1
+		if e := openAI.ScanMemo(chunks[i], &m); e.Kind != Content {
 			b.Fatal("not content")
 		}
 	}

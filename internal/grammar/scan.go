@@ -60,7 +60,7 @@ func (g Grammar) Scan(ev []byte, probe bool) Event { return g.scan(ev, probe, ni
 // up the event where it starts to differ from the last one m saw (memo.go).
 func (g Grammar) ScanMemo(ev []byte, m *Memo) Event { return g.scan(ev, false, m) }
 
-func (g Grammar) scan(ev []byte, probe bool, m *Memo) Event {
+func (g Grammar) scan(ev []byte, probe bool, m *Memo) (e Event) { // e named: filled where the caller has it, not copied there
 	data, ok := sse.Data(ev)
 	if !ok {
 		return Event{Kind: Comment}
@@ -85,9 +85,11 @@ func (g Grammar) scan(ev []byte, probe bool, m *Memo) Event {
 	if err := m.scan(&f, data, mode); err != nil {
 		return Event{Kind: Malformed}
 	}
-	e := Event{Kind: Content, Data: data, NoChoices: f.NoChoices, ID: f.ID, Created: f.Created, Model: f.Model,
-		UsageAt: f.Usage, Type: f.Type, Choices: f.Choices}
-	e.Usage, e.HasUsage = usageAt(g.API, data, f.Usage)
+	e.Kind, e.Data, e.NoChoices = Content, data, f.NoChoices
+	e.ID, e.Created, e.Model, e.UsageAt, e.Type, e.Choices = f.ID, f.Created, f.Model, f.Usage, f.Type, f.Choices
+	if f.Usage.OK() {
+		e.Usage, e.HasUsage = usageAt(g.API, data, f.Usage)
+	}
 	if f.Seq.OK() {
 		e.Seq, e.HasSeq = jsonmember.Count(data, f.Seq.Value.Start, f.Seq.Value.End), true
 	}
