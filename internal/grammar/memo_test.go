@@ -117,31 +117,25 @@ func FuzzScanMemo(f *testing.F) {
 	})
 }
 
-// BenchmarkScanMemo is BenchmarkScanEvent for a chunk that repeats the
-// last one's first members.
+// BenchmarkScanMemo is BenchmarkScanEvent for chunks that differ in their
+// text, as a stream's do: the memo's template.
 func BenchmarkScanMemo(b *testing.B) {
-	chunks := [2][]byte{ev(benchChunk), ev(strings.Replace(benchChunk, " the quick", " brown", 1))}
-	var m Memo
-	openAI.ScanMemo(chunks[1], &m)
-	b.ReportAllocs()
-	b.SetBytes(int64(len(chunks[0])))
-	i := 0
-	for b.Loop() {
-		i ^= 1 // chunks that differ in their text, as a stream's do
-		if e := openAI.ScanMemo(chunks[i], &m); e.Kind != Content {
-			b.Fatal("not content")
-		}
-	}
+	benchScanMemo(b, ev(benchChunk), ev(strings.Replace(benchChunk, " the quick", " brown", 1)))
 }
 
 // BenchmarkScanMemoResume is BenchmarkScanMemo for chunks that differ in
 // more than a string (a Responses stream numbers its events): the resume.
 func BenchmarkScanMemoResume(b *testing.B) {
-	chunks := [2][]byte{ev(strings.Replace(benchChunk, `"index":0`, `"index":1`, 1)), ev(strings.Replace(benchChunk, " the quick", " brown", 1))}
+	benchScanMemo(b, ev(strings.Replace(benchChunk, `"index":0`, `"index":1`, 1)), ev(strings.Replace(benchChunk, " the quick", " brown", 1)))
+}
+
+// benchScanMemo scans the two chunks in turn with one memo.
+func benchScanMemo(b *testing.B, one, other []byte) {
+	chunks := [2][]byte{one, other}
 	var m Memo
-	openAI.ScanMemo(chunks[1], &m)
+	openAI.ScanMemo(other, &m)
 	b.ReportAllocs()
-	b.SetBytes(int64(len(chunks[0])))
+	b.SetBytes(int64(len(one)))
 	i := 0
 	for b.Loop() {
 		i ^= 1
