@@ -73,3 +73,42 @@ func BenchmarkMillionRequests(b *testing.B) {
 		s.Close()
 	}
 }
+
+// BenchmarkWriteSteady is the writer's cost per record in a file that
+// already keeps what it may (keep 20,000 here): each batch of 1,000
+// records written, and as many of the oldest deleted, in one transaction,
+// as a busy gateway's writer does every writeEvery.
+func BenchmarkWriteSteady(b *testing.B) {
+	const keep, batch = 20_000, 1_000
+	fl, err := openFile(filepath.Join(b.TempDir(), "quota.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer fl.f.Close()
+	now := time.Now().UnixMilli()
+	recs := make([]Record, batch)
+	fill := func() {
+		for i := range recs {
+			recs[i] = Record{Time: now, Path: "/v1/chat/completions", Model: "qwen", Engine: "gpu", Key: "team",
+				Client: "10.0.0.7", UserAgent: "OpenAI/Python 1.99.0", Session: "s-1", Status: 200, TTFBMs: 120, DurationMs: 900,
+				TokensIn: 30, TokensOut: 200, Tries: []Try{{Engine: "gpu", Model: "qwen", Address: "127.0.0.1:8081", Reason: "ok", Status: 200}}}
+		}
+	}
+	for range 2 * keep / batch {
+		fill()
+		if err := fl.write(recs, keep, 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		b.StopTimer()
+		fill()
+		b.StartTimer()
+		if err := fl.write(recs, keep, 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batch), "ns/record")
+}
