@@ -11,9 +11,9 @@
 # OPEN_STREAMS (1000), MANY_STREAMS (10000), COLD_STARTS (20), PHASES (all;
 # door runs only the hostile phase's keys-with-rules part; transstreams, only
 # its translated streams of 10 MB tool-call arguments; translation, only
-# when named, about 20 s a round: TTFB and CPU per chunk of Messages and
-# Responses clients of a chat-only engine against native chat and
-# reverse_proxy; failover, only when named, about 4 minutes: per failure
+# when named, about 25 s a round: TTFB, CPU per chunk and RSS per open
+# stream of Messages and Responses clients of a chat-only engine against
+# native chat and reverse_proxy; failover, only when named, about 4 minutes: per failure
 # class of a first candidate, the time to the first content from its
 # fallback, with and without hedging, and hedging in a pool: bench/failover),
 # SKIP_COLDSTART=1,

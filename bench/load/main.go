@@ -41,10 +41,12 @@ type config struct {
 	cpuCompletions int
 	openStreams    int
 	openChunkDelay time.Duration
-	many           manyConfig
-	profiles       bool // save Caddy's heap and goroutine profiles while streams are held
-	phases         map[string]bool
-	hostile        hostileConfig
+	// the translation phase: streams held open at once per target for RSS
+	transOpenStreams int
+	many             manyConfig
+	profiles         bool // save Caddy's heap and goroutine profiles while streams are held
+	phases           map[string]bool
+	hostile          hostileConfig
 	// beside: the throughput to syscalls phases run a second time with the
 	// hostile mix against another gateway site in the same Caddy (beside.go)
 	beside bool
@@ -70,12 +72,13 @@ func run() int {
 	flag.IntVar(&c.cpuCompletions, "cpu-completions", 20000, "non-streaming completions per target per round for CPU per completion (two slices, A B B A)")
 	flag.IntVar(&c.openStreams, "open-streams", 1000, "streams held open at once for memory per stream")
 	flag.DurationVar(&c.openChunkDelay, "open-chunk-delay", 60*time.Millisecond, "upstream pause between chunks while streams are held open (50 chunks: ~3s)")
+	flag.IntVar(&c.transOpenStreams, "trans-open-streams", 500, "translation phase: streams held open at once per target for RSS per stream (at -open-chunk-delay)")
 	flag.IntVar(&c.many.n, "many-streams", 10_000, "manystreams phase: streams held open at once")
 	flag.DurationVar(&c.many.chunkDelay, "many-chunk-delay", time.Second, "manystreams phase: upstream pause between chunks (50 chunks: ~50 s)")
 	flag.IntVar(&c.many.rate, "many-rate", 1000, "manystreams phase: streams opened per second (2000 takes this 2-core machine past what it can serve while the streams pile up: see bench/README.md)")
 	flag.DurationVar(&c.many.hold, "many-hold", 5*time.Second, "manystreams phase: CPU is measured over this long once all are open")
 	flag.StringVar(&c.many.proto, "many-proto", "auto", "manystreams phase: the client's protocol to Caddy, h1, h2c or auto (h1 when Caddy's file limit holds two connections per stream)")
-	flag.BoolVar(&c.profiles, "profiles", false, "memory and manystreams phases: save Caddy's heap and goroutine profiles while the streams are held (manystreams: also its CPU profile over a second hold), into -out as <phase>-<target>-{heap,goroutine,cpu}.pprof")
+	flag.BoolVar(&c.profiles, "profiles", false, "memory, manystreams and translation phases: save Caddy's heap and goroutine profiles while the streams are held (manystreams: also its CPU profile over a second hold), into -out as <phase>-<target>-{heap,goroutine,cpu}.pprof")
 	flag.IntVar(&c.hostile.workers, "hostile-workers", 32, "hostile mix: clients at once")
 	flag.Float64Var(&c.hostile.cancelShare, "hostile-cancel", 0.25, "hostile mix: share of requests cancelled at a random moment")
 	flag.DurationVar(&c.hostile.cancelWithin, "hostile-cancel-within", 50*time.Millisecond, "hostile mix: a cancel comes this soon after sending, at most")
@@ -96,7 +99,7 @@ func run() int {
 	if c.concurrency, err = parseInts(*conc); err != nil || c.rounds < 1 || c.rate < 1 || c.duration <= 0 ||
 		h.workers < 1 || h.cancelShare < 0 || h.cancelShare > 1 || h.cancelWithin <= 0 || h.uploaders < 1 ||
 		h.uploadClaim <= 100 || h.slowPad < 1 || h.slowPad > 1<<20 || h.slowPause <= h.idle ||
-		c.many.n < 1 || c.many.chunkDelay <= 0 || c.many.rate < 0 || !slices.Contains([]string{"auto", "h1", "h2c"}, c.many.proto) {
+		c.many.n < 1 || c.transOpenStreams < 1 || c.many.chunkDelay <= 0 || c.many.rate < 0 || !slices.Contains([]string{"auto", "h1", "h2c"}, c.many.proto) {
 		fmt.Fprintln(os.Stderr, "load: bad flags")
 		return 2
 	}

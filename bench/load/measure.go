@@ -418,6 +418,9 @@ type openOptions struct {
 	hold       time.Duration // CPU is measured over this long once all are open; 0: not
 	admin      string        // Caddy's admin endpoint, for its goroutines; "": not counted
 	h2c        bool          // the client speaks HTTP/2 without TLS to Caddy (few connections)
+	// ask is the stream held (and sent to warm up); zero: chatStream. The
+	// translation phase holds Messages and Responses streams too.
+	ask streamAsk
 	// profiles, when set (with admin), is a path prefix: Caddy's heap and
 	// goroutine profiles are saved there while the streams are held (and
 	// the heap's before they open, as <prefix>-heapbase.pprof), and with
@@ -432,6 +435,10 @@ type openOptions struct {
 // (which Go keeps for reuse) cannot hide this target's cost.
 func openStreams(ctx context.Context, url string, pid int, o openOptions) (openResult, error) {
 	n := o.n
+	a := o.ask
+	if a.path == "" {
+		a = chatStream
+	}
 	client, tr := newClient(n)
 	if o.h2c {
 		client, tr = newH2CClient()
@@ -440,7 +447,7 @@ func openStreams(ctx context.Context, url string, pid int, o openOptions) (openR
 	// take every lazily built piece (transports, pools) into the baseline
 	for range 20 {
 		_ = completeOnce(ctx, client, url)
-		streamOnce(ctx, client, url, 0, nil)
+		streamOnceAs(ctx, client, url, a, 0, nil)
 	}
 	tr.CloseIdleConnections()
 	time.Sleep(time.Second)
@@ -477,7 +484,7 @@ func openStreams(ctx context.Context, url string, pid int, o openOptions) (openR
 			}
 		}
 		wg.Go(func() {
-			r := streamOnce(streams, client, url, o.chunkDelay, func() { opened.Add(1) })
+			r := streamOnceAs(streams, client, url, a, o.chunkDelay, func() { opened.Add(1) })
 			if streams.Err() != nil {
 				return
 			}

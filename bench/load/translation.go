@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"time"
 )
@@ -81,6 +82,8 @@ type transMetric struct {
 // engine upchat (model bench-chat, api chat: translated both ways). TTFB
 // takes turns stream by stream, as the stream phase's does; CPU is
 // measured one target at a time (one Caddy) in slices A B C D D C B A.
+// Then, in rounds of their own, RSS per open stream: each target holds
+// c.transOpenStreams slow streams in a fresh Caddy (transMemory).
 func translationPhase(ctx context.Context, e *env, c config, r *report, pid int) error {
 	rp := target{"reverse_proxy", e.url(e.rpPort)}
 	gw := e.url(e.gwPort)
@@ -101,6 +104,9 @@ func translationPhase(ctx context.Context, e *env, c config, r *report, pid int)
 	ttfb, ttfb99 := mk("stream TTFB p50 (us)", 0), mk("stream TTFB p99 (us)", 0)
 	total, cpu := mk("stream to its end p50 (us)", 0), mk("Caddy CPU per chunk (us)", 2)
 	perStream := mk("Caddy CPU per stream (us)", 0) // the same CPU, per whole stream
+	// c.transOpenStreams streams open at once: the table's header says
+	rss := mk("RSS per open stream (KB)", 1)
+	heap, gor := mk("  Go heap per stream (KB)", 1), mk("  goroutines per stream", 2)
 	r.transNames = nil
 	for _, t := range ts {
 		r.transNames = append(r.transNames, t.name)
@@ -149,7 +155,54 @@ func translationPhase(ctx context.Context, e *env, c config, r *report, pid int)
 				round+1, c.rounds, ts[j].name, us(per), res.cpu, res.whole, res.chunks)
 		}
 	}
+	// the memory rounds last: each target in a Caddy of its own, and the
+	// benchmark's Caddy stopped (the phases after this one start their own,
+	// as after the memory phase)
+	e.stopCaddy()
+	for round := range c.rounds {
+		for i := range ts {
+			j := (round + i) % len(ts)
+			res, err := transMemory(ctx, e, c, ts[j])
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if err != nil {
+				return fmt.Errorf("translation, open streams, %s: %v", ts[j].name, err)
+			}
+			r.failures(ts[j].name, "translation memory", int64(res.failed))
+			if res.firstErr != "" {
+				r.note("translation memory %s: %d failed, the first: %s", ts[j].name, res.failed, res.firstErr)
+			}
+			if res.endedEarly > 0 {
+				r.note("translation memory %s: %d streams ended before memory was sampled; raise -open-chunk-delay", ts[j].name, res.endedEarly)
+			}
+			rss.vals[j] = append(rss.vals[j], res.perStreamKB)
+			heap.vals[j] = append(heap.vals[j], res.heapPerStreamKB)
+			gor.vals[j] = append(gor.vals[j], res.goroutinesPerStream)
+			progress("translation memory round %d/%d %-16s %6.1f KB/stream, Go heap %.1f KB/stream, %.2f goroutines/stream (VmRSS %d KB idle, %d KB with %d open)",
+				round+1, c.rounds, ts[j].name, res.perStreamKB, res.heapPerStreamKB, res.goroutinesPerStream, res.baseKB, res.peakKB, c.transOpenStreams)
+		}
+	}
 	return nil
+}
+
+// transMemory holds c.transOpenStreams streams of t (the upstream pausing
+// -open-chunk-delay between chunks) in a fresh Caddy with its admin
+// endpoint on, as the memory phase holds its Chat streams: Go keeps freed
+// memory for reuse, so a process that held another target's streams before
+// would show this one's cost too low.
+func transMemory(ctx context.Context, e *env, c config, t transTarget) (openResult, error) {
+	if err := e.startAdminCaddy(ctx, false); err != nil {
+		return openResult{}, err
+	}
+	defer e.stopCaddy()
+	o := openOptions{n: c.transOpenStreams, chunkDelay: c.openChunkDelay, admin: e.url(e.adminPort), ask: t.ask}
+	if c.profiles {
+		// "Messages->Chat" -> translation-Messages-to-Chat-heap.pprof
+		name := strings.NewReplacer("->", "-to-", " ", "-").Replace(t.name)
+		o.profiles = filepath.Join(e.outDir, "translation-"+name)
+	}
+	return openStreams(ctx, t.url, e.caddy.PID(), o)
 }
 
 // transSanity makes sure each target answers a whole stream before
@@ -195,7 +248,9 @@ func (r *report) printTranslation(w io.Writer) {
 	fmt.Fprintf(w, "the same question in Chat, through llm_gateway and stock reverse_proxy: same Caddy, same upstream, 127.0.0.1\n")
 	fmt.Fprintf(w, "medians of %d rounds (order rotating); TTFB %d sequential streams/round per target, the four in turn;\n", c.rounds, c.ttfbStreams)
 	fmt.Fprintf(w, "CPU %d streams/round per target at %d concurrent, slices A B C D D C B A, per upstream chunk (50 per stream)\n", c.cpuStreams, c.cpuConcurrency)
-	fmt.Fprintf(w, "ratios are a/b of the medians, so > 1.00 means a costs more (takes longer, burns more CPU) than b\n\n")
+	fmt.Fprintf(w, "RSS %d streams held open at once per target, each in a fresh Caddy, the upstream pausing %v between chunks:\n", c.transOpenStreams, c.openChunkDelay)
+	fmt.Fprintf(w, "VmRSS (and Go's heap, goroutines) once every stream delivered its first event, over idle, per stream\n")
+	fmt.Fprintf(w, "ratios are a/b of the medians, so > 1.00 means a costs more (takes longer, burns more CPU, holds more memory) than b\n\n")
 	row := "%-28s" + strings.Repeat(" %16s", len(r.transNames)) + "\n"
 	names := make([]any, 0, len(r.transNames)+1)
 	names = append(names, "metric")
