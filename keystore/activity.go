@@ -15,9 +15,10 @@ type activity struct {
 	requests atomic.Int64 // not yet saved
 	tokens   atomic.Int64 // not yet saved
 
-	mu    sync.Mutex
-	total Use   // as the store last answered
-	saved int64 // the last use saved, unix ms
+	mu     sync.Mutex
+	total  Use   // as the store last answered
+	flight Use   // taken for a save the store has not answered yet
+	saved  int64 // the last use saved, unix ms
 }
 
 // seen counts a request that presented the key.
@@ -33,10 +34,14 @@ func (a *activity) seen(now time.Time) {
 }
 
 // take moves what was counted since the last save into a delta to save.
+// Until the store answers (setTotal) or the save fails (giveBack), view
+// counts the delta as in flight: a key's use never looks smaller while it
+// is being saved.
 func (a *activity) take() (Use, bool) {
-	d := Use{Requests: a.requests.Swap(0), TokensUsed: a.tokens.Swap(0)}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	d := Use{Requests: a.requests.Swap(0), TokensUsed: a.tokens.Swap(0)}
+	a.flight = Use{Requests: d.Requests, TokensUsed: d.TokensUsed}
 	if last := a.last.Load(); last > a.saved {
 		d.LastUsed = time.UnixMilli(last).UTC()
 		a.saved = last
@@ -46,16 +51,18 @@ func (a *activity) take() (Use, bool) {
 
 // giveBack returns a delta whose save failed, for the next one.
 func (a *activity) giveBack(d Use) {
+	a.mu.Lock()
 	a.requests.Add(d.Requests)
 	a.tokens.Add(d.TokensUsed)
-	a.mu.Lock()
-	a.saved = 0
+	a.flight, a.saved = Use{}, 0
 	a.mu.Unlock()
 }
 
+// setTotal is the store's answer to a save: the totals, the delta in
+// flight included.
 func (a *activity) setTotal(u Use) {
 	a.mu.Lock()
-	a.total = u
+	a.total, a.flight = u, Use{}
 	a.mu.Unlock()
 }
 
@@ -63,9 +70,9 @@ func (a *activity) setTotal(u Use) {
 func (a *activity) view() Use {
 	a.mu.Lock()
 	u := a.total
+	u.Requests += a.flight.Requests + a.requests.Load()
+	u.TokensUsed += a.flight.TokensUsed + a.tokens.Load()
 	a.mu.Unlock()
-	u.Requests += a.requests.Load()
-	u.TokensUsed += a.tokens.Load()
 	if last := a.last.Load(); last > 0 && time.UnixMilli(last).After(u.LastUsed) {
 		u.LastUsed = time.UnixMilli(last).UTC()
 	}
