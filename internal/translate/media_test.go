@@ -2,13 +2,13 @@ package translate_test
 
 import (
 	"encoding/json"
-	"errors"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/llmgateway/caddy-llm-gateway/api"
 	"github.com/llmgateway/caddy-llm-gateway/internal/translate"
+	"github.com/llmgateway/caddy-llm-gateway/internal/translate/translatetest"
 )
 
 // TestCheckMediaLetsOnlyPublicOrInlineMediaLeave: per API, every member
@@ -77,16 +77,9 @@ func TestCheckMediaLetsOnlyPublicOrInlineMediaLeave(t *testing.T) {
 		{"chat a Files API URI allowed", api.Chat, chat(`{"type":"image_url","image_url":{"url":"https://generativelanguage.googleapis.com/v1beta/files/abc"}}`), []string{translate.MediaFileID}, "", ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			err := translate.CheckMedia(c.api, []byte(c.body), c.allow)
-			var me *translate.MediaError
+			err := translatetest.CheckMedia(t, c.api, c.body, c.allow, c.member, c.kind)
 			if c.member == "" {
-				if err != nil {
-					t.Fatalf("refused: %v", err)
-				}
 				return
-			}
-			if !errors.As(err, &me) || me.Member != c.member || me.Kind != c.kind {
-				t.Fatalf("%v, want %s refused (%q)", err, c.member, c.kind)
 			}
 			if !strings.Contains(err.Error(), c.member) || strings.Contains(err.Error(), "operator-private-bucket") {
 				t.Fatalf("message %q", err)

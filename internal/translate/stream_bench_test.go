@@ -5,6 +5,7 @@ import (
 
 	"github.com/llmgateway/caddy-llm-gateway/api"
 	"github.com/llmgateway/caddy-llm-gateway/internal/translate"
+	"github.com/llmgateway/caddy-llm-gateway/internal/translate/translatetest"
 )
 
 // stBenchPrelude is what an upstream sends before its text, and
@@ -38,30 +39,7 @@ func BenchmarkStream(b *testing.B) {
 			for _, ev := range stBenchPrelude[from] {
 				prelude = append(prelude, []byte(ev))
 			}
-			delta := []byte(stBenchDelta[from])
-			s := translate.NewStream(from, to, translate.StreamOptions{IncludeUsage: true})
-			out := make([]byte, 0, 64<<10)
-			start := func() {
-				s.Reset(from, to, translate.StreamOptions{IncludeUsage: true})
-				for _, ev := range prelude {
-					out = s.Event(out[:0], ev)
-				}
-			}
-			for range 2 { // warm: every buffer at its size
-				start()
-				for range 1000 {
-					out = s.Event(out[:0], delta)
-				}
-			}
-			b.ReportAllocs()
-			b.SetBytes(int64(len(delta)))
-			b.ResetTimer()
-			for i := range b.N {
-				if i%1000 == 0 {
-					start()
-				}
-				out = s.Event(out[:0], delta)
-			}
+			translatetest.BenchStream(b, from, to, translate.StreamOptions{IncludeUsage: true}, prelude, []byte(stBenchDelta[from]))
 		})
 	}
 }

@@ -67,19 +67,7 @@ func converseDecode(s *translate.Stream, dst, ev, data []byte) []byte {
 // converseBlockStart reads contentBlockStart: a tool call opens with its id and
 // name; text and reasoning blocks open with their first piece.
 func converseBlockStart(s *translate.Stream, dst, data []byte) []byte {
-	index, start := -1, -1
-	for it := jsonmember.Object(data, 0); ; {
-		key, v, end, ok := it.Next()
-		if !ok {
-			break
-		}
-		switch string(key) {
-		case "contentBlockIndex":
-			index = jsonmember.Index(data, v, end)
-		case "start":
-			start = v
-		}
-	}
+	index, start := blockMember(data, "start")
 	tool, _, ok := jsonmember.Find(data, start, "toolUse")
 	if !ok {
 		return dst
@@ -93,19 +81,7 @@ func converseBlockStart(s *translate.Stream, dst, data []byte) []byte {
 // in a streamed answer of the other APIs (the Messages decoder drops
 // redacted_thinking blocks too).
 func converseDelta(s *translate.Stream, dst, data []byte) []byte {
-	index, delta := -1, -1
-	for it := jsonmember.Object(data, 0); ; {
-		key, v, end, ok := it.Next()
-		if !ok {
-			break
-		}
-		switch string(key) {
-		case "contentBlockIndex":
-			index = jsonmember.Index(data, v, end)
-		case "delta":
-			delta = v
-		}
-	}
+	index, delta := blockMember(data, "delta")
 	for it := jsonmember.Object(data, delta); ; {
 		key, v, end, ok := it.Next()
 		if !ok {
@@ -152,4 +128,22 @@ func converseException(s *translate.Stream, dst, name, data []byte) []byte {
 		return s.Fail(dst, []byte(`"invalid_request_error"`), nil, msg)
 	}
 	return s.Fail(dst, []byte(`"server_error"`), nil, msg)
+}
+
+// blockMember reads a content block's event: its contentBlockIndex, and
+// where the value of its member name starts (-1 for either when absent).
+func blockMember(data []byte, name string) (index, at int) {
+	index, at = -1, -1
+	for it := jsonmember.Object(data, 0); ; {
+		key, v, end, ok := it.Next()
+		if !ok {
+			return index, at
+		}
+		switch string(key) {
+		case "contentBlockIndex":
+			index = jsonmember.Index(data, v, end)
+		case name:
+			at = v
+		}
+	}
 }

@@ -2,7 +2,6 @@ package bedrock
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"reflect"
@@ -118,27 +117,7 @@ func BenchmarkStreamConverse(b *testing.B) {
 	for _, to := range translatetest.Clients {
 		b.Run("converse-"+to.String(), func(b *testing.B) {
 			o := translate.StreamOptions{IncludeUsage: true, Model: "us.anthropic.claude-sonnet-4-5"}
-			s := translate.NewStream(api.Converse, to, o)
-			out := make([]byte, 0, 64<<10)
-			start := func() {
-				s.Reset(api.Converse, to, o)
-				out = s.Event(out[:0], prelude)
-			}
-			for range 2 {
-				start()
-				for range 1000 {
-					out = s.Event(out[:0], delta)
-				}
-			}
-			b.ReportAllocs()
-			b.SetBytes(int64(len(delta)))
-			b.ResetTimer()
-			for i := range b.N {
-				if i%1000 == 0 {
-					start()
-				}
-				out = s.Event(out[:0], delta)
-			}
+			translatetest.BenchStream(b, api.Converse, to, o, [][]byte{prelude}, delta)
 		})
 	}
 }
@@ -236,17 +215,7 @@ func TestCheckMediaConverse(t *testing.T) {
 		{"converse s3", `{"messages":[{"role":"user","content":[{"document":{"format":"pdf","name":"d","source":{"s3Location":{"uri":"s3://b/d.pdf"}}}}]}]}`, nil, "messages[0].content[0].document.source.s3Location.uri", "s3"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			err := translate.CheckMedia(api.Converse, []byte(c.body), c.allow)
-			var me *translate.MediaError
-			if c.member == "" {
-				if err != nil {
-					t.Fatalf("refused: %v", err)
-				}
-				return
-			}
-			if !errors.As(err, &me) || me.Member != c.member || me.Kind != c.kind {
-				t.Fatalf("%v, want %s refused (%q)", err, c.member, c.kind)
-			}
+			translatetest.CheckMedia(t, api.Converse, c.body, c.allow, c.member, c.kind)
 		})
 	}
 }

@@ -1,11 +1,11 @@
 package gemini
 
 import (
-	"errors"
 	"testing"
 
 	"github.com/llmgateway/caddy-llm-gateway/api"
 	"github.com/llmgateway/caddy-llm-gateway/internal/translate"
+	"github.com/llmgateway/caddy-llm-gateway/internal/translate/translatetest"
 )
 
 // TestCheckMediaGemini: a Gemini body sent as written lets only public or
@@ -23,17 +23,7 @@ func TestCheckMediaGemini(t *testing.T) {
 		{"gemini gs allowed", `{"contents":[{"parts":[{"fileData":{"fileUri":"gs://b/a.png"}}]}]}`, []string{"gs"}, "", ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			err := translate.CheckMedia(api.Gemini, []byte(c.body), c.allow)
-			var me *translate.MediaError
-			if c.member == "" {
-				if err != nil {
-					t.Fatalf("refused: %v", err)
-				}
-				return
-			}
-			if !errors.As(err, &me) || me.Member != c.member || me.Kind != c.kind {
-				t.Fatalf("%v, want %s refused (%q)", err, c.member, c.kind)
-			}
+			translatetest.CheckMedia(t, api.Gemini, c.body, c.allow, c.member, c.kind)
 		})
 	}
 }

@@ -230,27 +230,7 @@ func BenchmarkStreamGemini(b *testing.B) {
 	delta := []byte(`data: {"candidates":[{"content":{"parts":[{"text":" the quick brown fox"}],"role":"model"},"index":0}],"usageMetadata":{"promptTokenCount":25,"totalTokenCount":25},"modelVersion":"gemini-2.5-flash","responseId":"mK8RaeXyLo6e"}` + "\n\n")
 	for _, to := range translatetest.Clients {
 		b.Run("gemini-"+to.String(), func(b *testing.B) {
-			s := translate.NewStream(api.Gemini, to, translate.StreamOptions{IncludeUsage: true})
-			out := make([]byte, 0, 64<<10)
-			start := func() {
-				s.Reset(api.Gemini, to, translate.StreamOptions{IncludeUsage: true})
-				out = s.Event(out[:0], prelude)
-			}
-			for range 2 {
-				start()
-				for range 1000 {
-					out = s.Event(out[:0], delta)
-				}
-			}
-			b.ReportAllocs()
-			b.SetBytes(int64(len(delta)))
-			b.ResetTimer()
-			for i := range b.N {
-				if i%1000 == 0 {
-					start()
-				}
-				out = s.Event(out[:0], delta)
-			}
+			translatetest.BenchStream(b, api.Gemini, to, translate.StreamOptions{IncludeUsage: true}, [][]byte{prelude}, delta)
 		})
 	}
 }
