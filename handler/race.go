@@ -81,14 +81,14 @@ func (rc *race) start(c candidate, wait time.Duration) {
 	if beside && !rc.hedged {
 		rc.hedged, rc.from = true, rc.preferred.c.name()
 	}
-	rc.current = rc.launch(c, wait, beside)
 	rc.stopHedge()
-	if len(rc.flying) > 1 {
-		return
-	}
-	if h, _ := g.hedgeOf(rc.w.req, c); h != nil {
+	// the hedge is armed before the flight starts, in order: a clock that
+	// moves once the engine was asked (a test's) sees it, however late this
+	// goroutine runs after the go statement
+	if h, _ := g.hedgeOf(rc.w.req, c); h != nil && len(rc.flying) == 0 {
 		rc.hedgeAt = g.clock.NewTimer(wait + hedgeDelay(h, c.rt))
 	}
+	rc.current = rc.launch(c, wait, beside)
 }
 
 // launch starts a flight of c after wait.
