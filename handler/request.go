@@ -3,6 +3,7 @@ package handler
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -144,8 +145,14 @@ func (g *Gateway) readBodyOnce(w http.ResponseWriter, r *http.Request, hold *bod
 	deadline := rc.SetReadDeadline(time.Now().Add(g.bodyTimeout)) == nil
 	var body []byte
 	var err error
+	var pace *pacedBody
 	if whole {
-		body, err = bounded.ReadWhole(r.Body, r.ContentLength)
+		var in io.Reader = r.Body
+		if deadline { // what it took it keeps at its pace (bodypace.go)
+			pace = g.paced(rc, r.Body, r.ContentLength)
+			in = pace
+		}
+		body, err = bounded.ReadWhole(in, r.ContentLength)
 	} else {
 		body, err = bounded.Read(r.Body, r.ContentLength, g.maxBody, budget)
 	}
@@ -164,7 +171,7 @@ func (g *Gateway) readBodyOnce(w http.ResponseWriter, r *http.Request, hold *bod
 		case errors.Is(err, bounded.ErrBusy):
 			return nil, g.bodies.busy(w)
 		case errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout():
-			return nil, &apierror.Error{Status: http.StatusRequestTimeout, Type: apierror.TypeInvalidRequest, Code: "request_timeout", Message: "the request body did not arrive within the gateway's body_timeout of " + g.bodyTimeout.String()}
+			return nil, g.late(pace)
 		}
 		return nil, apierror.BadRequest("body_read_error", "reading the request body: "+err.Error())
 	}
