@@ -96,7 +96,8 @@ func TestABodyBehindItsPaceIsCutAndLetsGoOfWhatItHeld(t *testing.T) {
 			t.Fatal(err)
 		}
 		body, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(body), "fell behind its pace: 64 KiB of its Content-Length of 1024 KiB arrived in") ||
+		// what arrived is not asserted: a busy machine may cut before the 64 KiB are read
+		if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(body), "fell behind its pace: ") ||
 			!strings.Contains(string(body), "within body_timeout (12s) at an even pace, here 85 KiB/s, at most 1s behind") {
 			t.Fatalf("a claim that stalled: %d %s", resp.StatusCode, body)
 		}
