@@ -8,11 +8,13 @@ import (
 	"go.uber.org/zap"
 )
 
-// warnIfOpen logs a warning when a gateway without keys is served in plain
-// text on an address others can reach: a listener of its server that is
-// neither loopback (nor a unix socket) nor TLS. Without keys behind
-// TLS, or on loopback only, the site is somebody's deliberate choice; without
-// keys on an open plain-text port it is most likely a mistake.
+// warnIfOpen logs a warning when a gateway without keys is served on an
+// address others can reach (a listener of its server that is neither
+// loopback nor a unix socket), as the spec asks of a public bind: in plain
+// text it is most likely a mistake, and said so; behind TLS (a domain with
+// automatic HTTPS) it puts the engines on the internet as surely, unless a
+// handler before the gateway authenticates, which the gateway cannot see
+// (an `identity` block naming who it signed in is how it would).
 //
 // Caddy's http app provisions each server's handlers with the server in the
 // context (caddyhttp.ServerCtxKey), after it has resolved the placeholders
@@ -32,7 +34,22 @@ func warnIfOpen(ctx caddy.Context, logger *zap.Logger, hasKeys bool) {
 	if open := plainPublicListeners(srv, httpPort(ctx)); len(open) > 0 {
 		logger.Warn("llm_gateway has no keys and its site listens without TLS on a non-loopback address: anyone who can reach it can use its engines",
 			zap.Strings("listen", open))
+	} else if public := publicListeners(srv); len(public) > 0 {
+		logger.Warn("llm_gateway has no keys and its site listens on a non-loopback address: anyone who can reach it can use its engines, unless a handler before it authenticates (give it keys, or an identity block for who that handler signs in)",
+			zap.Strings("listen", public))
 	}
+}
+
+// publicListeners returns the listen addresses of srv that are not
+// loopback, TLS or not.
+func publicListeners(srv *caddyhttp.Server) []string {
+	var public []string
+	for _, listen := range srv.Listen {
+		if addr, err := caddy.ParseNetworkAddress(listen); err != nil || !isLoopback(addr) {
+			public = append(public, listen)
+		}
+	}
+	return public
 }
 
 // plainPublicListeners returns the listen addresses of srv that are neither

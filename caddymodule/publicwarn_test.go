@@ -17,7 +17,10 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 )
 
-const openWarning = "llm_gateway has no keys and its site listens without TLS on a non-loopback address"
+const (
+	openWarning = "llm_gateway has no keys and its site listens without TLS on a non-loopback address"
+	tlsWarning  = "llm_gateway has no keys and its site listens on a non-loopback address"
+)
 
 func TestWarningForAGatewayWithoutKeysOnAPlainPublicListener(t *testing.T) {
 	withTLS := caddytls.ConnectionPolicies{new(caddytls.ConnectionPolicy)}
@@ -27,6 +30,8 @@ func TestWarningForAGatewayWithoutKeysOnAPlainPublicListener(t *testing.T) {
 		tls    caddytls.ConnectionPolicies
 		keys   bool
 		warn   bool
+		// tlsWarn: warned as a public bind behind TLS
+		tlsWarn bool
 	}{
 		{name: "wildcard", listen: []string{":8080"}, warn: true},
 		{name: "all IPv4 interfaces", listen: []string{"0.0.0.0:8080"}, warn: true},
@@ -41,8 +46,10 @@ func TestWarningForAGatewayWithoutKeysOnAPlainPublicListener(t *testing.T) {
 		{name: "IPv6 loopback", listen: []string{"[::1]:8080"}},
 		{name: "localhost", listen: []string{"localhost:8080", "tcp4/localhost:8081"}},
 		{name: "a unix socket", listen: []string{"unix//run/llm.sock"}},
-		{name: "TLS on a wildcard", listen: []string{":443"}, tls: withTLS},
-		{name: "TLS on a LAN address", listen: []string{"10.0.0.7:8443"}, tls: withTLS},
+		{name: "TLS on a wildcard", listen: []string{":443"}, tls: withTLS, tlsWarn: true},
+		{name: "TLS on a LAN address", listen: []string{"10.0.0.7:8443"}, tls: withTLS, tlsWarn: true},
+		{name: "TLS on loopback", listen: []string{"127.0.0.1:8443"}, tls: withTLS},
+		{name: "keys behind TLS", listen: []string{":443"}, tls: withTLS, keys: true},
 		{name: "keys on a wildcard", listen: []string{":8080"}, keys: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -50,8 +57,10 @@ func TestWarningForAGatewayWithoutKeysOnAPlainPublicListener(t *testing.T) {
 			ctx := caddy.Context{Context: context.WithValue(context.Background(), caddyhttp.ServerCtxKey, srv)}
 			core, logs := observer.New(zapcore.WarnLevel)
 			warnIfOpen(ctx, zap.New(core), tc.keys)
-			if warned := logs.FilterMessageSnippet(openWarning).Len() == 1; warned != tc.warn || logs.Len() > 1 {
-				t.Fatalf("listen %v, TLS %v, keys %v: warned %v, want %v (%v)", tc.listen, tc.tls != nil, tc.keys, warned, tc.warn, logs.All())
+			warned := logs.FilterMessageSnippet(openWarning).Len() == 1
+			tlsWarned := logs.FilterMessageSnippet(tlsWarning).Len() == 1
+			if warned != tc.warn || tlsWarned != tc.tlsWarn || logs.Len() > 1 {
+				t.Fatalf("listen %v, TLS %v, keys %v: warned %v/%v behind TLS, want %v/%v (%v)", tc.listen, tc.tls != nil, tc.keys, warned, tlsWarned, tc.warn, tc.tlsWarn, logs.All())
 			}
 		})
 	}
@@ -143,6 +152,8 @@ func TestPublicWarningUnderCaddysProvisioning(t *testing.T) {
 		server string
 		keys   bool
 		warn   bool
+		// tlsWarn: warned as a public bind behind TLS
+		tlsWarn bool
 	}{
 		{name: "a wildcard bind", server: `{"listen":[":@OTHER@"]}`, warn: true},
 		{name: "a placeholder resolving to a LAN address", server: `{"listen":["{env.LLMGW_TEST_BIND}:@OTHER@"]}`, warn: true},
@@ -153,15 +164,17 @@ func TestPublicWarningUnderCaddysProvisioning(t *testing.T) {
 		{name: "keys on a wildcard bind", server: `{"listen":[":@OTHER@"]}`, keys: true},
 		// the adapter's JSON for a `llm.example.com` site: a host matcher,
 		// to which automatic HTTPS adds TLS before handlers are provisioned
-		{name: "a domain with automatic HTTPS", server: `{"listen":[":@HTTPS@"],"routes":[{"match":[{"host":["llm.example.com"]}]}]}`},
-		{name: "explicit TLS on a wildcard bind", server: `{"listen":[":@OTHER@"],"tls_connection_policies":[{}]}`},
+		{name: "a domain with automatic HTTPS", server: `{"listen":[":@HTTPS@"],"routes":[{"match":[{"host":["llm.example.com"]}]}]}`, tlsWarn: true},
+		{name: "explicit TLS on a wildcard bind", server: `{"listen":[":@OTHER@"],"tls_connection_policies":[{}]}`, tlsWarn: true},
+		{name: "keys on a domain with automatic HTTPS", server: `{"listen":[":@HTTPS@"],"routes":[{"match":[{"host":["llm.example.com"]}]}]}`, keys: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv("LLMGW_TEST_BIND", "10.0.0.7")
 			logs := provisionWarnings(t, tc.server, tc.keys)
 			warned := len(logs) == 1 && strings.HasPrefix(logs[0].Message, openWarning)
-			if warned != tc.warn || len(logs) > 1 {
-				t.Fatalf("%s (keys %v): warned %v, want %v: %v", tc.server, tc.keys, warned, tc.warn, logs)
+			tlsWarned := len(logs) == 1 && strings.HasPrefix(logs[0].Message, tlsWarning)
+			if warned != tc.warn || tlsWarned != tc.tlsWarn || len(logs) > 1 {
+				t.Fatalf("%s (keys %v): warned %v/%v behind TLS, want %v/%v: %v", tc.server, tc.keys, warned, tlsWarned, tc.warn, tc.tlsWarn, logs)
 			}
 			if warned {
 				if got := fmt.Sprint(logs[0].ContextMap()["listen"]); strings.Contains(got, "{env.") {
