@@ -161,17 +161,21 @@ func (wt *waitTimers) keepAliveC() <-chan time.Time {
 
 // onPreamble sends the preamble when its timer fired.
 func (wt *waitTimers) onPreamble() {
+	// re-armed before the flush, in order: a clock that moves once the
+	// client has the preamble (a test's) sees the keep-alive's timer
+	wt.keepAlive.Reset(wt.rp.keepAlive)
 	wt.rp.sendPreamble()
 	wt.preamble = nil
-	wt.keepAlive.Reset(wt.rp.keepAlive)
 }
 
 // onKeepAlive sends a keep-alive comment when its timer fired.
 func (wt *waitTimers) onKeepAlive() {
+	// re-armed before the flush, in order: a clock that moves once the
+	// client has the comment (a test's) sees the next one's timer
+	wt.keepAlive.Reset(wt.rp.keepAlive)
 	if wt.rp.preamble {
 		wt.rp.comment("keep-alive")
 	}
-	wt.keepAlive.Reset(wt.rp.keepAlive)
 }
 
 // during runs wait, a blocking wait for an upstream (its response headers,
@@ -201,12 +205,14 @@ func (rp *reply) during(wait func()) {
 		if stopped {
 			return
 		}
+		// re-armed before the flush, in order: a clock that moves once the
+		// client has what this sends (a test's) sees the next timer
+		t.Reset(rp.keepAlive)
 		if !rp.preamble {
 			rp.sendPreamble()
 		} else {
 			rp.comment("keep-alive")
 		}
-		t.Reset(rp.keepAlive)
 	})
 	mu.Unlock()
 	wait()

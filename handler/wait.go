@@ -66,8 +66,8 @@ func (g *Gateway) lease(rp *reply, req *request, a *attempt) bool {
 			ls.tick()
 		case <-wt.keepAliveC():
 			if ls != nil && rp.preamble {
+				wt.keepAlive.Reset(rp.keepAlive) // before the flush, as in onKeepAlive
 				ls.tick()
-				wt.keepAlive.Reset(rp.keepAlive)
 				continue
 			}
 			wt.onKeepAlive()
