@@ -347,10 +347,34 @@ func TestAnotherKeysPromptNeverFollowsThisKeysPrefix(t *testing.T) {
 	if m, why := planned(p, keyed(t, "alice", conversation(1, 5))); m != home || why != ChoiceAffinity {
 		t.Fatalf("alice's own next turn went to %s (%s), her prefix is on %s", m, why, home)
 	}
-	// keys without a name share the anonymous scope, as no key does
-	planned(p, keyed(t, "", conversation(2, 3)))
+	// requests without a key share one scope
+	planned(p, poolRequest(t, conversation(2, 3)))
 	if _, why := planned(p, poolRequest(t, conversation(2, 4))); why != ChoiceAffinity {
-		t.Fatalf("a request without a key did not share the anonymous scope: %s", why)
+		t.Fatalf("requests without a key did not share their scope: %s", why)
+	}
+}
+
+// Keys without a name (`keys {env.GATEWAY_KEYS}`, a token per tenant) are
+// as many tenants: one's prefix is not another's, nor a keyless request's,
+// and a token keeps its scope across a reload (a new ring).
+func TestAKeyWithoutANameIsATenantOfItsOwn(t *testing.T) {
+	p, _, _ := balancedPool(t, 4, nil)
+	tokens := []config.Key{{Value: "tenant-one-token-0001"}, {Value: "tenant-two-token-0002"}}
+	ring := keys.NewRing(tokens)
+	as := func(kr *keys.Rules, body string) *request {
+		req := poolRequest(t, body)
+		req.key = kr
+		return req
+	}
+	home, _ := planned(p, as(ring.Rules[0], conversation(3, 3)))
+	for _, other := range []*keys.Rules{ring.Rules[1], nil} {
+		if m, why := planned(p, as(other, conversation(3, 4))); why != ChoiceLoad {
+			t.Fatalf("%v followed the first tenant's prefix to %s (%s)", other.Scope() != "", m, why)
+		}
+	}
+	reloaded := keys.NewRing(tokens)
+	if m, why := planned(p, as(reloaded.Rules[0], conversation(3, 5))); m != home || why != ChoiceAffinity {
+		t.Fatalf("the first tenant's next turn after a reload went to %s (%s), its prefix is on %s", m, why, home)
 	}
 }
 

@@ -93,8 +93,10 @@ func (p *pool) sessionKey(req *request) string {
 // conversation, and had the first key's saved slot restored (and
 // overwrote it): with llama-server the reused prefix shows in the answer's
 // timings, so one tenant could probe another's conversation. The scope is
-// the caller's key's name; keys without a name (and requests without a
-// key) share one anonymous scope.
+// the caller's key's (keys.Rules.Scope): its name, or for a key without a
+// name a digest of its token (they shared one scope, and `keys
+// {env.GATEWAY_KEYS}` with a token per tenant made them one tenant);
+// requests without a key share one.
 
 // session is the request's session within its caller's scope: key when
 // the request names one, else the chained hashes of its prompt's blocks of
@@ -104,10 +106,7 @@ func (p *pool) sessionKey(req *request) string {
 // files are named after this key or the last of these blocks, so they
 // carry the scope in their hash too.
 func (req *request) session(key string, block int) (string, []uint64) {
-	scope := ""
-	if req.key != nil {
-		scope = req.key.Name
-	}
+	scope := req.key.Scope()
 	if key != "" {
 		return strconv.Itoa(len(scope)) + ":" + scope + ":" + key, nil
 	}

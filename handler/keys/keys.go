@@ -6,6 +6,7 @@ package keys
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -32,6 +33,31 @@ type Rules struct {
 	CheapAt    int    // Key.CheapAt: the share of its money budget past which pools try their cheapest first
 	rules      bool   // Key.HasRules: models, rates, budgets, over_budget or reserve
 	operator   bool   // config.Operators: marked operator, or rule-free when none is
+	scope      string // a key without a name: its own (unnamedScope)
+}
+
+// Scope is the tenant the key's data belongs to (docs/door.md#a-tenants-data-is-its-own):
+// its name, or for a key without one a digest of its token, so that the
+// tokens of `keys {env.GATEWAY_KEYS}`, one per tenant, are as many tenants;
+// "" for no key at all (a gateway without keys has one tenant).
+func (kr *Rules) Scope() string {
+	if kr == nil {
+		return ""
+	}
+	if kr.scope != "" {
+		return kr.scope
+	}
+	return kr.Name
+}
+
+// unnamedScope is the scope of a key without a name: the same for its
+// token across reloads and restarts (saved slots are found by it), never a
+// key name (a name cannot hold a NUL), and never the token: it is only
+// hashed again (with a session key, or into the prefix blocks) before
+// anything keeps it.
+func unnamedScope(token string) string {
+	sum := sha256.Sum256([]byte("llm_gateway tenant scope\x00" + token))
+	return "\x00" + hex.EncodeToString(sum[:])
 }
 
 // Reserve is what a request that names no maximum answer reserves for it,
@@ -84,6 +110,9 @@ func NewRing(keys []config.Key) *Ring {
 			kr = NewRules(key)
 			kr.operator = isOperator(key)
 			byName[key.Name] = kr
+			if key.Name == "" {
+				kr.scope = unnamedScope(key.Value)
+			}
 		}
 		k.Rules = append(k.Rules, kr)
 	}

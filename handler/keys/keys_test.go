@@ -121,6 +121,27 @@ func TestTheTokensOfANameShareTheirRules(t *testing.T) {
 	}
 }
 
+// A key's scope is its name; an unnamed key's is its own, the same after a
+// reload, and holds neither its token nor anything a name can spell.
+func TestAnUnnamedKeyIsAScopeOfItsOwn(t *testing.T) {
+	t.Parallel()
+	cfg := []config.Key{{Name: "team", Value: teamToken}, {Name: "team", Value: team2Token}, {Value: adminToken}, {Value: "admin-token-abcdefghij"}}
+	k, again := NewRing(cfg), NewRing(cfg)
+	if k.Rules[0].Scope() != "team" || k.Rules[1].Scope() != "team" {
+		t.Fatalf("a named key's scope: %q", k.Rules[0].Scope())
+	}
+	a, b := k.Rules[2].Scope(), k.Rules[3].Scope()
+	if a == "" || a == b || a != again.Rules[2].Scope() || b != again.Rules[3].Scope() {
+		t.Fatalf("unnamed scopes %q and %q, after a reload %q and %q", a, b, again.Rules[2].Scope(), again.Rules[3].Scope())
+	}
+	if strings.Contains(a, adminToken) || a[0] != 0 {
+		t.Fatalf("an unnamed key's scope %q", a)
+	}
+	if (*Rules)(nil).Scope() != "" {
+		t.Fatal("no key has a scope")
+	}
+}
+
 func TestAllowsOnlyTheKeysModels(t *testing.T) {
 	t.Parallel()
 	kr := ring().Rules[0]
