@@ -38,15 +38,11 @@ func (g *Gateway) lease(rp *reply, req *request, a *attempt) bool {
 	ctx := a.parent
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	done := make(chan acquired, 1)
-	go func() {
-		l, err := eng.Acquire(actx, a.c.rt.wake)
-		done <- acquired{l, err}
-	}()
-
+	// the timers are armed before the wait starts, in order: a clock that
+	// moves once the engine was asked (a test's) sees them, however late
+	// this goroutine runs after the go statement
 	wt := rp.timers()
 	defer wt.stop()
-	ls := g.newLoading(rp, req, a.c.rt)
 	var fallbackAt <-chan time.Time
 	slow := a.c.slow
 	if slow != nil {
@@ -54,6 +50,12 @@ func (g *Gateway) lease(rp *reply, req *request, a *attempt) bool {
 		defer t.Stop()
 		fallbackAt = t.C()
 	}
+	done := make(chan acquired, 1)
+	go func() {
+		l, err := eng.Acquire(actx, a.c.rt.wake)
+		done <- acquired{l, err}
+	}()
+	ls := g.newLoading(rp, req, a.c.rt)
 	for {
 		select {
 		case r := <-done:
