@@ -167,12 +167,16 @@ func (l *limiter) take(ctx context.Context) (p *place, waited time.Duration, que
 	}
 	prio, key := PriorityOf(ctx)
 	w := &waiter{granted: make(chan struct{}), prio: prio, key: key}
-	l.queue = append(l.queue, w)
-	l.mu.Unlock()
-
+	// the wait's start and timer come before the waiter is in the queue, in
+	// order: a clock that moves once the request is seen queued (a test's)
+	// sees the timer, however late this goroutine runs after the unlock;
+	// armed under the lock, so a take that does not queue arms none
 	began := l.clock.Now()
 	t := l.clock.NewTimer(l.timeout)
 	defer t.Stop()
+	l.queue = append(l.queue, w)
+	l.mu.Unlock()
+
 	var timedOut bool
 	gone := ctx.Err
 	select {
