@@ -33,9 +33,12 @@ func (e *Engine) stopProcess(proc *process, port int) {
 		return
 	}
 	pgid := proc.pid()
-	terminateGroup(pgid)
+	// the timer is armed before SIGTERM, in order: a clock that moves once
+	// the engine saw the signal (a test's) sees it, however late this
+	// goroutine runs after sending it
 	t := e.clock.NewTimer(grace)
 	defer t.Stop()
+	terminateGroup(pgid)
 	select {
 	case <-proc.done:
 	case <-t.C():
