@@ -81,19 +81,31 @@ func (b *box) claim(ctx context.Context, e *Engine) error {
 		if len(t.victims) > 0 {
 			continue
 		}
-		var tick <-chan time.Time
-		if t.next > 0 {
-			timer := e.clock.NewTimer(t.next)
-			defer timer.Stop()
-			tick = timer.C()
-		}
-		select {
-		case <-wake:
-		case <-tick:
-		case <-ctx.Done():
-			return ctx.Err()
+		if err := e.awaitTurn(ctx, wake, t.next); err != nil {
+			return err
 		}
 	}
+}
+
+// awaitTurn waits for the box to change (wake), for next to pass (when next
+// > 0) or for ctx to end. Its timer is stopped when it returns: the claim
+// loop arms one each round, and a round's timer left armed until the claim
+// ended would fire for a round long gone, and be counted among a test
+// clock's timers.
+func (e *Engine) awaitTurn(ctx context.Context, wake <-chan struct{}, next time.Duration) error {
+	var tick <-chan time.Time
+	if next > 0 {
+		timer := e.clock.NewTimer(next)
+		defer timer.Stop()
+		tick = timer.C()
+	}
+	select {
+	case <-wake:
+	case <-tick:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
 }
 
 // turnResult is what one look at the queue decided for a claim.
