@@ -12,6 +12,7 @@ import (
 
 	"github.com/llmgateway/caddy-llm-gateway/handler"
 	"github.com/llmgateway/caddy-llm-gateway/history"
+	"github.com/llmgateway/caddy-llm-gateway/statuspage"
 )
 
 func init() {
@@ -24,6 +25,7 @@ func init() {
 //	GET  /llm_gateway/engines/<name>        one engine
 //	POST /llm_gateway/engines/<name>/start  start it and wait until ready
 //	POST /llm_gateway/engines/<name>/stop   stop it (?drain=true lets requests in flight finish)
+//	POST /llm_gateway/engines/stop          stop every engine the gateway runs (?drain=true as above)
 //	GET  /llm_gateway/pools                 every pool and its members' breaker state
 //	GET  /llm_gateway/pools/<name>/probe    a tiny completion through each member: 200 if all pass, 503 if not
 //	GET  /llm_gateway/prices                every engine's models and their prices, and where each comes from
@@ -80,8 +82,16 @@ func serveAdmin(w http.ResponseWriter, r *http.Request) error {
 	switch {
 	case len(parts) == 1 && r.Method == http.MethodGet:
 		return writeAdminJSON(w, allStatuses())
+	case len(parts) == 2 && parts[1] == "stop" && r.Method == http.MethodPost:
+		// every engine's stop (llama-swap's /unload), the page's stop-all:
+		// each through the per-engine stop (liveSource.Act, engineAction)
+		res := statuspage.StopAll(r.Context(), liveSource{}, r.URL.Query().Get("drain") == "true")
+		return writeAdminJSONStatus(w, res.StatusCode(), res)
 	case len(parts) == 2 && r.Method == http.MethodGet:
 		e, err := adminEngine(parts[1])
+		if err != nil && parts[1] == "stop" {
+			break // the stop of every engine is a POST, as each engine's is: 405 below
+		}
 		if err != nil {
 			return err
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/llmgateway/caddy-llm-gateway/engines"
+	"github.com/llmgateway/caddy-llm-gateway/internal/laxengine"
 )
 
 // status asks the admin API for one engine.
@@ -470,6 +472,121 @@ func TestAdminStopWithDrainWaitsForTheRequestsInFlight(t *testing.T) {
 	}
 	if s := status(t, "drained"); s.State != "stopped" {
 		t.Fatalf("state %s after the drained stop", s.State)
+	}
+}
+
+// POST /llm_gateway/engines/stop (llama-swap's /unload) stops every engine
+// the gateway runs, each as its own stop would, and leaves alone an engine
+// it does not run; a GET is refused as each engine's stop refuses it, and
+// the next request starts a stopped engine again.
+func TestAdminStopAllStopsEveryEngineTheGatewayRuns(t *testing.T) {
+	up := httptest.NewServer(&laxengine.Engine{})
+	t.Cleanup(up.Close)
+	startGateway(t, `
+		engine one {
+			`+engineCmd("")+`
+			models one
+		}
+		engine two {
+			`+engineCmd("")+`
+			models two
+		}
+		engine idle {
+			`+engineCmd("")+`
+			models idle
+		}
+		engine remote {
+			to `+up.URL+`
+			models remote
+		}`)
+	mustAnswer(t, "one")
+	mustAnswer(t, "two")
+	mustAnswer(t, "remote")
+	one, two, remote := status(t, "one"), status(t, "two"), status(t, "remote")
+
+	for _, path := range []string{"/llm_gateway/engines/stop", "/llm_gateway/engines/one/stop"} {
+		if resp, body := do(t, mustReq(http.MethodGet, adminURL+path)); resp.StatusCode != http.StatusMethodNotAllowed {
+			t.Fatalf("GET %s: %d %s", path, resp.StatusCode, body)
+		}
+	}
+	// a page of another site may not stop them either: Caddy's origin check
+	for _, path := range []string{"/llm_gateway/engines/stop", "/llm_gateway/engines/one/stop"} {
+		req := mustReq(http.MethodPost, adminURL+path)
+		req.Header.Set("Origin", "http://elsewhere.example")
+		if resp, body := do(t, req); resp.StatusCode != http.StatusForbidden {
+			t.Fatalf("POST %s from another origin: %d %s", path, resp.StatusCode, body)
+		}
+	}
+	if s := status(t, "one"); s.State != "ready" || !alive(one.PID) {
+		t.Fatalf("one is %s after a GET and a cross-origin POST of the stop", s.State)
+	}
+
+	resp, body := do(t, mustReq(http.MethodPost, adminURL+"/llm_gateway/engines/stop"))
+	var got struct {
+		Stopped []string          `json:"stopped"`
+		Failed  map[string]string `json:"failed"`
+	}
+	if err := json.Unmarshal([]byte(body), &got); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("stop all: %d %s %v", resp.StatusCode, body, err)
+	}
+	// idle never started: there was nothing of it to stop
+	if strings.Join(got.Stopped, ",") != "one,two" || len(got.Failed) != 0 {
+		t.Fatalf("stop all answered %s, want one and two stopped", body)
+	}
+	for _, s := range []engines.Status{one, two} {
+		if alive(s.PID) {
+			t.Fatalf("%s's process %d outlived the stop of every engine", s.Name, s.PID)
+		}
+		if now := status(t, s.Name); now.State != "stopped" {
+			t.Fatalf("%s is %s after the stop of every engine", s.Name, now.State)
+		}
+	}
+	if now := status(t, "remote"); now.State != remote.State {
+		t.Fatalf("remote went from %s to %s", remote.State, now.State)
+	}
+	mustAnswer(t, "remote")
+
+	mustAnswer(t, "one")
+	if s := status(t, "one"); s.State != "ready" || s.PID == one.PID || !alive(s.PID) {
+		t.Fatalf("one after a request: %s, pid %d (was %d)", s.State, s.PID, one.PID)
+	}
+}
+
+// The stop of every engine takes ?drain=true as each engine's does: it
+// answers once the requests in flight have finished, whole.
+func TestAdminStopAllWithDrainWaitsForTheRequestsInFlight(t *testing.T) {
+	startGateway(t, `
+		engine drained {
+			`+engineCmd("--words-per-chunk 1 --chunk-delay 20ms")+`
+			models drained
+		}`)
+	stream := sdk("").Chat.Completions.NewStreaming(context.Background(), chatParams("drained", "hi"))
+	if !stream.Next() {
+		t.Fatal(stream.Err())
+	}
+	type answer struct {
+		at   time.Time
+		body string
+	}
+	stopped := make(chan answer, 1)
+	go func() {
+		_, body := do(t, mustReq(http.MethodPost, adminURL+"/llm_gateway/engines/stop?drain=true"))
+		stopped <- answer{time.Now(), body}
+	}()
+	text, err := readStream(stream)
+	streamEnded := time.Now()
+	if err != nil || !strings.HasSuffix(text, "as a real model server would.") {
+		t.Fatalf("the drained stream was cut: %q %v", text, err)
+	}
+	a := <-stopped
+	if a.at.Before(streamEnded.Add(-50 * time.Millisecond)) {
+		t.Fatalf("stop all returned %s before the stream in flight ended", streamEnded.Sub(a.at))
+	}
+	if !strings.Contains(a.body, `"drained"`) {
+		t.Fatalf("stop all answered %s", a.body)
+	}
+	if s := status(t, "drained"); s.State != "stopped" {
+		t.Fatalf("state %s after the drained stop of every engine", s.State)
 	}
 }
 

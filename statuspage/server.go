@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -243,36 +244,59 @@ func statusOf(err error) int {
 
 // stopAll stops every running engine at once (no drain: unload everything).
 func (s *Server) stopAll(w http.ResponseWriter, r *http.Request) {
+	res := StopAll(r.Context(), s.Source, false)
+	s.Board.Nudge()
+	writeJSON(w, res.StatusCode(), res)
+}
+
+// StopAllResult is what StopAll did: the engines it stopped, by name, and
+// why each engine that would not stop did not (its error, masked).
+type StopAllResult struct {
+	Stopped []string          `json:"stopped"`
+	Failed  map[string]string `json:"failed"`
+}
+
+// StatusCode is the answer's status: 409, as the per-engine stop's, when an
+// engine would not stop; 200 otherwise.
+func (r StopAllResult) StatusCode() int {
+	if len(r.Failed) > 0 {
+		return http.StatusConflict
+	}
+	return http.StatusOK
+}
+
+// StopAll stops, at once, every engine of src that the gateway runs (a cmd)
+// and that is not stopped, each with src.Act's "stop" (drain: let its
+// requests in flight finish first). The page's stop-all and the admin API's
+// POST /llm_gateway/engines/stop share it, so that stopping every engine is
+// the per-engine stop, run on each. A remote engine or provider has no
+// process to stop and is left alone. Stopped is sorted, for a stable answer.
+func StopAll(ctx context.Context, src Source, drain bool) StopAllResult {
 	var (
-		wg      sync.WaitGroup
-		mu      sync.Mutex
-		stopped = []string{}
-		failed  = map[string]string{}
+		wg  sync.WaitGroup
+		mu  sync.Mutex
+		res = StopAllResult{Stopped: []string{}, Failed: map[string]string{}}
 	)
-	for _, e := range s.Source.Engines() {
+	for _, e := range src.Engines() {
 		if cfg := e.Config(); !cfg.Managed() || e.State() == engines.Stopped {
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := s.Source.Act(r.Context(), e.Name(), "stop", false)
+			err := src.Act(ctx, e.Name(), "stop", drain)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
-				failed[e.Name()] = engines.Mask(err.Error(), nil)
+				res.Failed[e.Name()] = engines.Mask(err.Error(), nil)
 			} else {
-				stopped = append(stopped, e.Name())
+				res.Stopped = append(res.Stopped, e.Name())
 			}
 		}()
 	}
 	wg.Wait()
-	s.Board.Nudge()
-	status := http.StatusOK
-	if len(failed) > 0 {
-		status = http.StatusConflict
-	}
-	writeJSON(w, status, map[string]any{"stopped": stopped, "failed": failed})
+	slices.Sort(res.Stopped)
+	return res
 }
 
 // serveEvents streams the engines' and pools' state when it changes and the
