@@ -68,9 +68,10 @@ type pacedBody struct {
 }
 
 // paced is the pace's hook in readBodyOnce: the body of length, whose
-// read deadline rc sets, read under its pace from now.
-func (g *Gateway) paced(rc *http.ResponseController, body io.Reader, length int64) *pacedBody {
-	p := &pacedBody{r: body, rc: rc, start: time.Now(), timeout: g.bodyTimeout, length: length}
+// read deadline rc sets, read under its pace from now. (A function of
+// its own, not the Gateway's: this file stays out of the package's cycle.)
+func paced(rc *http.ResponseController, body io.Reader, length int64, timeout time.Duration) *pacedBody {
+	p := &pacedBody{r: body, rc: rc, start: time.Now(), timeout: timeout, length: length}
 	p.move()
 	return p
 }
@@ -92,8 +93,8 @@ func (p *pacedBody) Read(b []byte) (int, error) {
 
 // late is the 408 of a body that did not arrive in time: behind its pace,
 // or (p nil or not behind) past body_timeout.
-func (g *Gateway) late(p *pacedBody) *apierror.Error {
-	msg := "the request body did not arrive within the gateway's body_timeout of " + g.bodyTimeout.String()
+func late(p *pacedBody, timeout time.Duration) *apierror.Error {
+	msg := "the request body did not arrive within the gateway's body_timeout of " + timeout.String()
 	if p != nil && p.behind {
 		kib := func(n float64) string { return fmt.Sprintf("%.0f KiB", n/1024) }
 		msg = fmt.Sprintf("the request body fell behind its pace: %s of its Content-Length of %s arrived in %s. The gateway holds a body's whole length while it arrives, so it must arrive within body_timeout (%s) at an even pace, here %s/s, at most %s behind",

@@ -149,7 +149,7 @@ func (g *Gateway) readBodyOnce(w http.ResponseWriter, r *http.Request, hold *bod
 	if whole {
 		var in io.Reader = r.Body
 		if deadline { // what it took it keeps at its pace (bodypace.go)
-			pace = g.paced(rc, r.Body, r.ContentLength)
+			pace = paced(rc, r.Body, r.ContentLength, g.bodyTimeout)
 			in = pace
 		}
 		body, err = bounded.ReadWhole(in, r.ContentLength)
@@ -171,7 +171,7 @@ func (g *Gateway) readBodyOnce(w http.ResponseWriter, r *http.Request, hold *bod
 		case errors.Is(err, bounded.ErrBusy):
 			return nil, g.bodies.busy(w)
 		case errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout():
-			return nil, g.late(pace)
+			return nil, late(pace, g.bodyTimeout)
 		}
 		return nil, apierror.BadRequest("body_read_error", "reading the request body: "+err.Error())
 	}
