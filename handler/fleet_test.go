@@ -250,6 +250,11 @@ func TestASlowNodeDelaysNoRequest(t *testing.T) {
 	}
 
 	hold := make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(hold) }) }
+	// registered after the nodes' Close, so run before it: a failed
+	// assertion before free below releases a's model list
+	t.Cleanup(free)
 	a.mu.Lock()
 	a.hold = hold
 	a.mu.Unlock()
@@ -266,7 +271,7 @@ func TestASlowNodeDelaysNoRequest(t *testing.T) {
 	if running == nil {
 		t.Fatal("no fan-out in the background")
 	}
-	close(hold)
+	free()
 	<-running
 	if got := answeredBy(t, url); got != "b" {
 		t.Fatalf("served by %s after the fan-out", got)

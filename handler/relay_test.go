@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -103,6 +104,8 @@ func TestAStreamThatEndsWithoutFinishingIsACut(t *testing.T) {
 func TestAStreamThatWaitedNamesItsEngineInTrailers(t *testing.T) {
 	clock := clock.NewFake()
 	arrived, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.ReadAll(r.Body)
 		close(arrived)
@@ -110,8 +113,11 @@ func TestAStreamThatWaitedNamesItsEngineInTrailers(t *testing.T) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		io.WriteString(w, chunk("c1", "hello")+`data: {"id":"c1","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`+"\n\ndata: [DONE]\n\n")
 	}))
-	defer up.Close()
+	t.Cleanup(up.Close)
 	_, url := testGateway(t, config.Config{Engines: []engines.Config{{Name: "slowpoke", To: up.URL, Models: []string{"m"}}}}, clock)
+	// registered last, so run first: a failed assertion before free below
+	// releases the upstream before either server's Close waits for it
+	t.Cleanup(free)
 	got := make(chan *http.Response, 1)
 	go func() {
 		resp, err := http.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"m","stream":true}`))
@@ -130,7 +136,7 @@ func TestAStreamThatWaitedNamesItsEngineInTrailers(t *testing.T) {
 	if resp.Header.Get("X-LLM-Engine") != "" {
 		t.Fatal("the engine was named before it was known")
 	}
-	close(release)
+	free()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil || !strings.Contains(string(body), ": engine slowpoke\n") {
 		t.Fatalf("%v %q", err, body)

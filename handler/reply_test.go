@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +18,8 @@ import (
 func TestAStreamWaitingForItsFirstTokenGetsThePreambleAndKeepAlives(t *testing.T) {
 	clock := clock.NewFake()
 	arrived, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.ReadAll(r.Body)
 		close(arrived)
@@ -24,8 +27,11 @@ func TestAStreamWaitingForItsFirstTokenGetsThePreambleAndKeepAlives(t *testing.T
 		w.Header().Set("Content-Type", "text/event-stream")
 		io.WriteString(w, chunk("c1", "hello")+`data: {"id":"c1","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`+"\n\ndata: [DONE]\n\n")
 	}))
-	defer up.Close()
+	t.Cleanup(up.Close)
 	_, url := testGateway(t, config.Config{Engines: []engines.Config{{Name: "e", To: up.URL, Models: []string{"m"}}}}, clock)
+	// registered last, so run first: a failed assertion before free below
+	// releases the upstream before either server's Close waits for it
+	t.Cleanup(free)
 
 	got := make(chan *http.Response, 1)
 	go func() {
@@ -55,7 +61,7 @@ func TestAStreamWaitingForItsFirstTokenGetsThePreambleAndKeepAlives(t *testing.T
 	if line, err := r.ReadString('\n'); err != nil || line != ": keep-alive\n" {
 		t.Fatalf("%q %v", line, err)
 	}
-	close(release)
+	free()
 	rest, err := io.ReadAll(r)
 	if err != nil || !strings.Contains(string(rest), "hello") || !strings.HasSuffix(string(rest), "data: [DONE]\n\n") {
 		t.Fatalf("%v %q", err, rest)
