@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -78,6 +79,8 @@ func TestSDKListsCompletesAndStreamsThroughOnDemandEngine(t *testing.T) {
 
 func TestStreamingIsDeliveredEventByEvent(t *testing.T) {
 	release := make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
 	up := newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		io.WriteString(w, "data: {\"id\":\"1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"first\"}}]}\n\n")
@@ -90,6 +93,9 @@ func TestStreamingIsDeliveredEventByEvent(t *testing.T) {
 			to %s
 			models m
 		}`, up.URL))
+	// registered last, so run first: a failed assertion before free below
+	// releases the upstream before the servers' Close waits for it
+	t.Cleanup(free)
 	stream := sdk("").Chat.Completions.NewStreaming(context.Background(), chatParams("m", "hi"))
 	if !stream.Next() {
 		t.Fatalf("no first event: %v", stream.Err())
@@ -97,7 +103,7 @@ func TestStreamingIsDeliveredEventByEvent(t *testing.T) {
 	if got := stream.Current().Choices[0].Delta.Content; got != "first" {
 		t.Fatalf("first event %q", got)
 	}
-	close(release)
+	free()
 	if !stream.Next() || stream.Current().Choices[0].Delta.Content != " second" {
 		t.Fatalf("second event missing: %v", stream.Err())
 	}
