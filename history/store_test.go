@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -198,6 +199,11 @@ func TestAddNeverWaitsForTheDisk(t *testing.T) {
 	defer s.Close()
 	// hold the file's write transaction: the writer blocks in its first write
 	held, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	// deferred after s.Close, so run before it: a failed assertion before
+	// free below releases the transaction the writer, and Close, wait for
+	defer free()
 	go s.core.open().(*file).db.Update(func(*bolt.Tx) error {
 		close(held)
 		<-release
@@ -213,7 +219,7 @@ func TestAddNeverWaitsForTheDisk(t *testing.T) {
 	if s.Dropped() == 0 || queued < queueSize {
 		t.Fatalf("queued %d, dropped %d: want the queue full, then drops", queued, s.Dropped())
 	}
-	close(release)
+	free()
 	s.Sync()
 	got, _ := s.Query(Filter{Limit: MaxLimit})
 	if len(got) != MaxLimit {
