@@ -3,6 +3,7 @@ package quota
 import (
 	"errors"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -215,13 +216,18 @@ func TestAdmitNeverWaitsForTheStore(t *testing.T) {
 	// hold the file's write transaction, so that a flush blocks in the store
 	held := make(chan struct{})
 	release := make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	// registered after openFile's Close, so run before it: a failed
+	// assertion before free below releases the transaction Close waits for
+	t.Cleanup(free)
 	go l.core.file.db.Update(func(*bolt.Tx) error {
 		close(held)
 		<-release
 		return nil
 	})
 	<-held
-	flushed := make(chan error)
+	flushed := make(chan error, 1) // a failed test does not read it
 	go func() { flushed <- l.Sync() }()
 	// requests go on while the flush waits for the disk
 	for range 100 {
@@ -231,7 +237,7 @@ func TestAdmitNeverWaitsForTheStore(t *testing.T) {
 		}
 		tk.Done(5)
 	}
-	close(release)
+	free()
 	if err := <-flushed; err != nil {
 		t.Fatal(err)
 	}
