@@ -20,7 +20,9 @@ const (
 )
 
 // Azure is an Azure OpenAI resource's deployments API: the deployment
-// in the path, api-version in the query, the key (AzureKey) in api-key. Its streams
+// in the path, api-version in the query, the key (AzureKey) in api-key, or
+// a Microsoft Entra ID token as Authorization: Bearer (the key the fake is
+// told: Fake.SetKey), never both. Its streams
 // open with a chunk of prompt filter results and no choices, as Azure's
 // do. Modes: ok, cached, filtered (400 content_filter), throttled (429 with
 // retry-after).
@@ -36,8 +38,9 @@ func Azure(t testing.TB, mode string) *Fake {
 			writeJSON(w, 404, `{"error":{"code":"404","message":"Resource not found"}}`)
 			return
 		}
-		if r.Header.Get("Api-Key") != f.getKey() || r.Header.Get("Authorization") != "" {
-			f.refuse("api-key %q, Authorization %q", r.Header.Get("Api-Key"), r.Header.Get("Authorization"))
+		key, bearer := r.Header.Get("Api-Key"), r.Header.Get("Authorization")
+		if !(key == f.getKey() && bearer == "" || key == "" && bearer == "Bearer "+f.getKey()) {
+			f.refuse("api-key %q, Authorization %q", key, bearer)
 			writeJSON(w, 401, `{"error":{"code":"401","message":"Access denied due to invalid subscription key or wrong API endpoint."}}`)
 			return
 		}

@@ -9,6 +9,9 @@ const (
 	// VertexToken is the OAuth access token Vertex's fake takes as Bearer
 	// until told another (Fake.SetKey).
 	VertexToken = "ya29.pvSECRET-vertex-token-0007"
+	// AzureEntraSecret is the client secret of an Azure test's fake
+	// Entra ID credential, which no request or error may carry.
+	AzureEntraSecret = "pvSECRET~azure~entra~client~secret~0008"
 )
 
 // AWSKeys are the Bedrock fake's credentials, in the region it serves.
@@ -17,4 +20,4 @@ var AWSKeys = AWS{KeyID: "AKIAPVTESTKEYID00004", Secret: "pvSECRET/aws+secret+ac
 
 // Secrets are the secrets above, for a test to look for where none may
 // show: logs, errors, metrics, admin output.
-var Secrets = []string{AnthropicKey, GeminiKey, AzureKey, VertexToken, AWSKeys.Secret, AWSKeys.Session}
+var Secrets = []string{AnthropicKey, GeminiKey, AzureKey, VertexToken, AzureEntraSecret, AWSKeys.Secret, AWSKeys.Session}
