@@ -725,6 +725,38 @@ func TestProviderBedrockWithoutCredentials(t *testing.T) {
 	}
 }
 
+// ---- 6. Azure with entra and no Entra ID credentials yet ----
+
+// An Azure engine with entra loads without credentials (they may come
+// later); a request gets 502 upstream_credentials that says what was
+// looked for, in the client's grammar, and the resource is sent nothing.
+// Only the environment's credential is looked for (AZURE_TOKEN_CREDENTIALS):
+// a managed identity's probe would leave loopback.
+func TestProviderAzureEntraWithoutCredentials(t *testing.T) {
+	t.Setenv("AZURE_TOKEN_CREDENTIALS", "EnvironmentCredential")
+	for _, v := range []string{"AZURE_TENANT_ID", "AZURE_CLIENT_ID", "AZURE_CLIENT_SECRET", "AZURE_CLIENT_CERTIFICATE_PATH"} {
+		t.Setenv(v, "")
+	}
+	az := providertest.Azure(t, "ok")
+	startGateway(t, fmt.Sprintf(`		keys %s
+		engine azure {
+			provider azure {
+				api_version %s
+				entra
+			}
+			to %s
+			models %s
+		}`, callerKey, providertest.AzureAPIVersion, az.URL, providertest.AzureDeployment))
+	_, err := sdk(callerKey).Chat.Completions.New(context.Background(), chatParams(providertest.AzureDeployment, "Hello!"))
+	e := apiError(t, err, 502)
+	if e.Code != "upstream_credentials" || !strings.Contains(e.Message, "no Microsoft Entra ID credentials") || !strings.Contains(e.Message, "AZURE_TENANT_ID") {
+		t.Fatalf("code %q: %s", e.Code, e.Message)
+	}
+	if strings.Contains(e.Message, callerKey) || az.N() != 0 {
+		t.Fatalf("the message holds the caller's key, or Azure was sent %d requests: %s", az.N(), e.Message)
+	}
+}
+
 // The providers built in are Caddy modules in their own namespace, as
 // reverse_proxy's transports are: `caddy list-modules` lists each.
 func TestListModulesListsTheProviders(t *testing.T) {

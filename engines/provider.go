@@ -25,7 +25,7 @@ func (c *Config) ProviderName() string {
 
 // providerEngine is what the provider reads of the engine and sets.
 func (c *Config) providerEngine() providers.Engine {
-	return providers.Engine{Name: c.Name, To: c.To, APIs: c.APIs, KeyHeader: c.APIKeyHeader}
+	return providers.Engine{Name: c.Name, To: c.To, APIs: c.APIs, KeyHeader: c.APIKeyHeader, HasKey: c.APIKey != ""}
 }
 
 // withProvider fills in what the engine's provider sets and the engine

@@ -78,6 +78,10 @@ type Engine struct {
 	// (Authorization: Bearer) unless its block names one, which the
 	// provider may fill in with its own (x-api-key).
 	KeyHeader string
+	// HasKey is whether the engine has an api_key, for a provider whose own
+	// credentials (Azure's Entra ID) exclude one; the key itself is never
+	// the provider's to read.
+	HasKey bool
 }
 
 // Request is what Target reads of one upstream request.

@@ -3,11 +3,15 @@
 // ?api-version=…), the deployment being the model the attempt sends
 // (model_name); without one, its v1 API (/openai/v1/…), which takes the
 // deployment as the body's model. The key goes in api-key, or an Entra token
-// as `api_key <token> Authorization` (docs/provider-azure.md).
+// as `api_key <token> Authorization`, or with `entra` a Microsoft Entra ID
+// token from the credentials Azure's SDKs find, kept fresh (entra.go;
+// docs/provider-azure.md).
 package azure
 
 import (
+	"context"
 	"errors"
+	"net/http"
 	"net/url"
 	"strings"
 
@@ -28,6 +32,11 @@ type Azure struct {
 	// APIVersion is the api-version of the deployments API
 	// (2024-10-21). Default: none, the v1 API at /openai/v1/.
 	APIVersion string `json:"api_version,omitempty"`
+	// Entra sends a Microsoft Entra ID token from DefaultAzureCredential
+	// instead of an api_key (entra.go). Default: off.
+	Entra bool `json:"entra,omitempty"`
+
+	entra entra // the token, once found
 }
 
 // CaddyModule returns the Caddy module information.
@@ -42,10 +51,13 @@ func (*Azure) CaddyModule() caddy.ModuleInfo {
 func (*Azure) Name() string { return "azure" }
 
 // Engine gives the engine OpenAI's API and api-key; its `to`, the
-// resource's endpoint, is required.
-func (*Azure) Engine(e *providers.Engine) error {
+// resource's endpoint, is required, and with entra no api_key may be.
+func (p *Azure) Engine(e *providers.Engine) error {
 	if e.To == "" {
 		return errors.New("provider azure needs 'to', the resource's endpoint (https://<resource>.openai.azure.com)")
+	}
+	if p.Entra && e.HasKey {
+		return errors.New("provider azure has both entra and an api_key: entra sends a Microsoft Entra ID token in the key's place, so keep one of them")
 	}
 	if len(e.APIs) == 0 {
 		e.APIs = []string{api.Other.String()} // "openai": every OpenAI route
@@ -142,10 +154,25 @@ func (p *Azure) RouteTarget(u, base *url.URL, name, model string) {
 	u.RawQuery = p.query(base).Encode()
 }
 
+// Authorize sends a Microsoft Entra ID token with entra; without it the
+// engine's api_key is the request's credential already. With entra the
+// engine has no key of its own (Engine refuses both), so an Authorization or
+// api-key r carries is no credential of the engine's: the token replaces
+// it. An error names the failure, never a secret.
+func (p *Azure) Authorize(ctx context.Context, r *http.Request, _ []byte) error {
+	if !p.Entra {
+		return nil
+	}
+	r.Header.Del("Api-Key")
+	r.Header.Del("Authorization")
+	return p.entra.authorize(ctx, r)
+}
+
 // UnmarshalCaddyfile reads
 //
 //	provider azure {
 //		api_version <version>
+//		entra
 //	}
 //
 // whose line may also stand in the engine's block beside `provider azure`
@@ -164,15 +191,22 @@ func (p *Azure) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 }
 
 // EngineLines are the engine block's lines the provider takes.
-func (*Azure) EngineLines() []string { return []string{"api_version"} }
+func (*Azure) EngineLines() []string { return []string{"api_version", "entra"} }
 
-// UnmarshalEngineLine reads `api_version <version>`.
+// UnmarshalEngineLine reads `api_version <version>` or `entra`.
 func (p *Azure) UnmarshalEngineLine(d *caddyfile.Dispenser) error {
-	if d.Val() != "api_version" {
-		return d.Errf("provider azure takes api_version, not %q", d.Val())
-	}
-	if !d.AllArgs(&p.APIVersion) {
-		return d.ArgErr()
+	switch d.Val() {
+	case "api_version":
+		if !d.AllArgs(&p.APIVersion) {
+			return d.ArgErr()
+		}
+	case "entra":
+		if d.NextArg() {
+			return d.Errf("entra takes no value: the credentials are found as Azure's SDKs find them (DefaultAzureCredential)")
+		}
+		p.Entra = true
+	default:
+		return d.Errf("provider azure takes api_version and entra, not %q", d.Val())
 	}
 	return nil
 }
@@ -180,6 +214,7 @@ func (p *Azure) UnmarshalEngineLine(d *caddyfile.Dispenser) error {
 // Interface guards
 var (
 	_ providers.Provider      = (*Azure)(nil)
+	_ providers.Authorizer    = (*Azure)(nil)
 	_ providers.Passer        = (*Azure)(nil)
 	_ providers.Checker       = (*Azure)(nil)
 	_ providers.FailureReader = (*Azure)(nil)
