@@ -234,9 +234,9 @@ type Config struct {
 	Preload bool `json:"preload,omitempty"`
 
 	// MaxConcurrent is how many requests may be in flight on the engine at
-	// once (holding a lease, or waiting for its start); 0 is no limit.
-	// Further requests wait in the engine's queue, or go to its fallback
-	// when the queue is full. Default: 0.
+	// once (holding a lease, or waiting for its start). Further requests
+	// wait in the engine's queue, or go to its fallback when the queue is
+	// full. Default: 0, which is DefaultMaxConcurrent without a queue.
 	MaxConcurrent int `json:"max_concurrent,omitempty"`
 
 	// Queue is how many requests may wait, in order of arrival, for one of
@@ -637,3 +637,26 @@ const (
 	DefaultSlotSessions    = 64
 	DefaultSlotTimeout     = 3 * time.Second
 )
+
+// DefaultMaxConcurrent is an engine's max_concurrent when its config names
+// none: a cap no engine's batch reaches (llama-server's and vLLM's run
+// tens to a few hundred sequences at once) that still bounds a flood, as
+// every resource a caller can make the gateway spend has a cap with a
+// default. Without it, requests held while a cold engine started, or piled
+// on one engine by a keyless burst, were bounded by nothing but the bodies'
+// max_body_in_flight. The 1025th request in flight is refused at once, 429
+// engine_busy, or goes to the engine's fallback; a cloud provider's engine
+// that serves more at once says so with max_concurrent.
+//
+// Below it, the engine is what it was without a limit: it reports no limit
+// (Status), the scheduler reads its load and capacity as it did (Occupancy),
+// and queue needs an explicit max_concurrent.
+const DefaultMaxConcurrent = 1024
+
+// concurrency is the engine's max_concurrent, or the default.
+func (c Config) concurrency() int {
+	if c.MaxConcurrent > 0 {
+		return c.MaxConcurrent
+	}
+	return DefaultMaxConcurrent
+}

@@ -19,7 +19,7 @@ func (e *Engine) TryAcquire() *Lease {
 		return nil
 	}
 	var p *place
-	if e.lim != nil {
+	if e.lim != nil { // nil only in tests that build an Engine by hand: New always makes one
 		if p = e.lim.tryTake(); p == nil {
 			return nil
 		}
@@ -103,9 +103,10 @@ func (l *Lease) Release() {
 // waited for fails, Acquire returns that start's *StartError; the next call
 // tries a fresh start.
 //
-// With max_concurrent, the caller first takes a place: it may wait in the
-// engine's queue (leaving it at once when ctx ends), and gets a *BusyError
-// when the queue is full or its wait runs out.
+// The caller first takes a place of max_concurrent (DefaultMaxConcurrent
+// without one): it may wait in the engine's queue (leaving it at once when
+// ctx ends), and gets a *BusyError when the queue is full or its wait runs
+// out.
 func (e *Engine) Acquire(ctx context.Context, wake bool) (*Lease, error) {
 	if e.lim == nil {
 		return e.acquire(ctx, wake)
@@ -154,7 +155,7 @@ func (e *Engine) busy(why BusyReason) {
 }
 
 func (e *Engine) busyError(waited time.Duration) *BusyError {
-	return &BusyError{Engine: e.cfg.Name, MaxConcurrent: e.cfg.MaxConcurrent, Queue: e.cfg.Queue,
+	return &BusyError{Engine: e.cfg.Name, MaxConcurrent: e.lim.max, Default: e.cfg.MaxConcurrent == 0, Queue: e.cfg.Queue,
 		Waited: waited, RetryAfter: e.lim.retryAfter()}
 }
 

@@ -27,6 +27,7 @@ import (
 type BusyError struct {
 	Engine        string
 	MaxConcurrent int
+	Default       bool // MaxConcurrent is DefaultMaxConcurrent: the config names none
 	Queue         int
 	// Waited is how long the request waited in the queue: 0 when the
 	// queue was full on arrival.
@@ -62,6 +63,10 @@ func (e *BusyError) Error() string {
 	if e.Waited > 0 {
 		return fmt.Sprintf("engine %s is busy: the request waited %s in its queue (max_concurrent %d) and its queue_timeout ran out",
 			e.Engine, e.Waited.Round(time.Millisecond), e.MaxConcurrent)
+	}
+	if e.Default {
+		return fmt.Sprintf("engine %s is busy: %d requests in flight, the default max_concurrent (an engine's max_concurrent line allows more)",
+			e.Engine, e.MaxConcurrent)
 	}
 	return fmt.Sprintf("engine %s is busy: %d requests in flight and %d waiting (max_concurrent %d, queue %d)",
 		e.Engine, e.MaxConcurrent, e.Queue, e.MaxConcurrent, e.Queue)

@@ -243,6 +243,48 @@ func TestWithoutAQueueTheRequestAfterMaxConcurrentIsRefused(t *testing.T) {
 	}
 }
 
+// An engine whose config names no max_concurrent has DefaultMaxConcurrent
+// places and no queue: the next request is refused at once, saying the cap
+// is the default; below it the engine shows no limit and the scheduler
+// reads it as it did without one.
+func TestWithoutMaxConcurrentTheDefaultCapsAnEngine(t *testing.T) {
+	e, _, log := limitedEngine(t, 0, 0, 0)
+	leases := make([]*Lease, 0, DefaultMaxConcurrent)
+	for range DefaultMaxConcurrent - 1 {
+		leases = append(leases, mustLease(t, e))
+	}
+	if e.Busy() || e.Status().Limit != nil || e.Occupancy().Capacity != 0 || e.Occupancy().Saturated {
+		t.Fatalf("below the default cap: busy %v, limit %+v, %+v", e.Busy(), e.Status().Limit, e.Occupancy())
+	}
+	if l := e.TryAcquire(); l == nil {
+		t.Fatal("the last place of the default cap was refused")
+	} else {
+		leases = append(leases, l)
+	}
+	if !e.Busy() || !e.Occupancy().Saturated || e.Occupancy().Load != DefaultMaxConcurrent {
+		t.Fatalf("at the default cap: busy %v, %+v", e.Busy(), e.Occupancy())
+	}
+	if e.TryAcquire() != nil {
+		t.Fatal("a lease past the default cap")
+	}
+	var busy *BusyError
+	_, err := e.Acquire(context.Background(), true)
+	if !errors.As(err, &busy) || busy.MaxConcurrent != DefaultMaxConcurrent || busy.RetryAfter <= 0 ||
+		err.Error() != "engine limited is busy: 1024 requests in flight, the default max_concurrent (an engine's max_concurrent line allows more)" {
+		t.Fatalf("past the default cap: %v", err)
+	}
+	if l, err := e.Borrow(); l != nil || !errors.As(err, &busy) {
+		t.Fatalf("a fallback's borrow past the default cap: %v %v", l, err)
+	}
+	if _, why := log.heard(); len(why) != 2 || why[0] != BusyQueueFull {
+		t.Fatalf("the observer heard %v", why)
+	}
+	leases[0].Release()
+	if l := e.TryAcquire(); l == nil {
+		t.Fatal("a place given back was not free")
+	}
+}
+
 func TestAQueueNeedsMaxConcurrent(t *testing.T) {
 	cfg := Config{Name: "q", To: "http://127.0.0.1:1", Models: []string{"m"}, Queue: 3}
 	if err := cfg.WithDefaults().Validate(); err == nil {

@@ -21,9 +21,7 @@ func New(cfg Config, rt http.RoundTripper, log *zap.Logger) (*Engine, error) {
 	e.lines.secrets = secretsOf(cfg)
 	e.brk = NewBreaker(cfg.BreakerFailures, time.Duration(cfg.BreakerCooldown), e.now)
 	e.life, e.cancel = context.WithCancel(context.Background())
-	if cfg.MaxConcurrent > 0 {
-		e.lim = newLimiter(cfg.MaxConcurrent, cfg.Queue, time.Duration(cfg.QueueTimeout), e.clock, e.life.Done())
-	}
+	e.lim = newLimiter(cfg.concurrency(), cfg.Queue, time.Duration(cfg.QueueTimeout), e.clock, e.life.Done())
 	if !cfg.Managed() {
 		u, err := url.Parse(cfg.To)
 		if err != nil {

@@ -310,7 +310,9 @@ func (e *Engine) Occupancy() Occupancy {
 	inFlight, queued := e.gatewayLoad()
 	o.Load = inFlight + queued
 	if e.lim != nil {
-		o.Capacity = e.lim.max
+		if e.cfg.MaxConcurrent > 0 { // the default cap is no capacity the operator named
+			o.Capacity = e.lim.max
+		}
 		o.Saturated = inFlight >= e.lim.max && queued >= e.lim.queueMax
 	}
 	if s, ok := e.Signal(); ok {
@@ -330,7 +332,7 @@ func (e *Engine) Load() int { return e.Occupancy().Load }
 
 // gatewayLoad is the gateway's own count of the engine's requests.
 func (e *Engine) gatewayLoad() (inFlight, queued int) {
-	if e.lim != nil {
+	if e.lim != nil && e.cfg.MaxConcurrent > 0 { // below the default cap, an engine counts as it did without a limit
 		return e.lim.counts()
 	}
 	e.mu.Lock()

@@ -132,7 +132,7 @@ func (e *Engine) Status() Status {
 		s.Slots = e.slots.status()
 	}
 	s.Provider = e.providerStatus()
-	if e.lim != nil {
+	if e.lim != nil && e.cfg.MaxConcurrent > 0 { // the default cap is no limit the operator set (DefaultMaxConcurrent)
 		held, queued := e.lim.counts()
 		s.Limit = &LimitStatus{MaxConcurrent: e.cfg.MaxConcurrent, InFlight: held, Queue: e.cfg.Queue, Queued: queued}
 	}
