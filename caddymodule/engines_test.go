@@ -447,31 +447,45 @@ func TestSlowLoadingEngineIsServedOnceReady(t *testing.T) {
 	}
 }
 
+// A stop with ?drain=true, an engine's or every engine's, answers once the
+// requests in flight have finished, whole.
 func TestAdminStopWithDrainWaitsForTheRequestsInFlight(t *testing.T) {
-	startGateway(t, `
+	for _, path := range []string{"/llm_gateway/engines/drained/stop?drain=true", "/llm_gateway/engines/stop?drain=true"} {
+		t.Run(path, func(t *testing.T) {
+			startGateway(t, `
 		engine drained {
 			`+engineCmd("--words-per-chunk 1 --chunk-delay 20ms")+`
 			models drained
 		}`)
-	stream := sdk("").Chat.Completions.NewStreaming(context.Background(), chatParams("drained", "hi"))
-	if !stream.Next() {
-		t.Fatal(stream.Err())
-	}
-	stopped := make(chan time.Time, 1)
-	go func() {
-		do(t, mustReq(http.MethodPost, adminURL+"/llm_gateway/engines/drained/stop?drain=true"))
-		stopped <- time.Now()
-	}()
-	text, err := readStream(stream)
-	streamEnded := time.Now()
-	if err != nil || !strings.HasSuffix(text, "as a real model server would.") {
-		t.Fatalf("the drained stream was cut: %q %v", text, err)
-	}
-	if at := <-stopped; at.Before(streamEnded.Add(-50 * time.Millisecond)) {
-		t.Fatalf("stop returned %s before the stream in flight ended", streamEnded.Sub(at))
-	}
-	if s := status(t, "drained"); s.State != "stopped" {
-		t.Fatalf("state %s after the drained stop", s.State)
+			stream := sdk("").Chat.Completions.NewStreaming(context.Background(), chatParams("drained", "hi"))
+			if !stream.Next() {
+				t.Fatal(stream.Err())
+			}
+			type answer struct {
+				at   time.Time
+				body string
+			}
+			stopped := make(chan answer, 1)
+			go func() {
+				_, body := do(t, mustReq(http.MethodPost, adminURL+path))
+				stopped <- answer{time.Now(), body}
+			}()
+			text, err := readStream(stream)
+			streamEnded := time.Now()
+			if err != nil || !strings.HasSuffix(text, "as a real model server would.") {
+				t.Fatalf("the drained stream was cut: %q %v", text, err)
+			}
+			a := <-stopped
+			if a.at.Before(streamEnded.Add(-50 * time.Millisecond)) {
+				t.Fatalf("stop returned %s before the stream in flight ended", streamEnded.Sub(a.at))
+			}
+			if strings.Contains(path, "/engines/stop") && !strings.Contains(a.body, `"drained"`) {
+				t.Fatalf("the stop of every engine answered %s", a.body)
+			}
+			if s := status(t, "drained"); s.State != "stopped" {
+				t.Fatalf("state %s after the drained stop", s.State)
+			}
+		})
 	}
 }
 
@@ -549,44 +563,6 @@ func TestAdminStopAllStopsEveryEngineTheGatewayRuns(t *testing.T) {
 	mustAnswer(t, "one")
 	if s := status(t, "one"); s.State != "ready" || s.PID == one.PID || !alive(s.PID) {
 		t.Fatalf("one after a request: %s, pid %d (was %d)", s.State, s.PID, one.PID)
-	}
-}
-
-// The stop of every engine takes ?drain=true as each engine's does: it
-// answers once the requests in flight have finished, whole.
-func TestAdminStopAllWithDrainWaitsForTheRequestsInFlight(t *testing.T) {
-	startGateway(t, `
-		engine drained {
-			`+engineCmd("--words-per-chunk 1 --chunk-delay 20ms")+`
-			models drained
-		}`)
-	stream := sdk("").Chat.Completions.NewStreaming(context.Background(), chatParams("drained", "hi"))
-	if !stream.Next() {
-		t.Fatal(stream.Err())
-	}
-	type answer struct {
-		at   time.Time
-		body string
-	}
-	stopped := make(chan answer, 1)
-	go func() {
-		_, body := do(t, mustReq(http.MethodPost, adminURL+"/llm_gateway/engines/stop?drain=true"))
-		stopped <- answer{time.Now(), body}
-	}()
-	text, err := readStream(stream)
-	streamEnded := time.Now()
-	if err != nil || !strings.HasSuffix(text, "as a real model server would.") {
-		t.Fatalf("the drained stream was cut: %q %v", text, err)
-	}
-	a := <-stopped
-	if a.at.Before(streamEnded.Add(-50 * time.Millisecond)) {
-		t.Fatalf("stop all returned %s before the stream in flight ended", streamEnded.Sub(a.at))
-	}
-	if !strings.Contains(a.body, `"drained"`) {
-		t.Fatalf("stop all answered %s", a.body)
-	}
-	if s := status(t, "drained"); s.State != "stopped" {
-		t.Fatalf("state %s after the drained stop of every engine", s.State)
 	}
 }
 
