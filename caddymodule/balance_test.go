@@ -66,13 +66,7 @@ func TestAPoolFollowsTheConversationAndLeavesAnEngineThatQueues(t *testing.T) {
 	var deferred [3]atomic.Int32
 	engines, members := signalledMembers(t, func(i int) *recorder { return signalEngine(t, fmt.Sprint("s", i), &deferred[i]) })
 	logFile := filepath.Join(t.TempDir(), "access.log")
-	initRaw(t, fmt.Sprintf(`{
-	skip_install_trust
-	admin localhost:@ADMIN@
-	http_port @HTTP@
-	grace_period 1ns
-}
-http://%s {
+	initRaw(t, testGlobals("")+fmt.Sprintf(`http://%s {
 	log {
 		output file %s
 	}
@@ -149,13 +143,7 @@ func slotEngine(t *testing.T, name string, busy *atomic.Int32) *recorder {
 func TestAPoolLeavesAnEngineWhoseSlotsAreAllBusy(t *testing.T) {
 	var busy [3]atomic.Int32
 	engines, members := signalledMembers(t, func(i int) *recorder { return slotEngine(t, fmt.Sprint("s", i), &busy[i]) })
-	initRaw(t, fmt.Sprintf(`{
-	skip_install_trust
-	admin localhost:@ADMIN@
-	http_port @HTTP@
-	grace_period 1ns
-}
-http://%s {
+	initRaw(t, testGlobals("")+fmt.Sprintf(`http://%s {
 	llm_gateway {
 %s		pool auto {
 %s		}

@@ -24,17 +24,7 @@ func TestAClaimThatStallsIsCutAtItsPaceThroughCaddy(t *testing.T) {
 		io.WriteString(w, `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"ok"}}]}`)
 	}))
 	t.Cleanup(up.Close)
-	initRaw(t, fmt.Sprintf(`{
-	skip_install_trust
-	admin localhost:@ADMIN@
-	http_port @HTTP@
-	https_port @HTTPS@
-	grace_period 1ns
-	servers {
-		protocols h1 h2c
-	}
-}
-http://%s {
+	initRaw(t, testGlobals("servers {\n\t\tprotocols h1 h2c\n\t}")+fmt.Sprintf(`http://%s {
 	llm_gateway {
 		max_body 1MiB
 		max_body_in_flight 2MiB

@@ -169,14 +169,7 @@ func TestPoolFollowsItsMembersInDNS(t *testing.T) {
 	// node 0 streams slowly: a stream on it is still open when its
 	// address leaves the answer
 	slow := `--reply "one two three four five six seven eight nine ten eleven twelve" --words-per-chunk 1 --chunk-delay 100ms`
-	initRaw(t, fmt.Sprintf(`{
-	skip_install_trust
-	admin localhost:@ADMIN@
-	http_port @HTTP@
-	https_port @HTTPS@
-	grace_period 1ns
-}
-http://%s {
+	initRaw(t, testGlobals("")+fmt.Sprintf(`http://%s {
 	llm_gateway {
 		engine demo {
 			%s

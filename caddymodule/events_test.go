@@ -46,18 +46,11 @@ var _ caddyevents.Handler = eventRecorder{}
 
 func TestEngineLifeAndFallbacksAreCaddyEvents(t *testing.T) {
 	fb := newRecorder(t, okChat)
-	initRaw(t, fmt.Sprintf(`{
-	skip_install_trust
-	admin localhost:@ADMIN@
-	http_port @HTTP@
-	grace_period 1ns
-	events {
+	initRaw(t, testGlobals(`events {
 		on llm_gateway.engine_started llmgw_test_recorder
 		on llm_gateway.engine_stopped llmgw_test_recorder
 		on llm_gateway.fallback_used llmgw_test_recorder
-	}
-}
-http://%s {
+	}`)+fmt.Sprintf(`http://%s {
 	llm_gateway {
 		engine evented {
 			%s

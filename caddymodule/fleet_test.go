@@ -86,14 +86,7 @@ func frontModels(t *testing.T) map[string]string {
 func TestFleetRoutesByWhatEachNodeReports(t *testing.T) {
 	nodeA, nodeB := freeAddr(t), freeAddr(t)
 	wireA, wireB := newWire(t, "http://"+nodeA), newWire(t, "http://"+nodeB)
-	initRaw(t, fmt.Sprintf(`{
-	skip_install_trust
-	admin localhost:@ADMIN@
-	http_port @HTTP@
-	https_port @HTTPS@
-	grace_period 1ns
-}
-http://%s {
+	initRaw(t, testGlobals("")+fmt.Sprintf(`http://%s {
 	llm_gateway {
 		keys %s
 		engine qa {

@@ -36,14 +36,7 @@ func TestBasicAuthInFrontGivesEachUserItsRules(t *testing.T) {
 	// TestEachRequestIsOneTraceWithASpanPerAttempt)
 	initRaw(t, "{\n\tadmin localhost:@ADMIN@\n\thttp_port @HTTP@\n\thttps_port @HTTPS@\n}\nhttp://"+gwAddr+" {\n\trespond ok\n}\n")
 	up := newRecorder(t, usageChat)
-	initRaw(t, fmt.Sprintf(`{
-	skip_install_trust
-	admin localhost:@ADMIN@
-	http_port @HTTP@
-	https_port @HTTPS@
-	grace_period 1ns
-}
-http://%s {
+	initRaw(t, testGlobals("")+fmt.Sprintf(`http://%s {
 	tracing {
 		span gateway
 	}

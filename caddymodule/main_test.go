@@ -120,23 +120,12 @@ func engineCmd(flags string) string {
 func startGateway(t *testing.T, site string) string {
 	t.Helper()
 	logFile := filepath.Join(t.TempDir(), "caddy.log")
-	cfg := fmt.Sprintf(`{
-	skip_install_trust
-	admin localhost:@ADMIN@
-	http_port @HTTP@
-	https_port @HTTPS@
-	grace_period 1ns
-	log {
-		output file %s
-		level DEBUG
-	}
-}
-http://%s {
+	cfg := testGlobals(fmt.Sprintf("log {\n\t\toutput file %s\n\t\tlevel DEBUG\n\t}", logFile)) + fmt.Sprintf(`http://%s {
 	llm_gateway {
 %s
 	}
 }
-`, logFile, gwAddr, site)
+`, gwAddr, site)
 	initRaw(t, cfg)
 	t.Cleanup(func() {
 		// a failure's story is in Caddy's log: its end goes with the failure
@@ -147,6 +136,18 @@ http://%s {
 		}
 	})
 	return logFile
+}
+
+// testGlobals is the global options block of a config the tests load
+// whole: the tests' admin endpoint and ports (initRaw fills them in), no
+// trust store to install, no grace period; extra holds more options, as
+// they are written inside the block.
+func testGlobals(extra string) string {
+	g := "{\n\tskip_install_trust\n\tadmin localhost:@ADMIN@\n\thttp_port @HTTP@\n\thttps_port @HTTPS@\n\tgrace_period 1ns\n"
+	if extra != "" {
+		g += "\t" + extra + "\n"
+	}
+	return g + "}\n"
 }
 
 // initRaw loads a whole Caddyfile into the in-process Caddy.

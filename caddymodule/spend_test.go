@@ -66,14 +66,7 @@ func TestEachRequestsCostIsExactInEverySurface(t *testing.T) {
 	t.Setenv("OTEL_TRACES_SAMPLER", "always_on")
 	initRaw(t, "{\n\tadmin localhost:@ADMIN@\n\thttp_port @HTTP@\n\thttps_port @HTTPS@\n}\nhttp://"+gwAddr+" {\n\trespond ok\n}\n")
 	logFile := filepath.Join(t.TempDir(), "access.log")
-	initRaw(t, fmt.Sprintf(`{
-	skip_install_trust
-	admin localhost:@ADMIN@
-	http_port @HTTP@
-	https_port @HTTPS@
-	grace_period 1ns
-}
-http://%s {
+	initRaw(t, testGlobals("")+fmt.Sprintf(`http://%s {
 	log {
 		output file %s
 	}

@@ -159,14 +159,7 @@ func spanEvents(s *tracepb.Span) []string {
 // directive before llm_gateway.
 func startTracedGateway(t *testing.T, site string) {
 	t.Helper()
-	initRaw(t, fmt.Sprintf(`{
-	skip_install_trust
-	admin localhost:@ADMIN@
-	http_port @HTTP@
-	https_port @HTTPS@
-	grace_period 1ns
-}
-http://%s {
+	initRaw(t, testGlobals("")+fmt.Sprintf(`http://%s {
 	tracing {
 		span gateway
 	}
